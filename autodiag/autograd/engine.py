@@ -1,0 +1,289 @@
+"""The backward engine: iterative, dependency-counted, in PyTorch's execution order.
+
+1. Walk the graph from the roots (explicit stack, never recursion) counting, for every node, how
+   many edges point at it.
+2. With ``inputs`` (``autograd.grad`` or ``backward(inputs=...)``), mark the nodes that lie on a
+   path to an input; others are not run.
+3. Run ready nodes (all incoming gradients summed) from a heap keyed by creation order, newest
+   first, as PyTorch's CPU ready queue does; ``AccumulateGrad`` nodes come first.
+
+Per node, hooks run in PyTorch's order: tensor hooks, retain_grad, node pre-hooks, the backward
+formula, gradient shape/dtype fix-up (``_input_meta``), node post-hooks.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from autodiag.autograd import grad_mode
+from autodiag.autograd.graph import AccumulateGrad
+from autodiag.ops._core import ARRAY, TENSOR, sum_to_array, wrap
+from autodiag.tensor import Tensor
+
+_state = grad_mode._state
+
+
+class GraphTask:
+    """Options and results of one backward call."""
+
+    __slots__ = ("retain_graph", "create_graph", "accumulate", "targets", "captured", "needed",
+                 "leaf_targets")
+
+    def __init__(self, retain_graph, create_graph, accumulate):
+        self.retain_graph = retain_graph
+        self.create_graph = create_graph
+        self.accumulate = accumulate
+        self.targets = None  # {(node, nr): [input positions]} for autograd.grad
+        self.captured = None
+        self.needed = None  # set of nodes to run, or None for all
+        self.leaf_targets = None  # AccumulateGrad nodes allowed to accumulate (inputs=...)
+
+
+def _count_dependencies(roots) -> dict:
+    deps: dict = {}
+    seen = set()
+    stack = [n for n in roots if n is not None]
+    for n in stack:
+        seen.add(n)
+    while stack:
+        node = stack.pop()
+        for child, _ in node.next_functions:
+            if child is None:
+                continue
+            deps[child] = deps.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return deps
+
+
+def _mark_needed(roots, target_nodes: set) -> set:
+    """Nodes on some path from a root to a target node (iterative post-order)."""
+    needed = set()
+    done = set()
+    stack = [(n, False) for n in roots if n is not None]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            if node in target_nodes or any(c in needed for c, _ in node.next_functions
+                                           if c is not None):
+                needed.add(node)
+            done.add(node)
+            continue
+        if node in done:
+            continue
+        stack.append((node, True))
+        for child, _ in node.next_functions:
+            if child is not None and child not in done:
+                stack.append((child, False))
+    return needed
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _to_grad_value(g, create_graph: bool):
+    """Gradients flow as arrays, or as Tensors when the backward itself is recorded."""
+    if create_graph:
+        return g if isinstance(g, Tensor) else wrap(np.asarray(g))
+    return g._data if isinstance(g, Tensor) else g
+
+
+def execute(root_edges, root_grads, task: GraphTask) -> None:
+    create_graph = task.create_graph
+    xp = TENSOR if create_graph else ARRAY
+    root_nodes = [e[0] for e in root_edges]
+    deps = _count_dependencies(root_nodes)
+    needed = task.needed
+    buffers: dict = {}
+    for (node, nr), g in zip(root_edges, root_grads):
+        if node is None:
+            continue
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node._num_outputs
+        buf[nr] = _add(buf[nr], g)
+    heap = []
+    pushed = set()
+    for node in root_nodes:
+        if node is not None and deps.get(node, 0) == 0 and node not in pushed:
+            pushed.add(node)
+            heapq.heappush(heap, (-node._seq, id(node), node))
+
+    prev_mode = _state[0]
+    _state[0] = create_graph
+    try:
+        while heap:
+            node = heapq.heappop(heap)[2]
+            grads = buffers.pop(node, None)
+            if grads is None:
+                grads = [None] * node._num_outputs
+            if node.__class__ is AccumulateGrad:
+                _accumulate(node, grads[0], task, xp)
+                continue
+            outs = _run_node(node, grads, task, xp)
+            for (child, nr), g in zip(node.next_functions, outs):
+                if child is None:
+                    continue
+                if g is not None and (needed is None or child in needed):
+                    buf = buffers.get(child)
+                    if buf is None:
+                        buf = buffers[child] = [None] * child._num_outputs
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                d = deps[child] - 1
+                deps[child] = d
+                if d == 0 and (needed is None or child in needed):
+                    heapq.heappush(heap, (-child._seq, id(child), child))
+    finally:
+        _state[0] = prev_mode
+
+
+def _run_node(node, grads, task: GraphTask, xp):
+    hooks = node._hooks
+    if hooks is not None:
+        grads = _run_pre_hooks(node, hooks, grads, task)
+    if task.targets is not None:
+        for nr, g in enumerate(grads):
+            for slot in task.targets.get((node, nr), ()):
+                task.captured[slot] = _add(task.captured[slot], g)
+    if task.needed is not None and not _runs_below(node, task):
+        if not task.retain_graph:
+            node._release()
+        return ()
+    if all(g is None for g in grads):
+        outs = (None,) * len(node.next_functions)
+    else:
+        outs = node._apply(xp, grads)
+        meta = node._input_meta
+        if meta is not None:
+            outs = _fix_shapes(node, outs, meta, xp)
+    if hooks is not None and hooks.post:
+        outs = _run_post_hooks(hooks, outs, grads, xp)
+    if not task.retain_graph:
+        node._release()
+    return outs
+
+
+def _runs_below(node, task: GraphTask) -> bool:
+    needed = task.needed
+    return any(c is not None and c in needed for c, _ in node.next_functions)
+
+
+def _wrap_for_hook(g):
+    return g if g is None or isinstance(g, Tensor) else wrap(g)
+
+
+def _unwrap_from_hook(g, xp):
+    if g is None or not xp.arrays:
+        return g
+    return g._data if isinstance(g, Tensor) else np.asarray(g)
+
+
+def _run_pre_hooks(node, hooks, grads, task):
+    xp = TENSOR if task.create_graph else ARRAY
+    grads = list(grads)
+    for nr, d in hooks.tensor_pre.items():
+        for fn in list(d.values()):
+            if grads[nr] is None:
+                continue
+            r = fn(_wrap_for_hook(grads[nr]))
+            if r is not None:
+                grads[nr] = _unwrap_from_hook(r, xp)
+    for nr, ref in hooks.retain.items():
+        t = ref()
+        if t is not None and grads[nr] is not None:
+            g = grads[nr]
+            if t._grad is None:
+                t._grad = g if isinstance(g, Tensor) and task.create_graph else wrap(
+                    np.array(_unwrap_from_hook(g, ARRAY)))
+            else:
+                t._grad = wrap(t._grad._data + _unwrap_from_hook(g, ARRAY))
+    for fn in list(hooks.pre.values()):
+        r = fn(tuple(_wrap_for_hook(g) for g in grads))
+        if r is not None:
+            grads = [_unwrap_from_hook(g, xp) for g in r]
+    return grads
+
+
+def _run_post_hooks(hooks, outs, grads, xp):
+    for fn in list(hooks.post.values()):
+        r = fn(tuple(_wrap_for_hook(g) for g in outs), tuple(_wrap_for_hook(g) for g in grads))
+        if r is not None:
+            outs = tuple(_unwrap_from_hook(g, xp) for g in r)
+    return outs
+
+
+def _fix_shapes(node, outs, meta, xp):
+    """Sum gradients back over broadcast dims and cast to the input dtype (validate_outputs)."""
+    fixed = list(outs)
+    for i, m in enumerate(meta):
+        g = fixed[i]
+        if m is None or g is None:
+            continue
+        shape, dt = m
+        if xp.arrays:
+            if shape is not None and g.shape != shape:
+                g = sum_to_array(g, shape)
+            if g.dtype != dt:
+                g = g.astype(dt)
+        else:
+            if shape is not None and tuple(g._data.shape) != shape:
+                g = xp.sum_to(g, shape)
+            if g._data.dtype != dt:
+                from autodiag import dtypes
+
+                g = g.to(dtypes.from_numpy_dtype(dt))
+        fixed[i] = g
+    return tuple(fixed)
+
+
+def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
+    var = node.variable
+    if g is None:
+        return
+    if var._hooks:
+        for fn in list(var._hooks.values()):
+            r = fn(_wrap_for_hook(g))
+            if r is not None:
+                g = _unwrap_from_hook(r, xp)
+    if task.targets is not None:
+        for slot in task.targets.get((node, 0), ()):
+            task.captured[slot] = _add(task.captured[slot], g)
+    if not task.accumulate:
+        return
+    if task.leaf_targets is not None and node not in task.leaf_targets:
+        return
+    if task.create_graph:
+        gt = g if isinstance(g, Tensor) else wrap(np.asarray(g))
+        var._grad = gt if var._grad is None else var._grad + gt
+    else:
+        ga = g._data if isinstance(g, Tensor) else g
+        if var._grad is None:
+            # NOTE: always copy. The same array may reach several leaves (``a + b`` hands one
+            # gradient to both) or be the user's own ``gradient=`` tensor.
+            var._grad = wrap(np.array(ga, dtype=var._data.dtype, copy=True))
+        elif var._grad.grad_fn is not None or var._grad.requires_grad:
+            var._grad = wrap(var._grad._data + ga)
+        else:
+            var._grad._data += ga
+    post = var.__dict__.get("_post_acc_hooks") if hasattr(var, "__dict__") else None
+    if post:
+        for fn in list(post.values()):
+            fn(var)
+
+
+def call_node_directly(node, grads):
+    """``grad_fn(g)``: run one node's formula on explicit gradients (no graph walk)."""
+    arrays = [g._data if isinstance(g, Tensor) else g for g in grads]
+    outs = node._apply(ARRAY, arrays)
+    if node._input_meta is not None:
+        outs = _fix_shapes(node, outs, node._input_meta, ARRAY)
+    res = tuple(None if o is None else wrap(np.asarray(o)) for o in outs)
+    return res[0] if len(res) == 1 else res

@@ -1,0 +1,250 @@
+"""Custom differentiable operations: ``autograd.Function`` with PyTorch's ctx API.
+
+As in PyTorch, the ``ctx`` handed to ``forward`` *is* the graph node (``y.grad_fn``), an
+instance of a class named ``<YourFunction>Backward`` made when the Function is defined.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from autodiag.autograd import grad_mode
+from autodiag.autograd.graph import FREED, ERR_BACKWARD_TWICE, Node, SavedTensor
+from autodiag.ops._core import NO_EDGE, edge, wrap
+from autodiag.tensor import Tensor
+
+_state = grad_mode._state
+
+
+class FunctionCtx:
+    """The ctx API shared by backward nodes of custom Functions."""
+
+    def save_for_backward(self, *tensors) -> None:
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError("save_for_backward can only save variables, but argument "
+                                f"{tensors.index(t)} is of type {type(t).__name__}")
+        self.to_save = tensors
+
+    def mark_dirty(self, *tensors) -> None:
+        self._dirty = tensors
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self._non_differentiable = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = value
+
+    @property
+    def saved_tensors(self) -> tuple:
+        saved = self._saved
+        if saved is FREED:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        if saved is None:
+            return ()
+        return tuple(None if s is None else s.unpack_tensor(self) for s in saved)
+
+    saved_variables = saved_tensors
+
+
+class BackwardCFunction(Node, FunctionCtx):
+    """Base of every ``<Name>Backward`` node class."""
+
+    __slots__ = ("__dict__",)
+    _forward_cls = None
+
+    def __init__(self):
+        super().__init__()
+        self.materialize_grads = True
+        self.to_save = ()
+        self._dirty = ()
+        self._non_differentiable = ()
+        self.needs_input_grad = ()
+        self._arg_is_tensor = ()
+        self._out_meta = ()
+
+    def _apply(self, xp, grads):
+        cls = self._forward_cls
+        gs = []
+        for g, meta in zip(grads, self._out_meta):
+            if g is None:
+                if self.materialize_grads and meta is not None:
+                    g = np.zeros(meta[0], dtype=meta[1])
+                else:
+                    gs.append(None)
+                    continue
+            gs.append(g if isinstance(g, Tensor) else wrap(g))
+        out = cls.backward(self, *gs)
+        if not isinstance(out, tuple):
+            out = (out,)
+        n = len(self._arg_is_tensor)
+        name = self.name()
+        if len(out) != n:
+            if len(out) > n and all(o is None for o in out[n:]):
+                out = out[:n]
+            else:
+                raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                                   f"(expected {n}, got {len(out)})")
+        result = []
+        for i, (g, is_t) in enumerate(zip(out, self._arg_is_tensor)):
+            if not is_t:
+                if g is not None:
+                    raise RuntimeError(f"function {name} returned a gradient different than None "
+                                       f"at position {i + 1}, but the corresponding forward "
+                                       f"input was not a Variable")
+                continue
+            if g is None:
+                result.append(None)
+                continue
+            if not isinstance(g, Tensor):
+                raise TypeError(f"expected Variable or None (got {type(g).__name__})")
+            shape, dt = self._input_meta[len(result)]
+            gshape = g._data.shape
+            if gshape != shape:
+                if not _expandable(shape, gshape):
+                    raise RuntimeError(f"Function {name} returned an invalid gradient at index "
+                                       f"{len(result)} - got [{', '.join(map(str, gshape))}] but "
+                                       f"expected shape compatible with "
+                                       f"[{', '.join(map(str, shape))}]")
+            result.append(g if not xp.arrays else g._data)
+        return tuple(result)
+
+    def _release(self) -> None:
+        if self._saved is not None:
+            self._saved = FREED
+
+
+def _expandable(shape, gshape) -> bool:
+    """Can a gradient of ``gshape`` be summed down to ``shape`` (PyTorch's maybe_reduce)?"""
+    if len(gshape) < len(shape):
+        return False
+    lead = len(gshape) - len(shape)
+    return all(s == g or s == 1 for s, g in zip(shape, gshape[lead:]))
+
+
+class FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
+        cls._backward_cls = backward_cls
+        super().__init__(name, bases, attrs)
+
+
+class Function(metaclass=FunctionMeta):
+    """Base class of custom differentiable operations.
+
+    >>> import autodiag as torch
+    >>> class Cube(torch.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x ** 3
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         (x,) = ctx.saved_tensors
+    ...         return 3 * x ** 2 * g
+    >>> x = torch.tensor(2.0, requires_grad=True)
+    >>> Cube.apply(x).backward(); x.grad
+    tensor(12.)
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward mode "
+                                  "AD.")
+
+    vjp = backward
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        node = cls._backward_cls()
+        is_tensor = tuple(isinstance(a, Tensor) for a in args)
+        recording = _state[0] and any(t and a.requires_grad for a, t in zip(args, is_tensor))
+        node._arg_is_tensor = is_tensor
+        node.needs_input_grad = tuple(t and a.requires_grad and _state[0]
+                                      for a, t in zip(args, is_tensor))
+        prev = _state[0]
+        _state[0] = False
+        try:
+            if _has_setup_context(cls):
+                outputs = cls.forward(*args, **kwargs)
+                cls.setup_context(node, args, outputs)
+            else:
+                outputs = cls.forward(node, *args, **kwargs)
+        finally:
+            _state[0] = prev
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        if not recording:
+            return outputs
+        node.next_functions = tuple(edge(a) if t else NO_EDGE for a, t in zip(args, is_tensor)
+                                    if t)
+        node._input_meta = tuple((a._data.shape, a._data.dtype) for a, t in zip(args, is_tensor)
+                                 if t)
+        dirty = {id(t) for t in node._dirty}
+        nondiff = {id(t) for t in node._non_differentiable}
+        input_ids = {id(a) for a, t in zip(args, is_tensor) if t}
+        wrapped, metas = [], []
+        for i, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                wrapped.append(o)
+                metas.append(None)
+                continue
+            if id(o) in dirty:
+                t = o
+                t._vc[0] += 1
+            elif id(o) in input_ids:
+                t = Tensor._make(o._data, None, False, o._vc)  # an input returned as-is
+                t._base = o._base if o._base is not None else o
+            else:
+                t = o
+            metas.append((t._data.shape, t._data.dtype))
+            if id(o) in nondiff or t._data.dtype.kind != "f":
+                t.requires_grad = False
+                t.grad_fn = None
+            else:
+                t.grad_fn = node
+                t.requires_grad = True
+                t._output_nr = i
+            wrapped.append(t)
+        node._out_meta = tuple(metas)
+        node._num_outputs = len(outs)
+        out_ids = {id(t): t for t in wrapped if isinstance(t, Tensor)}
+        orig_ids = {id(o): w for o, w in zip(outs, wrapped)}
+        saved = []
+        for t in node.to_save or ():
+            if t is None:
+                saved.append(None)
+            elif id(t) in orig_ids and isinstance(orig_ids[id(t)], Tensor) and \
+                    orig_ids[id(t)].grad_fn is node:
+                saved.append(SavedTensor(orig_ids[id(t)], True))
+            else:
+                saved.append(SavedTensor(t, False))
+        node._saved = tuple(saved)
+        node.to_save = ()
+        del out_ids
+        return wrapped[0] if single else tuple(wrapped)
+
+
+def _has_setup_context(cls) -> bool:
+    return "setup_context" in {k for c in cls.__mro__ if c is not Function for k in vars(c)} \
+        and getattr(cls, "setup_context") is not None
+
+
+def once_differentiable(fn):
+    """Run ``backward`` without recording; its result cannot be differentiated again."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with grad_mode.no_grad():
+            outputs = fn(ctx, *args)
+        return outputs
+
+    return wrapper

@@ -1,0 +1,117 @@
+"""Grad modes: ``no_grad``, ``enable_grad``, ``set_grad_enabled``, ``inference_mode``.
+
+The state is one module-level list read on every op (``_state[0]``), so checking it costs one
+index. ``_state[1]`` is True inside ``inference_mode``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+           "is_inference_mode_enabled"]
+
+_state = [True, False]  # [grad enabled, inference mode]
+
+
+def is_grad_enabled() -> bool:
+    """True when operations are recorded for autograd."""
+    return _state[0]
+
+
+def is_inference_mode_enabled() -> bool:
+    return _state[1]
+
+
+class _Mode:
+    """A context manager that is also a decorator (``@no_grad()`` and ``@no_grad``)."""
+
+    def __new__(cls, func=None, *args, **kwargs):
+        self = super().__new__(cls)
+        if callable(func) and not isinstance(func, bool) and cls is not set_grad_enabled:
+            # used bare as ``@no_grad``: wrap the function
+            self.__init__()
+            return self(func)
+        return self
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return func(*args, **kwargs)
+
+        return wrapper
+
+    def clone(self):
+        return self.__class__()
+
+    def __enter__(self):
+        self._prev = (_state[0], _state[1])
+        self._apply()
+        return self
+
+    def __exit__(self, *exc):
+        _state[0], _state[1] = self._prev
+        return False
+
+
+class no_grad(_Mode):
+    """Disable gradient recording.
+
+    >>> import autodiag as torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> with torch.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def _apply(self):
+        _state[0] = False
+
+
+class enable_grad(_Mode):
+    """Enable gradient recording inside ``no_grad``."""
+
+    def _apply(self):
+        _state[0] = True
+
+
+class set_grad_enabled(_Mode):
+    """Set grad mode on or off; applies at once, and restores on exit when used with ``with``."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+        self._prev = (_state[0], _state[1])
+        _state[0] = self.mode
+
+    def clone(self):
+        return set_grad_enabled.__new__(set_grad_enabled)._init_quiet(self.mode)
+
+    def _init_quiet(self, mode):
+        self.mode = mode
+        return self
+
+    def __enter__(self):
+        self._prev_enter = (_state[0], _state[1])
+        _state[0] = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _state[0] = self._prev[0]
+        return False
+
+
+class inference_mode(_Mode):
+    """Like ``no_grad``, and tensors created inside refuse to enter autograd later."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = mode
+
+    def clone(self):
+        return inference_mode(self.mode)
+
+    def _apply(self):
+        if self.mode:
+            _state[0] = False
+            _state[1] = True

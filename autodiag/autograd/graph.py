@@ -1,0 +1,327 @@
+"""The autograd graph: ``Node``, ``AccumulateGrad``, saved tensors and hook handles.
+
+NOTE [Graph ownership]
+The graph is owned in one direction only, from outputs towards inputs:
+``tensor.grad_fn -> Node -> next_functions -> Node ... -> AccumulateGrad -> leaf``.
+Nothing points back: a node never holds the tensor it produced (a saved *output* is stored as its
+numpy array plus version counter and rebuilt on unpack), a leaf holds its ``AccumulateGrad`` only
+through a weak reference, and ``retain_grad`` hooks hold their tensor weakly. So dropping the last
+reference to a loss frees its whole graph by reference counting alone, with no cyclic GC.
+
+NOTE [Version counters]
+Every tensor carries ``_vc``, a one-element list shared by the tensor, all its views and its base.
+In-place ops bump ``_vc[0]``. A saved tensor records the counter and its value at save time; on
+unpack a different value raises PyTorch's "modified by an inplace operation" error. autodiag also
+records *where* each bump happened (``_vc_sites``) so the error can name the line that wrote.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict
+
+__all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
+
+_next_seq = itertools.count().__next__
+
+ERR_BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward."
+)
+
+
+class RemovableHandle:
+    """Returned by every ``register_*hook``; ``.remove()`` unregisters the hook."""
+
+    __slots__ = ("_dict_ref", "id")
+    _ids = itertools.count()
+
+    def __init__(self, hooks_dict: dict):
+        self._dict_ref = weakref.ref(hooks_dict) if _weakrefable(hooks_dict) else lambda: hooks_dict
+        self.id = next(RemovableHandle._ids)
+
+    def remove(self) -> None:
+        d = self._dict_ref()
+        if d is not None:
+            d.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _weakrefable(obj) -> bool:
+    try:
+        weakref.ref(obj)
+        return True
+    except TypeError:
+        return False
+
+
+class _HookDict(OrderedDict):
+    """An OrderedDict that can be weakly referenced (handles must not keep hooks alive)."""
+
+
+def _add_hook(d: _HookDict, fn) -> RemovableHandle:
+    h = RemovableHandle(d)
+    d[h.id] = fn
+    return h
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved tensors
+# ---------------------------------------------------------------------------------------------
+
+# Innermost (pack, unpack) pair of autograd.graph.saved_tensors_hooks, or None.
+_saved_hooks_stack: list = []
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had when saved.
+
+    An *input* is kept as the Tensor itself. An *output* of the node that saves it is kept as its
+    array and version counter, never as the Tensor (that would be a reference cycle: the tensor's
+    grad_fn would own the tensor); ``unpack`` rebuilds a Tensor whose grad_fn is the node.
+    """
+
+    __slots__ = ("tensor", "data", "vc", "version", "output_nr", "packed", "unpack_hook",
+                 "site")
+
+    def __init__(self, t, is_output: bool, site=None):
+        self.vc = t._vc
+        self.version = t._vc[0]
+        self.site = site
+        self.packed = None
+        self.unpack_hook = None
+        if is_output:
+            self.tensor = None
+            self.data = t._data
+            self.output_nr = t._output_nr
+        else:
+            self.tensor = t
+            self.data = None
+            self.output_nr = 0
+        if _saved_hooks_stack:
+            pack, unpack = _saved_hooks_stack[-1]
+            self.packed = pack(t)
+            self.unpack_hook = unpack
+            self.tensor = None
+            self.data = None
+
+    def unpack_tensor(self, node):
+        """The saved value as a Tensor (version-checked), as ``grad_fn._saved_x`` returns it."""
+        if self.unpack_hook is not None:
+            return self.unpack_hook(self.packed)
+        if self.vc[0] != self.version:
+            _raise_version_error(self, node)
+        if self.tensor is not None:
+            return self.tensor
+        from autodiag.tensor import Tensor
+
+        return Tensor._make(self.data, node, True, self.vc, self.output_nr)
+
+    def unpack_data(self, node):
+        """The saved value as a numpy array (version-checked), for first-order backward."""
+        if self.unpack_hook is not None:
+            return self.unpack_hook(self.packed)._data
+        if self.vc[0] != self.version:
+            _raise_version_error(self, node)
+        t = self.tensor
+        return t._data if t is not None else self.data
+
+
+def _raise_version_error(saved: SavedTensor, node) -> None:
+    from autodiag.autograd import errors
+
+    raise RuntimeError(errors.inplace_modified_message(saved, node))
+
+
+class saved_tensors_hooks:
+    """Context manager that packs every tensor saved for backward, as in PyTorch.
+
+    >>> import autodiag as torch
+    >>> x = torch.ones(3, requires_grad=True)
+    >>> with torch.autograd.graph.saved_tensors_hooks(lambda t: t * 1, lambda t: t):
+    ...     y = x.exp()
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        _saved_hooks_stack.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        _saved_hooks_stack.pop()
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Nodes
+# ---------------------------------------------------------------------------------------------
+
+
+FREED = ("<freed>",)  # Node._saved after release: unpacking raises ERR_BACKWARD_TWICE
+
+
+class NodeHooks:
+    """Hooks of one node, kept apart so that nodes without hooks pay one slot."""
+
+    __slots__ = ("pre", "post", "tensor_pre", "retain")
+
+    def __init__(self):
+        self.pre = _HookDict()  # fn(grad_outputs)
+        self.post = _HookDict()  # fn(grad_inputs, grad_outputs)
+        self.tensor_pre = {}  # output_nr -> _HookDict of fn(grad) (Tensor.register_hook)
+        self.retain = {}  # output_nr -> weakref to the tensor that retains its grad
+
+
+class Node:
+    """A backward function in the graph, as ``torch.autograd.graph.Node``.
+
+    Subclasses implement ``backward(self, xp, grad)`` in one vocabulary: ``grad`` is the gradient
+    of the node's output, saved inputs are read with ``self.saved(xp, i)``, and ``xp`` is the
+    array namespace (numpy arrays for plain backward, differentiable Tensors for
+    ``create_graph=True``). It returns one gradient per entry of ``next_functions`` (``None``
+    for no gradient).
+
+    >>> import autodiag as torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> y = x * 2
+    >>> y.grad_fn.name(), y.grad_fn.next_functions[0][0].name()
+    ('MulBackward0', 'torch::autograd::AccumulateGrad')
+    """
+
+    __slots__ = ("next_functions", "_saved", "_seq", "_metadata", "_hooks", "_input_meta",
+                 "__weakref__")
+
+    # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
+    _saved_names: tuple = ()
+    # Outputs of the forward op = gradients this node receives (multi-output nodes shadow it).
+    _num_outputs = 1
+
+    def __init__(self, next_functions=(), saved=None):
+        self.next_functions = next_functions
+        self._saved = saved
+        self._seq = _next_seq()
+        self._metadata = None
+        self._hooks = None
+        self._input_meta = None
+
+    # --- PyTorch's public Node API --------------------------------------------------------
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn) -> RemovableHandle:
+        """``fn(grad_inputs, grad_outputs) -> tuple | None`` runs after this node's backward."""
+        return _add_hook(self._hook_table().post, fn)
+
+    def register_prehook(self, fn) -> RemovableHandle:
+        """``fn(grad_outputs) -> tuple | None`` runs before this node's backward."""
+        return _add_hook(self._hook_table().pre, fn)
+
+    def _hook_table(self) -> NodeHooks:
+        if self._hooks is None:
+            self._hooks = NodeHooks()
+        return self._hooks
+
+    def _sequence_nr(self) -> int:
+        return self._seq
+
+    @property
+    def requires_grad(self) -> bool:
+        return True
+
+    def __call__(self, *grads):
+        """Run this node's backward on explicit gradients (as calling a PyTorch node does)."""
+        from autodiag.autograd.engine import call_node_directly
+
+        return call_node_directly(self, grads)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    def __getattr__(self, attr: str):
+        # grad_fn._saved_self / _saved_result / _raw_saved_self, as PyTorch exposes them.
+        if attr.startswith("_saved_"):
+            return self._saved_attr(attr[7:], raw=False)
+        if attr.startswith("_raw_saved_"):
+            return self._saved_attr(attr[11:], raw=True)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+    def _saved_attr(self, name: str, raw: bool):
+        names = type(self)._saved_names
+        if name in names:
+            if self._saved is FREED:
+                raise RuntimeError(ERR_BACKWARD_TWICE)
+            s = self._saved[names.index(name)]
+            if raw or s.__class__ is not SavedTensor:
+                return s
+            return s.unpack_tensor(self)
+        extra = self._saved_extra()
+        if name in extra:
+            return extra[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '_saved_{name}'")
+
+    def _saved_extra(self) -> dict:
+        """Non-tensor saved values (dims, scalars) under their PyTorch names."""
+        return {}
+
+    # --- engine side ------------------------------------------------------------------------
+
+    def saved(self, xp, i: int):
+        """Saved tensor ``i`` for the backward formula: an array, or a Tensor under create_graph."""
+        saved = self._saved
+        if saved is FREED:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        s = saved[i]
+        if s.__class__ is not SavedTensor:
+            return s  # a constant (Python scalar) kept with the tensors
+        return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
+
+    def _apply(self, xp, grads):
+        """grads: one per output of the forward op. Returns one per next_functions entry."""
+        return self.backward(xp, grads[0])
+
+    def backward(self, xp, grad):  # pragma: no cover - every op overrides it
+        raise NotImplementedError(f"the derivative of {self.name()} is not implemented")
+
+    def _release(self) -> None:
+        """Free saved tensors after a backward without retain_graph."""
+        if self._saved is not None:
+            self._saved = FREED
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf that requires grad: it adds incoming gradients into ``variable.grad``.
+
+    One per leaf, shared by every op that uses the leaf. The leaf keeps it through a weak
+    reference, so it lives exactly as long as some graph uses it.
+    """
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__()
+        self._seq = 1 << 62  # PyTorch gives AccumulateGrad the highest priority
+        self.variable = variable
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def _apply(self, xp, grads):
+        raise AssertionError("the engine accumulates directly")  # pragma: no cover

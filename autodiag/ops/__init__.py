@@ -1,0 +1,8 @@
+"""The op families. Importing this package registers every op (``REGISTRY``) and attaches the
+Tensor methods and operators."""
+
+from autodiag.ops import (factories, inplace, linalg, operators, pointwise,  # noqa: F401
+                          reduction, shape)
+from autodiag.ops._core import REGISTRY
+
+__all__ = ["REGISTRY"]

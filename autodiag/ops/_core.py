@@ -1,0 +1,306 @@
+"""What every op shares: operand coercion, graph recording, the op registry, and the two
+vocabularies backward formulas are written in.
+
+An op is a function that computes its result with numpy and, when grad mode is on and an input
+requires grad, records a Node subclass whose ``backward(xp, grad)`` is the chain rule. ``xp`` is
+``ARRAY`` (numpy arrays: plain, fast backward) or ``TENSOR`` (autodiag Tensors: the backward is
+itself recorded, which is how ``create_graph=True`` gives derivatives of any order). A formula
+written with operators and ``xp.*`` serves both.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from autodiag import dtypes
+from autodiag.autograd import grad_mode
+from autodiag.autograd.graph import Node, SavedTensor
+from autodiag.tensor import Tensor, _init, _new
+
+_state = grad_mode._state
+NO_EDGE = (None, 0)
+
+# name -> function, for every public op (the CLI's expression mode and the tests enumerate it)
+REGISTRY: dict[str, object] = {}
+
+
+def register(name: str | None = None, method: bool | str = True):
+    """Register an op as ``autodiag.<name>`` and, unless ``method=False``, as a Tensor method."""
+
+    def deco(fn):
+        n = name or fn.__name__
+        REGISTRY[n] = fn
+        if method:
+            setattr(Tensor, n if method is True else method, fn)
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors in and out
+# ---------------------------------------------------------------------------------------------
+
+
+def wrap(data: np.ndarray, grad_fn=None, requires_grad: bool = False) -> Tensor:
+    """A new Tensor owning ``data`` (numpy scalars are turned into 0-d arrays)."""
+    if data.__class__ is not np.ndarray:
+        data = np.asarray(data)
+    t = _new(Tensor)
+    _init(t, data, grad_fn, requires_grad, [0], 0)
+    return t
+
+
+def as_tensor_operand(x, like: Tensor | None = None) -> Tensor:
+    """Coerce an op argument to a Tensor (Python scalars take PyTorch's dtype rules)."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return wrap(x)
+    if isinstance(x, (bool, np.bool_)):
+        return wrap(np.array(x, dtype=np.bool_))
+    if isinstance(x, numbers.Integral):
+        return wrap(np.array(x, dtype=np.int64))
+    if isinstance(x, numbers.Real):
+        return wrap(np.array(x, dtype=dtypes.get_default_dtype().np))
+    from autodiag.ops.factories import tensor
+
+    return tensor(x)
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, (numbers.Number, np.bool_)) and not isinstance(x, Tensor)
+
+
+def needs_grad(*ts) -> bool:
+    """True when recording: grad mode on and some input requires grad."""
+    if not _state[0]:
+        return False
+    for t in ts:
+        if t is not None and t.__class__ is not float and t.__class__ is not int and \
+                getattr(t, "requires_grad", False):
+            return True
+    return False
+
+
+def edge(t: Tensor):
+    """The (node, input_nr) through which gradient reaches ``t``, or (None, 0)."""
+    if not t.requires_grad:
+        return NO_EDGE
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    return (t._grad_accumulator(), 0)
+
+
+def edges(*ts):
+    return tuple(edge(t) if isinstance(t, Tensor) else NO_EDGE for t in ts)
+
+
+def save(t: Tensor) -> SavedTensor:
+    """Save an input for backward (version-stamped)."""
+    if t._inference:
+        raise RuntimeError(INFERENCE_SAVE_ERROR)
+    return SavedTensor(t, False)
+
+
+def save_output(t: Tensor) -> SavedTensor:
+    """Save the op's own output for backward (kept as array + counter: no reference cycle)."""
+    return SavedTensor(t, True)
+
+
+INFERENCE_SAVE_ERROR = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a clone "
+    "to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+    "`torch.inference_mode()`."
+)
+
+
+def check_inference(*ts) -> None:
+    for t in ts:
+        if isinstance(t, Tensor) and t._inference and not _state[1]:
+            if t.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in ts):
+                raise RuntimeError(INFERENCE_SAVE_ERROR)
+
+
+def result(data: np.ndarray, node: Node | None) -> Tensor:
+    """The op's output tensor; ``node`` None means nothing is recorded."""
+    if data.__class__ is not np.ndarray:
+        data = np.asarray(data)
+    t = _new(Tensor)
+    _init(t, data, node, node is not None, [0], 0)
+    return t
+
+
+def set_broadcast_meta(node: Node, out: np.ndarray, *inputs) -> None:
+    """Record input shapes/dtypes when they differ from the output's.
+
+    The engine then sums each gradient back to its input's shape and casts it to the input's
+    dtype (PyTorch's ``validate_outputs``), so elementwise formulas never unbroadcast by hand.
+    """
+    shape, dt = out.shape, out.dtype
+    for t in inputs:
+        if t.__class__ is Tensor or isinstance(t, Tensor):
+            d = t._data
+            if d.shape != shape or d.dtype != dt:
+                node._input_meta = tuple(
+                    (i._data.shape, i._data.dtype) if isinstance(i, Tensor) else None
+                    for i in inputs)
+                return
+
+
+def normalize_dims(dim, ndim: int) -> tuple:
+    """``dim`` (None, int, or sequence) as a sorted tuple of non-negative dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        dim = (dim,)
+    n = max(ndim, 1)
+    out = []
+    for d in dim:
+        if not -n <= d < n:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}]"
+                             f", but got {d})")
+        out.append(d % n if ndim else 0)
+    return tuple(sorted(set(out)))
+
+
+def wrap_dim(d: int, ndim: int) -> int:
+    return normalize_dims(d, ndim)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The backward vocabularies
+# ---------------------------------------------------------------------------------------------
+
+
+def sum_to_array(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum ``g`` over the dims that broadcasting added or expanded to reach ``shape``."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(shape)
+
+
+class _ArrayOps:
+    """Backward vocabulary on numpy arrays (first-order backward)."""
+
+    arrays = True
+    exp, log, sin, cos, tanh, sqrt, sign, abs = (np.exp, np.log, np.sin, np.cos, np.tanh,
+                                                 np.sqrt, np.sign, np.abs)
+    where = staticmethod(np.where)
+    sum_to = staticmethod(sum_to_array)
+    matmul = staticmethod(np.matmul)
+
+    @staticmethod
+    def mT(a):
+        return np.swapaxes(a, -1, -2)
+
+    @staticmethod
+    def sum(a, dims, keepdim=False):
+        return a.sum(axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def expand_dims_to(g, dims, shape):
+        """Undo a reduction over ``dims`` (without keepdim): reinsert them, then broadcast."""
+        if dims:
+            g = np.expand_dims(g, dims)
+        return np.broadcast_to(g, shape)
+
+    @staticmethod
+    def broadcast_to(g, shape):
+        return np.broadcast_to(g, shape)
+
+    @staticmethod
+    def reshape(g, shape):
+        return g.reshape(shape)
+
+    @staticmethod
+    def permute(g, perm):
+        return g.transpose(perm)
+
+    @staticmethod
+    def zeros(shape, like):
+        return np.zeros(shape, dtype=like.dtype)
+
+    @staticmethod
+    def cast(g, like):
+        return g.astype(like.dtype, copy=False)
+
+    @staticmethod
+    def is_tensor(x):
+        return False
+
+
+ARRAY = _ArrayOps()
+
+
+class _TensorOps:
+    """Backward vocabulary on Tensors: each call is a recorded op (double backward)."""
+
+    arrays = False
+
+    def __getattr__(self, name):
+        # exp, log, sin, ..., where, matmul: the public differentiable ops of the same name.
+        fn = REGISTRY[name]
+        setattr(self, name, fn)
+        return fn
+
+    @staticmethod
+    def sum_to(g, shape):
+        from autodiag.ops.reduction import sum_to
+
+        return sum_to(g, shape)
+
+    @staticmethod
+    def mT(a):
+        return a.transpose(-1, -2)
+
+    @staticmethod
+    def sum(a, dims, keepdim=False):
+        return a.sum(dims, keepdim=keepdim)
+
+    @staticmethod
+    def expand_dims_to(g, dims, shape):
+        for d in dims:
+            g = g.unsqueeze(d)
+        return g.expand(shape)
+
+    @staticmethod
+    def broadcast_to(g, shape):
+        return g.expand(shape)
+
+    @staticmethod
+    def reshape(g, shape):
+        return g.reshape(shape)
+
+    @staticmethod
+    def permute(g, perm):
+        return g.permute(perm)
+
+    @staticmethod
+    def zeros(shape, like):
+        return wrap(np.zeros(shape, dtype=like._data.dtype))
+
+    @staticmethod
+    def cast(g, like):
+        return g.to(like.dtype)
+
+    @staticmethod
+    def is_tensor(x):
+        return isinstance(x, Tensor)
+
+
+TENSOR = _TensorOps()
+
+
+def data_of(x):
+    """numpy data of a Tensor, or the value itself."""
+    return x._data if isinstance(x, Tensor) else x

@@ -1,0 +1,270 @@
+"""In-place ops (``add_``, ``mul_``, ``zero_``, ``copy_``, ``__setitem__``, ``+=`` ...).
+
+One mechanism serves all of them: compute the out-of-place op (which records its node exactly as
+the out-of-place version would, with edges to the tensor's *old* history), then write the result
+into the tensor's own buffer (so views see it), bump the shared version counter, and make the
+recorded node the tensor's new ``grad_fn``. If that node saved the tensor itself, the saved copy
+is snapshotted first, as PyTorch saves ``original_self``.
+
+Writes through a view whose base takes part in autograd would need PyTorch's CopySlices rebase;
+autodiag raises a clear error there instead of risking a wrong gradient.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autodiag.autograd.graph import Node, SavedTensor
+from autodiag.ops import pointwise as pw
+from autodiag.ops._core import _state, as_tensor_operand, edge, result
+from autodiag.tensor import Tensor
+from autodiag.trace.sites import user_site
+
+LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_OF_LEAF_ERROR = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+INFERENCE_ERROR = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
+    "to get a normal tensor before doing inplace update.See "
+    "https://github.com/pytorch/rfcs/pull/17 for more details."
+)
+
+
+def check_inplace(t: Tensor, op_name: str) -> None:
+    """PyTorch's checks before any write (nothing is modified when they raise)."""
+    if t._inference and not _state[1]:
+        raise RuntimeError(INFERENCE_ERROR)
+    if _state[0] and t.requires_grad:
+        if t.grad_fn is None and t._base is None:
+            raise RuntimeError(LEAF_ERROR)
+        base = t._base
+        if base is not None and base.grad_fn is None and base.requires_grad:
+            raise RuntimeError(VIEW_OF_LEAF_ERROR)
+
+
+def bump_version(t: Tensor, op_name: str) -> None:
+    """Bump the shared version counter and remember where the write happened."""
+    vc = t._vc
+    vc[0] += 1
+    site = user_site()
+    if len(vc) == 1:
+        vc.append((op_name, site))
+    else:
+        vc[1] = (op_name, site)
+
+
+def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
+    """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
+    check_inplace(t, op_name)
+    recording = _state[0] and (t.requires_grad or any(
+        isinstance(o, Tensor) and o.requires_grad for o in others))
+    if recording and t._base is not None and (t._base.requires_grad or t.requires_grad or
+                                              any(isinstance(o, Tensor) and o.requires_grad
+                                                  for o in others)):
+        raise RuntimeError(
+            f"autodiag: in-place {op_name} on a view of a tensor that takes part in autograd is "
+            f"not supported (PyTorch rebases the base's history through CopySlices). Write the "
+            f"operation out of place, e.g. build the new tensor with torch.cat/torch.where, or "
+            f"clone() the view before modifying it.")
+    r = compute(t)
+    rd = r._data
+    if rd.dtype != t._data.dtype:
+        if not np.can_cast(rd.dtype, t._data.dtype, casting="same_kind") or (
+                rd.dtype.kind == "f" and t._data.dtype.kind in "biu"):
+            raise RuntimeError(f"result type {_tname(rd.dtype)} can't be cast to the desired "
+                               f"output type {_tname(t._data.dtype)}")
+    if rd.shape != t._data.shape:
+        raise RuntimeError(f"output with shape [{', '.join(map(str, t._data.shape))}] doesn't "
+                           f"match the broadcast shape [{', '.join(map(str, rd.shape))}]")
+    node = r.grad_fn
+    if node is not None:
+        _snapshot_saved_self(node, t)
+    np.copyto(t._data, rd, casting="unsafe")
+    bump_version(t, op_name)
+    if node is not None:
+        t.grad_fn = node
+        t.requires_grad = True
+        if t._output_nr:
+            t._output_nr = 0
+        _rebind_saved_result(node, r, t)
+    return t
+
+
+def _snapshot_saved_self(node, t: Tensor) -> None:
+    saved = node._saved
+    if not saved or saved.__class__ is not tuple:
+        return
+    new = list(saved)
+    changed = False
+    for i, s in enumerate(saved):
+        if s.__class__ is SavedTensor and s.tensor is t:
+            snap = Tensor._make(t._data.copy(), t.grad_fn, t.requires_grad, [0], t._output_nr)
+            if t.grad_fn is None and t.requires_grad:
+                snap._acc = t._acc
+            new[i] = SavedTensor(snap, False)
+            changed = True
+    if changed:
+        node._saved = tuple(new)
+
+
+def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
+    saved = node._saved
+    if not saved or saved.__class__ is not tuple:
+        return
+    for s in saved:
+        if s.__class__ is SavedTensor and s.tensor is None and s.vc is r._vc:
+            s.data, s.vc, s.version = t._data, t._vc, t._vc[0]
+
+
+def _tname(d) -> str:
+    return {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool",
+            "int32": "Int", "float16": "Half"}.get(d.name, d.name)
+
+
+# --- the in-place methods ---------------------------------------------------------------------
+
+
+def _method(name: str, fn):
+    def inplace(self, *args, **kwargs):
+        return apply_inplace(self, name, lambda t: fn(t, *args, **kwargs), *args)
+
+    inplace.__name__ = name
+    inplace.__doc__ = f"In-place version of ``{fn.__name__}``."
+    setattr(Tensor, name, inplace)
+    return inplace
+
+
+for _name, _fn in (("add_", pw.add), ("sub_", pw.sub), ("mul_", pw.mul), ("div_", pw.div),
+                   ("pow_", pw.pow), ("clamp_", pw.clamp), ("clamp_min_", pw.clamp_min),
+                   ("clamp_max_", pw.clamp_max), ("relu_", pw.relu), ("neg_", pw.neg),
+                   ("exp_", pw.exp), ("log_", pw.log), ("sqrt_", pw.sqrt), ("abs_", pw.abs),
+                   ("sigmoid_", pw.sigmoid), ("tanh_", pw.tanh), ("sin_", pw.sin),
+                   ("cos_", pw.cos), ("floor_", pw.floor), ("ceil_", pw.ceil),
+                   ("round_", pw.round), ("sign_", pw.sign), ("reciprocal_", pw.reciprocal),
+                   ("subtract_", pw.sub), ("multiply_", pw.mul), ("divide_", pw.div),
+                   ("clip_", pw.clamp)):
+    _method(_name, _fn)
+
+for _op, _fn in (("__iadd__", pw.add), ("__isub__", pw.sub), ("__imul__", pw.mul),
+                 ("__itruediv__", pw.div), ("__ipow__", pw.pow)):
+    setattr(Tensor, _op, _method(_op, _fn))
+
+
+class FillBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g * 0,)
+
+
+def _fill_like(t: Tensor, value) -> Tensor:
+    v = value._data if isinstance(value, Tensor) else value
+    out = np.full(t._data.shape, v, dtype=t._data.dtype)
+    if _state[0] and t.requires_grad:
+        return result(out, FillBackward0((edge(t),)))
+    return result(out, None)
+
+
+def fill_(self, value):
+    return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value)
+
+
+def zero_(self):
+    return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0))
+
+
+Tensor.fill_ = fill_
+Tensor.zero_ = zero_
+
+
+class CopyBackwards(Node):
+    __slots__ = ("src_shape", "src_dtype")
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        gs = xp.sum_to(g, self.src_shape) if nf[1][0] is not None else None
+        return (g * 0 if nf[0][0] is not None else None, gs)
+
+
+def _copy_result(t: Tensor, src) -> Tensor:
+    s = as_tensor_operand(src)
+    out = np.broadcast_to(s._data, t._data.shape).astype(t._data.dtype, copy=True)
+    if _state[0] and (t.requires_grad or s.requires_grad):
+        node = CopyBackwards((edge(t), edge(s)))
+        node.src_shape, node.src_dtype = s._data.shape, s._data.dtype
+        if s._data.dtype != t._data.dtype:
+            node._input_meta = (None, (s._data.shape, s._data.dtype))
+        return result(out, node)
+    return result(out, None)
+
+
+def copy_(self, src, non_blocking: bool = False):
+    return apply_inplace(self, "copy_", lambda t: _copy_result(t, src), src)
+
+
+Tensor.copy_ = copy_
+
+
+# --- __setitem__ ------------------------------------------------------------------------------
+
+
+class CopySlices(Node):
+    """``x[idx] = v``: x's old gradient with the written region zeroed; v gets that region."""
+
+    __slots__ = ("index", "src_shape")
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        gx = gv = None
+        idx = self.index
+        if nf[0][0] is not None:
+            if xp.arrays:
+                gx = g.copy()
+                gx[idx] = 0
+            else:
+                mask = np.ones(g._data.shape, dtype=bool)
+                mask[idx] = False
+                gx = g * mask
+        if nf[1][0] is not None:
+            gv = xp.sum_to(g[idx], self.src_shape)
+        return (gx, gv)
+
+
+def _normalize_index(index, t: Tensor):
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    for it in index:
+        if isinstance(it, Tensor):
+            out.append(it._data if it.ndim else it._data.item())
+        elif isinstance(it, list):
+            out.append(np.asarray(it))
+        else:
+            out.append(it)
+    return tuple(out)
+
+
+def _setitem_result(t: Tensor, index, value) -> Tensor:
+    v = as_tensor_operand(value)
+    out = t._data.copy()
+    try:
+        out[index] = v._data
+    except ValueError as e:
+        raise RuntimeError(f"shape mismatch: value tensor of shape "
+                           f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
+                           f"indexing result ({e})") from None
+    if _state[0] and (t.requires_grad or v.requires_grad):
+        node = CopySlices((edge(t), edge(v)))
+        node.index, node.src_shape = index, v._data.shape
+        if v._data.dtype != out.dtype:
+            node._input_meta = (None, (v._data.shape, v._data.dtype))
+        return result(out, node)
+    return result(out, None)
+
+
+def setitem(self, index, value):
+    idx = _normalize_index(index, self)
+    apply_inplace(self, "__setitem__", lambda t: _setitem_result(t, idx, value), value)
+
+
+Tensor.__setitem__ = setitem
+

@@ -1,0 +1,943 @@
+"""Elementwise ops: arithmetic, math functions, activations, comparisons.
+
+Each op's forward sits right above its Node; the Node's ``backward(xp, grad)`` is the chain rule
+in the vocabulary of ``_core`` (works on arrays and, for create_graph, on Tensors). Broadcasting
+needs no code here: the engine sums gradients back to input shapes (``set_broadcast_meta``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autodiag import dtypes
+from autodiag.autograd.graph import Node
+from autodiag.ops._core import (NO_EDGE, _state, as_tensor_operand, edge, register, result,
+                                save, save_output, set_broadcast_meta)
+from autodiag.tensor import Tensor
+
+_SELF, _RESULT, _NONE = 0, 1, 2
+
+
+def _float_data(x: Tensor) -> np.ndarray:
+    """Data for a float-valued function: integers and bools become the default float dtype."""
+    d = x._data
+    if d.dtype.kind != "f":
+        d = d.astype(dtypes.get_default_dtype().np)
+    return d
+
+
+def _unary(x, fn, cls, saves: int, float_only: bool = True) -> Tensor:
+    if not isinstance(x, Tensor):
+        x = as_tensor_operand(x)
+    out = fn(_float_data(x) if float_only else x._data)
+    if _state[0] and x.requires_grad:
+        node = cls((edge(x),))
+        r = result(out, node)
+        if saves == _SELF:
+            node._saved = (save(x),)
+        elif saves == _RESULT:
+            node._saved = (save_output(r),)
+        return r
+    return result(out, None)
+
+
+class _Unary(Node):
+    __slots__ = ()
+    _saved_names = ("self",)
+
+
+class _UnaryResult(Node):
+    __slots__ = ()
+    _saved_names = ("result",)
+
+
+# --- simple math ----------------------------------------------------------------------------
+
+
+class NegBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (-g,)
+
+
+@register()
+def neg(input):
+    return _unary(input, np.negative, NegBackward0, _NONE, float_only=False)
+
+
+negative = register("negative")(neg)
+
+
+class AbsBackward0(_Unary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g * xp.sign(self.saved(xp, 0)),)
+
+
+@register()
+def abs(input):  # noqa: A001
+    return _unary(input, np.abs, AbsBackward0, _SELF, float_only=False)
+
+
+class ExpBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g * self.saved(xp, 0),)
+
+
+@register()
+def exp(input):
+    return _unary(input, np.exp, ExpBackward0, _RESULT)
+
+
+class LogBackward0(_Unary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g / self.saved(xp, 0),)
+
+
+@register()
+def log(input):
+    return _unary(input, np.log, LogBackward0, _SELF)
+
+
+class Log1PBackward0(_Unary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g / (self.saved(xp, 0) + 1),)
+
+
+@register()
+def log1p(input):
+    return _unary(input, np.log1p, Log1PBackward0, _SELF)
+
+
+class SqrtBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g / (2 * self.saved(xp, 0)),)
+
+
+@register()
+def sqrt(input):
+    return _unary(input, np.sqrt, SqrtBackward0, _RESULT)
+
+
+class RsqrtBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        r = self.saved(xp, 0)
+        return (-0.5 * g * r * r * r,)
+
+
+@register()
+def rsqrt(input):
+    return _unary(input, lambda a: 1 / np.sqrt(a), RsqrtBackward0, _RESULT)
+
+
+class ReciprocalBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        r = self.saved(xp, 0)
+        return (-g * r * r,)
+
+
+@register()
+def reciprocal(input):
+    return _unary(input, np.reciprocal, ReciprocalBackward0, _RESULT)
+
+
+class SinBackward0(_Unary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g * xp.cos(self.saved(xp, 0)),)
+
+
+@register()
+def sin(input):
+    return _unary(input, np.sin, SinBackward0, _SELF)
+
+
+class CosBackward0(_Unary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g * -xp.sin(self.saved(xp, 0)),)
+
+
+@register()
+def cos(input):
+    return _unary(input, np.cos, CosBackward0, _SELF)
+
+
+class TanBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        r = self.saved(xp, 0)
+        return (g * (1 + r * r),)
+
+
+@register()
+def tan(input):
+    return _unary(input, np.tan, TanBackward0, _RESULT)
+
+
+class TanhBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        r = self.saved(xp, 0)
+        return (g * (1 - r * r),)
+
+
+@register()
+def tanh(input):
+    return _unary(input, np.tanh, TanhBackward0, _RESULT)
+
+
+def _np_sigmoid(a):
+    # NOTE: exp(-a) overflows for very negative a; the two-branch form stays finite.
+    out = np.empty_like(a)
+    pos = a >= 0
+    out[pos] = 1 / (1 + np.exp(-a[pos]))
+    e = np.exp(a[~pos])
+    out[~pos] = e / (1 + e)
+    return out
+
+
+class SigmoidBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        r = self.saved(xp, 0)
+        return (g * (r * (1 - r)),)
+
+
+@register()
+def sigmoid(input):
+    return _unary(input, _np_sigmoid, SigmoidBackward0, _RESULT)
+
+
+# --- piecewise functions (zero or undefined derivative at the kinks, as PyTorch) ------------
+
+
+class ReluBackward0(_UnaryResult):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g * (self.saved(xp, 0) > 0),)
+
+
+@register()
+def relu(input):
+    return _unary(input, lambda a: np.maximum(a, 0), ReluBackward0, _RESULT, float_only=False)
+
+
+class LeakyReluBackward0(_Unary):
+    __slots__ = ("negative_slope",)
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        return (xp.where(x > 0, g, g * self.negative_slope),)
+
+    def _saved_extra(self):
+        return {"negative_slope": self.negative_slope}
+
+
+@register(method=False)
+def leaky_relu(input, negative_slope: float = 0.01):
+    r = _unary(input, lambda a: np.where(a > 0, a, a * negative_slope).astype(a.dtype),
+               LeakyReluBackward0, _SELF)
+    if r.grad_fn is not None:
+        r.grad_fn.negative_slope = negative_slope
+    return r
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _np_erf(a):
+    return _erf(a).astype(a.dtype) if a.ndim else np.asarray(math.erf(a), dtype=a.dtype)
+
+
+_SQRT1_2 = 1 / math.sqrt(2)
+_SQRT_2_PI = math.sqrt(2 / math.pi)
+
+
+def _gelu_forward(a, approximate):
+    if approximate == "tanh":
+        return 0.5 * a * (1 + np.tanh(_SQRT_2_PI * (a + 0.044715 * a ** 3)))
+    return 0.5 * a * (1 + _np_erf(a * _SQRT1_2))
+
+
+class GeluBackward0(_Unary):
+    __slots__ = ("approximate",)
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        if self.approximate == "tanh":
+            inner = _SQRT_2_PI * (x + 0.044715 * x * x * x)
+            t = xp.tanh(inner)
+            left = 0.5 * (1 + t)
+            right = 0.5 * x * (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * x * x)
+            return (g * (left + right),)
+        if not xp.arrays:
+            raise NotImplementedError("double backward of GeluBackward0 (approximate='none') is "
+                                      "not supported yet; use approximate='tanh'")
+        cdf = 0.5 * (1 + _np_erf(x * _SQRT1_2))
+        pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        return (g * (cdf + x * pdf),)
+
+    def _saved_extra(self):
+        return {"approximate": self.approximate}
+
+
+@register(method=False)
+def gelu(input, approximate: str = "none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh.")
+    r = _unary(input, lambda a: _gelu_forward(a, approximate), GeluBackward0, _SELF)
+    if r.grad_fn is not None:
+        r.grad_fn.approximate = approximate
+    return r
+
+
+class SoftplusBackward0(_Unary):
+    __slots__ = ("beta", "threshold")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        bx = x * self.beta
+        z = xp.exp(xp.where(bx > self.threshold, bx * 0, bx))
+        return (xp.where(bx > self.threshold, g, g * z / (z + 1)),)
+
+    def _saved_extra(self):
+        return {"beta": self.beta, "threshold": self.threshold}
+
+
+@register(method=False)
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    def fwd(a):
+        bx = a * beta
+        safe = np.where(bx > threshold, 0, bx)
+        return np.where(bx > threshold, a, np.log1p(np.exp(safe)) / beta).astype(a.dtype)
+
+    r = _unary(input, fwd, SoftplusBackward0, _SELF)
+    if r.grad_fn is not None:
+        r.grad_fn.beta, r.grad_fn.threshold = beta, threshold
+    return r
+
+
+class ClampBackward1(_Unary):
+    __slots__ = ("min", "max")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        mask = True
+        if self.min is not None:
+            mask = x >= self.min
+        if self.max is not None:
+            mask = (x <= self.max) & mask
+        return (g * mask,)
+
+    def _saved_extra(self):
+        return {"min": self.min, "max": self.max}
+
+
+@register()
+def clamp(input, min=None, max=None):  # noqa: A002
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        return _clamp_tensor(input, min, max)
+    r = _unary(input, lambda a: np.clip(a, min, max).astype(a.dtype), ClampBackward1, _SELF,
+               float_only=False)
+    if r.grad_fn is not None:
+        r.grad_fn.min, r.grad_fn.max = min, max
+    return r
+
+
+def _clamp_tensor(input, min, max):  # noqa: A002
+    out = input
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return out
+
+
+clip = register("clip")(clamp)
+
+
+@register(method=False)
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min=min)
+
+
+@register(method=False)
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, max=max)
+
+
+def _zero_grad_node(name: str):
+    def backward(self, xp, g):
+        return (g * 0,)
+
+    return type(name, (Node,), {"__slots__": (), "backward": backward})
+
+
+RoundBackward0 = _zero_grad_node("RoundBackward0")
+SignBackward0 = _zero_grad_node("SignBackward0")
+FloorBackward0 = _zero_grad_node("FloorBackward0")
+CeilBackward0 = _zero_grad_node("CeilBackward0")
+TruncBackward0 = _zero_grad_node("TruncBackward0")
+
+
+@register()
+def round(input, decimals: int = 0):  # noqa: A001
+    return _unary(input, lambda a: np.round(a, decimals), RoundBackward0, _NONE,
+                  float_only=False)
+
+
+@register()
+def sign(input):
+    return _unary(input, np.sign, SignBackward0, _NONE, float_only=False)
+
+
+@register()
+def floor(input):
+    return _unary(input, np.floor, FloorBackward0, _NONE, float_only=False)
+
+
+@register()
+def ceil(input):
+    return _unary(input, np.ceil, CeilBackward0, _NONE, float_only=False)
+
+
+@register()
+def trunc(input):
+    return _unary(input, np.trunc, TruncBackward0, _NONE, float_only=False)
+
+
+# --- binary arithmetic -----------------------------------------------------------------------
+
+
+def _operands(a, b, true_divide: bool = False):
+    """numpy operands and result data dtype for a binary op, by PyTorch's promotion rules.
+
+    ``a`` is a Tensor; ``b`` a Tensor or Python scalar (kept as a scalar: numpy's weak scalars
+    then keep the tensor's dtype, and the scalar is no graph input).
+    """
+    ad = a._data
+    if isinstance(b, Tensor):
+        bd = b._data
+        if ad.dtype == bd.dtype and (ad.dtype.kind == "f" or not true_divide):
+            return ad, bd
+        dt = dtypes.result_type((a, b)).np
+        if true_divide and dt.kind != "f":
+            dt = dtypes.get_default_dtype().np
+        return ad.astype(dt, copy=False), bd.astype(dt, copy=False)
+    if b.__class__ is not float and b.__class__ is not int and not isinstance(
+            b, (int, float, bool, np.number, np.bool_)):
+        raise TypeError(f"unsupported operand type: '{type(b).__name__}'")
+    kind = ad.dtype.kind
+    if kind == "f" or (kind in "iu" and isinstance(b, (int, np.integer)) and not
+                       isinstance(b, bool) and not true_divide):
+        return ad, b
+    dt = dtypes.result_type((a, b)).np
+    if true_divide and dt.kind != "f":
+        dt = dtypes.get_default_dtype().np
+    return ad.astype(dt, copy=False), b
+
+
+def _binary(a, b, fn, cls, save_a: bool, save_b: bool, true_divide: bool = False) -> Tensor:
+    """Record ``fn(a, b)``: save ``a`` if ``save_a`` and b needs grad... (see callers)."""
+    if not isinstance(a, Tensor):
+        a = as_tensor_operand(a)
+    if isinstance(b, np.ndarray):
+        b = as_tensor_operand(b)
+    ad, bd = _operands(a, b, true_divide)
+    out = fn(ad, bd)
+    b_is_t = isinstance(b, Tensor)
+    if _state[0] and (a.requires_grad or (b_is_t and b.requires_grad)):
+        ea = edge(a)
+        eb = edge(b) if b_is_t else NO_EDGE
+        node = cls((ea, eb))
+        r = result(out, node)
+        # save each operand only when the other's gradient needs it (as PyTorch does)
+        sa = save(a) if save_a and eb[0] is not None else None
+        if b_is_t:
+            sb = save(b) if save_b and ea[0] is not None else None
+            set_broadcast_meta(node, out, a, b)
+        else:
+            sb = b
+            if out.dtype != ad.dtype:
+                node._input_meta = ((ad.shape, a._data.dtype), None)
+        node._saved = (sa, sb)
+        return r
+    return result(out, None)
+
+
+class _Binary(Node):
+    __slots__ = ()
+    _saved_names = ("self", "other")
+
+    def _saved_extra(self):
+        other = self._saved[1] if isinstance(self._saved, tuple) else None
+        return {"other": other} if other is not None and not hasattr(other, "vc") else {}
+
+
+class AddBackward0(_Binary):
+    __slots__ = ("alpha",)
+    _saved_names = ()
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        return (g if nf[0][0] is not None else None,
+                (g if self.alpha == 1 else g * self.alpha) if nf[1][0] is not None else None)
+
+    def _saved_extra(self):
+        return {"alpha": self.alpha}
+
+
+def _add_sub(input, other, alpha, np_fn, cls):
+    fn = np_fn if alpha == 1 else (lambda x, y: np_fn(x, y * alpha))
+    r = _binary(input, other, fn, cls, False, False)
+    if r.grad_fn is not None:
+        r.grad_fn.alpha = alpha
+    return r
+
+
+@register()
+def add(input, other, *, alpha=1):
+    if not isinstance(input, Tensor) and alpha == 1:
+        input, other = other, input  # 2 + x records AddBackward0(x, None), as PyTorch
+    return _add_sub(input, other, alpha, np.add, AddBackward0)
+
+
+class SubBackward0(AddBackward0):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        return (g if nf[0][0] is not None else None,
+                (-g if self.alpha == 1 else g * -self.alpha) if nf[1][0] is not None else None)
+
+
+@register()
+def sub(input, other, *, alpha=1):
+    if not isinstance(input, Tensor):
+        return rsub(other, input, alpha=alpha)
+    return _add_sub(input, other, alpha, np.subtract, SubBackward0)
+
+
+subtract = register("subtract")(sub)
+
+
+class RsubBackward1(Node):
+    __slots__ = ("alpha",)
+
+    def backward(self, xp, g):
+        return (-g if self.alpha == 1 else g * -self.alpha,)
+
+
+@register(method=False)
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input``; with a scalar ``other`` this is PyTorch's ``RsubBackward1``."""
+    if isinstance(other, Tensor):
+        return sub(other, input, alpha=alpha)
+    if not isinstance(input, Tensor):
+        input = as_tensor_operand(input)
+    ad, od = _operands(input, other)
+    out = np.subtract(od, ad * alpha if alpha != 1 else ad)
+    if _state[0] and input.requires_grad:
+        node = RsubBackward1((edge(input),))
+        node.alpha = alpha
+        if out.dtype != ad.dtype:
+            node._input_meta = ((ad.shape, input._data.dtype),)
+        return result(out, node)
+    return result(out, None)
+
+
+class MulBackward0(_Binary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        return (g * self.saved(xp, 1) if nf[0][0] is not None else None,
+                g * self.saved(xp, 0) if nf[1][0] is not None else None)
+
+
+@register()
+def mul(input, other):
+    if not isinstance(input, Tensor):
+        input, other = other, input
+    return _binary(input, other, np.multiply, MulBackward0, True, True)
+
+
+multiply = register("multiply")(mul)
+
+
+class DivBackward0(_Binary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        b = self.saved(xp, 1)
+        ga = g / b if nf[0][0] is not None else None
+        gb = -g * self.saved(xp, 0) / (b * b) if nf[1][0] is not None else None
+        return (ga, gb)
+
+
+@register()
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is not None:
+        return _div_rounded(input, other, rounding_mode)
+    if not isinstance(input, Tensor):
+        # scalar / tensor is reciprocal(tensor) * scalar, exactly as PyTorch records it
+        return mul(reciprocal(other), input)
+    # The quotient needs b (saved for a's gradient too) and a (for b's gradient).
+    return _binary(input, other, np.true_divide, DivBackward0, True, True, true_divide=True)
+
+
+divide = register("divide")(div)
+true_divide = register("true_divide")(div)
+
+
+class DivBackward2(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g * 0, None)
+
+
+def _div_rounded(input, other, mode):
+    if mode not in ("trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{mode}'")
+    q = div(input, other) if (isinstance(input, Tensor) and input._data.dtype.kind == "f") or \
+        (isinstance(other, Tensor) and other._data.dtype.kind == "f") or \
+        isinstance(other, float) else None
+    if q is None:
+        a = as_tensor_operand(input)
+        b = other._data if isinstance(other, Tensor) else other
+        fn = np.floor_divide if mode == "floor" else lambda x, y: np.trunc(x / y).astype(x.dtype)
+        return result(np.asarray(fn(a._data, b)), None)
+    out = np.floor(q._data) if mode == "floor" else np.trunc(q._data)
+    if q.grad_fn is not None:
+        node = DivBackward2(edges_of(input, other))
+        return result(out, node)
+    return result(out, None)
+
+
+def edges_of(*xs):
+    return tuple(edge(x) if isinstance(x, Tensor) else NO_EDGE for x in xs)
+
+
+@register()
+def floor_divide(input, other):
+    return div(input, other, rounding_mode="floor")
+
+
+@register()
+def remainder(input, other):
+    a = as_tensor_operand(input)
+    ad, bd = _operands(a, other)
+    out = np.mod(ad, bd)
+    if _state[0] and (a.requires_grad or isinstance(other, Tensor) and other.requires_grad):
+        raise NotImplementedError("autodiag: the gradient of remainder is not implemented")
+    return result(out, None)
+
+
+fmod = remainder
+
+
+class PowBackward0(_Unary):
+    __slots__ = ("exponent",)
+
+    def backward(self, xp, g):
+        p = self.exponent
+        if p == 0:
+            return (g * 0,)
+        x = self.saved(xp, 0)
+        return (g * (p * x ** (p - 1)),)
+
+    def _saved_extra(self):
+        return {"exponent": self.exponent}
+
+
+class PowBackward1(Node):
+    __slots__ = ()
+    _saved_names = ("self", "exponent", "result")
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        x, p = self.saved(xp, 0), self.saved(xp, 1)
+        gx = gp = None
+        if nf[0][0] is not None:
+            gx = xp.where(p == 0, g * 0, g * (p * x ** (p - 1)))
+        if nf[1][0] is not None:
+            r = self.saved(xp, 2)
+            gp = xp.where((x == 0) & (p >= 0), g * 0, g * (r * xp.log(x)))
+        return (gx, gp)
+
+
+class PowBackward2(Node):
+    __slots__ = ("base",)
+    _saved_names = ("result",)
+
+    def backward(self, xp, g):
+        b = self.base
+        if b == 0:
+            # PyTorch's convention: d/dp 0**p is 0 where p >= 0 (and nan-free elsewhere)
+            return (g * 0,)
+        return (g * (self.saved(xp, 0) * math.log(b)),)
+
+    def _saved_extra(self):
+        return {"self": self.base}
+
+
+@register()
+def pow(input, exponent):  # noqa: A001
+    if not isinstance(input, Tensor):
+        return _scalar_pow(input, exponent)
+    if isinstance(exponent, Tensor):
+        ad, bd = _operands(input, exponent)
+        with np.errstate(all="ignore"):
+            out = np.power(ad, bd)
+        if _state[0] and (input.requires_grad or exponent.requires_grad):
+            node = PowBackward1((edge(input), edge(exponent)))
+            r = result(out, node)
+            node._saved = (save(input), save(exponent), save_output(r))
+            set_broadcast_meta(node, out, input, exponent)
+            return r
+        return result(out, None)
+    ad, bd = _operands(input, exponent)
+    if ad.dtype.kind in "iu" and isinstance(bd, (int, np.integer)) and bd < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    out = np.power(ad, bd)
+    if _state[0] and input.requires_grad:
+        node = PowBackward0((edge(input),))
+        node.exponent = exponent
+        node._saved = (save(input),)
+        return result(out, node)
+    return result(out, None)
+
+
+def _scalar_pow(base, exponent: Tensor):
+    if not isinstance(exponent, Tensor):
+        exponent = as_tensor_operand(exponent)
+    ed, bd = _operands(exponent, base)
+    out = np.power(bd, ed)
+    if out.__class__ is not np.ndarray or out.dtype != ed.dtype:
+        out = np.asarray(out, dtype=ed.dtype if ed.dtype.kind == "f" else None)
+    if _state[0] and exponent.requires_grad:
+        node = PowBackward2((edge(exponent),))
+        node.base = base
+        r = result(out, node)
+        node._saved = (save_output(r),)
+        return r
+    return result(out, None)
+
+
+float_power = pow
+
+
+class MaximumBackward0(_Binary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        a, b = self.saved(xp, 0), self.saved(xp, 1)
+        nf = self.next_functions
+        ga = xp.where(a == b, g / 2, g * (a > b)) if nf[0][0] is not None else None
+        gb = xp.where(a == b, g / 2, g * (a < b)) if nf[1][0] is not None else None
+        return (ga, gb)
+
+
+class MinimumBackward0(_Binary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        a, b = self.saved(xp, 0), self.saved(xp, 1)
+        nf = self.next_functions
+        ga = xp.where(a == b, g / 2, g * (a < b)) if nf[0][0] is not None else None
+        gb = xp.where(a == b, g / 2, g * (a > b)) if nf[1][0] is not None else None
+        return (ga, gb)
+
+
+def _min_max(input, other, fn, cls):
+    a = as_tensor_operand(input)
+    b = as_tensor_operand(other)
+    ad, bd = _operands(a, b)
+    out = fn(ad, bd)
+    if _state[0] and (a.requires_grad or b.requires_grad):
+        node = cls((edge(a), edge(b)))
+        node._saved = (save(a), save(b))
+        set_broadcast_meta(node, out, a, b)
+        return result(out, node)
+    return result(out, None)
+
+
+@register()
+def maximum(input, other):
+    return _min_max(input, other, np.maximum, MaximumBackward0)
+
+
+@register()
+def minimum(input, other):
+    return _min_max(input, other, np.minimum, MinimumBackward0)
+
+
+fmax, fmin = maximum, minimum
+
+
+class WhereBackward0(Node):
+    __slots__ = ()
+    _saved_names = ("condition",)
+
+    def backward(self, xp, g):
+        c = self.saved(xp, 0)
+        nf = self.next_functions
+        z = g * 0
+        return (xp.where(c, g, z) if nf[0][0] is not None else None,
+                xp.where(c, z, g) if nf[1][0] is not None else None)
+
+
+@register()
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        return tuple(result(i, None) for i in np.nonzero(as_tensor_operand(condition)._data))
+    cond = as_tensor_operand(condition)
+    if cond._data.dtype != np.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {cond.dtype.name.capitalize()}")
+    ta, tb = isinstance(input, Tensor), isinstance(other, Tensor)
+    if ta and tb:
+        a, b = input, other
+        ad, bd = _operands(a, b)
+    elif ta:
+        a, b = input, None
+        ad, bd = _operands(a, other)
+    elif tb:
+        a, b = None, other
+        bd, ad = _operands(b, input)
+    else:
+        a = as_tensor_operand(input)
+        b = None
+        ad, bd = _operands(a, other)
+    out = np.where(cond._data, ad, bd)
+    if out.dtype != (ad.dtype if isinstance(ad, np.ndarray) else bd.dtype):
+        out = out.astype(ad.dtype if isinstance(ad, np.ndarray) else bd.dtype)
+    ra = ta and input.requires_grad
+    rb = tb and other.requires_grad
+    if _state[0] and (ra or rb):
+        node = WhereBackward0((edge(a) if ta else NO_EDGE, edge(b) if tb else NO_EDGE))
+        node._saved = (save(cond),)
+        set_broadcast_meta(node, out, a if ta else None, b if tb else None)
+        return result(out, node)
+    return result(out, None)
+
+
+# --- comparisons and logic (never differentiable) -------------------------------------------
+
+
+def _compare(fn):
+    def op(input, other):
+        a = as_tensor_operand(input)
+        if isinstance(other, Tensor):
+            ad, bd = _operands(a, other)
+        else:
+            ad, bd = a._data, other
+        return result(np.asarray(fn(ad, bd)), None)
+
+    return op
+
+
+eq = register("eq")(_compare(np.equal))
+ne = register("ne")(_compare(np.not_equal))
+gt = register("gt")(_compare(np.greater))
+ge = register("ge")(_compare(np.greater_equal))
+lt = register("lt")(_compare(np.less))
+le = register("le")(_compare(np.less_equal))
+greater, greater_equal, less, less_equal = (register("greater")(_compare(np.greater)),
+                                            register("greater_equal")(_compare(np.greater_equal)),
+                                            register("less")(_compare(np.less)),
+                                            register("less_equal")(_compare(np.less_equal)))
+not_equal = register("not_equal")(_compare(np.not_equal))
+
+
+def _logical(fn, bitwise):
+    def op(input, other):
+        a = as_tensor_operand(input)
+        b = as_tensor_operand(other)
+        if bitwise and (a._data.dtype.kind == "f" or b._data.dtype.kind == "f"):
+            raise RuntimeError(f"\"{fn.__name__}_cpu\" not implemented for 'Float'")
+        return result(np.asarray(fn(a._data, b._data)), None)
+
+    return op
+
+
+logical_and = register("logical_and")(_logical(np.logical_and, False))
+logical_or = register("logical_or")(_logical(np.logical_or, False))
+logical_xor = register("logical_xor")(_logical(np.logical_xor, False))
+bitwise_and = register("bitwise_and")(_logical(np.bitwise_and, True))
+bitwise_or = register("bitwise_or")(_logical(np.bitwise_or, True))
+bitwise_xor = register("bitwise_xor")(_logical(np.bitwise_xor, True))
+
+
+@register()
+def logical_not(input):
+    return result(np.logical_not(as_tensor_operand(input)._data), None)
+
+
+@register()
+def bitwise_not(input):
+    d = as_tensor_operand(input)._data
+    if d.dtype.kind == "f":
+        raise RuntimeError("\"bitwise_not_cpu\" not implemented for 'Float'")
+    return result(np.invert(d), None)
+
+
+@register()
+def isnan(input):
+    return result(np.isnan(as_tensor_operand(input)._data), None)
+
+
+@register()
+def isinf(input):
+    return result(np.isinf(as_tensor_operand(input)._data), None)
+
+
+@register()
+def isfinite(input):
+    return result(np.isfinite(as_tensor_operand(input)._data), None)
+
+
+@register()
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = as_tensor_operand(input), as_tensor_operand(other)
+    return result(np.isclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan), None)
+
+
+@register()
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    a, b = as_tensor_operand(input), as_tensor_operand(other)
+    return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+@register()
+def equal(input, other) -> bool:
+    a, b = as_tensor_operand(input), as_tensor_operand(other)
+    return a._data.shape == b._data.shape and bool(np.array_equal(a._data, b._data))

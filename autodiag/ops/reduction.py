@@ -1,0 +1,548 @@
+"""Reductions (sum, mean, prod, max/min, var/std, norm, logsumexp) and softmax.
+
+Reduction gradients "un-reduce": reinsert the reduced dims and broadcast back
+(``xp.expand_dims_to``). Ties in max/min/amax/amin share the gradient as PyTorch does: evenly for
+full reductions and amax/amin, all to the selected index for ``max(dim)``.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from autodiag import dtypes
+from autodiag.autograd.graph import Node
+from autodiag.ops._core import (_state, as_tensor_operand, edge, normalize_dims, register,
+                                result, save, save_output, wrap, wrap_dim)
+from autodiag.tensor import Tensor
+
+
+def _reduced_shape_dims(x: Tensor, dim, keepdim: bool):
+    dims = normalize_dims(dim, x._data.ndim)
+    return dims, (() if keepdim else dims)
+
+
+class _Reduce(Node):
+    """A reduction over ``dims``; ``unreduce`` = dims to reinsert (empty with keepdim)."""
+
+    __slots__ = ("dims", "unreduce", "in_shape")
+    _saved_names = ("self",)
+
+    def expand(self, xp, g):
+        return xp.expand_dims_to(g, self.unreduce, self.in_shape)
+
+    def _saved_extra(self):
+        return {"dim": self.dims, "self_sym_sizes": self.in_shape}
+
+
+def _record_reduce(cls, x, out, dims, unreduce, saves=()):
+    node = cls((edge(x),))
+    node.dims, node.unreduce, node.in_shape = dims, unreduce, x._data.shape
+    r = result(out, node)
+    if saves:
+        node._saved = tuple(save_output(r) if s == "result" else save(x) for s in saves)
+    return r
+
+
+class SumBackward0(_Reduce):
+    __slots__ = ()
+    _saved_names = ()
+
+    def backward(self, xp, g):
+        return (self.expand(xp, g),)
+
+
+class SumBackward1(SumBackward0):
+    __slots__ = ()
+
+
+def _sum_dtype(d: np.ndarray):
+    return np.int64 if d.dtype.kind in "biu" else None
+
+
+@register()
+def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
+    x = as_tensor_operand(input)
+    d = x._data
+    dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
+    out = np.asarray(d.sum(axis=dims, keepdims=keepdim, dtype=npdt))
+    if _state[0] and x.requires_grad:
+        return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims,
+                              unreduce)
+    return result(out, None)
+
+
+def sum_to(g: Tensor, shape: tuple) -> Tensor:
+    """Differentiable reduction of ``g`` to ``shape`` (the adjoint of broadcasting)."""
+    shape = tuple(shape)
+    if tuple(g._data.shape) == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                       if s == 1 and g._data.shape[i + lead] != 1)
+    if dims:
+        g = sum(g, dims, keepdim=True)
+    return g.reshape(shape) if tuple(g._data.shape) != shape else g
+
+
+class MeanBackward0(_Reduce):
+    __slots__ = ("count",)
+    _saved_names = ()
+
+    def backward(self, xp, g):
+        return (self.expand(xp, g / self.count),)
+
+
+class MeanBackward1(MeanBackward0):
+    __slots__ = ()
+
+
+@register()
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    x = as_tensor_operand(input)
+    d = x._data
+    if d.dtype.kind != "f" and dtype is None:
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {_type_name(x)}")
+    if dtype is not None:
+        d = d.astype(dtypes.to_np(dtype))
+    dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
+    if _state[0] and x.requires_grad:
+        r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims,
+                           unreduce)
+        r.grad_fn.count = max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
+        return r
+    return result(out, None)
+
+
+def _type_name(x: Tensor) -> str:
+    return {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float",
+            "float64": "Double", "int16": "Short", "int8": "Char", "uint8": "Byte",
+            "float16": "Half"}[x.dtype.name]
+
+
+def _prod_of_others(x: np.ndarray, axis: int) -> np.ndarray:
+    """For each element, the product of the other elements along ``axis`` (zero-safe)."""
+    x = np.moveaxis(x, axis, -1)
+    ones = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)
+    before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(x[..., 1:], -1)], axis=-1), -1),
+                    -1)
+    return np.moveaxis(before * after, -1, axis)
+
+
+class ProdBackward0(_Reduce):
+    __slots__ = ()
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        g = self.expand(xp, g)
+        if xp.arrays:
+            if self.unreduce or len(self.dims) <= 1:
+                axes = self.dims
+            else:
+                axes = self.dims
+            if len(axes) == 1:
+                return (g * _prod_of_others(x, axes[0]),)
+            flat = x.reshape(-1)
+            return (g * _prod_of_others(flat, 0).reshape(x.shape),)
+        r = self.expand(xp, self.saved(xp, 1))
+        if bool((x._data == 0).any()):
+            raise NotImplementedError("double backward of prod through a zero element is not "
+                                      "supported yet")
+        return (g * r / x,)
+
+
+class ProdBackward1(ProdBackward0):
+    __slots__ = ()
+
+
+@register()
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
+    x = as_tensor_operand(input)
+    d = x._data
+    if dim is not None and not isinstance(dim, (int, np.integer)):
+        raise TypeError("prod(): argument 'dim' must be int")
+    dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
+    out = np.asarray(d.prod(axis=dims, keepdims=keepdim, dtype=npdt))
+    if _state[0] and x.requires_grad:
+        return _record_reduce(ProdBackward0 if dim is None else ProdBackward1, x, out, dims,
+                              unreduce, ("self", "result"))
+    return result(out, None)
+
+
+# --- max / min --------------------------------------------------------------------------------
+
+_MaxMin = namedtuple("return_types", ["values", "indices"])
+
+
+class MaxBackward1(_Reduce):
+    """Full max/min: the gradient is shared evenly among tied maxima."""
+
+    __slots__ = ()
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        x, r = self.saved(xp, 0), self.saved(xp, 1)
+        mask = x == r
+        count = mask.sum() if xp.arrays else mask.sum()
+        return (g * mask / count,)
+
+
+class MinBackward1(MaxBackward1):
+    __slots__ = ()
+
+
+class MaxBackward0(Node):
+    """max/min along a dim: the gradient goes to the selected index."""
+
+    __slots__ = ("dim", "keepdim", "in_shape")
+    _saved_names = ("indices",)
+
+    def backward(self, xp, g):
+        idx = self.saved(xp, 0)
+        from autodiag.ops.shape import scatter_into_zeros
+
+        if not self.keepdim:
+            g = xp.expand_dims_to(g, (self.dim,), g.shape[:self.dim] + (1,) + g.shape[self.dim:]) \
+                if xp.arrays else g.unsqueeze(self.dim)
+            idx = np.expand_dims(idx, self.dim) if xp.arrays else idx.unsqueeze(self.dim)
+        return (scatter_into_zeros(xp, g, self.dim, idx, self.in_shape),)
+
+
+class MinBackward0(MaxBackward0):
+    __slots__ = ()
+
+
+def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair_fn, name):
+    x = as_tensor_operand(input)
+    if isinstance(dim, Tensor) and other is None:
+        return pair_fn(x, dim)
+    if other is not None:
+        return pair_fn(x, other)
+    d = x._data
+    if dim is None:
+        if d.size == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                               f"input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               f"argument.")
+        out = np.asarray(np_red(d))
+        if _state[0] and x.requires_grad:
+            return _record_reduce(full_cls, x, out, tuple(range(d.ndim)), tuple(range(d.ndim)),
+                                  ("self", "result"))
+        return result(out, None)
+    dim = wrap_dim(dim, d.ndim)
+    idx = np.asarray(np_arg(d, axis=dim)) if d.ndim else np.zeros((), dtype=np.int64)
+    idx = idx.astype(np.int64)
+    vals = np.take_along_axis(d, np.expand_dims(idx, dim), dim) if d.ndim else d.copy()
+    if not keepdim and d.ndim:
+        vals = vals.squeeze(dim)
+    elif keepdim and d.ndim:
+        idx = np.expand_dims(idx, dim)
+    indices = wrap(idx)
+    if _state[0] and x.requires_grad:
+        node = dim_cls((edge(x),))
+        node.dim, node.keepdim, node.in_shape = dim, keepdim, d.shape
+        node._saved = (save(indices),)
+        return _MaxMin(result(vals, node), indices)
+    return _MaxMin(result(vals, None), indices)
+
+
+@register()
+def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001
+    from autodiag.ops.pointwise import maximum
+
+    return _max_min(input, dim, keepdim, other, np.max, np.argmax, MaxBackward1, MaxBackward0,
+                    maximum, "max")
+
+
+@register()
+def min(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001
+    from autodiag.ops.pointwise import minimum
+
+    return _max_min(input, dim, keepdim, other, np.min, np.argmin, MinBackward1, MinBackward0,
+                    minimum, "min")
+
+
+class AmaxBackward0(_Reduce):
+    """amax/amin: the gradient is shared evenly among ties within each reduced slice."""
+
+    __slots__ = ()
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        r = self.expand(xp, self.saved(xp, 1))
+        mask = x == r
+        count = self.expand(xp, xp.sum(mask * 1.0, self.dims, keepdim=True)) if xp.arrays \
+            else (mask * 1.0).sum(self.dims, keepdim=True).expand(self.in_shape)
+        return (self.expand(xp, g) * mask / count,)
+
+
+class AminBackward0(AmaxBackward0):
+    __slots__ = ()
+
+
+def _amax_amin(input, dim, keepdim, np_red, cls):
+    x = as_tensor_operand(input)
+    dims, unreduce = _reduced_shape_dims(x, () if dim == () else dim, keepdim)
+    if dim == ():
+        dims, unreduce = _reduced_shape_dims(x, None, keepdim)
+    out = np.asarray(np_red(x._data, axis=dims, keepdims=keepdim))
+    if _state[0] and x.requires_grad:
+        return _record_reduce(cls, x, out, dims, unreduce, ("self", "result"))
+    return result(out, None)
+
+
+@register()
+def amax(input, dim=(), keepdim: bool = False):
+    return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0)
+
+
+@register()
+def amin(input, dim=(), keepdim: bool = False):
+    return _amax_amin(input, dim, keepdim, np.min, AminBackward0)
+
+
+@register()
+def argmax(input, dim=None, keepdim: bool = False):
+    d = as_tensor_operand(input)._data
+    if dim is None:
+        out = np.asarray(np.argmax(d))
+        return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
+    return result(np.asarray(np.argmax(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+
+
+@register()
+def argmin(input, dim=None, keepdim: bool = False):
+    d = as_tensor_operand(input)._data
+    if dim is None:
+        out = np.asarray(np.argmin(d))
+        return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
+    return result(np.asarray(np.argmin(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+
+
+# --- var / std / norm / logsumexp -------------------------------------------------------------
+
+
+def _correction(unbiased, correction) -> float:
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+class VarBackward0(_Reduce):
+    __slots__ = ("correction", "n")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else x.mean(self.dims,
+                                                                            keepdim=True)
+        return (self.expand(xp, g) * (2 * (x - mu) / (self.n - self.correction)),)
+
+    def _saved_extra(self):
+        return {"dim": self.dims, "correction": self.correction}
+
+
+class StdBackward0(VarBackward0):
+    __slots__ = ()
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        r = self.expand(xp, self.saved(xp, 1))
+        mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else x.mean(self.dims,
+                                                                            keepdim=True)
+        return (self.expand(xp, g) * (x - mu) / ((self.n - self.correction) * r),)
+
+
+def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
+    x = as_tensor_operand(input)
+    if isinstance(dim, bool):  # var(True) is var(unbiased=True)
+        unbiased, dim = dim, None
+    c = _correction(unbiased, correction)
+    d = x._data
+    dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    n = int(np.prod([d.shape[i] for i in dims])) if d.ndim else 1
+    with np.errstate(all="ignore"):
+        out = np.asarray(d.var(axis=dims, keepdims=keepdim, ddof=0) * (n / max(n - c, 0))
+                         if n - c > 0 else np.full(
+                             np.var(d, axis=dims, keepdims=keepdim).shape, np.nan),
+                         dtype=d.dtype)
+        if sqrt:
+            out = np.sqrt(out)
+    if _state[0] and x.requires_grad:
+        r = _record_reduce(cls, x, out, dims, unreduce, ("self", "result") if sqrt else ("self",))
+        r.grad_fn.correction, r.grad_fn.n = c, n
+        return r
+    return result(out, None)
+
+
+@register()
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return _var_std(input, dim, unbiased, keepdim, correction, VarBackward0, False)
+
+
+@register()
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return _var_std(input, dim, unbiased, keepdim, correction, StdBackward0, True)
+
+
+class LinalgVectorNormBackward0(_Reduce):
+    __slots__ = ("ord",)
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        r = self.expand(xp, self.saved(xp, 1))
+        g = self.expand(xp, g)
+        p = self.ord
+        if p == 2:
+            # NOTE: at a zero norm PyTorch's subgradient is 0, not nan.
+            return (xp.where(r == 0, g * 0, g * x / xp.where(r == 0, r + 1, r)),)
+        if p == 1:
+            return (g * xp.sign(x),)
+        if p in (float("inf"), float("-inf")):
+            mask = xp.abs(x) == r
+            cnt = mask.sum(axis=self.dims, keepdims=True) if xp.arrays else \
+                (mask * 1.0).sum(self.dims, keepdim=True)
+            return (g * xp.sign(x) * mask / cnt,)
+        if p == 0:
+            return (g * 0,)
+        ax = xp.abs(x)
+        return (xp.where(r == 0, g * 0, g * xp.sign(x) * ax ** (p - 1) /
+                         xp.where(r == 0, r + 1, r) ** (p - 1)),)
+
+    def _saved_extra(self):
+        return {"ord": self.ord, "dim": self.dims}
+
+
+@register()
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str):
+        raise NotImplementedError(f"autodiag: norm with p='{p}' is not supported")
+    return vector_norm(input, p, dim, keepdim)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
+    x = as_tensor_operand(x)
+    d = x._data
+    if d.dtype.kind != "f":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {_type_name(x)}")
+    dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    a = np.abs(d)
+    if ord == float("inf"):
+        out = a.max(axis=dims, keepdims=keepdim)
+    elif ord == float("-inf"):
+        out = a.min(axis=dims, keepdims=keepdim)
+    elif ord == 0:
+        out = (a != 0).sum(axis=dims, keepdims=keepdim).astype(d.dtype)
+    elif ord == 2:
+        out = np.sqrt((d * d).sum(axis=dims, keepdims=keepdim))
+    else:
+        out = (a ** ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
+    out = np.asarray(out, dtype=d.dtype)
+    if _state[0] and x.requires_grad:
+        r = _record_reduce(LinalgVectorNormBackward0, x, out, dims, unreduce, ("self", "result"))
+        r.grad_fn.ord = ord
+        return r
+    return result(out, None)
+
+
+class LogsumexpBackward0(_Reduce):
+    __slots__ = ()
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        r = self.expand(xp, self.saved(xp, 1))
+        return (self.expand(xp, g) * xp.exp(x - r),)
+
+
+@register()
+def logsumexp(input, dim, keepdim: bool = False):
+    x = as_tensor_operand(input)
+    d = x._data if x._data.dtype.kind == "f" else x._data.astype(
+        dtypes.get_default_dtype().np)
+    dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    m = d.max(axis=dims, keepdims=True) if d.size else np.zeros((1,) * d.ndim, d.dtype)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.exp(d - m).sum(axis=dims, keepdims=True)) + m
+    if not keepdim:
+        out = out.squeeze(dims) if dims else out
+    out = np.asarray(out, dtype=d.dtype)
+    if _state[0] and x.requires_grad:
+        return _record_reduce(LogsumexpBackward0, x, out, dims, unreduce, ("self", "result"))
+    return result(out, None)
+
+
+# --- softmax -------------------------------------------------------------------------------
+
+
+class SoftmaxBackward0(Node):
+    __slots__ = ("dim",)
+    _saved_names = ("result",)
+
+    def backward(self, xp, g):
+        r = self.saved(xp, 0)
+        gr = g * r
+        s = gr.sum(axis=self.dim, keepdims=True) if xp.arrays else gr.sum(self.dim, keepdim=True)
+        return (gr - r * s,)
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
+class LogSoftmaxBackward0(SoftmaxBackward0):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        r = self.saved(xp, 0)
+        s = g.sum(axis=self.dim, keepdims=True) if xp.arrays else g.sum(self.dim, keepdim=True)
+        return (g - xp.exp(r) * s,)
+
+
+def _softmax_like(input, dim, dtype, cls, log: bool):
+    x = as_tensor_operand(input)
+    if dim is None:
+        dim = 0 if x.ndim in (0, 1, 3) else 1  # PyTorch's legacy implicit dim (with a warning)
+    d = x._data
+    if dtype is not None:
+        d = d.astype(dtypes.to_np(dtype))
+    elif d.dtype.kind != "f":
+        raise RuntimeError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
+                           f"'{_type_name(x)}'")
+    dim = wrap_dim(dim, d.ndim)
+    ax = dim if d.ndim else None
+    m = d.max(axis=ax, keepdims=True) if d.size else d
+    z = d - np.where(np.isfinite(m), m, 0)
+    e = np.exp(z)
+    s = e.sum(axis=ax, keepdims=True)
+    out = (z - np.log(s)) if log else e / s
+    out = np.asarray(out, dtype=d.dtype)
+    if _state[0] and x.requires_grad:
+        node = cls((edge(x),))
+        node.dim = ax
+        r = result(out, node)
+        node._saved = (save_output(r),)
+        return r
+    return result(out, None)
+
+
+@register()
+def softmax(input, dim=None, dtype=None):
+    return _softmax_like(input, dim, dtype, SoftmaxBackward0, False)
+
+
+@register()
+def log_softmax(input, dim=None, dtype=None):
+    return _softmax_like(input, dim, dtype, LogSoftmaxBackward0, True)

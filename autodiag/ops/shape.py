@@ -1,0 +1,846 @@
+"""Shape ops, views and indexing: view/reshape, squeeze/unsqueeze, transpose/permute, expand,
+repeat, ``__getitem__``, cat/stack/split/chunk, gather, clone, dtype conversion.
+
+Views (``view``, ``reshape`` of contiguous data, ``squeeze``, ``unsqueeze``, ``transpose``,
+``permute``, ``expand``, basic indexing, ``split``/``chunk``) share their base's numpy buffer and
+version counter (NOTE [Version counters] in autograd/graph.py) and set ``_base``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autodiag import dtypes
+from autodiag.autograd.graph import Node
+from autodiag.ops._core import (NO_EDGE, _state, as_tensor_operand, edge, register, result,
+                                save, set_broadcast_meta, wrap, wrap_dim)
+from autodiag.tensor import Tensor
+
+
+def _make_view(x: Tensor, data: np.ndarray, node, view_fn=None) -> Tensor:
+    t = Tensor._make(data, node, node is not None, x._vc)
+    t._base = x._base if x._base is not None else x
+    if view_fn is not None:
+        t._view_fn = view_fn
+    if x._inference:
+        t._inference = True
+    return t
+
+
+class _ShapeNode(Node):
+    __slots__ = ("in_shape",)
+
+    def backward(self, xp, g):
+        return (xp.reshape(g, self.in_shape),)
+
+    def _saved_extra(self):
+        return {"self_sym_sizes": self.in_shape}
+
+
+class ViewBackward0(_ShapeNode):
+    __slots__ = ()
+
+
+class UnsafeViewBackward0(_ShapeNode):
+    __slots__ = ()
+
+
+class SqueezeBackward0(_ShapeNode):
+    __slots__ = ()
+
+
+class SqueezeBackward1(_ShapeNode):
+    __slots__ = ()
+
+
+class SqueezeBackward4(_ShapeNode):
+    __slots__ = ()
+
+
+class UnsqueezeBackward0(_ShapeNode):
+    __slots__ = ()
+
+
+def _shape_op(x: Tensor, data: np.ndarray, cls, is_view: bool = True) -> Tensor:
+    node = None
+    if _state[0] and x.requires_grad:
+        node = cls((edge(x),))
+        node.in_shape = x._data.shape
+    if is_view:
+        return _make_view(x, data, node)
+    return result(data, node)
+
+
+def _infer_shape(shape, numel: int) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"invalid shape dimension {s}")
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of "
+                               f"size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size "
+                           f"{numel}")
+    return shape
+
+
+@register()
+def view(input, *shape):
+    if len(shape) == 1 and isinstance(shape[0], dtypes.dtype):
+        raise NotImplementedError("autodiag: view(dtype) is not supported")
+    d = input._data
+    shape = _infer_shape(shape, d.size)
+    try:
+        out = d.view()
+        out.shape = shape  # raises when a copy would be needed, as torch's view does
+    except AttributeError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.") from None
+    return _shape_op(input, out, ViewBackward0)
+
+
+@register()
+def reshape(input, *shape):
+    x = as_tensor_operand(input)
+    d = x._data
+    shape = _infer_shape(shape, d.size)
+    if shape == d.shape:
+        return _shape_op(x, d.view(), ViewBackward0)
+    out = d.reshape(shape)
+    if np.shares_memory(out, d) if out.size else True:
+        return _shape_op(x, out, ViewBackward0)
+    # not viewable: PyTorch copies (clone) then views; the copy is UnsafeViewBackward0
+    return _shape_op(x, out, UnsafeViewBackward0, is_view=False)
+
+
+@register()
+def view_as(input, other):
+    return view(input, other.shape)
+
+
+@register()
+def reshape_as(input, other):
+    return reshape(input, other.shape)
+
+
+@register()
+def flatten(input, start_dim: int = 0, end_dim: int = -1):
+    d = input._data
+    if d.ndim == 0:
+        return reshape(input, 1)
+    s, e = wrap_dim(start_dim, d.ndim), wrap_dim(end_dim, d.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return input
+    return reshape(input, d.shape[:s] + (-1,) + d.shape[e + 1:])
+
+
+@register()
+def unflatten(input, dim: int, sizes):
+    d = input._data
+    dim = wrap_dim(dim, d.ndim)
+    return reshape(input, d.shape[:dim] + tuple(sizes) + d.shape[dim + 1:])
+
+
+@register()
+def squeeze(input, dim=None):
+    d = input._data
+    if dim is None:
+        return _shape_op(input, d.reshape([s for s in d.shape if s != 1]), SqueezeBackward0)
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(wrap_dim(x, d.ndim) for x in dims)
+    keep = [s for i, s in enumerate(d.shape) if not (i in dims and s == 1)]
+    cls = SqueezeBackward1 if isinstance(dim, int) else SqueezeBackward4
+    return _shape_op(input, d.reshape(keep), cls)
+
+
+@register()
+def unsqueeze(input, dim: int):
+    d = input._data
+    dim = wrap_dim(dim, d.ndim + 1)
+    return _shape_op(input, np.expand_dims(d, dim), UnsqueezeBackward0)
+
+
+class TransposeBackward0(Node):
+    __slots__ = ("dim0", "dim1")
+
+    def backward(self, xp, g):
+        return (xp.mT(g) if (self.dim0, self.dim1) == (-2, -1) else
+                _swap(xp, g, self.dim0, self.dim1),)
+
+    def _saved_extra(self):
+        return {"dim0": self.dim0, "dim1": self.dim1}
+
+
+def _swap(xp, g, d0, d1):
+    if xp.arrays:
+        return np.swapaxes(g, d0, d1)
+    return g.transpose(d0, d1)
+
+
+class TBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (_swap(xp, g, 0, 1) if g.ndim == 2 else g,)
+
+
+@register()
+def transpose(input, dim0: int, dim1: int):
+    d = input._data
+    d0, d1 = wrap_dim(dim0, d.ndim), wrap_dim(dim1, d.ndim)
+    node = None
+    if _state[0] and input.requires_grad:
+        node = TransposeBackward0((edge(input),))
+        node.dim0, node.dim1 = d0, d1
+    return _make_view(input, np.swapaxes(d, d0, d1) if d.ndim else d.view(), node)
+
+
+swapaxes = swapdims = register("swapaxes")(transpose)
+
+
+@register()
+def t(input):
+    d = input._data
+    if d.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {d.ndim}D")
+    node = TBackward0((edge(input),)) if _state[0] and input.requires_grad else None
+    return _make_view(input, d.T, node)
+
+
+class PermuteBackward0(Node):
+    __slots__ = ("dims",)
+
+    def backward(self, xp, g):
+        inv = tuple(np.argsort(self.dims))
+        return (xp.permute(g, inv),)
+
+    def _saved_extra(self):
+        return {"dims": self.dims}
+
+
+@register()
+def permute(input, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    d = input._data
+    if len(dims) != d.ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {d.ndim} is not equal to len(dims) = {len(dims)}")
+    dims = tuple(wrap_dim(x, d.ndim) for x in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    node = None
+    if _state[0] and input.requires_grad:
+        node = PermuteBackward0((edge(input),))
+        node.dims = dims
+    return _make_view(input, d.transpose(dims), node)
+
+
+def _T(self):
+    d = self._data
+    if d.ndim == 2:
+        return permute(self, 1, 0)
+    return permute(self, tuple(range(d.ndim - 1, -1, -1))) if d.ndim > 2 else self
+
+
+Tensor.T = property(_T)
+Tensor.mT = property(lambda self: transpose(self, -2, -1))
+
+
+class ExpandBackward0(Node):
+    __slots__ = ("in_shape",)
+
+    def backward(self, xp, g):
+        return (xp.sum_to(g, self.in_shape),)
+
+    def _saved_extra(self):
+        return {"self_sym_sizes": self.in_shape}
+
+
+@register()
+def expand(input, *sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    d = input._data
+    if len(sizes) < d.ndim:
+        raise RuntimeError(f"expand(torch.FloatTensor{{[{', '.join(map(str, d.shape))}]}}, "
+                           f"size=[{', '.join(map(str, sizes))}]): the number of sizes provided "
+                           f"({len(sizes)}) must be greater or equal to the number of dimensions "
+                           f"in the tensor ({d.ndim})")
+    lead = len(sizes) - d.ndim
+    shape = tuple(d.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
+    for i in range(d.ndim):
+        if d.shape[i] != 1 and d.shape[i] != shape[i + lead]:
+            raise RuntimeError(f"The expanded size of the tensor ({shape[i + lead]}) must match "
+                               f"the existing size ({d.shape[i]}) at non-singleton dimension "
+                               f"{i + lead}.  Target sizes: [{', '.join(map(str, sizes))}].  "
+                               f"Tensor sizes: [{', '.join(map(str, d.shape))}]")
+    node = None
+    if _state[0] and input.requires_grad:
+        node = ExpandBackward0((edge(input),))
+        node.in_shape = d.shape
+    return _make_view(input, np.broadcast_to(d, shape), node)
+
+
+@register()
+def expand_as(input, other):
+    return expand(input, other.shape)
+
+
+@register(method=False)
+def broadcast_to(input, size):
+    return expand(input, size)
+
+
+class RepeatBackward0(Node):
+    __slots__ = ("repeats", "in_shape")
+
+    def backward(self, xp, g):
+        reps = self.repeats
+        lead = len(reps) - len(self.in_shape)
+        shape = (1,) * lead + tuple(self.in_shape)
+        split = []
+        for r, s in zip(reps, shape):
+            split += [r, s]
+        g = xp.reshape(g, tuple(split))
+        g = xp.sum(g, tuple(range(0, 2 * len(reps), 2)))
+        return (xp.reshape(g, self.in_shape),)
+
+    def _saved_extra(self):
+        return {"repeats": self.repeats}
+
+
+@register()
+def repeat(input, *repeats):
+    if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
+        repeats = tuple(repeats[0])
+    d = input._data
+    if len(repeats) < d.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    out = np.tile(d.reshape((1,) * (len(repeats) - d.ndim) + d.shape), repeats)
+    if _state[0] and input.requires_grad:
+        node = RepeatBackward0((edge(input),))
+        node.repeats, node.in_shape = tuple(repeats), d.shape
+        return result(out, node)
+    return result(out, None)
+
+
+# --- embedding a gradient back into its input's shape ----------------------------------------
+
+
+class _EmbedNode(Node):
+    """Backward of an embed (zeros with ``g`` written at ``index``): read ``g`` back."""
+
+    __slots__ = ("index",)
+
+    def backward(self, xp, g):
+        return (g[self.index],)
+
+
+SelectBackwardBackward0 = type("SelectBackwardBackward0", (_EmbedNode,), {"__slots__": ()})
+SliceBackwardBackward0 = type("SliceBackwardBackward0", (_EmbedNode,), {"__slots__": ()})
+IndexPutBackward0 = type("IndexPutBackward0", (_EmbedNode,), {"__slots__": ()})
+
+
+def embed(xp, g, shape, index, accumulate: bool, cls=IndexPutBackward0):
+    """Zeros of ``shape`` with ``g`` written (or added, for repeated indices) at ``index``."""
+    gd = g if xp.arrays else g._data
+    z = np.zeros(shape, dtype=gd.dtype)
+    if accumulate:
+        np.add.at(z, index, gd)
+    else:
+        z[index] = gd
+    if xp.arrays:
+        return z
+    if _state[0] and g.requires_grad:
+        node = cls((edge(g),))
+        node.index = index
+        return result(z, node)
+    return result(z, None)
+
+
+def scatter_into_zeros(xp, g, dim: int, idx, shape):
+    """Adjoint of ``gather(x, dim, idx)``: add ``g`` into zeros of ``shape`` at ``idx``."""
+    idx = idx if xp.arrays else idx._data
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[dim] = idx
+    return embed(xp, g, shape, tuple(grid), True)
+
+
+# --- indexing ---------------------------------------------------------------------------------
+
+
+class SelectBackward0(Node):
+    __slots__ = ("in_shape", "index")
+
+    def backward(self, xp, g):
+        return (embed(xp, g, self.in_shape, self.index, False, SelectBackwardBackward0),)
+
+
+class SliceBackward0(SelectBackward0):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (embed(xp, g, self.in_shape, self.index, False, SliceBackwardBackward0),)
+
+
+class IndexBackward0(SelectBackward0):
+    __slots__ = ("accumulate",)
+
+    def backward(self, xp, g):
+        return (embed(xp, g, self.in_shape, self.index, self.accumulate),)
+
+
+def _basic(x: Tensor, index: tuple, cls) -> Tensor:
+    d = x._data
+    out = d[index]
+    node = None
+    if _state[0] and x.requires_grad:
+        node = cls((edge(x),))
+        node.in_shape, node.index = d.shape, index
+    return _make_view(x, out, node)
+
+
+@register()
+def select(input, dim: int, index: int):
+    d = input._data
+    if d.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    dim = wrap_dim(dim, d.ndim)
+    n = d.shape[dim]
+    if not -n <= index < n:
+        raise IndexError(f"index {index} is out of bounds for dimension {dim} with size {n}")
+    return _basic(input, (slice(None),) * dim + (index % n,), SelectBackward0)
+
+
+@register()
+def narrow(input, dim: int, start: int, length: int):
+    dim = wrap_dim(dim, input.ndim)
+    return _basic(input, (slice(None),) * dim + (slice(start, start + length),), SliceBackward0)
+
+
+def _to_index_array(item):
+    if isinstance(item, Tensor):
+        a = item._data
+    else:
+        a = np.asarray(item)
+    if a.dtype.kind not in "biu":
+        if a.size == 0:
+            return a.astype(np.int64)
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    return a
+
+
+def getitem(self: Tensor, index):
+    """``tensor[index]``: basic parts as views (Select/Slice/Unsqueeze nodes, one per index
+    element like PyTorch), then at most one advanced-indexing step (IndexBackward0)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    n_used = 0
+    for it in index:
+        if it is None or it is Ellipsis:
+            continue
+        if isinstance(it, (Tensor, np.ndarray)) and it.dtype in (dtypes.bool, np.bool_):
+            n_used += it.ndim
+        else:
+            n_used += 1
+    if n_used > self.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
+    if Ellipsis in [i for i in index if not isinstance(i, (Tensor, np.ndarray, list))]:
+        pos = [k for k, i in enumerate(index) if i is Ellipsis and not isinstance(
+            i, (Tensor, np.ndarray, list))][0]
+        index = index[:pos] + (slice(None),) * (self.ndim - n_used) + index[pos + 1:]
+    t = self
+    dim = 0
+    adv = []  # (dim, array) in order
+    for it in index:
+        if it is None:
+            t = unsqueeze(t, dim)
+            dim += 1
+        elif isinstance(it, (bool, np.bool_)):
+            adv.append((dim, np.asarray(it)))
+            t = unsqueeze(t, dim)
+            dim += 1
+        elif isinstance(it, (int, np.integer)) or (isinstance(it, Tensor) and it.ndim == 0 and
+                                                   it._data.dtype.kind in "iu" and not adv):
+            t = select(t, dim, int(it))
+        elif isinstance(it, slice):
+            n = t._data.shape[dim]
+            start, stop, step = it.indices(n)
+            if step <= 0:
+                raise ValueError("step must be greater than zero")
+            if not (start == 0 and stop >= n and step == 1):
+                t = _basic(t, (slice(None),) * dim + (slice(start, stop, step),), SliceBackward0)
+            dim += 1
+        else:
+            arr = _to_index_array(it)
+            adv.append((dim, arr))
+            dim += arr.ndim if arr.dtype == np.bool_ else 1
+    if not adv:
+        if t is self:  # x[:] and x[...] are views too
+            return _shape_op(self, self._data.view(), AliasBackward0)
+        return t
+    full: list = []
+    dim = 0
+    for adim, arr in adv:
+        while dim < adim:
+            full.append(slice(None))
+            dim += 1
+        if arr.ndim == 0 and arr.dtype == np.bool_:
+            full.append(bool(arr))  # x[True] after an unsqueeze
+            dim += 1
+            continue
+        full.append(arr)
+        dim += arr.ndim if arr.dtype == np.bool_ else 1
+    full_t = tuple(full)
+    d = t._data
+    try:
+        out = d[full_t]
+    except IndexError as e:
+        raise IndexError(str(e).replace("axis", "dimension")) from None
+    if _state[0] and t.requires_grad:
+        node = IndexBackward0((edge(t),))
+        node.in_shape, node.index = d.shape, full_t
+        node.accumulate = any(a.dtype != np.bool_ for a in (x for x in full_t
+                                                            if isinstance(x, np.ndarray)))
+        return result(out, node)
+    return result(np.array(out), None)
+
+
+class AliasBackward0(_ShapeNode):
+    __slots__ = ()
+
+
+Tensor.__getitem__ = getitem
+
+
+# --- joining and splitting -------------------------------------------------------------------
+
+
+class CatBackward0(Node):
+    __slots__ = ("dim", "sizes")
+
+    def backward(self, xp, g):
+        out, start = [], 0
+        for (size, keep) in self.sizes:
+            if keep:
+                idx = (slice(None),) * self.dim + (slice(start, start + size),)
+                out.append(g[idx])
+            else:
+                out.append(None)
+            start += size
+        return tuple(out)
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
+@register(method=False)
+def cat(tensors, dim: int = 0):
+    ts = [as_tensor_operand(t) for t in tensors]
+    if not ts:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    # PyTorch skips 1-D empty tensors in cat (legacy behaviour)
+    nd = max(t.ndim for t in ts)
+    if nd == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    dim = wrap_dim(dim, nd)
+    dt = dtypes.result_type(ts).np
+    datas = [t._data.astype(dt, copy=False) for t in ts if not (t.ndim == 1 and t.numel() == 0)]
+    ref = next(t for t in ts if not (t.ndim == 1 and t.numel() == 0)) if datas else ts[0]
+    for i, t in enumerate(ts):
+        if t.ndim == 1 and t.numel() == 0:
+            continue
+        if t.ndim != ref.ndim:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.ndim} and "
+                               f"{t.ndim}")
+        for k in range(t.ndim):
+            if k != dim and t._data.shape[k] != ref._data.shape[k]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
+                                   f"Expected size {ref._data.shape[k]} but got size "
+                                   f"{t._data.shape[k]} for tensor number {i} in the list.")
+    out = np.concatenate(datas, axis=dim) if datas else np.zeros((0,), dt)
+    if _state[0] and any(t.requires_grad for t in ts):
+        node = CatBackward0(tuple(edge(t) for t in ts))
+        node.dim = dim
+        node.sizes = tuple((0 if (t.ndim == 1 and t.numel() == 0) else t._data.shape[dim],
+                            t.requires_grad and not (t.ndim == 1 and t.numel() == 0))
+                           for t in ts)
+        metas = tuple((t._data.shape, t._data.dtype) for t in ts)
+        if any(m[1] != out.dtype for m in metas):
+            node._input_meta = tuple((None, m[1]) for m in metas)
+        return result(out, node)
+    return result(out, None)
+
+
+concat = concatenate = register("concat", method=False)(cat)
+
+
+class StackBackward0(Node):
+    __slots__ = ("dim",)
+
+    def backward(self, xp, g):
+        n = g.shape[self.dim]
+        return tuple(g[(slice(None),) * self.dim + (i,)] if self.next_functions[i][0] else None
+                     for i in range(n))
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
+@register(method=False)
+def stack(tensors, dim: int = 0):
+    ts = [as_tensor_operand(t) for t in tensors]
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, t in enumerate(ts):
+        if t._data.shape != ts[0]._data.shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"[{', '.join(map(str, ts[0]._data.shape))}] at entry 0 and "
+                               f"[{', '.join(map(str, t._data.shape))}] at entry {i}")
+    dim = wrap_dim(dim, ts[0].ndim + 1)
+    dt = dtypes.result_type(ts).np
+    out = np.stack([t._data.astype(dt, copy=False) for t in ts], axis=dim)
+    if _state[0] and any(t.requires_grad for t in ts):
+        node = StackBackward0(tuple(edge(t) for t in ts))
+        node.dim = dim
+        if any(t._data.dtype != dt for t in ts):
+            node._input_meta = tuple((None, t._data.dtype) for t in ts)
+        return result(out, node)
+    return result(out, None)
+
+
+class SplitBackward0(Node):
+    """Backward of split/chunk: one node, several outputs; missing grads are zeros."""
+
+    __slots__ = ("dim", "sizes", "in_shape", "_num_outputs")
+
+    def _apply(self, xp, grads):
+        parts = []
+        for g, size in zip(grads, self.sizes):
+            if g is None:
+                shape = list(self.in_shape)
+                shape[self.dim] = size
+                ref = next(x for x in grads if x is not None)
+                g = xp.zeros(tuple(shape), ref)
+            parts.append(g)
+        if xp.arrays:
+            return (np.concatenate(parts, axis=self.dim),)
+        return (cat(parts, self.dim),)
+
+    def _saved_extra(self):
+        return {"dim": self.dim, "split_sizes": self.sizes}
+
+
+class SplitWithSizesBackward0(SplitBackward0):
+    __slots__ = ()
+
+
+@register()
+def split(tensor, split_size_or_sections, dim: int = 0):
+    d = tensor._data
+    dim = wrap_dim(dim, d.ndim)
+    n = d.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s > 0 else [n]
+        cls = SplitBackward0
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {dim}), but got "
+                               f"split_sizes=[{', '.join(map(str, sizes))}]")
+        cls = SplitWithSizesBackward0
+    node = None
+    if _state[0] and tensor.requires_grad:
+        node = cls((edge(tensor),))
+        node.dim, node.sizes, node.in_shape = dim, tuple(sizes), d.shape
+        node._num_outputs = len(sizes)
+    outs, start = [], 0
+    for i, size in enumerate(sizes):
+        part = d[(slice(None),) * dim + (slice(start, start + size),)]
+        t = _make_view(tensor, part, node)
+        if node is not None:
+            t._output_nr = i
+        outs.append(t)
+        start += size
+    return tuple(outs)
+
+
+@register()
+def chunk(input, chunks: int, dim: int = 0):
+    n = input._data.shape[wrap_dim(dim, input.ndim)]
+    size = -(-n // chunks) if n else 1
+    return split(input, max(size, 1), dim)
+
+
+@register()
+def unbind(input, dim: int = 0):
+    dim = wrap_dim(dim, input.ndim)
+    return tuple(select(input, dim, i) for i in range(input._data.shape[dim]))
+
+
+class GatherBackward0(Node):
+    __slots__ = ("dim", "in_shape")
+    _saved_names = ("index",)
+
+    def backward(self, xp, g):
+        return (scatter_into_zeros(xp, g, self.dim, self.saved(xp, 0), self.in_shape),)
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
+@register()
+def gather(input, dim: int, index):
+    d = input._data
+    idx = as_tensor_operand(index)
+    if idx._data.dtype != np.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    dim = wrap_dim(dim, d.ndim)
+    if idx.ndim != d.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    out = np.take_along_axis(d, idx._data, axis=dim) if d.ndim else d[()]
+    if _state[0] and input.requires_grad:
+        node = GatherBackward0((edge(input),))
+        node.dim, node.in_shape = dim, d.shape
+        node._saved = (save(idx),)
+        return result(out, node)
+    return result(np.asarray(out), None)
+
+
+@register()
+def index_select(input, dim: int, index):
+    dim = wrap_dim(dim, input.ndim)
+    return getitem(input, (slice(None),) * dim + (as_tensor_operand(index),))
+
+
+class MaskedFillBackward0(Node):
+    __slots__ = ()
+    _saved_names = ("mask",)
+
+    def backward(self, xp, g):
+        m = self.saved(xp, 0)
+        return (xp.where(m, g * 0, g), None)
+
+
+@register()
+def masked_fill(input, mask, value):
+    m = as_tensor_operand(mask)
+    v = value._data if isinstance(value, Tensor) else value
+    out = np.where(m._data, np.asarray(v, dtype=input._data.dtype), input._data)
+    if _state[0] and input.requires_grad:
+        node = MaskedFillBackward0((edge(input), NO_EDGE))
+        node._saved = (save(m),)
+        set_broadcast_meta(node, out, input)
+        return result(out, node)
+    return result(out, None)
+
+
+# --- copies and dtype conversion -------------------------------------------------------------
+
+
+class CloneBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g,)
+
+
+@register()
+def clone(input, *, memory_format=None):
+    d = input._data
+    out = np.array(d, copy=True, order="C")
+    node = CloneBackward0((edge(input),)) if _state[0] and input.requires_grad else None
+    return result(out, node)
+
+
+@register()
+def contiguous(input, memory_format=None):
+    if input._data.flags.c_contiguous:
+        return input
+    return clone(input)
+
+
+class ToCopyBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g,)  # the engine casts back to the input dtype (_input_meta)
+
+
+def _to_dtype(x: Tensor, dt: dtypes.dtype, copy: bool = False) -> Tensor:
+    d = x._data
+    if d.dtype == dt.np and not copy:
+        return x
+    out = d.astype(dt.np)
+    if _state[0] and x.requires_grad and dt.is_floating_point:
+        node = ToCopyBackward0((edge(x),))
+        node._input_meta = ((d.shape, d.dtype),)
+        return result(out, node)
+    return result(out, None)
+
+
+@register()
+def to(input, *args, **kwargs):
+    dt = kwargs.get("dtype")
+    copy = kwargs.get("copy", False)
+    for a in args:
+        if isinstance(a, dtypes.dtype):
+            dt = a
+        elif isinstance(a, Tensor):
+            dt = a.dtype
+        elif isinstance(a, str) and a not in ("cpu",) and not a.startswith("cpu"):
+            raise RuntimeError(f"autodiag runs on the CPU only; cannot move a tensor to '{a}'")
+    if dt is None:
+        return clone(input) if copy else input
+    return _to_dtype(input, dt, copy)
+
+
+def _caster(dt):
+    def cast(self, memory_format=None):
+        return _to_dtype(self, dt)
+
+    return cast
+
+
+for _n, _dt in (("float", dtypes.float32), ("double", dtypes.float64), ("half", dtypes.float16),
+                ("long", dtypes.int64), ("int", dtypes.int32), ("bool", dtypes.bool),
+                ("short", dtypes.int16)):
+    setattr(Tensor, _n, _caster(_dt))
+
+
+@register()
+def type_as(input, other):
+    return _to_dtype(input, other.dtype)
+
+
+def _type(self, dtype=None):
+    if dtype is None:
+        return {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor",
+                "int64": "torch.LongTensor", "bool": "torch.BoolTensor",
+                "int32": "torch.IntTensor", "float16": "torch.HalfTensor"}.get(
+            self.dtype.name, self.dtype.name)
+    return _to_dtype(self, dtype)
+
+
+Tensor.type = _type
+Tensor.cpu = lambda self: self
+Tensor.cuda = lambda self, *a, **k: (_ for _ in ()).throw(
+    RuntimeError("autodiag runs on the CPU only"))
