@@ -1,0 +1,61 @@
+"""Shared test setup: the PyTorch oracle.
+
+Differential tests take the ``torch`` fixture (or are marked ``oracle``). Without torch they skip,
+except when ``AUTODIAG_REQUIRE_ORACLE=1`` (set by .ci/run): then a missing oracle is a failure,
+so a skipped oracle can never look green.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+try:
+    import torch as _torch
+except Exception as e:  # pragma: no cover - depends on the machine
+    _torch = None
+    _TORCH_ERROR = repr(e)
+else:
+    _TORCH_ERROR = ""
+
+REQUIRE_ORACLE = os.environ.get("AUTODIAG_REQUIRE_ORACLE") == "1"
+
+
+def pytest_configure(config):
+    if REQUIRE_ORACLE and _torch is None:
+        raise pytest.UsageError(f"AUTODIAG_REQUIRE_ORACLE=1 but torch failed to import: "
+                                f"{_TORCH_ERROR}")
+    if _torch is not None:
+        _torch.set_num_threads(1)  # deterministic sums; the machine has 2 cores
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "torch" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.oracle)
+
+
+@pytest.fixture
+def torch():
+    """The PyTorch module (the oracle); skips the test when torch is not installed."""
+    if _torch is None:
+        pytest.skip(f"torch not installed: {_TORCH_ERROR}")
+    return _torch
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = terminalreporter.stats.get("skipped", [])
+    oracle_skips = [r for r in skipped if "torch not installed" in str(r.longrepr)]
+    if oracle_skips:
+        terminalreporter.write_line(f"autodiag: {len(oracle_skips)} differential tests skipped "
+                                    f"(torch not installed)")
+        if REQUIRE_ORACLE:
+            terminalreporter.write_line("autodiag: the oracle is required here; failing")
+            config._oracle_failed = True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    if getattr(session.config, "_oracle_failed", False) and session.exitstatus == 0:
+        session.exitstatus = 1
