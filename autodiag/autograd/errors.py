@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 from autodiag.trace.sites import site_text
+
+_BACKWARD_SUFFIX = re.compile(r"Backward(\d*)$")
+
+
+def forward_op_name(node) -> str:
+    """PyTorch 2.13's name for a node in error messages: ``MulBackward0`` -> ``Mul``.
+
+    A non-zero overload digit is kept (``AddBackward1`` -> ``Add1``), as ``forward_op_name()``.
+    """
+    name = node.name()
+    m = _BACKWARD_SUFFIX.search(name)
+    if m is None:
+        return name
+    digits = m.group(1)
+    return name[:m.start()] + (digits if digits not in ("", "0") else "")
 
 
 def _type_str(t) -> str:
@@ -25,7 +42,8 @@ def inplace_modified_message(saved, node) -> str:
         t = Tensor._make(saved.data)
         shape, dt = saved.data.shape, _type_str(t)
         owner, out_nr = node, saved.output_nr
-    which = f", which is output {out_nr} of {owner.name()}," if owner is not None else ""
+    which = (f", which is output {out_nr} of {forward_op_name(owner)}," if owner is not None
+             else "")
     msg = (f"one of the variables needed for gradient computation has been modified by an "
            f"inplace operation: [{dt} [{', '.join(map(str, shape))}]]{which} is at version "
            f"{saved.vc[0]}; expected version {saved.version} instead.")
@@ -37,6 +55,6 @@ def inplace_modified_message(saved, node) -> str:
     if saved.site is not None:
         msg += f" It was saved at {site_text(saved.site)}."
     msg += (" Hint: enable anomaly detection to find the operation that failed to compute its "
-            "gradient, with torch.autograd.set_detect_anomaly(True). Fix: clone() the tensor "
-            "before modifying it, or use the out-of-place op.")
+            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False). Fix: "
+            "clone() the tensor before modifying it, or use the out-of-place op.")
     return msg
