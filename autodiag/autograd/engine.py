@@ -14,6 +14,7 @@ formula, gradient shape/dtype fix-up (``_input_meta``), node post-hooks.
 from __future__ import annotations
 
 import heapq
+import itertools
 
 import numpy as np
 
@@ -111,11 +112,16 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             buf = buffers[node] = [None] * node._num_outputs
         buf[nr] = _add(buf[nr], g)
     heap = []
+    # NOTE: ties (only AccumulateGrad nodes share a sequence number) pop in push order, never by
+    # id(): memory addresses made the order of sibling leaves' hooks vary from run to run.
+    # PyTorch's std::priority_queue agrees for up to three ready leaves; beyond that its order
+    # follows libstdc++'s heap layout, which autodiag does not emulate.
+    tick = itertools.count().__next__
     pushed = set()
     for node in root_nodes:
         if node is not None and deps.get(node, 0) == 0 and node not in pushed:
             pushed.add(node)
-            heapq.heappush(heap, (-node._seq, id(node), node))
+            heapq.heappush(heap, (-node._seq, tick(), node))
 
     prev_mode = _state[0]
     _state[0] = create_graph
@@ -140,7 +146,7 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0 and (needed is None or child in needed):
-                    heapq.heappush(heap, (-child._seq, id(child), child))
+                    heapq.heappush(heap, (-child._seq, tick(), child))
     finally:
         _state[0] = prev_mode
 
