@@ -212,6 +212,9 @@ class CopySlices(Node):
 
     __slots__ = ("index", "src_shape")
 
+    def name(self) -> str:
+        return "torch::autograd::CopySlices"  # a C++ node in PyTorch, named with its namespace
+
     def backward(self, xp, g):
         nf = self.next_functions
         gx = gv = None
