@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.oracle)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def torch():
     """The PyTorch module (the oracle); skips the test when torch is not installed."""
     if _torch is None:

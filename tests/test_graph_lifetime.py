@@ -1,0 +1,110 @@
+"""The graph is freed by reference counting alone, and nothing recurses on graph depth."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+
+import pytest
+
+import autodiag as ad
+
+
+@pytest.fixture
+def no_gc():
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    yield
+    if was:
+        gc.enable()
+
+
+def _graph(x):
+    a = x.exp()
+    b = a * x + x.sin()
+    c = b.reshape(-1)[1:] ** 2
+    parts = c.split(1)
+    d = ad.cat([parts[0] * 2, parts[1].tanh()]).softmax(0)
+    return (d * d.log()).sum()
+
+
+def test_dropping_the_root_frees_every_node_without_gc(no_gc):
+    x = ad.randn(3, requires_grad=True)
+    loss = _graph(x)
+    refs = []
+    stack = [loss.grad_fn]
+    while stack:
+        n = stack.pop()
+        refs.append(weakref.ref(n))
+        stack.extend(c for c, _ in n.next_functions if c is not None)
+    del loss, n, stack
+    alive = [r() for r in refs if r() is not None and type(r()).__name__ != "AccumulateGrad"]
+    assert alive == []
+
+
+def test_backward_then_drop_frees_graph_and_saved_outputs(no_gc):
+    x = ad.randn(3, requires_grad=True)
+    loss = _graph(x)
+    root = weakref.ref(loss.grad_fn)
+    loss.backward()
+    del loss
+    assert root() is None
+    assert x.grad is not None
+
+
+def test_create_graph_grads_free_without_gc(no_gc):
+    x = ad.randn(3, requires_grad=True)
+    y = (x.sigmoid() ** 2).sum()
+    (g,) = ad.autograd.grad(y, x, create_graph=True)
+    refs = [weakref.ref(y.grad_fn), weakref.ref(g.grad_fn)]
+    del y, g
+    assert all(r() is None for r in refs)
+
+
+def test_retain_grad_and_hooks_do_not_create_cycles(no_gc):
+    x = ad.randn(3, requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    y.register_hook(lambda g: g)
+    r = weakref.ref(y.grad_fn)
+    y.sum().backward()
+    del y
+    assert r() is None
+
+
+def test_leaf_accumulator_is_shared_and_not_kept_alive(no_gc):
+    x = ad.ones(2, requires_grad=True)
+    a, b = x * 2, x * 3
+    acc_a = a.grad_fn.next_functions[0][0]
+    assert acc_a is b.grad_fn.next_functions[0][0]
+    assert acc_a.variable is x
+    ref = weakref.ref(acc_a)
+    del a, b, acc_a
+    assert ref() is None
+
+
+@pytest.mark.slow
+def test_million_op_chain_backward_with_default_recursion_limit():
+    limit = sys.getrecursionlimit()
+    x = ad.tensor(1.0, dtype=ad.float64, requires_grad=True)
+    y = x
+    for i in range(1_000_000):
+        y = y * 1.0000001 if i % 2 else y + 0.5
+    r = weakref.ref(y.grad_fn)
+    y.backward()
+    assert sys.getrecursionlimit() == limit
+    assert abs(x.grad.item() - 1.0000001 ** 500_000) < 1e-9
+    del y
+    assert r() is None
+
+
+def test_deep_chain_create_graph_iterative():
+    x = ad.tensor(0.5, dtype=ad.float64, requires_grad=True)
+    y = x
+    for _ in range(5_000):
+        y = y.sin()
+    (g,) = ad.autograd.grad(y, x, create_graph=True)
+    (g2,) = ad.autograd.grad(g, x)
+    assert abs(g2.item()) < 1.0 and g2.item() == g2.item()  # finite, no recursion
