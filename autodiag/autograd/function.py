@@ -22,10 +22,10 @@ class FunctionCtx:
     """The ctx API shared by backward nodes of custom Functions."""
 
     def save_for_backward(self, *tensors) -> None:
-        for t in tensors:
+        for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError("save_for_backward can only save variables, but argument "
-                                f"{tensors.index(t)} is of type {type(t).__name__}")
+                                f"{i} is of type {type(t).__name__}")
         self.to_save = tensors
 
     def mark_dirty(self, *tensors) -> None:
@@ -238,13 +238,43 @@ def _has_setup_context(cls) -> bool:
         and getattr(cls, "setup_context") is not None
 
 
+ONCE_DIFFERENTIABLE_ERROR = ("trying to differentiate twice a function that was marked with "
+                             "@once_differentiable")
+
+
+class Error(Node):
+    """PyTorch's ``DelayedError`` node: differentiating through it raises its message."""
+
+    __slots__ = ("msg", "_num_outputs")
+
+    def name(self) -> str:
+        return "torch::autograd::Error"
+
+    def _apply(self, xp, grads):
+        raise RuntimeError(self.msg)
+
+
 def once_differentiable(fn):
-    """Run ``backward`` without recording; its result cannot be differentiated again."""
+    """Run ``backward`` without recording; its result cannot be differentiated again.
+
+    Under ``create_graph=True`` the gradients still require grad (as in PyTorch), but a backward
+    through them raises "trying to differentiate twice ..." instead of a wrong (zero) gradient.
+    """
 
     @functools.wraps(fn)
     def wrapper(ctx, *args):
         with grad_mode.no_grad():
             outputs = fn(ctx, *args)
-        return outputs
+        if not _state[0] or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        fakes = [None if o is None else Tensor._make(o._data, None, True, o._vc) for o in outs]
+        err = Error(tuple(NO_EDGE if f is None else edge(f) for f in fakes))
+        err.msg = ONCE_DIFFERENTIABLE_ERROR
+        err._num_outputs = len(outs)
+        wrapped = tuple(None if f is None else Tensor._make(f._data, err, True, f._vc, i)
+                        for i, f in enumerate(fakes))
+        return wrapped[0] if single else wrapped
 
     return wrapper
