@@ -164,12 +164,15 @@ def normalize_dims(dim, ndim: int) -> tuple:
         if not -n <= d < n:
             raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}]"
                              f", but got {d})")
-        out.append(d % n if ndim else 0)
-    return tuple(sorted(set(out)))
+        out.append(d % n)
+    # a 0-d tensor accepts dim 0/-1 but has no axis to reduce: numpy wants no axes
+    return tuple(sorted(set(out))) if ndim else ()
 
 
 def wrap_dim(d: int, ndim: int) -> int:
-    return normalize_dims(d, ndim)[0]
+    """``d`` as a non-negative dim (0 for 0-d tensors, which accept 0 and -1)."""
+    dims = normalize_dims(d, ndim)
+    return dims[0] if dims else 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -279,8 +279,8 @@ class AmaxBackward0(_Reduce):
         x = self.saved(xp, 0)
         r = self.expand(xp, self.saved(xp, 1))
         mask = x == r
-        count = self.expand(xp, xp.sum(mask * 1.0, self.dims, keepdim=True)) if xp.arrays \
-            else (mask * 1.0).sum(self.dims, keepdim=True).expand(self.in_shape)
+        # the count is summed with keepdim, so it broadcasts back without reinserting dims
+        count = xp.broadcast_to(xp.sum(mask * 1.0, self.dims, keepdim=True), self.in_shape)
         return (self.expand(xp, g) * mask / count,)
 
 
