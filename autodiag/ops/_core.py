@@ -10,6 +10,7 @@ written with operators and ``xp.*`` serves both.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -192,13 +193,21 @@ def sum_to_array(g: np.ndarray, shape: tuple) -> np.ndarray:
     return g.reshape(shape)
 
 
+_erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf per element
+
+
 class _ArrayOps:
     """Backward vocabulary on numpy arrays (first-order backward)."""
 
     arrays = True
-    exp, log, sin, cos, tanh, sqrt, sign, abs = (np.exp, np.log, np.sin, np.cos, np.tanh,
-                                                 np.sqrt, np.sign, np.abs)
+    exp, log, sin, cos, tanh, sqrt, sign, abs, floor = (np.exp, np.log, np.sin, np.cos, np.tanh,
+                                                        np.sqrt, np.sign, np.abs, np.floor)
     where = staticmethod(np.where)
+
+    @staticmethod
+    def erf(a):
+        return _erf(a).astype(a.dtype) if a.ndim else np.asarray(math.erf(a), dtype=a.dtype)
+
     sum_to = staticmethod(sum_to_array)
     matmul = staticmethod(np.matmul)
 

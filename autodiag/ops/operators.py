@@ -39,5 +39,15 @@ Tensor.__or__ = lambda self, other: pw.bitwise_or(self, other)
 Tensor.__xor__ = lambda self, other: pw.bitwise_xor(self, other)
 Tensor.__rand__ = Tensor.__and__
 Tensor.__ror__ = Tensor.__or__
-Tensor.__invert__ = pw.bitwise_not
+
+
+def _invert(self):
+    # NOTE: the operator's error is a TypeError, unlike torch.bitwise_not's RuntimeError
+    if self._data.dtype.kind == "f":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return pw.bitwise_not(self)
+
+
+Tensor.__invert__ = _invert
 Tensor.__hash__ = lambda self: id(self)  # defining __eq__ would otherwise remove hashing

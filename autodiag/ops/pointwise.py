@@ -13,7 +13,7 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.autograd.graph import Node
-from autodiag.ops._core import (NO_EDGE, _state, as_tensor_operand, edge, register, result,
+from autodiag.ops._core import (ARRAY, NO_EDGE, _state, as_tensor_operand, edge, register, result,
                                 save, save_output, set_broadcast_meta)
 from autodiag.tensor import Tensor
 
@@ -65,6 +65,10 @@ class NegBackward0(Node):
 
 @register()
 def neg(input):
+    if isinstance(input, Tensor) and input._data.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
+                           "are trying to invert a mask, use the `~` or `logical_not()` operator "
+                           "instead.")
     return _unary(input, np.negative, NegBackward0, _NONE, float_only=False)
 
 
@@ -265,11 +269,21 @@ def leaky_relu(input, negative_slope: float = 0.01):
     return r
 
 
-_erf = np.frompyfunc(math.erf, 1, 1)
+_np_erf = ARRAY.erf
+_2_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def _np_erf(a):
-    return _erf(a).astype(a.dtype) if a.ndim else np.asarray(math.erf(a), dtype=a.dtype)
+class ErfBackward0(_Unary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        x = self.saved(xp, 0)
+        return (g * (_2_SQRT_PI * xp.exp(-(x * x))),)
+
+
+@register()
+def erf(input):
+    return _unary(input, _np_erf, ErfBackward0, _SELF)
 
 
 _SQRT1_2 = 1 / math.sqrt(2)
@@ -293,11 +307,8 @@ class GeluBackward0(_Unary):
             left = 0.5 * (1 + t)
             right = 0.5 * x * (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * x * x)
             return (g * (left + right),)
-        if not xp.arrays:
-            raise NotImplementedError("double backward of GeluBackward0 (approximate='none') is "
-                                      "not supported yet; use approximate='tanh'")
-        cdf = 0.5 * (1 + _np_erf(x * _SQRT1_2))
-        pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + xp.erf(x * _SQRT1_2))
+        pdf = xp.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
         return (g * (cdf + x * pdf),)
 
     def _saved_extra(self):
@@ -356,14 +367,28 @@ class ClampBackward1(_Unary):
         return {"min": self.min, "max": self.max}
 
 
+class ClampMinBackward0(ClampBackward1):
+    __slots__ = ()
+
+
+class ClampMaxBackward0(ClampBackward1):
+    __slots__ = ()
+
+
+def _clamp_fwd(a, min, max):  # noqa: A002
+    # NOTE: an integer tensor clamped to a float bound is promoted, as PyTorch does
+    if a.dtype.kind in "biu" and any(isinstance(v, float) for v in (min, max)):
+        a = a.astype(dtypes.get_default_dtype().np)
+    return np.clip(a, min, max).astype(a.dtype)
+
+
 @register()
-def clamp(input, min=None, max=None):  # noqa: A002
+def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return _clamp_tensor(input, min, max)
-    r = _unary(input, lambda a: np.clip(a, min, max).astype(a.dtype), ClampBackward1, _SELF,
-               float_only=False)
+    r = _unary(input, lambda a: _clamp_fwd(a, min, max), _cls, _SELF, float_only=False)
     if r.grad_fn is not None:
         r.grad_fn.min, r.grad_fn.max = min, max
     return r
@@ -383,12 +408,12 @@ clip = register("clip")(clamp)
 
 @register(method=False)
 def clamp_min(input, min):  # noqa: A002
-    return clamp(input, min=min)
+    return clamp(input, min=min, _cls=ClampMinBackward0)
 
 
 @register(method=False)
 def clamp_max(input, max):  # noqa: A002
-    return clamp(input, max=max)
+    return clamp(input, max=max, _cls=ClampMaxBackward0)
 
 
 def _zero_grad_node(name: str):
@@ -399,16 +424,21 @@ def _zero_grad_node(name: str):
 
 
 RoundBackward0 = _zero_grad_node("RoundBackward0")
+RoundBackward1 = _zero_grad_node("RoundBackward1")  # round(x, decimals=...)
 SignBackward0 = _zero_grad_node("SignBackward0")
 FloorBackward0 = _zero_grad_node("FloorBackward0")
 CeilBackward0 = _zero_grad_node("CeilBackward0")
 TruncBackward0 = _zero_grad_node("TruncBackward0")
 
 
+_NO_DECIMALS = object()
+
+
 @register()
-def round(input, decimals: int = 0):  # noqa: A001
-    return _unary(input, lambda a: np.round(a, decimals), RoundBackward0, _NONE,
-                  float_only=False)
+def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
+    cls = RoundBackward0 if decimals is _NO_DECIMALS else RoundBackward1
+    d = 0 if decimals is _NO_DECIMALS else decimals
+    return _unary(input, lambda a: np.round(a, d), cls, _NONE, float_only=False)
 
 
 @register()
@@ -536,8 +566,16 @@ class SubBackward0(AddBackward0):
                 (-g if self.alpha == 1 else g * -self.alpha) if nf[1][0] is not None else None)
 
 
+_BOOL_SUB_ERROR = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                   "the `^` or `logical_xor()` operator instead.")
+
+
 @register()
 def sub(input, other, *, alpha=1):
+    if isinstance(input, Tensor) and input._data.dtype == np.bool_ and (
+            isinstance(other, (bool, np.bool_)) or
+            isinstance(other, Tensor) and other._data.dtype == np.bool_):
+        raise RuntimeError(_BOOL_SUB_ERROR)
     if not isinstance(input, Tensor):
         return rsub(other, input, alpha=alpha)
     return _add_sub(input, other, alpha, np.subtract, SubBackward0)
@@ -646,9 +684,51 @@ def edges_of(*xs):
     return tuple(edge(x) if isinstance(x, Tensor) else NO_EDGE for x in xs)
 
 
+def _not_implemented_backward(self, xp, g):
+    raise RuntimeError(f"derivative for aten::{self.op} is not implemented")
+
+
+# PyTorch records ops without a derivative formula as a node named ``NotImplemented`` whose
+# backward raises; autodiag does the same rather than inventing a gradient.
+NotImplementedBackward = type("NotImplemented", (Node,), {
+    "__slots__": ("op",), "backward": _not_implemented_backward,
+    "name": lambda self: "torch::autograd::NotImplemented"})
+
+
 @register()
 def floor_divide(input, other):
-    return div(input, other, rounding_mode="floor")
+    with_grad = _state[0] and any(isinstance(t, Tensor) and t.requires_grad
+                                  for t in (input, other))
+    grad_mode_state = _state[0]
+    _state[0] = False
+    try:
+        out = div(input, other, rounding_mode="floor")._data
+    finally:
+        _state[0] = grad_mode_state
+    if with_grad:
+        node = NotImplementedBackward(edges_of(input, other) if isinstance(other, Tensor)
+                                      else edges_of(input))
+        node.op = "floor_divide"
+        return result(out, node)
+    return result(out, None)
+
+
+class RemainderBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g,)
+
+
+class RemainderBackward1(_Binary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        gb = None
+        if nf[1][0] is not None:
+            gb = -g * xp.floor(self.saved(xp, 0) / self.saved(xp, 1))
+        return (g if nf[0][0] is not None else None, gb)
 
 
 @register()
@@ -656,8 +736,18 @@ def remainder(input, other):
     a = as_tensor_operand(input)
     ad, bd = _operands(a, other)
     out = np.mod(ad, bd)
-    if _state[0] and (a.requires_grad or isinstance(other, Tensor) and other.requires_grad):
-        raise NotImplementedError("autodiag: the gradient of remainder is not implemented")
+    b_is_t = isinstance(other, Tensor)
+    if _state[0] and (a.requires_grad or b_is_t and other.requires_grad):
+        if not b_is_t:
+            node = RemainderBackward0((edge(a),))
+            if out.dtype != ad.dtype:
+                node._input_meta = ((ad.shape, a._data.dtype),)
+            return result(out, node)
+        node = RemainderBackward1((edge(a), edge(other)))
+        # only the divisor's gradient, -g * floor(a / b), reads the operands
+        node._saved = ((save(a), save(other)) if other.requires_grad else (None, None))
+        set_broadcast_meta(node, out, a, other)
+        return result(out, node)
     return result(out, None)
 
 
