@@ -78,27 +78,30 @@ class enable_grad(_Mode):
 
 
 class set_grad_enabled(_Mode):
-    """Set grad mode on or off; applies at once, and restores on exit when used with ``with``."""
+    """Set grad mode on or off; applies at once, and restores on exit when used with ``with``.
+
+    As a decorator (``@set_grad_enabled(False)``) it restores the mode at decoration time and
+    applies it around each call, as PyTorch does.
+    """
 
     def __init__(self, mode: bool = True):
+        self.prev = _state[0]
         self.mode = bool(mode)
-        self._prev = (_state[0], _state[1])
         _state[0] = self.mode
 
-    def clone(self):
-        return set_grad_enabled.__new__(set_grad_enabled)._init_quiet(self.mode)
+    def __call__(self, func):
+        _state[0] = self.prev
+        return super().__call__(func)
 
-    def _init_quiet(self, mode):
-        self.mode = mode
-        return self
+    def clone(self):
+        return set_grad_enabled(self.mode)
 
     def __enter__(self):
-        self._prev_enter = (_state[0], _state[1])
         _state[0] = self.mode
         return self
 
     def __exit__(self, *exc):
-        _state[0] = self._prev[0]
+        _state[0] = self.prev
         return False
 
 
@@ -112,6 +115,7 @@ class inference_mode(_Mode):
         return inference_mode(self.mode)
 
     def _apply(self):
-        if self.mode:
-            _state[0] = False
-            _state[1] = True
+        # As c10::InferenceMode(enabled): grad mode is set to ``not enabled``, so
+        # ``inference_mode(False)`` inside ``inference_mode()`` records again.
+        _state[0] = not self.mode
+        _state[1] = bool(self.mode)
