@@ -180,7 +180,12 @@ def _set_targets(task: GraphTask, root_edges, inputs, capture: bool) -> None:
             if not capture:
                 t.retain_grad()
         targets.setdefault(key, []).append(i)
-    task.needed = _mark_needed([e[0] for e in root_edges], {k[0] for k in targets})
+    needed = _mark_needed([e[0] for e in root_edges], {k[0] for k in targets})
+    task.needed = needed
+    # backward(inputs=...) runs the input's own node too (PyTorch marks it needed); grad() only
+    # captures there and runs a node only when some gradient must flow on below it.
+    task.execute = needed if not capture else {
+        n for n in needed if any(c is not None and c in needed for c, _ in n.next_functions)}
     task.leaf_targets = leaf_targets
     if capture:
         task.targets = targets

@@ -30,7 +30,7 @@ class GraphTask:
     """Options and results of one backward call."""
 
     __slots__ = ("retain_graph", "create_graph", "accumulate", "targets", "captured", "needed",
-                 "leaf_targets")
+                 "execute", "leaf_targets")
 
     def __init__(self, retain_graph, create_graph, accumulate):
         self.retain_graph = retain_graph
@@ -38,7 +38,8 @@ class GraphTask:
         self.accumulate = accumulate
         self.targets = None  # {(node, nr): [input positions]} for autograd.grad
         self.captured = None
-        self.needed = None  # set of nodes to run, or None for all
+        self.needed = None  # set of nodes that receive gradients, or None for all
+        self.execute = None  # the subset of ``needed`` whose backward runs (the rest capture)
         self.leaf_targets = None  # AccumulateGrad nodes allowed to accumulate (inputs=...)
 
 
@@ -153,16 +154,21 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
 
 def _run_node(node, grads, task: GraphTask, xp):
     hooks = node._hooks
+    execute = task.execute
+    if execute is not None:
+        # NOTE [Hooks ordering] as in PyTorch's evaluate_function: a node that will run captures
+        # its raw incoming gradients (its tensor hooks run later, inside the call); a node that
+        # is only a capture point runs its tensor hooks first, captures, and stops there without
+        # freeing its buffers.
+        if node not in execute:
+            if hooks is not None:
+                grads = _run_tensor_hooks(hooks, grads, task)
+            _capture(task, node, grads)
+            return ()
+        _capture(task, node, grads)
     if hooks is not None:
-        grads = _run_pre_hooks(node, hooks, grads, task)
-    if task.targets is not None:
-        for nr, g in enumerate(grads):
-            for slot in task.targets.get((node, nr), ()):
-                task.captured[slot] = _add(task.captured[slot], g)
-    if task.needed is not None and not _runs_below(node, task):
-        if not task.retain_graph:
-            node._release()
-        return ()
+        grads = _run_tensor_hooks(hooks, grads, task)
+        grads = _run_node_pre_hooks(hooks, grads, task)
     if all(g is None for g in grads):
         outs = (None,) * len(node.next_functions)
     else:
@@ -177,9 +183,12 @@ def _run_node(node, grads, task: GraphTask, xp):
     return outs
 
 
-def _runs_below(node, task: GraphTask) -> bool:
-    needed = task.needed
-    return any(c is not None and c in needed for c, _ in node.next_functions)
+def _capture(task: GraphTask, node, grads) -> None:
+    targets = task.targets
+    if targets is not None:
+        for nr, g in enumerate(grads):
+            for slot in targets.get((node, nr), ()):
+                task.captured[slot] = _add(task.captured[slot], g)
 
 
 def _wrap_for_hook(g):
@@ -192,7 +201,8 @@ def _unwrap_from_hook(g, xp):
     return g._data if isinstance(g, Tensor) else np.asarray(g)
 
 
-def _run_pre_hooks(node, hooks, grads, task):
+def _run_tensor_hooks(hooks, grads, task):
+    """Tensor.register_hook hooks, then retain_grad (PyTorch's call_tensor_pre_hooks)."""
     xp = TENSOR if task.create_graph else ARRAY
     grads = list(grads)
     for nr, d in hooks.tensor_pre.items():
@@ -211,6 +221,11 @@ def _run_pre_hooks(node, hooks, grads, task):
                     np.array(_unwrap_from_hook(g, ARRAY)))
             else:
                 t._grad = wrap(t._grad._data + _unwrap_from_hook(g, ARRAY))
+    return grads
+
+
+def _run_node_pre_hooks(hooks, grads, task):
+    xp = TENSOR if task.create_graph else ARRAY
     for fn in list(hooks.pre.values()):
         r = fn(tuple(_wrap_for_hook(g) for g in grads))
         if r is not None:
@@ -266,6 +281,11 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
         return
     if task.leaf_targets is not None and node not in task.leaf_targets:
         return
+    hooks = node._hooks
+    if hooks is not None and hooks.pre:
+        g = _run_node_pre_hooks(hooks, [g], task)[0]
+        if g is None:
+            return
     if task.create_graph:
         gt = g if isinstance(g, Tensor) else wrap(np.asarray(g))
         var._grad = gt if var._grad is None else var._grad + gt
@@ -283,6 +303,10 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
     if post:
         for fn in list(post.values()):
             fn(var)
+    if hooks is not None and hooks.post:
+        # AccumulateGrad has no inputs: its post hooks see grad_inputs == ()
+        for fn in list(hooks.post.values()):
+            fn((), (_wrap_for_hook(g),))
 
 
 def call_node_directly(node, grads):
