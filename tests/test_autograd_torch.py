@@ -841,3 +841,300 @@ def test_saved_tensors_hooks_skip_version_check(torch):
         return x.grad
 
     run_both(f, torch)
+
+
+# ---------------------------------------------------------------------------------------------
+# More corners
+# ---------------------------------------------------------------------------------------------
+
+
+def test_hooks_then_retain_grad_order(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        h = x * 3
+        k = x * 4
+        h.retain_grad()
+        h.register_hook(lambda g: g * 2)  # registered after retain_grad: still seen by .grad
+        k.register_hook(lambda g: g * 5)
+        k.retain_grad()
+        (h * k).sum().backward()
+        return h.grad, k.grad, x.grad
+
+    run_both(f, torch)
+
+
+def test_hook_on_input_of_autograd_grad(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        h = x * 3
+        h.register_hook(lambda g: g * 10)
+        x.register_hook(lambda g: g + 1)
+        return m.autograd.grad((h * h).sum(), [h, x])
+
+    run_both(f, torch)
+
+
+def test_multiple_leaf_hooks_order(torch):
+    def f(m):
+        seen = []
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        x.register_hook(lambda g: seen.append(1) or g * 2)
+        x.register_hook(lambda g: seen.append(2) or g + 1)
+        (x * x).sum().backward()
+        return seen, x.grad
+
+    run_both(f, torch)
+
+
+def test_detach_shares_version_counter(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x.pow(2)
+        d = x.detach()
+        d.add_(1)
+        return x._version, d._version, y
+
+    run_both(f, torch)
+
+    def g(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x.pow(2)
+        x.detach().add_(1)
+        y.sum().backward()
+
+    ea, et = same_error(g, torch, "modified by an inplace operation")
+    assert _version_numbers(str(ea)) == _version_numbers(str(et))
+
+
+def test_data_does_not_bump_version(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x.pow(2)
+        x.data.mul_(10)
+        y.sum().backward()
+        return x._version, x.grad
+
+    run_both(f, torch)
+
+
+def test_inplace_on_constant_with_grad_operand(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        c = m.zeros(2)
+        c.add_(x * 2)
+        n = names(c.grad_fn)
+        c.mul_(x)
+        (c * 1).sum().backward()
+        return n, names(c.grad_fn), c.is_leaf, c.requires_grad, x.grad
+
+    run_both(f, torch)
+
+
+def test_setitem_on_constant_leaf(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        c = m.zeros(3)
+        c[1:] = x * x
+        c.sum().backward()
+        return names(c.grad_fn), c, x.grad
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("op", ["exp_", "sigmoid_", "tanh_", "sqrt_"])
+def test_inplace_unary_that_saves_result(torch, op):
+    def f(m):
+        x = m.tensor([0.5, 1.5], requires_grad=True)
+        z = x.clone()
+        getattr(z, op)()
+        n = names(z.grad_fn)
+        (z * m.tensor([1.0, 3.0])).sum().backward()
+        return n, z, x.grad
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("op", ["exp_", "sigmoid_", "tanh_", "sin_", "pow_"])
+def test_inplace_twice_on_saved(torch, op):
+    def f(m):
+        x = m.tensor([0.5, 1.5], requires_grad=True)
+        z = x.clone()
+        getattr(z, op)(*([2] if op == "pow_" else []))
+        z.mul_(2)
+        z.sum().backward()
+        return x.grad
+
+    try:
+        f(torch)
+    except RuntimeError:
+        ea, et = same_error(f, torch, "modified by an inplace operation")
+        assert _version_numbers(str(ea)) == _version_numbers(str(et))
+    else:
+        run_both(f, torch)
+
+
+def test_grad_of_output_wrt_itself(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2
+        return m.autograd.grad(y, y, grad_outputs=m.tensor([3.0, 4.0]))
+
+    run_both(f, torch)
+
+
+def test_grad_then_backward_with_retain(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = (x.exp() * x).sum()
+        (g,) = m.autograd.grad(y, x, retain_graph=True)
+        y.backward()
+        return g, x.grad
+
+    run_both(f, torch)
+
+
+def test_backward_create_graph_accumulates_graph(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            (x ** 3).sum().backward(create_graph=True)
+        g = x.grad
+        gfn = g.requires_grad
+        x.grad = None
+        g.sum().backward()
+        return g, gfn, x.grad
+
+    run_both(f, torch)
+
+
+def test_node_hooks_on_root_and_accumulate_grad(torch):
+    def f(m):
+        calls = []
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = (x * 2).sum()
+        y.grad_fn.register_prehook(lambda go: calls.append(("root pre", go[0].clone())))
+        acc = (x * 2).grad_fn.next_functions[0][0]
+        acc.register_prehook(lambda go: calls.append(("acc pre", go[0].clone())))
+        y.backward()
+        return calls, x.grad, acc.variable is x
+
+    run_both(f, torch)
+
+
+def test_set_grad_enabled_decorator_and_inference_nested(torch):
+    def f(m):
+        x = m.ones(2, requires_grad=True)
+
+        @m.set_grad_enabled(False)
+        def g(t):
+            return t * 2
+
+        a = g(x)
+        after = m.is_grad_enabled()
+        with m.inference_mode():
+            with m.inference_mode(False):
+                b = x * 2
+            c = x * 2
+        with m.inference_mode(False):
+            d = x * 2
+        return (a.requires_grad, after, b.requires_grad, b.is_inference(), c.is_inference(),
+                d.requires_grad, d.is_inference())
+
+    run_both(f, torch)
+
+
+def test_requires_grad_int_tensor_error(torch):
+    def f(m):
+        m.tensor([1, 2]).requires_grad_()
+
+    same_error(f, torch, "only Tensors of floating point")
+
+
+def test_numpy_under_no_grad_is_allowed(torch):
+    def f(m):
+        x = m.ones(2, requires_grad=True)
+        with m.no_grad():
+            return x.numpy().tolist()
+
+    run_both(f, torch)
+
+
+def test_inplace_on_view_of_non_leaf_is_supported_or_clearly_refused(torch):
+    # PyTorch rebases the base's history through CopySlices; autodiag must either match it or
+    # raise an error that names the op (never a wrong gradient).
+    def f(m):
+        x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        z = x.clone()
+        z[1:].mul_(2)
+        (z * z).sum().backward()
+        return x.grad, z.grad_fn.name()
+
+    try:
+        run_both(f, torch)
+    except RuntimeError as e:
+        assert "mul_" in str(e)
+
+
+def test_capture_only_input_runs_its_hooks_first(torch):
+    # an input whose node need not run: tensor hooks run, then the gradient is captured
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        h = x * 3
+        h.register_hook(lambda g: g * 10)
+        return m.autograd.grad((h * h).sum(), [h])
+
+    run_both(f, torch)
+
+
+def test_grad_leaves_unexecuted_nodes_intact(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        h = x.exp()
+        (g,) = m.autograd.grad((h * 2).sum(), h)
+        h.sum().backward()  # ExpBackward0 did not run above, so its saved result is still there
+        return g, x.grad
+
+    run_both(f, torch)
+
+
+def test_backward_inputs_non_leaf_runs_its_node_hooks(torch):
+    def f(m):
+        calls = []
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        h = x * 3
+        h.grad_fn.register_prehook(lambda go: calls.append("pre h"))
+        h.grad_fn.register_hook(lambda gi, go: calls.append("post h"))
+        h.register_hook(lambda g: calls.append("tensor h"))
+        (h * h).sum().backward(inputs=[h])
+        return calls, h.grad, x.grad
+
+    run_both(f, torch)
+
+
+def test_accumulate_grad_node_hooks_order(torch):
+    def f(m):
+        calls = []
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = (x * 2).sum()
+        acc = y.grad_fn.next_functions[0][0].next_functions[0][0]
+        x.register_hook(lambda g: calls.append(("tensor", g.clone())))
+        acc.register_prehook(lambda go: calls.append(("pre", [g.clone() for g in go])))
+        acc.register_hook(lambda gi, go: calls.append(("post", list(gi), [g.clone() for g in go])))
+        x.register_post_accumulate_grad_hook(lambda t: calls.append(("acc", t.grad.clone())))
+        y.backward()
+        return calls, x.grad
+
+    run_both(f, torch)
+
+
+def test_accumulate_grad_prehook_replaces(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2
+        acc = y.grad_fn.next_functions[0][0]
+        acc.register_prehook(lambda go: (go[0] * 100,))
+        y.sum().backward()
+        return x.grad
+
+    run_both(f, torch)
