@@ -57,6 +57,10 @@ class SqueezeBackward4(_ShapeNode):
     __slots__ = ()
 
 
+class SqueezeBackward2(_ShapeNode):  # squeeze(dims: tuple), as PyTorch names it
+    __slots__ = ()
+
+
 class UnsqueezeBackward0(_ShapeNode):
     __slots__ = ()
 
@@ -162,7 +166,7 @@ def squeeze(input, dim=None):
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     dims = tuple(wrap_dim(x, d.ndim) for x in dims)
     keep = [s for i, s in enumerate(d.shape) if not (i in dims and s == 1)]
-    cls = SqueezeBackward1 if isinstance(dim, int) else SqueezeBackward4
+    cls = SqueezeBackward1 if isinstance(dim, int) else SqueezeBackward2
     return _shape_op(input, d.reshape(keep), cls)
 
 
@@ -254,7 +258,8 @@ def _T(self):
     d = self._data
     if d.ndim == 2:
         return permute(self, 1, 0)
-    return permute(self, tuple(range(d.ndim - 1, -1, -1))) if d.ndim > 2 else self
+    # NOTE: PyTorch records a PermuteBackward0 even for 0-d and 1-d tensors (a no-op view)
+    return permute(self, tuple(range(d.ndim - 1, -1, -1)))
 
 
 Tensor.T = property(_T)
@@ -446,7 +451,7 @@ def _to_index_array(item):
     return a
 
 
-def getitem(self: Tensor, index):
+def getitem(self: Tensor, index, _cls=None):
     """``tensor[index]``: basic parts as views (Select/Slice/Unsqueeze nodes, one per index
     element like PyTorch), then at most one advanced-indexing step (IndexBackward0)."""
     if not isinstance(index, tuple):
@@ -514,7 +519,7 @@ def getitem(self: Tensor, index):
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
     if _state[0] and t.requires_grad:
-        node = IndexBackward0((edge(t),))
+        node = (_cls or IndexBackward0)((edge(t),))
         node.in_shape, node.index = d.shape, full_t
         node.accumulate = any(a.dtype != np.bool_ for a in (x for x in full_t
                                                             if isinstance(x, np.ndarray)))
@@ -690,10 +695,38 @@ def chunk(input, chunks: int, dim: int = 0):
     return split(input, max(size, 1), dim)
 
 
+class UnbindBackward0(Node):
+    """One node, one output per slice: the gradient is the stack of the slices' gradients."""
+
+    __slots__ = ("dim", "in_shape", "_num_outputs")
+
+    def _apply(self, xp, grads):
+        shape = self.in_shape[:self.dim] + self.in_shape[self.dim + 1:]
+        ref = next(x for x in grads if x is not None)
+        parts = [xp.zeros(shape, ref) if g is None else g for g in grads]
+        if xp.arrays:
+            return (np.stack(parts, axis=self.dim),)
+        return (stack(parts, self.dim),)
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
 @register()
 def unbind(input, dim: int = 0):
-    dim = wrap_dim(dim, input.ndim)
-    return tuple(select(input, dim, i) for i in range(input._data.shape[dim]))
+    d = input._data
+    dim = wrap_dim(dim, d.ndim)
+    node = None
+    if _state[0] and input.requires_grad:
+        node = UnbindBackward0((edge(input),))
+        node.dim, node.in_shape, node._num_outputs = dim, d.shape, d.shape[dim]
+    outs = []
+    for i in range(d.shape[dim]):
+        t = _make_view(input, d[(slice(None),) * dim + (i,)], node)
+        if node is not None:
+            t._output_nr = i
+        outs.append(t)
+    return tuple(outs)
 
 
 class GatherBackward0(Node):
@@ -725,19 +758,39 @@ def gather(input, dim: int, index):
     return result(np.asarray(out), None)
 
 
+class IndexSelectBackward0(IndexBackward0):
+    __slots__ = ()
+
+
 @register()
 def index_select(input, dim: int, index):
     dim = wrap_dim(dim, input.ndim)
-    return getitem(input, (slice(None),) * dim + (as_tensor_operand(index),))
+    return getitem(input, (slice(None),) * dim + (as_tensor_operand(index),),
+                   _cls=IndexSelectBackward0)
 
 
 class MaskedFillBackward0(Node):
+    """masked_fill with a Python scalar value: one input."""
+
     __slots__ = ()
     _saved_names = ("mask",)
 
     def backward(self, xp, g):
         m = self.saved(xp, 0)
-        return (xp.where(m, g * 0, g), None)
+        return (xp.where(m, g * 0, g),)
+
+
+class MaskedFillBackward1(Node):
+    """masked_fill with a 0-d tensor value: the value gets the masked gradient (summed to 0-d
+    by the engine)."""
+
+    __slots__ = ()
+    _saved_names = ("mask",)
+
+    def backward(self, xp, g):
+        m = self.saved(xp, 0)
+        z = g * 0
+        return (xp.where(m, z, g), xp.where(m, g, z))
 
 
 @register()
@@ -745,10 +798,15 @@ def masked_fill(input, mask, value):
     m = as_tensor_operand(mask)
     v = value._data if isinstance(value, Tensor) else value
     out = np.where(m._data, np.asarray(v, dtype=input._data.dtype), input._data)
-    if _state[0] and input.requires_grad:
-        node = MaskedFillBackward0((edge(input), NO_EDGE))
+    v_grad = isinstance(value, Tensor) and value.requires_grad
+    if _state[0] and (input.requires_grad or v_grad):
+        if isinstance(value, Tensor):
+            node = MaskedFillBackward1((edge(input), edge(value)))
+            set_broadcast_meta(node, out, input, value)
+        else:
+            node = MaskedFillBackward0((edge(input),))
+            set_broadcast_meta(node, out, input)
         node._saved = (save(m),)
-        set_broadcast_meta(node, out, input)
         return result(out, node)
     return result(out, None)
 
