@@ -120,7 +120,7 @@ def _np(t) -> np.ndarray:
 
 def _is_zero(t) -> bool:
     """None, or a tensor of zeros (torch's ZeroTensor included)."""
-    return t is None or not np.any(_np(t))
+    return t is None or np.allclose(_np(t), 0, rtol=0, atol=1e-12)
 
 
 def _as_tuple(out):

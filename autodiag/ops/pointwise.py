@@ -786,14 +786,17 @@ class PowBackward1(Node):
 
 class PowBackward2(Node):
     __slots__ = ("base",)
-    _saved_names = ("result",)
+    _saved_names = ("result", "exponent")
 
     def backward(self, xp, g):
         b = self.base
+        r = self.saved(xp, 0)
         if b == 0:
-            # PyTorch's convention: d/dp 0**p is 0 where p >= 0 (and nan-free elsewhere)
-            return (g * 0,)
-        return (g * (self.saved(xp, 0) * math.log(b)),)
+            # PyTorch's formula (pow_backward_exponent): 0 where p >= 0, else result * log(0).
+            # Written the same way so that double backward agrees too (nan, as in PyTorch).
+            p = self.saved(xp, 1)
+            return (g * xp.where(p >= 0, r * 0, r * -math.inf),)
+        return (g * (r * math.log(b)),)
 
     def _saved_extra(self):
         return {"self": self.base}
@@ -830,14 +833,21 @@ def _scalar_pow(base, exponent: Tensor):
     if not isinstance(exponent, Tensor):
         exponent = as_tensor_operand(exponent)
     ed, bd = _operands(exponent, base)
-    out = np.power(bd, ed)
+    if ed.dtype.kind in "iu" and isinstance(bd, (int, np.integer)) and (ed < 0).any():
+        # integer powers with negative exponents truncate toward zero, as PyTorch computes
+        # them (1 ** -n = 1, (-1) ** -n = +-1, else 0); numpy refuses them
+        with np.errstate(all="ignore"):
+            f = np.power(float(bd), ed.astype(np.float64))
+        out = np.where(ed < 0, np.trunc(f), np.power(bd, np.maximum(ed, 0))).astype(ed.dtype)
+    else:
+        out = np.power(bd, ed)
     if out.__class__ is not np.ndarray or out.dtype != ed.dtype:
         out = np.asarray(out, dtype=ed.dtype if ed.dtype.kind == "f" else None)
     if _state[0] and exponent.requires_grad:
         node = PowBackward2((edge(exponent),))
         node.base = base
         r = result(out, node)
-        node._saved = (save_output(r),)
+        node._saved = (save_output(r), save(exponent) if base == 0 else None)
         return r
     return result(out, None)
 

@@ -515,10 +515,10 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
     x = as_tensor_operand(input)
     if dim is None:
         dim = 0 if x.ndim in (0, 1, 3) else 1  # PyTorch's legacy implicit dim (with a warning)
-    d = x._data
     if dtype is not None:
-        d = d.astype(dtypes.to_np(dtype))
-    elif d.dtype.kind != "f":
+        x = x.to(dtype)  # a recorded cast (ToCopyBackward0), as PyTorch casts before softmax
+    d = x._data
+    if d.dtype.kind != "f":
         raise RuntimeError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
                            f"'{_type_name(x)}'")
     dim = wrap_dim(dim, d.ndim)
