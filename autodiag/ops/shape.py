@@ -124,8 +124,9 @@ def reshape(input, *shape):
     out = d.reshape(shape)
     if np.shares_memory(out, d) if out.size else True:
         return _shape_op(x, out, ViewBackward0)
-    # not viewable: PyTorch copies (clone) then views; the copy is UnsafeViewBackward0
-    return _shape_op(x, out, UnsafeViewBackward0, is_view=False)
+    # not viewable: PyTorch copies (CloneBackward0), then views the copy (UnsafeViewBackward0)
+    c = clone(x)
+    return _shape_op(c, c._data.reshape(shape), UnsafeViewBackward0, is_view=False)
 
 
 @register()
@@ -454,6 +455,9 @@ def _to_index_array(item):
 def getitem(self: Tensor, index, _cls=None):
     """``tensor[index]``: basic parts as views (Select/Slice/Unsqueeze nodes, one per index
     element like PyTorch), then at most one advanced-indexing step (IndexBackward0)."""
+    # NOTE: PyTorch skips a full slice (start 0, stop >= size, step 1, as written) inside a
+    # tuple index, but a lone slice (x[:], x[0:]) always records SliceBackward0.
+    lone = isinstance(index, slice)
     if not isinstance(index, tuple):
         index = (index,)
     n_used = 0
@@ -489,7 +493,9 @@ def getitem(self: Tensor, index, _cls=None):
             start, stop, step = it.indices(n)
             if step <= 0:
                 raise ValueError("step must be greater than zero")
-            if not (start == 0 and stop >= n and step == 1):
+            full = (it.start in (None, 0) and (it.stop is None or it.stop >= n) and
+                    it.step in (None, 1))
+            if lone or not full:
                 t = _basic(t, (slice(None),) * dim + (slice(start, stop, step),), SliceBackward0)
             dim += 1
         else:
