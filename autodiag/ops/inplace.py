@@ -149,18 +149,49 @@ for _op, _fn in (("__iadd__", pw.add), ("__isub__", pw.sub), ("__imul__", pw.mul
     setattr(Tensor, _op, _method(_op, _fn))
 
 
-class FillBackward0(Node):
+class ZeroBackward0(Node):
+    """``zero_()``: the old values are gone, so no gradient reaches them."""
+
     __slots__ = ()
 
     def backward(self, xp, g):
         return (g * 0,)
 
 
-def _fill_like(t: Tensor, value) -> Tensor:
-    v = value._data if isinstance(value, Tensor) else value
-    out = np.full(t._data.shape, v, dtype=t._data.dtype)
+class FillBackward2(ZeroBackward0):
+    """``fill_(scalar)``."""
+
+    __slots__ = ()
+
+
+class FillBackward3(Node):
+    """``fill_(value)`` with a 0-dim tensor: every element's gradient flows to ``value``."""
+
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self.next_functions
+        gv = None
+        if nf[1][0] is not None:
+            gv = np.asarray(g.sum()) if xp.arrays else g.sum()
+        return (g * 0 if nf[0][0] is not None else None, gv)
+
+
+def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
+    if isinstance(value, Tensor):
+        if value._data.ndim != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value._data.ndim} dimensions.")
+        out = np.full(t._data.shape, value._data, dtype=t._data.dtype)
+        if _state[0] and (t.requires_grad or value.requires_grad):
+            node = FillBackward3((edge(t), edge(value)))
+            if value._data.dtype != out.dtype:
+                node._input_meta = (None, ((), value._data.dtype))
+            return result(out, node)
+        return result(out, None)
+    out = np.full(t._data.shape, value, dtype=t._data.dtype)
     if _state[0] and t.requires_grad:
-        return result(out, FillBackward0((edge(t),)))
+        return result(out, cls((edge(t),)))
     return result(out, None)
 
 
@@ -169,7 +200,7 @@ def fill_(self, value):
 
 
 def zero_(self):
-    return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0))
+    return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0, ZeroBackward0))
 
 
 Tensor.fill_ = fill_
@@ -178,6 +209,9 @@ Tensor.zero_ = zero_
 
 class CopyBackwards(Node):
     __slots__ = ("src_shape", "src_dtype")
+
+    def name(self) -> str:
+        return "torch::autograd::CopyBackwards"  # a C++ node in PyTorch
 
     def backward(self, xp, g):
         nf = self.next_functions
@@ -246,6 +280,29 @@ def _normalize_index(index, t: Tensor):
     return tuple(out)
 
 
+class IndexPutBackward0(CopySlices):
+    """``x[advanced index] = v`` with no view in between: PyTorch records ``index_put_``."""
+
+    __slots__ = ()
+
+    def name(self) -> str:
+        return "IndexPutBackward0"
+
+
+def _setitem_node_class(index: tuple):
+    """IndexPutBackward0 when the index is advanced only (PyTorch calls index_put_ on the tensor
+    itself); CopySlices when basic indexing makes a view first (an int, a real slice, None)."""
+    advanced = False
+    for it in index:
+        if isinstance(it, np.ndarray):
+            advanced = True
+        elif it is Ellipsis or (isinstance(it, slice) and it == slice(None)):
+            continue
+        else:
+            return CopySlices
+    return IndexPutBackward0 if advanced else CopySlices
+
+
 def _setitem_result(t: Tensor, index, value) -> Tensor:
     v = as_tensor_operand(value)
     out = t._data.copy()
@@ -256,7 +313,7 @@ def _setitem_result(t: Tensor, index, value) -> Tensor:
                            f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
                            f"indexing result ({e})") from None
     if _state[0] and (t.requires_grad or v.requires_grad):
-        node = CopySlices((edge(t), edge(v)))
+        node = _setitem_node_class(index)((edge(t), edge(v)))
         node.index, node.src_shape = index, v._data.shape
         if v._data.dtype != out.dtype:
             node._input_meta = (None, (v._data.shape, v._data.dtype))
