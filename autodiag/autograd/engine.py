@@ -216,9 +216,13 @@ def _run_tensor_hooks(hooks, grads, task):
         t = ref()
         if t is not None and grads[nr] is not None:
             g = grads[nr]
-            if t._grad is None:
-                t._grad = g if isinstance(g, Tensor) and task.create_graph else wrap(
-                    np.array(_unwrap_from_hook(g, ARRAY)))
+            # As PyTorch's retain_grad hook: clone the first gradient, add later ones; under
+            # create_graph both are recorded (CloneBackward0 / AddBackward0).
+            if task.create_graph:
+                gt = g if isinstance(g, Tensor) else wrap(np.asarray(g))
+                t._grad = gt.clone() if t._grad is None else t._grad + gt
+            elif t._grad is None:
+                t._grad = wrap(np.array(_unwrap_from_hook(g, ARRAY)))
             else:
                 t._grad = wrap(t._grad._data + _unwrap_from_hook(g, ARRAY))
     return grads
