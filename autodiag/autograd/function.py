@@ -99,7 +99,7 @@ class BackwardCFunction(Node, FunctionCtx):
                 result.append(None)
                 continue
             if not isinstance(g, Tensor):
-                raise TypeError(f"expected Variable or None (got {type(g).__name__})")
+                raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
             shape, dt = self._input_meta[len(result)]
             gshape = g._data.shape
             if gshape != shape:
@@ -114,6 +114,17 @@ class BackwardCFunction(Node, FunctionCtx):
     def _release(self) -> None:
         if self._saved is not None:
             self._saved = FREED
+
+
+def _check_dirty(t: Tensor) -> None:
+    """A Function may not modify a leaf that requires grad (or a view of one) in place."""
+    if t.requires_grad and t.grad_fn is None and t._base is None:
+        raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
+                           "operation.")
+    base = t._base
+    if base is not None and base.requires_grad and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
 
 
 def _expandable(shape, gshape) -> bool:
@@ -198,6 +209,7 @@ class Function(metaclass=FunctionMeta):
                 metas.append(None)
                 continue
             if id(o) in dirty:
+                _check_dirty(o)
                 t = o
                 t._vc[0] += 1
             elif id(o) in input_ids:
