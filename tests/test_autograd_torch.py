@@ -1138,3 +1138,70 @@ def test_accumulate_grad_prehook_replaces(torch):
         return x.grad
 
     run_both(f, torch)
+
+
+def test_retain_grad_under_create_graph(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+        h = x * x
+        h.retain_grad()
+        (g,) = m.autograd.grad((h * h).sum(), x, create_graph=True)
+        return h.grad, h.grad.grad_fn.name(), g, g.grad_fn.name()
+
+    run_both(f, torch)
+
+
+def test_zero_and_fill_nodes(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        w = m.tensor(3.0, requires_grad=True)
+        z = x.clone()
+        z.zero_()
+        n0 = names(z.grad_fn)
+        z.fill_(2.0)
+        n1 = names(z.grad_fn)
+        z.fill_(w * 2)
+        n2 = names(z.grad_fn)
+        (z * x).sum().backward()
+        return n0, n1, n2, z, x.grad, w.grad
+
+    run_both(f, torch)
+
+
+def test_fill_with_non_scalar_tensor_error(torch):
+    def f(m):
+        m.zeros(2).fill_(m.ones(2))
+
+    same_error(f, torch, "fill_ only supports 0-dimension value tensor")
+
+
+def test_copy_node(torch):
+    def f(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        w = m.tensor([5.0, 6.0], dtype=m.float64, requires_grad=True)
+        z = x.clone()
+        z.copy_(w * 2)
+        n = names(z.grad_fn)
+        (z * z).sum().backward()
+        return n, z, x.grad, w.grad
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("kind", ["mask", "list", "two_lists", "ellipsis_list", "int_list",
+                                  "slice_list", "int", "slice", "tensor_1d", "tensor_0d"])
+def test_setitem_node_kinds(torch, kind):
+    def f(m):
+        x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+        w = m.tensor(7.0, requires_grad=True)
+        idx = {"mask": m.tensor([True, False]), "list": [1], "two_lists": ([0, 1], [1, 2]),
+               "ellipsis_list": (Ellipsis, [1]), "int_list": (0, [1]),
+               "slice_list": (slice(1, None), [0]), "int": 1, "slice": slice(0, 1),
+               "tensor_1d": m.tensor([1]), "tensor_0d": m.tensor(1)}[kind]
+        z = x.clone()
+        z[idx] = w * 2
+        n = names(z.grad_fn)
+        (z * m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])).sum().backward()
+        return n, z, x.grad, w.grad
+
+    run_both(f, torch)

@@ -507,3 +507,81 @@ def test_cubic_gradients_vs_formula(order):
     else:
         (gg,) = ad.autograd.grad(g.sum(), x)
         assert gg.tolist() == [9.0, -3.0]
+
+
+def test_mark_dirty_on_leaf_errors(torch):
+    def f(m):
+        class Dirty(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(2)
+                ctx.mark_dirty(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        Dirty.apply(m.tensor([1.0, 2.0], requires_grad=True))
+
+    same_error(f, torch, "a leaf Variable that requires grad has been used in an in-place "
+               "operation.")
+
+
+def test_non_tensor_gradient_error(torch):
+    def f(m):
+        class F(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return 3
+
+        F.apply(m.tensor([1.0, 2.0], requires_grad=True)).sum().backward()
+
+    same_error(f, torch, "expected Variable or None (got int)")
+
+
+def test_modified_saved_output_in_function(torch):
+    def f(m):
+        class F(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = x * 2
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                (y,) = ctx.saved_tensors
+                return g * y
+
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = F.apply(x)
+        y.add_(1)
+        y.sum().backward()
+
+    ea, et = same_error(f, torch, "modified by an inplace operation", "which is output 0 of F,")
+    pat = r"is at version (\d+); expected version (\d+)"
+    assert re.search(pat, str(ea)).groups() == re.search(pat, str(et)).groups()
+
+
+def test_input_returned_as_is(torch):
+    def f(m):
+        class Id(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = Id.apply(x)
+        y.sum().backward()
+        return y is x, y._base is x, x.grad, y.grad_fn.name()
+
+    run_both(f, torch)
