@@ -484,6 +484,16 @@ LINALG_CASES = [
 ] + [
     Case("matmul_fn", lambda T, a, b: T.matmul(a, b), (I((2, 3, 4)), I((2, 4, 5), grad=False)),
          op=("matmul",)),
+    Case("matmul_const2d@3d", lambda T, a, b: a @ b, (I((3, 4), grad=False), I((2, 4, 5))),
+         op=("matmul",)),
+    Case("matmul_3d@const2d", lambda T, a, b: a @ b, (I((2, 3, 4)), I((4, 5), grad=False)),
+         op=("matmul",)),
+    Case("matmul_3d@const1d", lambda T, a, b: a @ b, (I((2, 3, 4)), I((4,), grad=False)),
+         op=("matmul",)),
+    Case("matmul_strided@const2d", lambda T, a, b: a.transpose(0, 1) @ b,
+         (I((3, 2, 4)), I((4, 5), grad=False)), op=("matmul",)),
+    Case("matmul_3d@1x4x5", lambda T, a, b: a @ b, (I((2, 3, 4)), I((1, 4, 5))),
+         op=("matmul",)),
     Case("rmatmul_const", lambda T, a: T.ones(2, 3, dtype=a.dtype) @ a, (I((3, 4)),),
          op=("matmul",)),
 ]
@@ -499,6 +509,10 @@ SHAPE_CASES = [
         ("reshape_tuple", lambda T, x: T.reshape(x, (-1,)), (3, 4), ("reshape",)),
         ("reshape_0d", lambda T, x: x.reshape(1, 1), (), ("reshape",)),
         ("reshape_nonview", lambda T, x: x.t().reshape(-1), (3, 4), ("reshape",)),
+        ("reshape_alias", lambda T, x: x.transpose(0, 1).reshape(3, 2, 2, 2), S3, ("reshape",)),
+        ("reshape_same_strided", lambda T, x: x.t().reshape(4, 3), (3, 4), ("reshape",)),
+        ("reshape_sliced", lambda T, x: x[:, :2].reshape(4, 4), S3, ("reshape",)),
+        ("reshape_expanded", lambda T, x: x.expand(3, 4).reshape(12), (4,), ("reshape",)),
         ("view", lambda T, x: x.view(2, 6), (3, 4), ("view",)),
         ("view_neg", lambda T, x: x.view(-1, 2), (3, 4), ("view",)),
         ("view_tuple", lambda T, x: x.view((4, 3)), (3, 4), ("view",)),
@@ -672,6 +686,15 @@ TIES += [
     ]
 ]
 
+# NOTE: backward from several outputs of one multi-output node (split/chunk/unbind pieces) loses
+# the gradient: autograd/engine.py _count_dependencies walks a root node once per root edge,
+# over-counting its children's dependencies so the leaf never runs. Not in the ops' files.
+_ENGINE_MULTI_ROOT = pytest.mark.xfail(
+    reason="engine: backward over several outputs of one node drops the gradient "
+           "(_count_dependencies counts a repeated root node's children once per root)",
+    strict=True)
+_XFAIL = {"split_int", "split_sizes", "chunk", "shape-unbind"}
+
 GRAD_CASES = (UNARY_CASES + BINARY_CASES + RED_CASES + SOFTMAX_CASES + LINALG_CASES
               + SHAPE_CASES + INDEX_CASES + JOIN_CASES + TIES)
 
@@ -679,7 +702,8 @@ _ids = [c.id for c in GRAD_CASES]
 assert len(set(_ids)) == len(_ids), "duplicate case ids"
 
 
-@pytest.mark.parametrize("case", GRAD_CASES, ids=_ids)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=_ENGINE_MULTI_ROOT) if c.id in _XFAIL
+                                  else c for c in GRAD_CASES], ids=_ids)
 def test_op_matches_torch(torch, case):
     check_case(torch, case)
 

@@ -143,9 +143,36 @@ def outer(input, vec2):
 ger = outer
 
 
+def _should_fold(a: Tensor, b: Tensor) -> bool:
+    """PyTorch's ``should_fold``: fold the batch dims of the larger operand into mm/mv rows."""
+    a_larger = a.ndim >= b.ndim
+    t1 = a._data if a_larger else np.swapaxes(b._data, -1, -2)
+    dim_t2 = b.ndim if a_larger else a.ndim
+    if not (t1.ndim >= 3 and dim_t2 <= 2):
+        return False
+    if (b if a_larger else a).requires_grad:
+        return True  # a smaller gradient for the 2-D operand (PyTorch's choice)
+    if a.ndim == 2:
+        return False
+    if t1.size == 0:
+        return True
+    # foldable without a copy only when the batch dims are contiguous among themselves
+    st, sh = t1.strides, t1.shape
+    return all(st[i] == st[i + 1] * sh[i + 1] for i in range(t1.ndim - 2))
+
+
+def _unsafe_view(t: Tensor, shape) -> Tensor:
+    from autodiag.ops.shape import UnsafeViewBackward0, _shape_op
+
+    return _shape_op(t, t._data.reshape(shape), UnsafeViewBackward0, is_view=False)
+
+
 @register()
 def matmul(input, other):
-    """Matrix product with PyTorch's dispatch: dot, mv, mm, or batched bmm with broadcasting."""
+    """Matrix product with PyTorch's dispatch (``_matmul_impl``): dot, mv, mm, folding into mm/mv,
+    or batched bmm with broadcasting. The recorded graph is PyTorch's, node for node."""
+    from autodiag.ops.shape import SqueezeBackward4, squeeze
+
     a, b = as_tensor_operand(input), as_tensor_operand(other)
     da, db = a.ndim, b.ndim
     if da == 0 or db == 0:
@@ -156,34 +183,45 @@ def matmul(input, other):
     if da == 2 and db == 1:
         return mv(a, b)
     if da == 1 and db == 2:
-        return mm(a.unsqueeze(0), b).squeeze(0)
+        return squeeze(mm(a.unsqueeze(0), b), 0, _cls=SqueezeBackward4)  # squeeze_(0)
     if da == 2 and db == 2:
         return mm(a, b)
-    if da >= 3 and db <= 2:
-        # fold the batch into the rows: one mm, as PyTorch does
-        k = a._data.shape[-1]
-        rows = a.reshape(-1, k)
-        if db == 1:
-            return mv(rows, b).reshape(a._data.shape[:-1])
-        out = mm(rows, b)
-        return out.reshape(a._data.shape[:-1] + (b._data.shape[-1],))
-    # batched: broadcast batch dims, flatten them, bmm, restore
-    a2 = a.unsqueeze(0) if da == 1 else a
-    b2 = b.unsqueeze(-1) if db == 1 else b
-    batch = np.broadcast_shapes(a2._data.shape[:-2], b2._data.shape[:-2])
-    n, k = a2._data.shape[-2:]
-    k2, m = b2._data.shape[-2:]
-    if k != k2:
+    if _should_fold(a, b):
+        transpose = db > da
+        t1 = b.mT if transpose else a
+        t2 = (a.t() if da == 2 else a) if transpose else b
+        shape1 = t1._data.shape
+        out_shape = shape1[:-1]
+        folded = t1.reshape(int(np.prod(out_shape)), shape1[-1])
+        if t2.ndim == 2:
+            out = _unsafe_view(mm(folded, t2), out_shape + (t2._data.shape[1],))
+            return out.mT.contiguous() if transpose else out
+        return _unsafe_view(mv(folded, t2), out_shape)
+    n = a._data.shape[-2] if da > 1 else 1
+    m1 = a._data.shape[-1]
+    batch1 = a._data.shape[:max(da - 2, 0)]
+    m2 = b._data.shape[-2] if db > 1 else b._data.shape[0]
+    p = b._data.shape[-1] if db > 1 else 1
+    batch2 = b._data.shape[:max(db - 2, 0)]
+    if da == 3 and db == 3 and batch1[0] != batch2[0]:
+        if batch1[0] == 1 and a.requires_grad:
+            return matmul(a.squeeze(0), b)
+        if batch2[0] == 1 and b.requires_grad:
+            return matmul(a, b.squeeze(0))
+    if m1 != m2:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{int(np.prod(batch))}, {k}] but got: [{int(np.prod(batch))}, {k2}].")
-    ae = a2.expand(batch + (n, k)).reshape(-1, n, k)
-    be = b2.expand(batch + (k, m)).reshape(-1, k, m)
-    out = bmm(ae, be).reshape(batch + (n, m))
-    if da == 1:
-        out = out.squeeze(-2)
+                           f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m1}] but got: "
+                           f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m2}].")
+    batch = tuple(np.broadcast_shapes(batch1, batch2))
+    nb = int(np.prod(batch))
+    ae = a.expand(batch + (n, m1)).reshape(nb, n, m1)
     if db == 1:
-        out = out.squeeze(-1)
-    return out
+        be = b.expand(batch + (m2,)).reshape(nb, m2).unsqueeze(2)
+    else:
+        be = b.expand(batch + (m2, p)).reshape(nb, m2, p)
+    out_shape = batch + ((n,) if da > 1 else ()) + ((p,) if db > 1 else ())
+    prod = bmm(ae, be)
+    return _unsafe_view(prod.squeeze(-1) if db == 1 else prod, out_shape)
 
 
 @register(method=False)

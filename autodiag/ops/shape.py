@@ -41,6 +41,10 @@ class ViewBackward0(_ShapeNode):
     __slots__ = ()
 
 
+class ReshapeAliasBackward0(_ShapeNode):
+    __slots__ = ()
+
+
 class UnsafeViewBackward0(_ShapeNode):
     __slots__ = ()
 
@@ -119,12 +123,18 @@ def reshape(input, *shape):
     x = as_tensor_operand(input)
     d = x._data
     shape = _infer_shape(shape, d.size)
-    if shape == d.shape:
-        return _shape_op(x, d.view(), ViewBackward0)
-    out = d.reshape(shape)
-    if np.shares_memory(out, d) if out.size else True:
-        return _shape_op(x, out, ViewBackward0)
-    # not viewable: PyTorch copies (CloneBackward0), then views the copy (UnsafeViewBackward0)
+    # PyTorch: a contiguous input is viewed (ViewBackward0); a strided one that can still be
+    # viewed is aliased (ReshapeAliasBackward0); otherwise it is copied (CloneBackward0) and the
+    # copy viewed (UnsafeViewBackward0). numpy's "reshape without copy" test plays computeStride.
+    if d.flags.c_contiguous:
+        return _shape_op(x, d.reshape(shape), ViewBackward0)
+    out = d.view()
+    try:
+        out.shape = shape
+    except AttributeError:
+        pass
+    else:
+        return _shape_op(x, out, ReshapeAliasBackward0)
     c = clone(x)
     return _shape_op(c, c._data.reshape(shape), UnsafeViewBackward0, is_view=False)
 
@@ -160,14 +170,14 @@ def unflatten(input, dim: int, sizes):
 
 
 @register()
-def squeeze(input, dim=None):
+def squeeze(input, dim=None, *, _cls=None):
     d = input._data
     if dim is None:
         return _shape_op(input, d.reshape([s for s in d.shape if s != 1]), SqueezeBackward0)
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     dims = tuple(wrap_dim(x, d.ndim) for x in dims)
     keep = [s for i, s in enumerate(d.shape) if not (i in dims and s == 1)]
-    cls = SqueezeBackward1 if isinstance(dim, int) else SqueezeBackward2
+    cls = _cls or (SqueezeBackward1 if isinstance(dim, int) else SqueezeBackward2)
     return _shape_op(input, d.reshape(keep), cls)
 
 
