@@ -18,6 +18,7 @@ from autodiag.ops._core import (ARRAY, NO_EDGE, _state, as_tensor_operand, edge,
 from autodiag.tensor import Tensor
 
 _SELF, _RESULT, _NONE = 0, 1, 2
+_FOR_OTHER, _ALWAYS = 1, 2  # when _binary saves an operand
 
 
 def _float_data(x: Tensor) -> np.ndarray:
@@ -506,10 +507,11 @@ def _binary(a, b, fn, cls, save_a: bool, save_b: bool, true_divide: bool = False
         eb = edge(b) if b_is_t else NO_EDGE
         node = cls((ea, eb))
         r = result(out, node)
-        # save each operand only when the other's gradient needs it (as PyTorch does)
-        sa = save(a) if save_a and eb[0] is not None else None
+        # save each operand only when a needed gradient uses it (as PyTorch does):
+        # _FOR_OTHER = used by the other input's gradient, _ALWAYS = used by both
+        sa = save(a) if save_a == _ALWAYS or (save_a and eb[0] is not None) else None
         if b_is_t:
-            sb = save(b) if save_b and ea[0] is not None else None
+            sb = save(b) if save_b == _ALWAYS or (save_b and ea[0] is not None) else None
             set_broadcast_meta(node, out, a, b)
         else:
             sb = b
@@ -647,7 +649,8 @@ def div(input, other, *, rounding_mode=None):
         # scalar / tensor is reciprocal(tensor) * scalar, exactly as PyTorch records it
         return mul(reciprocal(other), input)
     # The quotient needs b (saved for a's gradient too) and a (for b's gradient).
-    return _binary(input, other, np.true_divide, DivBackward0, True, True, true_divide=True)
+    return _binary(input, other, np.true_divide, DivBackward0, _FOR_OTHER, _ALWAYS,
+                   true_divide=True)
 
 
 divide = register("divide")(div)

@@ -7,6 +7,7 @@ full reductions and amax/amin, all to the selected index for ``max(dim)``.
 
 from __future__ import annotations
 
+import builtins
 from collections import namedtuple
 
 import numpy as np
@@ -113,7 +114,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if _state[0] and x.requires_grad:
         r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims,
                            unreduce)
-        r.grad_fn.count = max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
+        r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
         return r
     return result(out, None)
 
@@ -370,7 +371,7 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     n = int(np.prod([d.shape[i] for i in dims])) if d.ndim else 1
     with np.errstate(all="ignore"):
-        out = np.asarray(d.var(axis=dims, keepdims=keepdim, ddof=0) * (n / max(n - c, 0))
+        out = np.asarray(d.var(axis=dims, keepdims=keepdim, ddof=0) * (n / (n - c))
                          if n - c > 0 else np.full(
                              np.var(d, axis=dims, keepdims=keepdim).shape, np.nan),
                          dtype=d.dtype)
