@@ -30,7 +30,7 @@ from autodiag.ops.factories import (arange, as_tensor, empty, empty_like, eye,  
                                     from_numpy, full, full_like, linspace, manual_seed, normal,
                                     ones, ones_like, rand, rand_like, randint, randn, randn_like,
                                     randperm, seed, tensor, zeros, zeros_like)
-from autodiag.ops.linalg import bmm, dot, einsum, inner, matmul, mm, mv, outer  # noqa: E402
+from autodiag.ops.linalg import bmm, dot, einsum, matmul, mm, mv, outer  # noqa: E402
 from autodiag.ops.pointwise import (abs, add, allclose, ceil, clamp, clamp_max,  # noqa: E402, A004
                                     clamp_min, clip, cos, div, divide, eq, equal, exp, floor,
                                     floor_divide, ge, gt, isclose, isfinite, isinf, isnan, le,

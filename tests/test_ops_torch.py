@@ -686,15 +686,6 @@ TIES += [
     ]
 ]
 
-# NOTE: backward from several outputs of one multi-output node (split/chunk/unbind pieces) loses
-# the gradient: autograd/engine.py _count_dependencies walks a root node once per root edge,
-# over-counting its children's dependencies so the leaf never runs. Not in the ops' files.
-_ENGINE_MULTI_ROOT = pytest.mark.xfail(
-    reason="engine: backward over several outputs of one node drops the gradient "
-           "(_count_dependencies counts a repeated root node's children once per root)",
-    strict=True)
-_XFAIL = {"split_int", "split_sizes", "chunk", "shape-unbind"}
-
 GRAD_CASES = (UNARY_CASES + BINARY_CASES + RED_CASES + SOFTMAX_CASES + LINALG_CASES
               + SHAPE_CASES + INDEX_CASES + JOIN_CASES + TIES)
 
@@ -702,8 +693,7 @@ _ids = [c.id for c in GRAD_CASES]
 assert len(set(_ids)) == len(_ids), "duplicate case ids"
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=_ENGINE_MULTI_ROOT) if c.id in _XFAIL
-                                  else c for c in GRAD_CASES], ids=_ids)
+@pytest.mark.parametrize("case", GRAD_CASES, ids=_ids)
 def test_op_matches_torch(torch, case):
     check_case(torch, case)
 

@@ -45,10 +45,9 @@ class GraphTask:
 
 def _count_dependencies(roots) -> dict:
     deps: dict = {}
-    seen = set()
-    stack = [n for n in roots if n is not None]
-    for n in stack:
-        seen.add(n)
+    # a node may be listed twice (backward on two outputs of one split): walk it once
+    stack = list({n: None for n in roots if n is not None})
+    seen = set(stack)
     while stack:
         node = stack.pop()
         for child, _ in node.next_functions:

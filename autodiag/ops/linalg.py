@@ -131,7 +131,6 @@ def dot(input, tensor):
     return _product(DotBackward0, a, b, np.asarray(a._data @ b._data))
 
 
-inner = dot
 
 
 @register()
@@ -140,7 +139,6 @@ def outer(input, vec2):
     return a.reshape(-1, 1) * b
 
 
-ger = outer
 
 
 def _should_fold(a: Tensor, b: Tensor) -> bool:

@@ -508,8 +508,8 @@ def _binary(a, b, fn, cls, save_a: bool, save_b: bool, true_divide: bool = False
         node = cls((ea, eb))
         r = result(out, node)
         # save each operand only when a needed gradient uses it (as PyTorch does):
-        # _FOR_OTHER = used by the other input's gradient, _ALWAYS = used by both
-        sa = save(a) if save_a == _ALWAYS or (save_a and eb[0] is not None) else None
+        # _FOR_OTHER = used by the other input's gradient, _ALWAYS = used by both.
+        # PyTorch saves `other` before `self` (pack hooks see that order).
         if b_is_t:
             sb = save(b) if save_b == _ALWAYS or (save_b and ea[0] is not None) else None
             set_broadcast_meta(node, out, a, b)
@@ -517,6 +517,7 @@ def _binary(a, b, fn, cls, save_a: bool, save_b: bool, true_divide: bool = False
             sb = b
             if out.dtype != ad.dtype:
                 node._input_meta = ((ad.shape, a._data.dtype), None)
+        sa = save(a) if save_a == _ALWAYS or (save_a and eb[0] is not None) else None
         node._saved = (sa, sb)
         return r
     return result(out, None)
@@ -754,7 +755,6 @@ def remainder(input, other):
     return result(out, None)
 
 
-fmod = remainder
 
 
 class PowBackward0(_Unary):
@@ -816,7 +816,8 @@ def pow(input, exponent):  # noqa: A001
         if _state[0] and (input.requires_grad or exponent.requires_grad):
             node = PowBackward1((edge(input), edge(exponent)))
             r = result(out, node)
-            node._saved = (save(input), save(exponent), save_output(r))
+            se = save(exponent)  # PyTorch saves the exponent first (pack-hook order)
+            node._saved = (save(input), se, save_output(r))
             set_broadcast_meta(node, out, input, exponent)
             return r
         return result(out, None)
@@ -855,7 +856,6 @@ def _scalar_pow(base, exponent: Tensor):
     return result(out, None)
 
 
-float_power = pow
 
 
 class MaximumBackward0(_Binary):
@@ -903,7 +903,6 @@ def minimum(input, other):
     return _min_max(input, other, np.minimum, MinimumBackward0)
 
 
-fmax, fmin = maximum, minimum
 
 
 class WhereBackward0(Node):
