@@ -668,8 +668,8 @@ TIES = [
         ("clamp_at_bound", lambda T, x: x.clamp(0.5, 2.0), (I(data=TIE),), ("clamp",)),
         ("relu_at_0", lambda T, x: T.relu(x), (I(data=TIE),), ("relu",)),
         ("abs_at_0", lambda T, x: x.abs(), (I(data=TIE),), ("abs",)),
-        ("pow_zero_base", lambda T, x, y: x ** y, (I(data=[0.0, 0.0, 2.0]), I(data=[2.0, 0.5, 1.0])),
-         ("pow",)),
+        ("pow_zero_base", lambda T, x, y: x ** y,
+         (I(data=[0.0, 0.0, 2.0]), I(data=[2.0, 0.5, 1.0])), ("pow",)),
         ("rpow_zero_base", lambda T, x: 0.0 ** x, (I(data=[0.5, 2.0, 3.0]),), ("pow",)),
         ("sqrt_at_1", lambda T, x: T.sqrt(x), (I(data=[1.0, 4.0]),), ("sqrt",)),
     ]

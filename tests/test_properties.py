@@ -53,7 +53,8 @@ def programs(draw):
     pool = n_inputs
     for _ in range(draw(st.integers(1, 7))):
         if draw(st.booleans()):
-            steps.append(("u", draw(st.sampled_from(sorted(UNARY))), draw(st.integers(0, pool - 1))))
+            steps.append(("u", draw(st.sampled_from(sorted(UNARY))),
+                          draw(st.integers(0, pool - 1))))
         else:
             steps.append(("b", draw(st.sampled_from(sorted(BINARY))),
                           draw(st.integers(0, pool - 1)), draw(st.integers(0, pool - 1))))

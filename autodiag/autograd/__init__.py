@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 
 import numpy as np
 
 from autodiag.autograd import graph
 from autodiag.autograd.engine import GraphTask, execute
 from autodiag.autograd.function import Function, FunctionCtx, once_differentiable
-from autodiag.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
-                                         set_grad_enabled)
+from autodiag.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from autodiag.ops._core import edge, wrap
 from autodiag.tensor import Tensor
 

@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import FREED, ERR_BACKWARD_TWICE, Node, SavedTensor
+from autodiag.autograd.graph import ERR_BACKWARD_TWICE, FREED, Node, SavedTensor
 from autodiag.ops._core import NO_EDGE, edge, wrap
 from autodiag.tensor import Tensor
 
@@ -247,7 +247,7 @@ class Function(metaclass=FunctionMeta):
 
 def _has_setup_context(cls) -> bool:
     return "setup_context" in {k for c in cls.__mro__ if c is not Function for k in vars(c)} \
-        and getattr(cls, "setup_context") is not None
+        and cls.setup_context is not None
 
 
 ONCE_DIFFERENTIABLE_ERROR = ("trying to differentiate twice a function that was marked with "

@@ -1,8 +1,7 @@
 """The op families. Importing this package registers every op (``REGISTRY``) and attaches the
 Tensor methods and operators."""
 
-from autodiag.ops import (factories, inplace, linalg, operators, pointwise,  # noqa: F401
-                          reduction, shape)
+from autodiag.ops import factories, inplace, linalg, operators, pointwise, reduction, shape  # noqa: F401
 from autodiag.ops._core import REGISTRY
 
 __all__ = ["REGISTRY"]

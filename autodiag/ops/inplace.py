@@ -21,7 +21,8 @@ from autodiag.tensor import Tensor
 from autodiag.trace.sites import user_site
 
 LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
-VIEW_OF_LEAF_ERROR = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_OF_LEAF_ERROR = (
+    "a view of a leaf Variable that requires grad is being used in an in-place operation.")
 INFERENCE_ERROR = (
     "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
     "to get a normal tensor before doing inplace update.See "

@@ -57,9 +57,9 @@ def _product(cls, a, b, out):
 def mm(input, mat2):
     a, b = as_tensor_operand(input), as_tensor_operand(mat2)
     if a.ndim != 2:
-        raise RuntimeError(f"self must be a matrix")
+        raise RuntimeError("self must be a matrix")
     if b.ndim != 2:
-        raise RuntimeError(f"mat2 must be a matrix")
+        raise RuntimeError("mat2 must be a matrix")
     if a._data.shape[1] != b._data.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a._data.shape[0]}x"
                            f"{a._data.shape[1]} and {b._data.shape[0]}x{b._data.shape[1]})")
@@ -71,9 +71,9 @@ def mm(input, mat2):
 def bmm(input, mat2):
     a, b = as_tensor_operand(input), as_tensor_operand(mat2)
     if a.ndim != 3:
-        raise RuntimeError(f"batch1 must be a 3D tensor")
+        raise RuntimeError("batch1 must be a 3D tensor")
     if b.ndim != 3:
-        raise RuntimeError(f"batch2 must be a 3D tensor")
+        raise RuntimeError("batch2 must be a 3D tensor")
     if a._data.shape[0] != b._data.shape[0] or a._data.shape[2] != b._data.shape[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a._data.shape[0]}, {a._data.shape[2]}] but got: "

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from autodiag.ops import linalg, pointwise as pw
+from autodiag.ops import linalg
+from autodiag.ops import pointwise as pw
 from autodiag.tensor import Tensor
 
 

@@ -13,8 +13,18 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.autograd.graph import Node
-from autodiag.ops._core import (ARRAY, NO_EDGE, _state, as_tensor_operand, edge, register, result,
-                                save, save_output, set_broadcast_meta)
+from autodiag.ops._core import (
+    ARRAY,
+    NO_EDGE,
+    _state,
+    as_tensor_operand,
+    edge,
+    register,
+    result,
+    save,
+    save_output,
+    set_broadcast_meta,
+)
 from autodiag.tensor import Tensor
 
 _SELF, _RESULT, _NONE = 0, 1, 2
@@ -319,7 +329,7 @@ class GeluBackward0(_Unary):
 @register(method=False)
 def gelu(input, approximate: str = "none"):
     if approximate not in ("none", "tanh"):
-        raise RuntimeError(f"approximate argument must be either none or tanh.")
+        raise RuntimeError("approximate argument must be either none or tanh.")
     r = _unary(input, lambda a: _gelu_forward(a, approximate), GeluBackward0, _SELF)
     if r.grad_fn is not None:
         r.grad_fn.approximate = approximate

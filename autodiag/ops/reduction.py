@@ -14,8 +14,18 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.autograd.graph import Node
-from autodiag.ops._core import (_state, as_tensor_operand, edge, normalize_dims, register,
-                                result, save, save_output, wrap, wrap_dim)
+from autodiag.ops._core import (
+    _state,
+    as_tensor_operand,
+    edge,
+    normalize_dims,
+    register,
+    result,
+    save,
+    save_output,
+    wrap,
+    wrap_dim,
+)
 from autodiag.tensor import Tensor
 
 

@@ -12,8 +12,16 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.autograd.graph import Node
-from autodiag.ops._core import (NO_EDGE, _state, as_tensor_operand, edge, register, result,
-                                save, set_broadcast_meta, wrap, wrap_dim)
+from autodiag.ops._core import (
+    _state,
+    as_tensor_operand,
+    edge,
+    register,
+    result,
+    save,
+    set_broadcast_meta,
+    wrap_dim,
+)
 from autodiag.tensor import Tensor
 
 
