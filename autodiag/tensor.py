@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd import grad_mode
+from autodiag.autograd import grad_mode, graph
 from autodiag.autograd.graph import AccumulateGrad, _add_hook, _HookDict
 
 _grad_state = grad_mode._state
@@ -55,7 +55,7 @@ class Tensor:
     def __init__(self, data=None, *, requires_grad: bool = False):
         # torch.Tensor(...) builds a default-dtype float tensor.
         arr = np.array([] if data is None else data, dtype=dtypes.get_default_dtype().np)
-        _init(self, arr, None, requires_grad, [0], 0)
+        _init(self, arr, None, requires_grad, None, 0)
 
     # ------------------------------------------------------------------ construction (internal)
 
@@ -63,7 +63,7 @@ class Tensor:
     def _make(data: np.ndarray, grad_fn=None, requires_grad: bool = False, vc=None,
               output_nr: int = 0) -> Tensor:
         t = _new(Tensor)
-        _init(t, data, grad_fn, requires_grad, [0] if vc is None else vc, output_nr)
+        _init(t, data, grad_fn, requires_grad, vc, output_nr)
         return t
 
     # ------------------------------------------------------------------ attributes
@@ -147,7 +147,8 @@ class Tensor:
 
     @property
     def _version(self) -> int:
-        return self._vc[0]
+        vc = self._vc
+        return vc[0] if vc is not None else 0
 
     @property
     def retains_grad(self) -> bool:
@@ -209,7 +210,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A tensor sharing storage and version counter, cut from the graph."""
-        t = Tensor._make(self._data, None, False, self._vc)
+        t = Tensor._make(self._data, None, False, vc_of(self))
         if self._inference:
             t._inference = True
         return t
@@ -332,7 +333,7 @@ class Tensor:
                                "torch.nn.utils.weight_norm usage, see "
                                "https://github.com/pytorch/pytorch/pull/103001")
         t = type(self).__new__(type(self))
-        _init(t, self._data.copy(), None, self.requires_grad, [0], 0)
+        _init(t, self._data.copy(), None, self.requires_grad, None, 0)
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = t
@@ -352,6 +353,17 @@ class Tensor:
 
 
 _new = object.__new__
+
+
+graph._tensor_cls[0] = Tensor
+
+
+def vc_of(t) -> list:
+    """The tensor's version counter, created on first need (NOTE [Version counters])."""
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    return vc
 
 
 def _init(t, data, grad_fn, requires_grad, vc, output_nr) -> None:

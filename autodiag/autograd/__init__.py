@@ -81,7 +81,7 @@ def _root_edges(outputs):
         if not out.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                f"a grad_fn")
-        edges.append(edge(out))
+        edges.append(graph.edge_pair(edge(out)))
     return edges
 
 
@@ -189,7 +189,7 @@ def _set_targets(task: GraphTask, root_edges, inputs, capture: bool) -> None:
     # backward(inputs=...) runs the input's own node too (PyTorch marks it needed); grad() only
     # captures there and runs a node only when some gradient must flow on below it.
     task.execute = needed if not capture else {
-        n for n in needed if any(c is not None and c in needed for c, _ in n.next_functions)}
+        n for n in needed if any(c is not None and c in needed for c in graph.children(n))}
     task.leaf_targets = leaf_targets
     if capture:
         task.targets = targets

@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import AccumulateGrad
+from autodiag.autograd.graph import AccumulateGrad, children
 from autodiag.ops._core import ARRAY, TENSOR, sum_to_array, wrap
 from autodiag.tensor import Tensor
 
@@ -50,9 +50,11 @@ def _count_dependencies(roots) -> dict:
     seen = set(stack)
     while stack:
         node = stack.pop()
-        for child, _ in node.next_functions:
+        for child in node._next:
             if child is None:
                 continue
+            if child.__class__ is tuple:
+                child = child[0]
             deps[child] = deps.get(child, 0) + 1
             if child not in seen:
                 seen.add(child)
@@ -68,7 +70,7 @@ def _mark_needed(roots, target_nodes: set) -> set:
     while stack:
         node, expanded = stack.pop()
         if expanded:
-            if node in target_nodes or any(c in needed for c, _ in node.next_functions
+            if node in target_nodes or any(c in needed for c in children(node)
                                            if c is not None):
                 needed.add(node)
             done.add(node)
@@ -76,7 +78,7 @@ def _mark_needed(roots, target_nodes: set) -> set:
         if node in done:
             continue
         stack.append((node, True))
-        for child, _ in node.next_functions:
+        for child in children(node):
             if child is not None and child not in done:
                 stack.append((child, False))
     return needed
@@ -135,9 +137,12 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                 _accumulate(node, grads[0], task, xp)
                 continue
             outs = _run_node(node, grads, task, xp)
-            for (child, nr), g in zip(node.next_functions, outs):
+            for child, g in zip(node._next, outs):
                 if child is None:
                     continue
+                nr = 0
+                if child.__class__ is tuple:  # NOTE [Compact edges]
+                    child, nr = child
                 if g is not None and (needed is None or child in needed):
                     buf = buffers.get(child)
                     if buf is None:
@@ -169,7 +174,7 @@ def _run_node(node, grads, task: GraphTask, xp):
         grads = _run_tensor_hooks(hooks, grads, task)
         grads = _run_node_pre_hooks(hooks, grads, task)
     if all(g is None for g in grads):
-        outs = (None,) * len(node.next_functions)
+        outs = (None,) * len(node._next)
     else:
         outs = node._apply(xp, grads)
         meta = node._input_meta

@@ -13,7 +13,7 @@ import numpy as np
 from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import ERR_BACKWARD_TWICE, FREED, Node, SavedTensor
 from autodiag.ops._core import NO_EDGE, edge, wrap
-from autodiag.tensor import Tensor
+from autodiag.tensor import Tensor, vc_of
 
 _state = grad_mode._state
 
@@ -211,9 +211,9 @@ class Function(metaclass=FunctionMeta):
             if id(o) in dirty:
                 _check_dirty(o)
                 t = o
-                t._vc[0] += 1
+                vc_of(t)[0] += 1
             elif id(o) in input_ids:
-                t = Tensor._make(o._data, None, False, o._vc)  # an input returned as-is
+                t = Tensor._make(o._data, None, False, vc_of(o))  # an input returned as-is
                 t._base = o._base if o._base is not None else o
             else:
                 t = o
@@ -281,11 +281,11 @@ def once_differentiable(fn):
             return outputs
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
-        fakes = [None if o is None else Tensor._make(o._data, None, True, o._vc) for o in outs]
+        fakes = [None if o is None else Tensor._make(o._data, None, True, vc_of(o)) for o in outs]
         err = Error(tuple(NO_EDGE if f is None else edge(f) for f in fakes))
         err.msg = ONCE_DIFFERENTIABLE_ERROR
         err._num_outputs = len(outs)
-        wrapped = tuple(None if f is None else Tensor._make(f._data, err, True, f._vc, i)
+        wrapped = tuple(None if f is None else Tensor._make(f._data, err, True, vc_of(f), i)
                         for i, f in enumerate(fakes))
         return wrapped[0] if single else wrapped
 

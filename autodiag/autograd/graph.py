@@ -79,6 +79,8 @@ def _add_hook(d: _HookDict, fn) -> RemovableHandle:
 
 # Innermost (pack, unpack) pair of autograd.graph.saved_tensors_hooks, or None.
 _saved_hooks_stack: list = []
+# The Tensor class, filled in by autodiag.tensor (which imports this module).
+_tensor_cls: list = [type(None)]
 
 
 class SavedTensor:
@@ -93,8 +95,11 @@ class SavedTensor:
                  "site")
 
     def __init__(self, t, is_output: bool, site=None):
-        self.vc = t._vc
-        self.version = t._vc[0]
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = [0]
+        self.vc = vc
+        self.version = vc[0]
         self.site = site
         self.packed = None
         self.unpack_hook = None
@@ -112,6 +117,14 @@ class SavedTensor:
             self.unpack_hook = unpack
             self.tensor = None
             self.data = None
+
+    @classmethod
+    def compact(cls, t) -> SavedTensor:
+        """The full record of a compactly saved input (the tensor itself, saved at version 0)."""
+        s = cls.__new__(cls)
+        s.tensor, s.data, s.vc, s.version, s.output_nr = t, None, t._vc or [0], 0, 0
+        s.packed = s.unpack_hook = s.site = None
+        return s
 
     def unpack_tensor(self, node):
         """The saved value as a Tensor (version-checked), as ``grad_fn._saved_x`` returns it."""
@@ -171,6 +184,24 @@ class saved_tensors_hooks:
 FREED = ("<freed>",)  # Node._saved after release: unpacking raises ERR_BACKWARD_TWICE
 
 
+def compact_edge(e):
+    """(node, nr) -> node when nr is 0 (NOTE [Compact edges]); None and nodes pass through."""
+    if e.__class__ is tuple:
+        node, nr = e
+        return node if nr == 0 or node is None else e
+    return e
+
+
+def edge_pair(e) -> tuple:
+    """A compact edge as PyTorch's (node, input_nr) pair."""
+    return e if e.__class__ is tuple else (e, 0)
+
+
+def children(node):
+    """The nodes a node's edges point at (None for inputs needing no grad)."""
+    return [e[0] if e.__class__ is tuple else e for e in node._next]
+
+
 class NodeHooks:
     """Hooks of one node, kept apart so that nodes without hooks pay one slot."""
 
@@ -199,7 +230,7 @@ class Node:
     ('MulBackward0', 'torch::autograd::AccumulateGrad')
     """
 
-    __slots__ = ("next_functions", "_saved", "_seq", "_metadata", "_hooks", "_input_meta",
+    __slots__ = ("_next", "_saved", "_seq", "_metadata", "_hooks", "_input_meta",
                  "__weakref__")
 
     # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
@@ -208,7 +239,10 @@ class Node:
     _num_outputs = 1
 
     def __init__(self, next_functions=(), saved=None):
-        self.next_functions = next_functions
+        # NOTE [Compact edges]: an edge is stored as the node itself when its input_nr is 0,
+        # None for no gradient, and (node, input_nr) only for outputs of multi-output nodes:
+        # one tuple per node instead of one per edge, fewer objects for the cyclic GC to scan.
+        self._next = next_functions
         self._saved = saved
         self._seq = _next_seq()
         self._metadata = None
@@ -216,6 +250,15 @@ class Node:
         self._input_meta = None
 
     # --- PyTorch's public Node API --------------------------------------------------------
+
+    @property
+    def next_functions(self) -> tuple:
+        """((node, input_nr), ...) in input order; (None, 0) for inputs that need no grad."""
+        return tuple(e if e.__class__ is tuple else (e, 0) for e in self._next)
+
+    @next_functions.setter
+    def next_functions(self, edges) -> None:
+        self._next = tuple(compact_edge(e) for e in edges)
 
     def name(self) -> str:
         return type(self).__name__
@@ -269,6 +312,8 @@ class Node:
             if self._saved is FREED:
                 raise RuntimeError(ERR_BACKWARD_TWICE)
             s = self._saved[names.index(name)]
+            if isinstance(s, _tensor_cls[0]):
+                s = SavedTensor.compact(s)
             if raw or s.__class__ is not SavedTensor:
                 return s
             return s.unpack_tensor(self)
@@ -289,9 +334,16 @@ class Node:
         if saved is FREED:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         s = saved[i]
-        if s.__class__ is not SavedTensor:
-            return s  # a constant (Python scalar) kept with the tensors
-        return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
+        if s.__class__ is SavedTensor:
+            return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
+        if isinstance(s, _tensor_cls[0]):
+            # NOTE [Compact saves]: an input saved at version 0 is stored as the tensor itself
+            # (one object less per op for the cyclic GC to scan); any write since bumps it.
+            vc = s._vc
+            if vc is not None and vc[0]:
+                _raise_version_error(SavedTensor.compact(s), self)
+            return s._data if xp.arrays else s
+        return s  # a constant (Python scalar) kept with the tensors
 
     def _apply(self, xp, grads):
         """grads: one per output of the forward op. Returns one per next_functions entry."""

@@ -17,11 +17,11 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import Node, SavedTensor
+from autodiag.autograd.graph import Node, SavedTensor, _saved_hooks_stack
 from autodiag.tensor import Tensor, _init, _new
 
 _state = grad_mode._state
-NO_EDGE = (None, 0)
+NO_EDGE = None  # an input that needs no gradient (NOTE [Compact edges] in graph.py)
 
 # name -> function, for every public op (the CLI's expression mode and the tests enumerate it)
 REGISTRY: dict[str, object] = {}
@@ -50,7 +50,7 @@ def wrap(data: np.ndarray, grad_fn=None, requires_grad: bool = False) -> Tensor:
     if data.__class__ is not np.ndarray:
         data = np.asarray(data)
     t = _new(Tensor)
-    _init(t, data, grad_fn, requires_grad, [0], 0)
+    _init(t, data, grad_fn, requires_grad, None, 0)
     return t
 
 
@@ -87,23 +87,28 @@ def needs_grad(*ts) -> bool:
 
 
 def edge(t: Tensor):
-    """The (node, input_nr) through which gradient reaches ``t``, or (None, 0)."""
+    """The edge through which gradient reaches ``t``: its node (a pair for outputs > 0 of a
+    multi-output node), or None when it needs no gradient (NOTE [Compact edges])."""
     if not t.requires_grad:
-        return NO_EDGE
+        return None
     fn = t.grad_fn
     if fn is not None:
-        return (fn, t._output_nr)
-    return (t._grad_accumulator(), 0)
+        nr = t._output_nr
+        return fn if nr == 0 else (fn, nr)
+    return t._grad_accumulator()
 
 
 def edges(*ts):
     return tuple(edge(t) if isinstance(t, Tensor) else NO_EDGE for t in ts)
 
 
-def save(t: Tensor) -> SavedTensor:
-    """Save an input for backward (version-stamped)."""
+def save(t: Tensor):
+    """Save an input for backward (version-stamped; see NOTE [Compact saves] in graph.py)."""
     if t._inference:
         raise RuntimeError(INFERENCE_SAVE_ERROR)
+    vc = t._vc
+    if (vc is None or vc[0] == 0) and not _saved_hooks_stack:
+        return t
     return SavedTensor(t, False)
 
 
@@ -132,7 +137,7 @@ def result(data: np.ndarray, node: Node | None) -> Tensor:
     if data.__class__ is not np.ndarray:
         data = np.asarray(data)
     t = _new(Tensor)
-    _init(t, data, node, node is not None, [0], 0)
+    _init(t, data, node, node is not None, None, 0)
     return t
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
 from autodiag.ops._core import _state, as_tensor_operand, edge, result
-from autodiag.tensor import Tensor
+from autodiag.tensor import Tensor, vc_of
 from autodiag.trace.sites import user_site
 
 LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -44,7 +44,7 @@ def check_inplace(t: Tensor, op_name: str) -> None:
 
 def bump_version(t: Tensor, op_name: str) -> None:
     """Bump the shared version counter and remember where the write happened."""
-    vc = t._vc
+    vc = vc_of(t)
     vc[0] += 1
     site = user_site()
     if len(vc) == 1:
@@ -97,8 +97,8 @@ def _snapshot_saved_self(node, t: Tensor) -> None:
     new = list(saved)
     changed = False
     for i, s in enumerate(saved):
-        if s.__class__ is SavedTensor and s.tensor is t:
-            snap = Tensor._make(t._data.copy(), t.grad_fn, t.requires_grad, [0], t._output_nr)
+        if s is t or (s.__class__ is SavedTensor and s.tensor is t):
+            snap = Tensor._make(t._data.copy(), t.grad_fn, t.requires_grad, None, t._output_nr)
             if t.grad_fn is None and t.requires_grad:
                 snap._acc = t._acc
             new[i] = SavedTensor(snap, False)
@@ -113,7 +113,8 @@ def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
         return
     for s in saved:
         if s.__class__ is SavedTensor and s.tensor is None and s.vc is r._vc:
-            s.data, s.vc, s.version = t._data, t._vc, t._vc[0]
+            s.data, s.vc = t._data, vc_of(t)
+            s.version = s.vc[0]
 
 
 def _tname(d) -> str:
@@ -171,11 +172,11 @@ class FillBackward3(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self.next_functions
+        nf = self._next
         gv = None
-        if nf[1][0] is not None:
+        if nf[1] is not None:
             gv = np.asarray(g.sum()) if xp.arrays else g.sum()
-        return (g * 0 if nf[0][0] is not None else None, gv)
+        return (g * 0 if nf[0] is not None else None, gv)
 
 
 def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
@@ -215,9 +216,9 @@ class CopyBackwards(Node):
         return "torch::autograd::CopyBackwards"  # a C++ node in PyTorch
 
     def backward(self, xp, g):
-        nf = self.next_functions
-        gs = xp.sum_to(g, self.src_shape) if nf[1][0] is not None else None
-        return (g * 0 if nf[0][0] is not None else None, gs)
+        nf = self._next
+        gs = xp.sum_to(g, self.src_shape) if nf[1] is not None else None
+        return (g * 0 if nf[0] is not None else None, gs)
 
 
 def _copy_result(t: Tensor, src) -> Tensor:
@@ -251,10 +252,10 @@ class CopySlices(Node):
         return "torch::autograd::CopySlices"  # a C++ node in PyTorch, named with its namespace
 
     def backward(self, xp, g):
-        nf = self.next_functions
+        nf = self._next
         gx = gv = None
         idx = self.index
-        if nf[0][0] is not None:
+        if nf[0] is not None:
             if xp.arrays:
                 gx = g.copy()
                 gx[idx] = 0
@@ -262,7 +263,7 @@ class CopySlices(Node):
                 mask = np.ones(g._data.shape, dtype=bool)
                 mask[idx] = False
                 gx = g * mask
-        if nf[1][0] is not None:
+        if nf[1] is not None:
             gv = xp.sum_to(g[idx], self.src_shape)
         return (gx, gv)
 

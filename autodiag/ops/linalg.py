@@ -25,10 +25,10 @@ class _Product(Node):
     _saved_names = ("self", "mat2")
 
     def _record(self, a, b, out):
-        nf = self.next_functions
+        nf = self._next
         # a's gradient needs b and vice versa: save only what a needed gradient uses
-        self._saved = (save(a) if nf[1][0] is not None else None,
-                       save(b) if nf[0][0] is not None else None)
+        self._saved = (save(a) if nf[1] is not None else None,
+                       save(b) if nf[0] is not None else None)
         return result(out, self)
 
 
@@ -36,9 +36,9 @@ class MmBackward0(_Product):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self.next_functions
-        ga = xp.matmul(g, xp.mT(self.saved(xp, 1))) if nf[0][0] is not None else None
-        gb = xp.matmul(xp.mT(self.saved(xp, 0)), g) if nf[1][0] is not None else None
+        nf = self._next
+        ga = xp.matmul(g, xp.mT(self.saved(xp, 1))) if nf[0] is not None else None
+        gb = xp.matmul(xp.mT(self.saved(xp, 0)), g) if nf[1] is not None else None
         return (ga, gb)
 
 
@@ -87,12 +87,12 @@ class MvBackward0(_Product):
     _saved_names = ("self", "vec")
 
     def backward(self, xp, g):
-        nf = self.next_functions
+        nf = self._next
         if xp.arrays:
-            ga = np.multiply.outer(g, self.saved(xp, 1)) if nf[0][0] is not None else None
+            ga = np.multiply.outer(g, self.saved(xp, 1)) if nf[0] is not None else None
         else:
-            ga = g.unsqueeze(1) * self.saved(xp, 1) if nf[0][0] is not None else None
-        gb = xp.matmul(xp.mT(self.saved(xp, 0)), g) if nf[1][0] is not None else None
+            ga = g.unsqueeze(1) * self.saved(xp, 1) if nf[0] is not None else None
+        gb = xp.matmul(xp.mT(self.saved(xp, 0)), g) if nf[1] is not None else None
         return (ga, gb)
 
 
@@ -113,9 +113,9 @@ class DotBackward0(_Product):
     _saved_names = ("self", "tensor")
 
     def backward(self, xp, g):
-        nf = self.next_functions
-        return (g * self.saved(xp, 1) if nf[0][0] is not None else None,
-                g * self.saved(xp, 0) if nf[1][0] is not None else None)
+        nf = self._next
+        return (g * self.saved(xp, 1) if nf[0] is not None else None,
+                g * self.saved(xp, 0) if nf[1] is not None else None)
 
 
 @register()

@@ -25,7 +25,7 @@ from autodiag.ops._core import (
     save_output,
     set_broadcast_meta,
 )
-from autodiag.tensor import Tensor
+from autodiag.tensor import Tensor, _new
 
 _SELF, _RESULT, _NONE = 0, 1, 2
 _FOR_OTHER, _ALWAYS = 1, 2  # when _binary saves an operand
@@ -42,10 +42,15 @@ def _float_data(x: Tensor) -> np.ndarray:
 def _unary(x, fn, cls, saves: int, float_only: bool = True) -> Tensor:
     if not isinstance(x, Tensor):
         x = as_tensor_operand(x)
-    out = fn(_float_data(x) if float_only else x._data)
+    d = x._data
+    out = fn(d if d.dtype.kind == "f" or not float_only else _float_data(x))
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)
     if _state[0] and x.requires_grad:
-        node = cls((edge(x),))
-        r = result(out, node)
+        fx = x.grad_fn
+        node = cls((fx if fx is not None and not x._output_nr else edge(x),))
+        r = _new(Tensor)
+        r._data, r.grad_fn, r.requires_grad, r._vc = out, node, True, None
         if saves == _SELF:
             node._saved = (save(x),)
         elif saves == _RESULT:
@@ -503,32 +508,52 @@ def _operands(a, b, true_divide: bool = False):
     return ad.astype(dt, copy=False), b
 
 
-def _binary(a, b, fn, cls, save_a: bool, save_b: bool, true_divide: bool = False) -> Tensor:
-    """Record ``fn(a, b)``: save ``a`` if ``save_a`` and b needs grad... (see callers)."""
-    if not isinstance(a, Tensor):
-        a = as_tensor_operand(a)
-    if isinstance(b, np.ndarray):
-        b = as_tensor_operand(b)
-    ad, bd = _operands(a, b, true_divide)
+def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) -> Tensor:
+    """Record ``fn(a, b)``. ``save_a``/``save_b``: 0 never, _FOR_OTHER when the other input's
+    gradient uses it, _ALWAYS when both gradients do. ``b`` may be a Python scalar."""
+    if a.__class__ is Tensor and b.__class__ is Tensor:
+        # hot path: two plain tensors of one dtype need no coercion or promotion
+        ad, bd = a._data, b._data
+        if ad.dtype is not bd.dtype or (true_divide and ad.dtype.kind != "f"):
+            ad, bd = _operands(a, b, true_divide)
+        b_is_t = True
+    else:
+        if not isinstance(a, Tensor):
+            a = as_tensor_operand(a)
+        if isinstance(b, np.ndarray):
+            b = as_tensor_operand(b)
+        ad, bd = _operands(a, b, true_divide)
+        b_is_t = isinstance(b, Tensor)
     out = fn(ad, bd)
-    b_is_t = isinstance(b, Tensor)
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)  # numpy hands back scalars for 0-d results
     if _state[0] and (a.requires_grad or (b_is_t and b.requires_grad)):
-        ea = edge(a)
-        eb = edge(b) if b_is_t else NO_EDGE
+        # edge() inlined for the common case (hot path)
+        fa = a.grad_fn
+        ea = fa if fa is not None and not a._output_nr else edge(a)
+        if b_is_t:
+            fb = b.grad_fn
+            eb = fb if fb is not None and not b._output_nr else edge(b)
+        else:
+            eb = None
         node = cls((ea, eb))
-        r = result(out, node)
-        # save each operand only when a needed gradient uses it (as PyTorch does):
-        # _FOR_OTHER = used by the other input's gradient, _ALWAYS = used by both.
+        r = _new(Tensor)
+        r._data, r.grad_fn, r.requires_grad, r._vc = out, node, True, None
+        # save each operand only when a needed gradient uses it (as PyTorch does);
         # PyTorch saves `other` before `self` (pack hooks see that order).
         if b_is_t:
-            sb = save(b) if save_b == _ALWAYS or (save_b and ea[0] is not None) else None
-            set_broadcast_meta(node, out, a, b)
+            sb = save(b) if save_b == _ALWAYS or (save_b and ea is not None) else None
+            shape, dt = out.shape, out.dtype
+            if a._data.shape != shape or bd.shape != shape or a._data.dtype is not dt or \
+                    b._data.dtype is not dt:
+                set_broadcast_meta(node, out, a, b)
         else:
-            sb = b
+            sb = b if save_b else None  # a scalar is kept only when a formula reads it
             if out.dtype != ad.dtype:
                 node._input_meta = ((ad.shape, a._data.dtype), None)
-        sa = save(a) if save_a == _ALWAYS or (save_a and eb[0] is not None) else None
-        node._saved = (sa, sb)
+        sa = save(a) if save_a == _ALWAYS or (save_a and eb is not None) else None
+        if sa is not None or sb is not None:
+            node._saved = (sa, sb)
         return r
     return result(out, None)
 
@@ -539,25 +564,38 @@ class _Binary(Node):
 
     def _saved_extra(self):
         other = self._saved[1] if isinstance(self._saved, tuple) else None
-        return {"other": other} if other is not None and not hasattr(other, "vc") else {}
+        return {"other": other} if isinstance(other, (int, float, bool)) else {}
 
 
 class AddBackward0(_Binary):
-    __slots__ = ("alpha",)
+    __slots__ = ()
     _saved_names = ()
+    alpha = 1  # a node with another alpha is an instance of _with_alpha(cls)
 
     def backward(self, xp, g):
-        nf = self.next_functions
-        return (g if nf[0][0] is not None else None,
-                (g if self.alpha == 1 else g * self.alpha) if nf[1][0] is not None else None)
+        nf = self._next
+        return (g if nf[0] is not None else None,
+                (g if self.alpha == 1 else g * self.alpha) if nf[1] is not None else None)
 
     def _saved_extra(self):
         return {"alpha": self.alpha}
 
 
+def _with_alpha(cls):
+    """The same node class (same name) with an ``alpha`` slot, for add/sub with alpha != 1."""
+    sub = _ALPHA_CLASSES.get(cls)
+    if sub is None:
+        sub = _ALPHA_CLASSES[cls] = type(cls.__name__, (cls,), {"__slots__": ("alpha",)})
+    return sub
+
+
+_ALPHA_CLASSES: dict = {}
+
+
 def _add_sub(input, other, alpha, np_fn, cls):
-    fn = np_fn if alpha == 1 else (lambda x, y: np_fn(x, y * alpha))
-    r = _binary(input, other, fn, cls, False, False)
+    if alpha == 1:
+        return _binary(input, other, np_fn, cls, 0, 0)
+    r = _binary(input, other, lambda x, y: np_fn(x, y * alpha), _with_alpha(cls), 0, 0)
     if r.grad_fn is not None:
         r.grad_fn.alpha = alpha
     return r
@@ -565,6 +603,8 @@ def _add_sub(input, other, alpha, np_fn, cls):
 
 @register()
 def add(input, other, *, alpha=1):
+    if alpha == 1 and input.__class__ is Tensor:
+        return _binary(input, other, np.add, AddBackward0, 0, 0)
     if not isinstance(input, Tensor) and alpha == 1:
         input, other = other, input  # 2 + x records AddBackward0(x, None), as PyTorch
     return _add_sub(input, other, alpha, np.add, AddBackward0)
@@ -574,9 +614,9 @@ class SubBackward0(AddBackward0):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self.next_functions
-        return (g if nf[0][0] is not None else None,
-                (-g if self.alpha == 1 else g * -self.alpha) if nf[1][0] is not None else None)
+        nf = self._next
+        return (g if nf[0] is not None else None,
+                (-g if self.alpha == 1 else g * -self.alpha) if nf[1] is not None else None)
 
 
 _BOOL_SUB_ERROR = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
@@ -626,9 +666,9 @@ class MulBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self.next_functions
-        return (g * self.saved(xp, 1) if nf[0][0] is not None else None,
-                g * self.saved(xp, 0) if nf[1][0] is not None else None)
+        nf = self._next
+        return (g * self.saved(xp, 1) if nf[0] is not None else None,
+                g * self.saved(xp, 0) if nf[1] is not None else None)
 
 
 @register()
@@ -645,10 +685,10 @@ class DivBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self.next_functions
+        nf = self._next
         b = self.saved(xp, 1)
-        ga = g / b if nf[0][0] is not None else None
-        gb = -g * self.saved(xp, 0) / (b * b) if nf[1][0] is not None else None
+        ga = g / b if nf[0] is not None else None
+        gb = -g * self.saved(xp, 0) / (b * b) if nf[1] is not None else None
         return (ga, gb)
 
 
@@ -738,11 +778,11 @@ class RemainderBackward1(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self.next_functions
+        nf = self._next
         gb = None
-        if nf[1][0] is not None:
+        if nf[1] is not None:
             gb = -g * xp.floor(self.saved(xp, 0) / self.saved(xp, 1))
-        return (g if nf[0][0] is not None else None, gb)
+        return (g if nf[0] is not None else None, gb)
 
 
 @register()
@@ -786,12 +826,12 @@ class PowBackward1(Node):
     _saved_names = ("self", "exponent", "result")
 
     def backward(self, xp, g):
-        nf = self.next_functions
+        nf = self._next
         x, p = self.saved(xp, 0), self.saved(xp, 1)
         gx = gp = None
-        if nf[0][0] is not None:
+        if nf[0] is not None:
             gx = xp.where(p == 0, g * 0, g * (p * x ** (p - 1)))
-        if nf[1][0] is not None:
+        if nf[1] is not None:
             r = self.saved(xp, 2)
             gp = xp.where((x == 0) & (p >= 0), g * 0, g * (r * xp.log(x)))
         return (gx, gp)
@@ -873,9 +913,9 @@ class MaximumBackward0(_Binary):
 
     def backward(self, xp, g):
         a, b = self.saved(xp, 0), self.saved(xp, 1)
-        nf = self.next_functions
-        ga = xp.where(a == b, g / 2, g * (a > b)) if nf[0][0] is not None else None
-        gb = xp.where(a == b, g / 2, g * (a < b)) if nf[1][0] is not None else None
+        nf = self._next
+        ga = xp.where(a == b, g / 2, g * (a > b)) if nf[0] is not None else None
+        gb = xp.where(a == b, g / 2, g * (a < b)) if nf[1] is not None else None
         return (ga, gb)
 
 
@@ -884,9 +924,9 @@ class MinimumBackward0(_Binary):
 
     def backward(self, xp, g):
         a, b = self.saved(xp, 0), self.saved(xp, 1)
-        nf = self.next_functions
-        ga = xp.where(a == b, g / 2, g * (a < b)) if nf[0][0] is not None else None
-        gb = xp.where(a == b, g / 2, g * (a > b)) if nf[1][0] is not None else None
+        nf = self._next
+        ga = xp.where(a == b, g / 2, g * (a < b)) if nf[0] is not None else None
+        gb = xp.where(a == b, g / 2, g * (a > b)) if nf[1] is not None else None
         return (ga, gb)
 
 
@@ -921,10 +961,10 @@ class WhereBackward0(Node):
 
     def backward(self, xp, g):
         c = self.saved(xp, 0)
-        nf = self.next_functions
+        nf = self._next
         z = g * 0
-        return (xp.where(c, g, z) if nf[0][0] is not None else None,
-                xp.where(c, z, g) if nf[1][0] is not None else None)
+        return (xp.where(c, g, z) if nf[0] is not None else None,
+                xp.where(c, z, g) if nf[1] is not None else None)
 
 
 @register()

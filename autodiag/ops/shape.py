@@ -22,11 +22,11 @@ from autodiag.ops._core import (
     set_broadcast_meta,
     wrap_dim,
 )
-from autodiag.tensor import Tensor
+from autodiag.tensor import Tensor, vc_of
 
 
 def _make_view(x: Tensor, data: np.ndarray, node, view_fn=None) -> Tensor:
-    t = Tensor._make(data, node, node is not None, x._vc)
+    t = Tensor._make(data, node, node is not None, vc_of(x))
     t._base = x._base if x._base is not None else x
     if view_fn is not None:
         t._view_fn = view_fn
@@ -625,7 +625,7 @@ class StackBackward0(Node):
 
     def backward(self, xp, g):
         n = g.shape[self.dim]
-        return tuple(g[(slice(None),) * self.dim + (i,)] if self.next_functions[i][0] else None
+        return tuple(g[(slice(None),) * self.dim + (i,)] if self._next[i] else None
                      for i in range(n))
 
     def _saved_extra(self):
