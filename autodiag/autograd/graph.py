@@ -9,10 +9,12 @@ through a weak reference, and ``retain_grad`` hooks hold their tensor weakly. So
 reference to a loss frees its whole graph by reference counting alone, with no cyclic GC.
 
 NOTE [Version counters]
-Every tensor carries ``_vc``, a one-element list shared by the tensor, all its views and its base.
-In-place ops bump ``_vc[0]``. A saved tensor records the counter and its value at save time; on
-unpack a different value raises PyTorch's "modified by an inplace operation" error. autodiag also
-records *where* each bump happened (``_vc_sites``) so the error can name the line that wrote.
+A tensor's ``_vc`` is a list ``[version]`` shared by the tensor, all its views and its base, or
+None until something needs it (a view, a save at a non-zero version, an in-place write): most
+tensors never do, and a missing counter reads as version 0 (``tensor.vc_of`` creates it).
+In-place ops bump ``_vc[0]`` and store ``(op name, site)`` of the write in ``_vc[1]``, so the
+"modified by an inplace operation" error can name the line that wrote. A saved tensor records
+the version it had; on unpack a different version raises that error.
 """
 
 from __future__ import annotations
