@@ -181,6 +181,16 @@ def wrap_dim(d: int, ndim: int) -> int:
     return dims[0] if dims else 0
 
 
+class IdentityBackward(Node):
+    """Base of nodes whose gradient passes through unchanged (clone, dtype copies, ...); the
+    engine still sums it to the input's shape and casts it to the input's dtype."""
+
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g,)
+
+
 # ---------------------------------------------------------------------------------------------
 # The backward vocabularies
 # ---------------------------------------------------------------------------------------------

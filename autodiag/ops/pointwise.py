@@ -16,6 +16,7 @@ from autodiag.autograd.graph import Node
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
+    IdentityBackward,
     _state,
     as_tensor_operand,
     edge,
@@ -767,11 +768,8 @@ def floor_divide(input, other):
     return result(out, None)
 
 
-class RemainderBackward0(Node):
+class RemainderBackward0(IdentityBackward):
     __slots__ = ()
-
-    def backward(self, xp, g):
-        return (g,)
 
 
 class RemainderBackward1(_Binary):

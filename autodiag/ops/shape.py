@@ -13,6 +13,7 @@ import numpy as np
 from autodiag import dtypes
 from autodiag.autograd.graph import Node
 from autodiag.ops._core import (
+    IdentityBackward,
     _state,
     as_tensor_operand,
     edge,
@@ -838,11 +839,8 @@ def masked_fill(input, mask, value):
 # --- copies and dtype conversion -------------------------------------------------------------
 
 
-class CloneBackward0(Node):
+class CloneBackward0(IdentityBackward):
     __slots__ = ()
-
-    def backward(self, xp, g):
-        return (g,)
 
 
 @register()
@@ -860,11 +858,8 @@ def contiguous(input, memory_format=None):
     return clone(input)
 
 
-class ToCopyBackward0(Node):
-    __slots__ = ()
-
-    def backward(self, xp, g):
-        return (g,)  # the engine casts back to the input dtype (_input_meta)
+class ToCopyBackward0(IdentityBackward):
+    __slots__ = ()  # the engine casts the gradient back to the input dtype (_input_meta)
 
 
 def _to_dtype(x: Tensor, dt: dtypes.dtype, copy: bool = False) -> Tensor:
