@@ -92,12 +92,6 @@ def _add(a, b):
     return a + b
 
 
-def _to_grad_value(g, create_graph: bool):
-    """Gradients flow as arrays, or as Tensors when the backward itself is recorded."""
-    if create_graph:
-        return g if isinstance(g, Tensor) else wrap(np.asarray(g))
-    return g._data if isinstance(g, Tensor) else g
-
 
 def execute(root_edges, root_grads, task: GraphTask) -> None:
     create_graph = task.create_graph

@@ -69,23 +69,6 @@ def as_tensor_operand(x, like: Tensor | None = None) -> Tensor:
     from autodiag.ops.factories import tensor
 
     return tensor(x)
-
-
-def is_scalar(x) -> bool:
-    return isinstance(x, (numbers.Number, np.bool_)) and not isinstance(x, Tensor)
-
-
-def needs_grad(*ts) -> bool:
-    """True when recording: grad mode on and some input requires grad."""
-    if not _state[0]:
-        return False
-    for t in ts:
-        if t is not None and t.__class__ is not float and t.__class__ is not int and \
-                getattr(t, "requires_grad", False):
-            return True
-    return False
-
-
 def edge(t: Tensor):
     """The edge through which gradient reaches ``t``: its node (a pair for outputs > 0 of a
     multi-output node), or None when it needs no gradient (NOTE [Compact edges])."""
@@ -96,10 +79,6 @@ def edge(t: Tensor):
         nr = t._output_nr
         return fn if nr == 0 else (fn, nr)
     return t._grad_accumulator()
-
-
-def edges(*ts):
-    return tuple(edge(t) if isinstance(t, Tensor) else NO_EDGE for t in ts)
 
 
 def save(t: Tensor):
@@ -123,15 +102,6 @@ INFERENCE_SAVE_ERROR = (
     "to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
     "`torch.inference_mode()`."
 )
-
-
-def check_inference(*ts) -> None:
-    for t in ts:
-        if isinstance(t, Tensor) and t._inference and not _state[1]:
-            if t.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in ts):
-                raise RuntimeError(INFERENCE_SAVE_ERROR)
-
-
 def result(data: np.ndarray, node: Node | None) -> Tensor:
     """The op's output tensor; ``node`` None means nothing is recorded."""
     if data.__class__ is not np.ndarray:
@@ -326,8 +296,3 @@ class _TensorOps:
 
 
 TENSOR = _TensorOps()
-
-
-def data_of(x):
-    """numpy data of a Tensor, or the value itself."""
-    return x._data if isinstance(x, Tensor) else x

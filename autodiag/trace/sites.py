@@ -13,10 +13,6 @@ import sys
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def _inside_autodiag(filename: str) -> bool:
-    return filename.startswith(_PKG_DIR)
-
-
 def user_site(skip: int = 1):
     """(code, lineno) of the innermost frame outside the autodiag package, or None."""
     f = sys._getframe(skip)
@@ -26,21 +22,6 @@ def user_site(skip: int = 1):
             return (code, f.f_lineno)
         f = f.f_back
     return None
-
-
-def user_stack(skip: int = 1, limit: int = 64) -> list:
-    """The user's frames (outermost first), each (code, lineno); autodiag frames skipped."""
-    out = []
-    f = sys._getframe(skip)
-    while f is not None and len(out) < limit:
-        code = f.f_code
-        if not code.co_filename.startswith(_PKG_DIR):
-            out.append((code, f.f_lineno))
-        f = f.f_back
-    out.reverse()
-    return out
-
-
 def format_site(site) -> dict | None:
     """{'file', 'line', 'function', 'code'} for a captured site."""
     if site is None:
