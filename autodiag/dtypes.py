@@ -19,10 +19,12 @@ __all__ = [
 class dtype:
     """A tensor element type, e.g. ``autodiag.float32``."""
 
-    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_kind")
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_kind",
+                 "scalar_name")
 
-    def __init__(self, name: str, np_dtype, kind: int):
+    def __init__(self, name: str, np_dtype, kind: int, scalar_name: str):
         self.name = name
+        self.scalar_name = scalar_name  # PyTorch's ScalarType name in messages: "Float", "Long"
         self.np = np.dtype(np_dtype)
         self._kind = kind  # 0 bool, 1 integer, 2 floating: the promotion category
         self.is_floating_point = kind == 2
@@ -32,19 +34,24 @@ class dtype:
     def __repr__(self) -> str:
         return f"autodiag.{self.name}"
 
+    @property
+    def legacy_type_name(self) -> str:
+        """PyTorch's legacy tensor type name, as ``Tensor.type()`` and messages print it."""
+        return f"torch.{self.scalar_name}Tensor"
+
     def __reduce__(self):
         return self.name
 
 
-bool = dtype("bool", np.bool_, 0)  # noqa: A001 - torch.bool
-uint8 = dtype("uint8", np.uint8, 1)
-int8 = dtype("int8", np.int8, 1)
-int16 = dtype("int16", np.int16, 1)
-int32 = dtype("int32", np.int32, 1)
-int64 = dtype("int64", np.int64, 1)
-float16 = dtype("float16", np.float16, 2)
-float32 = dtype("float32", np.float32, 2)
-float64 = dtype("float64", np.float64, 2)
+bool = dtype("bool", np.bool_, 0, "Bool")  # noqa: A001 - torch.bool
+uint8 = dtype("uint8", np.uint8, 1, "Byte")
+int8 = dtype("int8", np.int8, 1, "Char")
+int16 = dtype("int16", np.int16, 1, "Short")
+int32 = dtype("int32", np.int32, 1, "Int")
+int64 = dtype("int64", np.int64, 1, "Long")
+float16 = dtype("float16", np.float16, 2, "Half")
+float32 = dtype("float32", np.float32, 2, "Float")
+float64 = dtype("float64", np.float64, 2, "Double")
 half, float, double = float16, float32, float64  # noqa: A001
 long, int, short = int64, int32, int16  # noqa: A001
 

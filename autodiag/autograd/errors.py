@@ -23,9 +23,7 @@ def forward_op_name(node) -> str:
 
 
 def _type_str(t) -> str:
-    name = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor",
-            "bool": "BoolTensor", "float16": "HalfTensor", "int32": "IntTensor"}
-    return f"torch.{name.get(t.dtype.name, t.dtype.name)}"
+    return t.dtype.legacy_type_name
 
 
 def inplace_modified_message(saved, node) -> str:

@@ -71,8 +71,8 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     if rd.dtype != t._data.dtype:
         if not np.can_cast(rd.dtype, t._data.dtype, casting="same_kind") or (
                 rd.dtype.kind == "f" and t._data.dtype.kind in "biu"):
-            raise RuntimeError(f"result type {_tname(rd.dtype)} can't be cast to the desired "
-                               f"output type {_tname(t._data.dtype)}")
+            raise RuntimeError(f"result type {r.dtype.scalar_name} can't be cast to the desired "
+                               f"output type {t.dtype.scalar_name}")
     if rd.shape != t._data.shape:
         raise RuntimeError(f"output with shape [{', '.join(map(str, t._data.shape))}] doesn't "
                            f"match the broadcast shape [{', '.join(map(str, rd.shape))}]")
@@ -115,11 +115,6 @@ def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
         if s.__class__ is SavedTensor and s.tensor is None and s.vc is r._vc:
             s.data, s.vc = t._data, vc_of(t)
             s.version = s.vc[0]
-
-
-def _tname(d) -> str:
-    return {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool",
-            "int32": "Int", "float16": "Half"}.get(d.name, d.name)
 
 
 # --- the in-place methods ---------------------------------------------------------------------

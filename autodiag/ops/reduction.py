@@ -116,7 +116,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     d = x._data
     if d.dtype.kind != "f" and dtype is None:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
-                           f"floating point or complex dtype. Got: {_type_name(x)}")
+                           f"floating point or complex dtype. Got: {x.dtype.scalar_name}")
     if dtype is not None:
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
@@ -127,12 +127,6 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
         r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
         return r
     return result(out, None)
-
-
-def _type_name(x: Tensor) -> str:
-    return {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float",
-            "float64": "Double", "int16": "Short", "int8": "Char", "uint8": "Byte",
-            "float16": "Half"}[x.dtype.name]
 
 
 def _prod_of_others(x: np.ndarray, axis: int) -> np.ndarray:
@@ -447,7 +441,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
     d = x._data
     if d.dtype.kind != "f":
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {_type_name(x)}")
+                           f"input. Got {x.dtype.scalar_name}")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     a = np.abs(d)
     if ord == float("inf"):
@@ -531,7 +525,7 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
     d = x._data
     if d.dtype.kind != "f":
         raise RuntimeError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
-                           f"'{_type_name(x)}'")
+                           f"'{x.dtype.scalar_name}'")
     dim = wrap_dim(dim, d.ndim)
     ax = dim if d.ndim else None
     m = d.max(axis=ax, keepdims=True) if d.size else d

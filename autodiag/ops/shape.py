@@ -302,7 +302,8 @@ def expand(input, *sizes):
         sizes = tuple(sizes[0])
     d = input._data
     if len(sizes) < d.ndim:
-        raise RuntimeError(f"expand(torch.FloatTensor{{[{', '.join(map(str, d.shape))}]}}, "
+        dims = ", ".join(map(str, d.shape))
+        raise RuntimeError(f"expand({input.dtype.legacy_type_name}{{[{dims}]}}, "
                            f"size=[{', '.join(map(str, sizes))}]): the number of sizes provided "
                            f"({len(sizes)}) must be greater or equal to the number of dimensions "
                            f"in the tensor ({d.ndim})")
@@ -910,10 +911,7 @@ def type_as(input, other):
 
 def _type(self, dtype=None):
     if dtype is None:
-        return {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor",
-                "int64": "torch.LongTensor", "bool": "torch.BoolTensor",
-                "int32": "torch.IntTensor", "float16": "torch.HalfTensor"}.get(
-            self.dtype.name, self.dtype.name)
+        return self.dtype.legacy_type_name
     return _to_dtype(self, dtype)
 
 
