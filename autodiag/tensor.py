@@ -45,6 +45,7 @@ class Tensor:
     _base = None  # the tensor this one is a view of
     _acc = None  # weakref to the leaf's AccumulateGrad
     _hooks = None  # leaf tensor hooks
+    _post_acc_hooks = None  # register_post_accumulate_grad_hook
     _retains_grad = False
     _inference = False  # created under inference_mode
     _view_fn = None  # replays this view on another tensor of the base's shape (in-place on views)
@@ -268,8 +269,9 @@ class Tensor:
                                "tensors")
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        d = self.__dict__.setdefault("_post_acc_hooks", _HookDict())
-        return _add_hook(d, hook)
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = _HookDict()
+        return _add_hook(self._post_acc_hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the ``.grad`` of the leaves."""

@@ -301,7 +301,7 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
             var._grad = wrap(var._grad._data + ga)
         else:
             var._grad._data += ga
-    post = var.__dict__.get("_post_acc_hooks") if hasattr(var, "__dict__") else None
+    post = var._post_acc_hooks
     if post:
         for fn in list(post.values()):
             fn(var)

@@ -58,9 +58,7 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     check_inplace(t, op_name)
     recording = _state[0] and (t.requires_grad or any(
         isinstance(o, Tensor) and o.requires_grad for o in others))
-    if recording and t._base is not None and (t._base.requires_grad or t.requires_grad or
-                                              any(isinstance(o, Tensor) and o.requires_grad
-                                                  for o in others)):
+    if recording and t._base is not None:
         raise RuntimeError(
             f"autodiag: in-place {op_name} on a view of a tensor that takes part in autograd is "
             f"not supported (PyTorch rebases the base's history through CopySlices). Write the "
