@@ -62,8 +62,6 @@ def _make_grads(outputs, grad_outputs, create_graph: bool) -> list:
         if not isinstance(g, Tensor):
             g = wrap(np.asarray(g, dtype=out._data.dtype))
         if g._data.shape != out._data.shape:
-            if g._data.size == out._data.size and False:
-                pass
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                f"{_size(g._data.shape)} and output[{i}] has a shape of "
                                f"{_size(out._data.shape)}.")

@@ -185,8 +185,8 @@ class _ArrayOps:
     """Backward vocabulary on numpy arrays (first-order backward)."""
 
     arrays = True
-    exp, log, sin, cos, tanh, sqrt, sign, abs, floor = (np.exp, np.log, np.sin, np.cos, np.tanh,
-                                                        np.sqrt, np.sign, np.abs, np.floor)
+    exp, log, sin, cos, tanh, sign, abs, floor = (np.exp, np.log, np.sin, np.cos, np.tanh,
+                                                  np.sign, np.abs, np.floor)
     where = staticmethod(np.where)
 
     @staticmethod
@@ -227,13 +227,7 @@ class _ArrayOps:
     def zeros(shape, like):
         return np.zeros(shape, dtype=like.dtype)
 
-    @staticmethod
-    def cast(g, like):
-        return g.astype(like.dtype, copy=False)
 
-    @staticmethod
-    def is_tensor(x):
-        return False
 
 
 ARRAY = _ArrayOps()
@@ -286,13 +280,7 @@ class _TensorOps:
     def zeros(shape, like):
         return wrap(np.zeros(shape, dtype=like._data.dtype))
 
-    @staticmethod
-    def cast(g, like):
-        return g.to(like.dtype)
 
-    @staticmethod
-    def is_tensor(x):
-        return isinstance(x, Tensor)
 
 
 TENSOR = _TensorOps()
