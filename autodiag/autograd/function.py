@@ -228,20 +228,18 @@ class Function(metaclass=FunctionMeta):
             wrapped.append(t)
         node._out_meta = tuple(metas)
         node._num_outputs = len(outs)
-        out_ids = {id(t): t for t in wrapped if isinstance(t, Tensor)}
-        orig_ids = {id(o): w for o, w in zip(outs, wrapped)}
+        # saved outputs are kept as outputs (array + counter): no node -> tensor -> node cycle
+        wrapped_of = {id(o): w for o, w in zip(outs, wrapped)}
         saved = []
         for t in node.to_save or ():
             if t is None:
                 saved.append(None)
-            elif id(t) in orig_ids and isinstance(orig_ids[id(t)], Tensor) and \
-                    orig_ids[id(t)].grad_fn is node:
-                saved.append(SavedTensor(orig_ids[id(t)], True))
+            elif isinstance(wrapped_of.get(id(t)), Tensor) and wrapped_of[id(t)].grad_fn is node:
+                saved.append(SavedTensor(wrapped_of[id(t)], True))
             else:
                 saved.append(SavedTensor(t, False))
         node._saved = tuple(saved)
         node.to_save = ()
-        del out_ids
         return wrapped[0] if single else tuple(wrapped)
 
 
