@@ -17,7 +17,7 @@ import numpy as _np
 # NOTE: PyTorch returns inf/nan silently (log(0), 1/0); numpy would warn on every such op.
 _np.seterr(all="ignore")
 
-from autodiag import autograd  # noqa: E402
+from autodiag import autograd, trace  # noqa: E402
 from autodiag._version import __version__  # noqa: E402
 from autodiag.autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402
                                          is_grad_enabled, is_inference_mode_enabled, no_grad,

@@ -14,6 +14,7 @@ import numpy as np
 from autodiag import dtypes
 from autodiag.autograd import grad_mode, graph
 from autodiag.autograd.graph import AccumulateGrad, _add_hook, _HookDict
+from autodiag.trace.events import traced
 
 _grad_state = grad_mode._state
 
@@ -399,6 +400,13 @@ class _Storage:
 
     def nbytes(self) -> int:
         return self._buf.nbytes
+
+
+
+# Tensor methods that leave the graph (a detached copy, a Python number, a numpy array) are
+# reported to tracers as ops: "why is my gradient None" analyses look for them.
+for _name in ("detach", "detach_", "item", "tolist", "numpy"):
+    setattr(Tensor, _name, traced(_name, getattr(Tensor, _name)))
 
 
 def _size_str(shape) -> str:

@@ -102,7 +102,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
         retain_graph = create_graph
     edges = _root_edges(outputs)
     grads = _make_grads(outputs, gts, create_graph)
-    task = GraphTask(retain_graph, create_graph, accumulate=True)
+    task = GraphTask(retain_graph, create_graph, accumulate=True, roots=outputs, inputs=inputs)
     if inputs is not None:
         _set_targets(task, edges, inputs, capture=False)
     execute(edges, grads, task)
@@ -143,7 +143,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
         retain_graph = create_graph
     edges = _root_edges(outs)
     grads = _make_grads(outs, gos, create_graph)
-    task = GraphTask(retain_graph, create_graph, accumulate=False)
+    task = GraphTask(retain_graph, create_graph, accumulate=False, roots=outs, inputs=ins)
     _set_targets(task, edges, ins, capture=True)
     execute(edges, grads, task)
     result = []

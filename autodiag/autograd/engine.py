@@ -22,6 +22,7 @@ from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import AccumulateGrad, children
 from autodiag.ops._core import ARRAY, TENSOR, sum_to_array, wrap
 from autodiag.tensor import Tensor
+from autodiag.trace import events
 
 _state = grad_mode._state
 
@@ -30,9 +31,11 @@ class GraphTask:
     """Options and results of one backward call."""
 
     __slots__ = ("retain_graph", "create_graph", "accumulate", "targets", "captured", "needed",
-                 "execute", "leaf_targets")
+                 "execute", "leaf_targets", "roots", "inputs")
 
-    def __init__(self, retain_graph, create_graph, accumulate):
+    def __init__(self, retain_graph, create_graph, accumulate, roots=(), inputs=None):
+        self.roots = roots  # the tensors backward starts from (for tracers)
+        self.inputs = inputs  # autograd.grad's inputs / backward(inputs=...), or None
         self.retain_graph = retain_graph
         self.create_graph = create_graph
         self.accumulate = accumulate
@@ -119,6 +122,9 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             pushed.add(node)
             heapq.heappush(heap, (-node._seq, tick(), node))
 
+    tracing = bool(events.TRACERS)  # NOTE [Tracing cost]: one check per backward call
+    if tracing:
+        events.emit_backward_begin(task)
     prev_mode = _state[0]
     _state[0] = create_graph
     try:
@@ -129,8 +135,12 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                 grads = [None] * node._num_outputs
             if node.__class__ is AccumulateGrad:
                 _accumulate(node, grads[0], task, xp)
+                if tracing:
+                    events.emit_node_backward(node, grads, ())
                 continue
             outs = _run_node(node, grads, task, xp)
+            if tracing:
+                events.emit_node_backward(node, grads, outs)
             for child, g in zip(node._next, outs):
                 if child is None:
                     continue
@@ -148,6 +158,8 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                     heapq.heappush(heap, (-child._seq, tick(), child))
     finally:
         _state[0] = prev_mode
+        if tracing:
+            events.emit_backward_end(task)
 
 
 def _run_node(node, grads, task: GraphTask, xp):

@@ -14,6 +14,7 @@ from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import ERR_BACKWARD_TWICE, FREED, Node, SavedTensor
 from autodiag.ops._core import NO_EDGE, edge, wrap
 from autodiag.tensor import Tensor, vc_of
+from autodiag.trace import events
 
 _state = grad_mode._state
 
@@ -175,6 +176,14 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        """Run ``forward`` and record one ``<Name>Backward`` node for its outputs."""
+        if not events.TRACERS or events._depth[0]:
+            return cls._record(*args, **kwargs)
+        # the ops inside forward are not recorded, and not reported either: the Function is the op
+        return events.call_traced(cls.__name__, cls._record, args, kwargs)
+
+    @classmethod
+    def _record(cls, *args, **kwargs):
         node = cls._backward_cls()
         is_tensor = tuple(isinstance(a, Tensor) for a in args)
         recording = _state[0] and any(t and a.requires_grad for a, t in zip(args, is_tensor))

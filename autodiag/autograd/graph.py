@@ -23,9 +23,12 @@ import itertools
 import weakref
 from collections import OrderedDict
 
+from autodiag.trace import events as _events
+
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
 
 _next_seq = itertools.count().__next__
+_events._seq_source[0] = _next_seq
 
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "

@@ -19,6 +19,7 @@ from autodiag import dtypes
 from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import Node, SavedTensor, _saved_hooks_stack
 from autodiag.tensor import Tensor, _init, _new
+from autodiag.trace.events import traced
 
 _state = grad_mode._state
 NO_EDGE = None  # an input that needs no gradient (NOTE [Compact edges] in graph.py)
@@ -28,14 +29,21 @@ REGISTRY: dict[str, object] = {}
 
 
 def register(name: str | None = None, method: bool | str = True):
-    """Register an op as ``autodiag.<name>`` and, unless ``method=False``, as a Tensor method."""
+    """Register an op as ``autodiag.<name>`` and, unless ``method=False``, as a Tensor method.
+
+    The function is wrapped so that tracers see its calls (NOTE [Tracing cost] in
+    trace/events.py); the wrapper is what the module, the registry and Tensor hold.
+    """
 
     def deco(fn):
         n = name or fn.__name__
-        REGISTRY[n] = fn
+        if hasattr(fn, "__autodiag_op__"):  # an alias of a registered op: wrap the op once
+            fn = fn.__wrapped__
+        op = traced(n, fn)
+        REGISTRY[n] = op
         if method:
-            setattr(Tensor, n if method is True else method, fn)
-        return fn
+            setattr(Tensor, n if method is True else method, op)
+        return op
 
     return deco
 

@@ -18,6 +18,7 @@ from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
 from autodiag.ops._core import _state, as_tensor_operand, edge, result
 from autodiag.tensor import Tensor, vc_of
+from autodiag.trace import events
 from autodiag.trace.sites import user_site
 
 LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -51,6 +52,8 @@ def bump_version(t: Tensor, op_name: str) -> None:
         vc.append((op_name, site))
     else:
         vc[1] = (op_name, site)
+    if events.TRACERS:
+        events.emit_inplace(t, op_name)
 
 
 def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
@@ -124,6 +127,7 @@ def _method(name: str, fn):
 
     inplace.__name__ = name
     inplace.__doc__ = f"In-place version of ``{fn.__name__}``."
+    inplace = events.traced(name, inplace)
     setattr(Tensor, name, inplace)
     return inplace
 
@@ -198,8 +202,8 @@ def zero_(self):
     return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0, ZeroBackward0))
 
 
-Tensor.fill_ = fill_
-Tensor.zero_ = zero_
+Tensor.fill_ = events.traced("fill_", fill_)
+Tensor.zero_ = events.traced("zero_", zero_)
 
 
 class CopyBackwards(Node):
@@ -230,7 +234,7 @@ def copy_(self, src, non_blocking: bool = False):
     return apply_inplace(self, "copy_", lambda t: _copy_result(t, src), src)
 
 
-Tensor.copy_ = copy_
+Tensor.copy_ = events.traced("copy_", copy_)
 
 
 # --- __setitem__ ------------------------------------------------------------------------------
@@ -321,5 +325,5 @@ def setitem(self, index, value):
     apply_inplace(self, "__setitem__", lambda t: _setitem_result(t, idx, value), value)
 
 
-Tensor.__setitem__ = setitem
+Tensor.__setitem__ = events.traced("__setitem__", setitem)
 

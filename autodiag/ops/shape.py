@@ -24,6 +24,7 @@ from autodiag.ops._core import (
     wrap_dim,
 )
 from autodiag.tensor import Tensor, vc_of
+from autodiag.trace.events import traced
 
 
 def _make_view(x: Tensor, data: np.ndarray, node, view_fn=None) -> Tensor:
@@ -557,7 +558,7 @@ class AliasBackward0(_ShapeNode):
     __slots__ = ()
 
 
-Tensor.__getitem__ = getitem
+Tensor.__getitem__ = traced("__getitem__", getitem)
 
 
 # --- joining and splitting -------------------------------------------------------------------
