@@ -1,4 +1,4 @@
-"""The ``autodiag`` command. Commands arrive with their issues; for now: ``--version``, ``--help``.
+"""The ``autodiag`` command: one thin module per command, registered here.
 
 This package and ``report/`` are the only places that import typer and rich.
 """
@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 from autodiag._version import __version__
+from autodiag.cli import graph as _graph
+from autodiag.cli import trace as _trace
 
 app = typer.Typer(
     name="autodiag",
@@ -17,7 +19,11 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
 )
+
+app.command("graph", no_args_is_help=True)(_graph.graph)
+app.command("trace", no_args_is_help=True)(_trace.trace)
 
 
 def _version(value: bool) -> None:
@@ -34,8 +40,8 @@ def main_callback(
 ) -> None:
     """A graph inspector and gradient debugger for autograd.
 
-    The engine is importable as [bold]import autodiag as torch[/bold]; commands that inspect
-    scripts (graph, trace, gradcheck, anomaly, inplace, leaks, check) are being built.
+    The engine is importable as [bold]import autodiag as torch[/bold]. Exit codes: 0 nothing
+    found, 1 findings, 2 bad invocation or target, 3 the target failed, 130 interrupted.
     """
     if ctx.invoked_subcommand is None and not version:
         typer.echo(ctx.get_help())

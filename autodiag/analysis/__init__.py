@@ -1,0 +1,1 @@
+"""Analyses: tracer events in, plain-data results and Findings out (no printing)."""

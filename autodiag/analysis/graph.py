@@ -1,0 +1,353 @@
+"""Graph capture and walks: which graph ``autodiag graph`` shows, and in which order.
+
+A ``GraphSnapshot`` is a plain-data copy of a grad_fn graph (names, edges, leaves, saved
+tensors, creation sites), taken while the graph is intact — at the start of a backward call,
+before buffers are freed — and holding no reference to any node or tensor, so capturing never
+keeps a script's graph alive. Node ids are positions in breadth-first discovery order from the
+roots. Every walk here is iterative: a 1,000,000-node chain is just a long loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import weakref
+
+from autodiag.analysis.summary import summarize
+from autodiag.autograd.graph import FREED, AccumulateGrad, SavedTensor
+from autodiag.tensor import Tensor
+from autodiag.trace import Tracer
+
+ORDERS = ("tree", "bfs", "dfs", "topo")
+
+
+class GraphSnapshot:
+    """A captured graph. Per node ``i``: ``names[i]``, ``next[i]`` (a tuple of ``(id, input_nr)``
+    or None per input), ``seq[i]`` (creation order), ``leaf[i]`` (``(tensor weakref, shape,
+    dtype)`` for AccumulateGrad), ``saved[i]`` (list of dicts), ``sites[i]`` (a Stack or None)."""
+
+    def __init__(self, call: int, kind: str):
+        self.call = call  # 1-based backward call number; 0 for module-level roots
+        self.kind = kind  # "backward", "grad" or "roots"
+        self.roots: list[int] = []
+        self.root_tensors: list = []  # weakrefs to the root tensors (for naming)
+        self.names: list[str] = []
+        self.next: list[tuple] = []
+        self.seq: list[int] = []
+        self.leaf: list = []
+        self.saved: list = []
+        self.freed: list[bool] = []
+        self.sites: list = []
+        self.values: dict = {}  # id -> summary of the forward value (--values)
+        self.grads: dict = {}  # id -> summaries of incoming gradients (--grads)
+        self.labels: dict = {}  # id -> variable name (leaves and roots), filled by name_nodes
+        self.root_labels: list = []
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    # --- building ---------------------------------------------------------------------------
+
+    @classmethod
+    def capture(cls, root_nodes, call: int, kind: str, sites=None, values=None,
+                index_out: dict | None = None) -> GraphSnapshot:
+        """Copy the graph reachable from ``root_nodes`` (breadth-first ids)."""
+        snap = cls(call, kind)
+        index: dict = {} if index_out is None else index_out
+        order: list = []
+        for n in root_nodes:
+            if n is not None and n not in index:
+                index[n] = len(order)
+                order.append(n)
+        snap.roots = [index[n] for n in root_nodes if n is not None]
+        names, nexts, seqs, leaf, saved, freed, site_list = (
+            snap.names, snap.next, snap.seq, snap.leaf, snap.saved, snap.freed, snap.sites)
+        i = 0
+        while i < len(order):
+            node = order[i]
+            i += 1
+            cls_ = node.__class__
+            names.append(cls_.__name__)  # as torchviz shows it: AccumulateGrad, CopySlices
+            seqs.append(node._seq)
+            edges = []
+            for e in node._next:
+                if e is None:
+                    edges.append(None)
+                    continue
+                if e.__class__ is tuple:
+                    child, nr = e
+                else:
+                    child, nr = e, 0
+                j = index.get(child)
+                if j is None:
+                    j = index[child] = len(order)
+                    order.append(child)
+                edges.append((j, nr))
+            nexts.append(tuple(edges))
+            if cls_ is AccumulateGrad:
+                v = node.variable
+                leaf.append((weakref.ref(v), tuple(v._data.shape), str(v._data.dtype)))
+            else:
+                leaf.append(None)
+            s = node._saved
+            freed.append(s is FREED)
+            saved.append(_saved_info(node) if s and s is not FREED else [])
+            site_list.append(sites.get(node) if sites is not None else None)
+            if values is not None:
+                v = values.get(node)
+                if v is not None:
+                    snap.values[i - 1] = v
+        return snap
+
+    # --- naming -------------------------------------------------------------------------------
+
+    def name_nodes(self, names_by_id: dict) -> None:
+        """Label leaves and roots with the variable names that refer to their tensors."""
+        for i, lf in enumerate(self.leaf):
+            if lf is not None:
+                t = lf[0]()
+                if t is not None and id(t) in names_by_id:
+                    self.labels[i] = names_by_id[id(t)]
+        self.root_labels = []
+        for ref in self.root_tensors:
+            t = ref() if ref is not None else None
+            self.root_labels.append(names_by_id.get(id(t)) if t is not None else None)
+
+    # --- measures -----------------------------------------------------------------------------
+
+    def depth(self) -> int:
+        """The longest root-to-leaf path, in nodes (iterative, over topological order)."""
+        if not self.names:
+            return 0
+        dist = [0] * len(self.names)
+        for r in self.roots:
+            dist[r] = 1
+        for i in self.topo_order():
+            d = dist[i] + 1
+            for e in self.next[i]:
+                if e is not None and dist[e[0]] < d:
+                    dist[e[0]] = d
+        return max(dist)
+
+    def saved_bytes(self) -> int:
+        return sum(s.get("bytes", 0) for group in self.saved for s in group)
+
+    def num_leaves(self) -> int:
+        return sum(1 for lf in self.leaf if lf is not None)
+
+    # --- orders -------------------------------------------------------------------------------
+
+    def bfs_order(self) -> list[int]:
+        return list(range(len(self.names)))  # ids are breadth-first discovery positions
+
+    def dfs_order(self) -> list[int]:
+        """Pre-order depth-first, children in input order, each node once."""
+        seen = bytearray(len(self.names))
+        out = []
+        stack = list(reversed(self.roots))
+        while stack:
+            i = stack.pop()
+            if seen[i]:
+                continue
+            seen[i] = 1
+            out.append(i)
+            for e in reversed(self.next[i]):
+                if e is not None and not seen[e[0]]:
+                    stack.append(e[0])
+        return out
+
+    def topo_order(self) -> list[int]:
+        """The order backward runs the nodes: dependencies first, then newest node first
+        (PyTorch's ready queue; AccumulateGrad before all others when ready)."""
+        n = len(self.names)
+        deps = [0] * n
+        for edges in self.next:
+            for e in edges:
+                if e is not None:
+                    deps[e[0]] += 1
+        heap = []
+        tick = 0
+        for r in dict.fromkeys(self.roots):
+            if deps[r] == 0:
+                heap.append((-self.seq[r], tick, r))
+                tick += 1
+        heapq.heapify(heap)
+        out = []
+        seq = self.seq
+        while heap:
+            i = heapq.heappop(heap)[2]
+            out.append(i)
+            for e in self.next[i]:
+                if e is None:
+                    continue
+                j = e[0]
+                deps[j] -= 1
+                if deps[j] == 0:
+                    heapq.heappush(heap, (-seq[j], tick, j))
+                    tick += 1
+        return out
+
+    def order(self, name: str) -> list[int]:
+        if name == "topo":
+            return self.topo_order()
+        if name == "bfs":
+            return self.bfs_order()
+        return self.dfs_order()  # "dfs", and the tree's line order
+
+    def tree_lines(self, max_depth: int | None = None):
+        """The indented tree: yields ``(node id, depth, input_nr, first_time, last_child,
+        guides)`` in depth-first pre-order. A node reached again (a shared subgraph) is yielded
+        with ``first_time`` False and its children are not repeated. ``guides`` are, for each
+        enclosing level, whether more siblings follow there (for drawing ``│``)."""
+        seen = bytearray(len(self.names))
+        # stack entries: (id, depth, input_nr, is_last_sibling, guides tuple)
+        stack = [(r, 0, None, k == len(self.roots) - 1, ())
+                 for k, r in reversed(list(enumerate(self.roots)))]
+        while stack:
+            i, depth, nr, last, guides = stack.pop()
+            first = not seen[i]
+            seen[i] = 1
+            yield i, depth, nr, first, last, guides
+            if not first or (max_depth is not None and depth >= max_depth):
+                continue
+            edges = [e for e in self.next[i] if e is not None]
+            child_guides = guides + (not last,) if depth else ()
+            for k in range(len(edges) - 1, -1, -1):
+                j, jnr = edges[k]
+                stack.append((j, depth + 1, jnr, k == len(edges) - 1, child_guides))
+
+
+def _saved_info(node) -> list[dict]:
+    out = []
+    names = type(node)._saved_names
+    saved = node._saved
+    if saved.__class__ is not tuple:
+        return out
+    for k, s in enumerate(saved):
+        name = names[k] if k < len(names) else f"saved_{k}"
+        if isinstance(s, Tensor):
+            data, version, current = s._data, 0, (s._vc[0] if s._vc else 0)
+        elif s.__class__ is SavedTensor:
+            if s.unpack_hook is not None:
+                p = s.packed
+                data = p._data if isinstance(p, Tensor) else None
+            else:
+                data = s.tensor._data if s.tensor is not None else s.data
+            version, current = s.version, s.vc[0]
+        else:
+            continue  # a constant kept with the tensors
+        entry = {"name": name, "version": version}
+        if data is not None:
+            entry.update(shape=list(data.shape), dtype=str(data.dtype), bytes=int(data.nbytes))
+        if current != version:
+            entry["current_version"] = current
+        out.append(entry)
+    return out
+
+
+class GraphCapture(Tracer):
+    """Captures the graph of backward calls (the last, the ``call``-th, or all) with the sites
+    where their nodes were created, and optionally forward values and gradients."""
+
+    def __init__(self, call: int | None = None, keep_all: bool = False, values: bool = False,
+                 grads: bool = False):
+        self.want_call = call
+        self.keep_all = keep_all
+        self.want_values = values
+        self.want_grads = grads
+        self.calls = 0
+        self.snapshots: list[GraphSnapshot] = []
+        self._sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._values = weakref.WeakKeyDictionary() if values else None
+        self._index: dict | None = None  # node -> id during a captured backward call
+        self._current: GraphSnapshot | None = None
+
+    def on_op(self, op, node, inputs, outputs, stack):
+        if node is not None:
+            self._sites[node] = stack
+            if self._values is not None and outputs:
+                self._values[node] = summarize(outputs[0])
+
+    def on_backward_begin(self, task):
+        self.calls += 1
+        if self.want_call is not None and self.calls != self.want_call and not self.keep_all:
+            return
+        roots = [t.grad_fn if t.grad_fn is not None else _acc_of(t) for t in task.roots]
+        index: dict = {}
+        snap = GraphSnapshot.capture(roots, self.calls, "backward" if task.accumulate else "grad",
+                                     self._sites, self._values, index)
+        snap.root_tensors = [weakref.ref(t) for t in task.roots]
+        if self.want_grads:
+            self._index, self._current = index, snap
+        if self.keep_all:
+            self.snapshots.append(snap)
+        else:
+            self.snapshots = [snap]
+
+    def on_node_backward(self, node, grad_outputs, grad_inputs):
+        if self._index is not None:
+            i = self._index.get(node)
+            if i is not None:
+                self._current.grads[i] = [summarize(g) for g in grad_outputs]
+
+    def on_backward_end(self, task):
+        self._index = self._current = None  # never keep nodes past their backward
+
+    def roots_snapshot(self, tensors) -> GraphSnapshot:
+        """The graph of tensors found after the run (module-level roots, --root)."""
+        roots = [t.grad_fn if t.grad_fn is not None else _acc_of(t) for t in tensors]
+        snap = GraphSnapshot.capture(roots, 0, "roots", self._sites, self._values)
+        snap.root_tensors = [weakref.ref(t) for t in tensors]
+        return snap
+
+
+def _acc_of(t):
+    return t._grad_accumulator() if t.requires_grad else None
+
+
+def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
+    """Module-level tensors with a grad_fn that feed no other such tensor, as (name, tensor)."""
+    cands = [(k, v) for k, v in namespace.items()
+             if isinstance(v, Tensor) and v.grad_fn is not None and not k.startswith("_")]
+    if not cands:
+        return []
+    own = {}
+    for k, v in cands:
+        own.setdefault(v.grad_fn, k)
+    seen = set()  # nodes that feed some candidate
+    for node in own:
+        stack = _children(node)
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(_children(n))
+    fed = seen
+    out, taken = [], set()
+    for k, v in cands:
+        if v.grad_fn not in fed and v.grad_fn not in taken:
+            taken.add(v.grad_fn)
+            out.append((k, v))
+    return out
+
+
+def _children(node):
+    return [e[0] if e.__class__ is tuple else e for e in node._next if e is not None]
+
+
+def names_by_id(namespace: dict) -> dict:
+    """id(tensor) -> the name a user knows it by: a module-level variable, or
+    ``module.param`` for parameters of module-level nn.Modules."""
+    out: dict = {}
+    for k, v in namespace.items():
+        if k.startswith("__"):
+            continue
+        if isinstance(v, Tensor):
+            out.setdefault(id(v), k)
+        named = getattr(v, "named_parameters", None)
+        if callable(named) and not isinstance(v, type):
+            try:
+                for pname, p in named():
+                    out.setdefault(id(p), f"{k}.{pname}")
+            except Exception:  # noqa: BLE001 - a user object with an odd named_parameters
+                pass
+    return out

@@ -1,0 +1,1 @@
+"""Renderers: findings and analysis results to text (rich), JSON, DOT, Mermaid, files."""

@@ -1,0 +1,274 @@
+"""Renderers of a GraphSnapshot: JSON (DESIGN §4 schema), DOT, Mermaid, and rich text.
+
+All of them are loops over an order of node ids (no recursion), and all honour a ``View``: which
+nodes are shown (``--max-nodes``/``--max-depth``) and which extras (saved, values, grads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from rich.markup import escape
+from rich.text import Text
+
+from autodiag.analysis.graph import GraphSnapshot
+from autodiag.analysis.summary import fmt_summary
+from autodiag.trace.sites import format_site, short_path
+
+
+@dataclasses.dataclass
+class View:
+    order: str = "tree"
+    max_nodes: int | None = None
+    max_depth: int | None = None
+    show_saved: bool = False
+    values: bool = False
+    grads: bool = False
+
+
+def visible(snap: GraphSnapshot, view: View) -> tuple[list[int], int]:
+    """(ids shown in order, number of nodes left out by --max-nodes/--max-depth)."""
+    if view.order == "tree" or view.max_depth is not None:
+        ids, seen = [], set()
+        for i, _depth, _nr, _first, _last, _g in snap.tree_lines(view.max_depth):
+            if i not in seen:
+                seen.add(i)
+                ids.append(i)
+        if view.order != "tree":
+            keep = set(ids)
+            ids = [i for i in snap.order(view.order) if i in keep]
+    else:
+        ids = snap.order(view.order)
+    total_left = len(snap) - len(ids)
+    if view.max_nodes is not None and len(ids) > view.max_nodes:
+        total_left += len(ids) - view.max_nodes
+        ids = ids[:view.max_nodes]
+    return ids, total_left
+
+
+def _created_at(snap: GraphSnapshot, i: int) -> dict | None:
+    st = snap.sites[i]
+    loc = st.location() if st is not None else None
+    if loc is None:
+        return None
+    return {"file": loc["file"], "line": loc["line"], "code": loc["code"]}
+
+
+def _variable(snap: GraphSnapshot, i: int) -> dict | None:
+    lf = snap.leaf[i]
+    if lf is None:
+        return None
+    return {"name": snap.labels.get(i), "shape": list(lf[1]), "dtype": lf[2]}
+
+
+# --- JSON -------------------------------------------------------------------------------------
+
+
+def to_json(snap: GraphSnapshot, view: View) -> dict:
+    ids, left = visible(snap, view)
+    shown = set(ids) if left else None
+    nodes = []
+    for i in sorted(ids):
+        node = {"id": i, "name": snap.names[i],
+                "next": [None if e is None or (shown is not None and e[0] not in shown)
+                         else [e[0], e[1]] for e in snap.next[i]],
+                "variable": _variable(snap, i),
+                "saved": snap.saved[i],
+                "created_at": _created_at(snap, i)}
+        if snap.freed[i]:
+            node["saved_freed"] = True
+        if view.values:
+            node["value"] = snap.values.get(i)
+        if view.grads:
+            node["grad"] = snap.grads.get(i)
+        nodes.append(node)
+    return {"call": snap.call, "kind": snap.kind, "roots": snap.roots,
+            "root_names": snap.root_labels, "nodes": nodes, "order": ids,
+            "summary": summary(snap), "truncated": left}
+
+
+def summary(snap: GraphSnapshot) -> dict:
+    return {"nodes": len(snap), "leaves": snap.num_leaves(), "depth": snap.depth(),
+            "saved_bytes": snap.saved_bytes()}
+
+
+def summary_line(snap: GraphSnapshot, calls: int) -> str:
+    s = summary(snap)
+    what = {"backward": f"backward call {snap.call} of {calls}",
+            "grad": f"autograd.grad call {snap.call} of {calls}",
+            "roots": "module-level tensors (no backward call)"}[snap.kind]
+    leaves = f"{s['leaves']} lea{'f' if s['leaves'] == 1 else 'ves'}"
+    return (f"{s['nodes']} nodes, {leaves}, depth {s['depth']}, saved tensors "
+            f"{_bytes(s['saved_bytes'])} — {what}")
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+# --- DOT and Mermaid ----------------------------------------------------------------------------
+
+
+def _plain_label(snap: GraphSnapshot, i: int) -> str:
+    lf = snap.leaf[i]
+    if lf is not None:
+        name = snap.labels.get(i)
+        shape = "[" + ", ".join(map(str, lf[1])) + "]"
+        return f"{name}\n{shape} {lf[2]}" if name else f"AccumulateGrad\n{shape} {lf[2]}"
+    label = snap.names[i]
+    if i in snap.roots:
+        k = snap.roots.index(i)
+        if k < len(snap.root_labels) and snap.root_labels[k]:
+            label = f"{snap.root_labels[k]} = {label}"
+    return label
+
+
+def to_dot(snap: GraphSnapshot, view: View) -> str:
+    ids, left = visible(snap, view)
+    shown = set(ids)
+    out = ["digraph autodiag {", '  node [shape=box, style="rounded,filled", '
+           'fillcolor="#eeeeee", fontname="Helvetica"];', "  rankdir=BT;"]
+    roots = set(snap.roots)
+    for i in ids:
+        label = _plain_label(snap, i).replace("\\", "\\\\").replace('"', '\\"').replace(
+            "\n", "\\n")
+        color = "#aed6f1" if snap.leaf[i] is not None else "#a9dfbf" if i in roots else \
+            "#eeeeee"
+        out.append(f'  n{i} [label="{label}", fillcolor="{color}"];')
+    for i in ids:
+        for e in snap.next[i]:
+            if e is not None and e[0] in shown:
+                out.append(f"  n{e[0]} -> n{i};")
+    if left:
+        out.append(f'  truncated [shape=note, label="{left} more nodes not shown"];')
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def to_mermaid(snap: GraphSnapshot, view: View) -> str:
+    ids, left = visible(snap, view)
+    shown = set(ids)
+    out = ["flowchart BT"]
+    for i in ids:
+        label = _plain_label(snap, i).replace('"', "#quot;").replace("\n", "<br/>")
+        shape = ('(["', '"])') if snap.leaf[i] is not None else ('["', '"]')
+        out.append(f"  n{i}{shape[0]}{label}{shape[1]}")
+    for i in ids:
+        for e in snap.next[i]:
+            if e is not None and e[0] in shown:
+                out.append(f"  n{e[0]} --> n{i}")
+    if left:
+        out.append(f'  truncated["{left} more nodes not shown"]')
+    return "\n".join(out) + "\n"
+
+
+# --- text ---------------------------------------------------------------------------------------
+
+
+def _site_text(snap: GraphSnapshot, i: int) -> str:
+    st = snap.sites[i]
+    if st is None or st.site is None:
+        return ""
+    loc = format_site(st.site)
+    code = loc["code"] if len(loc["code"]) <= 48 else loc["code"][:45] + "..."
+    return f"{short_path(loc['file'])}:{loc['line']}" + (f"  {code}" if code else "")
+
+
+def _node_markup(snap: GraphSnapshot, i: int) -> str:
+    lf = snap.leaf[i]
+    if lf is not None:
+        name = snap.labels.get(i)
+        shape = "[" + ", ".join(map(str, lf[1])) + "]"
+        who = f"[bold green]{escape(name)}[/]" if name else "[green]leaf[/]"
+        return f"[cyan]AccumulateGrad[/] {who} [dim]{shape} {lf[2]}[/]"
+    text = f"[bold]{escape(snap.names[i])}[/]"
+    if i in snap.roots:
+        k = snap.roots.index(i)
+        if k < len(snap.root_labels) and snap.root_labels[k]:
+            text = f"[bold magenta]{escape(snap.root_labels[k])}[/] = {text}"
+    return text
+
+
+def _extras(snap: GraphSnapshot, i: int, view: View) -> list[str]:
+    lines = []
+    if view.show_saved:
+        for s in snap.saved[i]:
+            shape = "[" + ", ".join(map(str, s.get("shape", []))) + "]"
+            ver = f"v{s['version']}"
+            if "current_version" in s:
+                ver += f" [red](now v{s['current_version']}: modified in place)[/]"
+            lines.append(f"[yellow]saved[/] {s['name']} {shape} {s.get('dtype', '?')} {ver}")
+        if snap.freed[i]:
+            lines.append("[yellow]saved[/] [dim](freed by backward)[/]")
+    if view.values and i in snap.values:
+        lines.append(f"[blue]value[/] {escape(fmt_summary(snap.values[i]))}")
+    if view.grads and i in snap.grads:
+        g = snap.grads[i]
+        lines.append("[magenta]grad[/] " + escape(", ".join(fmt_summary(x) for x in g)))
+    return lines
+
+
+def tree_text(snap: GraphSnapshot, view: View) -> tuple[Text, int]:
+    """The indented tree (walk_grad_fn style) and how many nodes were left out."""
+    out = Text()
+    shown = 0
+    indent_cap = 40
+    for i, depth, _nr, first, last, guides in snap.tree_lines(view.max_depth):
+        if first and view.max_nodes is not None and shown >= view.max_nodes:
+            break
+        if depth == 0:
+            prefix = ""
+        else:
+            g = guides[-(indent_cap - 1):] if depth > indent_cap else guides
+            prefix = "".join("│  " if more else "   " for more in g)
+            prefix += "└─ " if last else "├─ "
+            if depth > indent_cap:
+                prefix = f"[{depth}] " + prefix
+        if first:
+            shown += 1
+            site = _site_text(snap, i)
+            line = f"{escape(prefix)}{_node_markup(snap, i)}"
+            if site:
+                line += f"  [dim]{escape(site)}[/]"
+            out.append_text(Text.from_markup(line + "\n"))
+            pad = prefix.replace("└─ ", "   ").replace("├─ ", "│  ")
+            for extra in _extras(snap, i, view):
+                out.append_text(Text.from_markup(f"{escape(pad)}   {extra}\n"))
+        else:
+            label = snap.labels.get(i) or snap.names[i]
+            out.append_text(Text.from_markup(
+                f"{escape(prefix)}[dim]↑ {escape(label)} (shared, shown above)[/]\n"))
+    return out, len(snap) - shown
+
+
+def table_rows(snap: GraphSnapshot, view: View) -> tuple[list[list[str]], int]:
+    """Rows for the bfs/dfs/topo table: step, id, node, inputs, created at (+ extras)."""
+    ids, left = visible(snap, view)
+    rows = []
+    for k, i in enumerate(ids, 1):
+        inputs = ", ".join(str(e[0]) if e is not None else "-" for e in snap.next[i])
+        extras = _extras(snap, i, view)
+        node = _node_markup(snap, i) + ("".join("\n  " + x for x in extras))
+        rows.append([str(k), str(i), node, inputs, escape(_site_text(snap, i))])
+    return rows, left
+
+
+def has_dot() -> bool:
+    import shutil
+
+    return shutil.which("dot") is not None
+
+
+def dot_to_svg(dot_text: str) -> str:
+    import subprocess
+
+    proc = subprocess.run(["dot", "-Tsvg"], input=dot_text, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ))
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip() or "dot failed")
+    return proc.stdout

@@ -1,0 +1,123 @@
+"""Loading and running what a command inspects: a script or an expression (one place for all
+commands). The runner installs the command's tracers around the run and hands back what the
+analyses need to name things (the script's globals or the expression's variables)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from autodiag.target.errors import (
+    AutodiagError,
+    BadExpression,
+    BadInvocation,
+    BadTarget,
+    TargetFailed,
+)
+
+__all__ = ["Target", "Run", "run", "AutodiagError", "BadExpression", "BadInvocation",
+           "BadTarget", "TargetFailed"]
+
+
+@dataclasses.dataclass
+class Target:
+    """A script path with its arguments, or an expression with its variables."""
+
+    path: str | None = None
+    args: list = dataclasses.field(default_factory=list)
+    expr: str | None = None
+    vars: list = dataclasses.field(default_factory=list)  # ["x=1", ...]
+    dtype: str = "float64"
+    timeout: float | None = None
+
+    @property
+    def label(self) -> str:
+        return self.path if self.expr is None else f"-e {self.expr}"
+
+
+@dataclasses.dataclass
+class Run:
+    """The outcome of running a target."""
+
+    target: Target
+    namespace: dict  # the script's globals, or the expression's variables and ``result``
+    error: TargetFailed | None = None  # the target failed (the report covers what ran before)
+    interrupted: bool = False
+
+
+def prepare(target: Target):
+    """Check everything that can be checked before running (file, syntax, expression)."""
+    if (target.path is None) == (target.expr is None):
+        raise BadInvocation("give either a script path or -e EXPR, not both or neither",
+                            "For example: autodiag graph model.py, or autodiag graph -e "
+                            "'x**2' --var x=3.")
+    if target.expr is None:
+        if target.vars:
+            raise BadInvocation("--var only applies to -e EXPR",
+                                "Scripts take their arguments after --.")
+        from autodiag.target.script import load
+
+        return load(target.path)
+    from autodiag.target import expression
+
+    if target.dtype not in ("float32", "float64"):
+        raise BadInvocation(f"--dtype {target.dtype}: expected float32 or float64", "")
+    variables = dict(expression.parse_var(v) for v in target.vars)
+    return expression.check(target.expr, variables), variables
+
+
+def run(target: Target, tracers=()) -> Run:
+    """Run ``target`` with ``tracers`` installed. Load errors raise (nothing runs); a failing
+    run is returned with ``error`` set so that commands can report what happened before."""
+    from autodiag.trace import tracing
+
+    prepared = prepare(target)
+    namespace: dict = {}
+    result = Run(target, namespace)
+    try:
+        with tracing(*tracers):
+            if target.expr is None:
+                from autodiag.target.script import run_script
+
+                result.namespace = run_script(target.path, target.args, target.timeout)
+            else:
+                result.namespace = _run_expression(target, *prepared)
+    except TargetFailed as e:
+        result.error = e
+    except KeyboardInterrupt:
+        result.interrupted = True
+    return result
+
+
+def _stop_stacks_here() -> None:
+    # Stacks captured during a run end at run(): the CLI's own frames are not the user's.
+    from autodiag.trace import sites
+
+    sites.STOP_CODES.add(run.__code__)
+
+
+def _run_expression(target: Target, tree, variables: dict) -> dict:
+    import autodiag as ad
+    from autodiag.target import expression
+
+    dt = ad.float32 if target.dtype == "float32" else ad.float64
+    env = {name: ad.tensor(value, dtype=dt, requires_grad=True)
+           for name, value in variables.items()}
+    try:
+        out = expression.evaluate(tree, env)
+    except Exception as e:  # noqa: BLE001 - e.g. a shape mismatch between variables
+        raise TargetFailed(f"evaluating the expression failed: {type(e).__name__}: {e}",
+                           "Check the shapes and values given with --var.") from None
+    namespace = dict(env)
+    namespace["result"] = out
+    if isinstance(out, ad.Tensor) and out.requires_grad:
+        # The expression's gradient: d(result)/d(var), summed over elements for a non-scalar
+        # result (as result.sum().backward() would).
+        try:
+            out.backward(ad.ones_like(out) if out.dim() else None)
+        except Exception as e:  # noqa: BLE001
+            raise TargetFailed(f"backward of the expression failed: {type(e).__name__}: {e}",
+                               "") from None
+    return namespace
+
+
+_stop_stacks_here()

@@ -1,0 +1,45 @@
+"""Failures that are the user's to fix, each with its exit code (DESIGN §4, §6).
+
+Every command maps these, and only these, to a one-paragraph message (cli/_app.py); anything
+else escaping autodiag is a bug in autodiag.
+"""
+
+from __future__ import annotations
+
+
+class AutodiagError(Exception):
+    """A failure explained to the user: ``message`` says what and where, ``hint`` what to do."""
+
+    exit_code = 2
+    title = "error"
+
+    def __init__(self, message: str, hint: str = "", details: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details  # e.g. the offending source line with a caret, or a traceback
+
+
+class BadInvocation(AutodiagError):
+    """Options that cannot work together, an unknown --root, an unwritable --output, ..."""
+
+    title = "bad invocation"
+
+
+class BadTarget(AutodiagError):
+    """The script cannot be loaded: missing, a directory, not UTF-8, not Python, syntax error."""
+
+    title = "cannot load the target"
+
+
+class BadExpression(AutodiagError):
+    """An expression that is malformed or uses something outside the allow-list."""
+
+    title = "expression refused"
+
+
+class TargetFailed(AutodiagError):
+    """The target ran but failed for a reason that is not itself a finding."""
+
+    exit_code = 3
+    title = "the target failed"

@@ -1,0 +1,233 @@
+"""Run a user's script as ``__main__`` under tracing, and put the interpreter back afterwards.
+
+What the script sees is what ``python script.py ARGS`` gives it: ``sys.argv``, its folder first
+on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. What differs, on
+purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
+standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
+``--timeout`` stops it. ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
+the working directory, stdin/stdout, grad mode and the default dtype are restored afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import sys
+import traceback
+import types
+
+from autodiag import dtypes
+from autodiag.autograd import grad_mode
+from autodiag.target.errors import BadTarget, TargetFailed
+from autodiag.trace import sites
+
+
+class Timeout(BaseException):
+    """Raised inside the script when --timeout expires (not an Exception: scripts' broad
+    ``except Exception`` must not swallow it)."""
+
+
+def load(path: str) -> types.CodeType:
+    """Read and compile ``path``; a clear BadTarget when that is impossible."""
+    if not os.path.exists(path):
+        raise BadTarget(f"{path}: no such file",
+                        "Check the path; TARGET is a Python script, or use -e EXPR.")
+    if os.path.isdir(path):
+        raise BadTarget(f"{path} is a directory, not a script",
+                        "Give the path of a .py file inside it.")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise BadTarget(f"{path}: cannot be read ({e.strerror})",
+                        "Check the file's permissions.") from None
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadTarget(f"{path} is not UTF-8 text (byte {e.start}: {raw[e.start]:#04x})",
+                        "TARGET must be a Python source file.") from None
+    if "\x00" in source:
+        raise BadTarget(f"{path} is a binary file, not a Python script",
+                        "TARGET must be a Python source file.")
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".ipynb":
+        raise BadTarget(f"{path} is a Jupyter notebook, not a Python script",
+                        "Convert it first: jupyter nbconvert --to script NOTEBOOK.ipynb")
+    if suffix not in ("", ".py", ".pyw") and not source.startswith("#!") or \
+            source.startswith("#!") and "python" not in source.split("\n", 1)[0]:
+        # `python data.csv` might even run; a debugger run of it is surely a mistake
+        raise BadTarget(f"{path} is not a Python script (a {suffix or 'non-Python'} file)",
+                        "TARGET must be a Python source file (.py).")
+    try:
+        return compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        where = f"{path}:{e.lineno}" if e.lineno else path
+        details = ""
+        if e.text:
+            line = e.text.rstrip("\n")
+            caret = " " * max((e.offset or 1) - 1, 0) + "^"
+            details = f"    {line}\n    {caret}"
+        if not path.endswith((".py", ".pyw")):
+            raise BadTarget(f"{where}: not a Python script ({e.msg})",
+                            "TARGET must be a Python source file.", details) from None
+        raise BadTarget(f"{where}: syntax error: {e.msg}",
+                        "Fix the syntax error; the script must run with plain python first.",
+                        details) from None
+    except ValueError as e:  # e.g. "source code string cannot contain null bytes"
+        raise BadTarget(f"{path}: not a Python script ({e})",
+                        "TARGET must be a Python source file.") from None
+
+
+class _ClosedStdin(io.TextIOBase):
+    """Standard input of the target: reading it fails with a clear reason."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, *args):
+        raise EOFError(_STDIN_MESSAGE)
+
+    readline = read
+
+    def fileno(self):
+        raise io.UnsupportedOperation("autodiag closes standard input of the target")
+
+
+_STDIN_MESSAGE = "standard input is closed under autodiag"
+
+
+def run_script(path: str, args: list[str], timeout: float | None = None) -> dict:
+    """Run ``path`` as ``__main__`` and return its globals. Raises TargetFailed when it raises,
+    exits with a non-zero status or times out (KeyboardInterrupt passes through)."""
+    code = load(path)
+    abspath = os.path.abspath(path)
+    folder = os.path.dirname(abspath)
+    module = types.ModuleType("__main__")
+    module.__file__ = abspath
+    module.__builtins__ = __builtins__
+    saved = _Saved(folder)
+    sys.argv = [path, *args]
+    sys.path.insert(0, folder)
+    sys.modules["__main__"] = module
+    sys.stdin = _ClosedStdin()
+    alarm = _Alarm(timeout)
+    try:
+        with contextlib.redirect_stdout(sys.stderr), alarm:
+            _exec(code, module.__dict__)
+    except SystemExit as e:
+        status = e.code
+        if status not in (None, 0):
+            raise TargetFailed(f"{path} exited with status {status}",
+                               "autodiag reports what ran before the exit; a script that "
+                               "exits with an error status is treated as failed.") from None
+    except Timeout:
+        raise TargetFailed(f"{path} did not finish within --timeout {timeout:g} s",
+                           "Raise --timeout, or make the script do less (fewer steps, a smaller "
+                           "model) for the analysis run.",
+                           _user_traceback(sys.exc_info()[2], path)) from None
+    except KeyboardInterrupt:
+        raise
+    except EOFError as e:
+        if str(e) == _STDIN_MESSAGE:
+            raise TargetFailed(f"{path} reads standard input, which autodiag closes",
+                               "Pass the data as script arguments after -- or in a file.",
+                               _user_traceback(e.__traceback__, path)) from None
+        raise _failed(path, e) from None
+    except BaseException as e:  # noqa: BLE001 - any error of the user's script is reported
+        raise _failed(path, e) from None
+    finally:
+        saved.restore()
+    return module.__dict__
+
+
+def _exec(code, namespace) -> None:
+    exec(code, namespace)  # noqa: S102 - running the user's script is the point
+
+
+# Stacks captured while the script runs stop at this frame (the CLI's frames are not the user's).
+sites.STOP_CODES.add(_exec.__code__)
+
+
+def _failed(path: str, e: BaseException) -> TargetFailed:
+    tb = _user_traceback(e.__traceback__, path)
+    exc = "".join(traceback.format_exception_only(type(e), e)).strip()
+    err = TargetFailed(f"{path} raised {exc}", "The traceback above shows the script's frames; "
+                       "fix the error or run the script with plain python to reproduce it.", tb)
+    err.exception = e
+    return err
+
+
+def user_frames(tb) -> list[traceback.FrameSummary]:
+    """The frames of a traceback outside autodiag (the user's), outermost first."""
+    frames = []
+    for fs, _ in traceback.walk_tb(tb):
+        if fs.f_code in sites.STOP_CODES or fs.f_code.co_name == "_exec":
+            continue
+        if sites._user(fs.f_code):
+            frames.append(fs)
+    summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames),
+                                             lookup_lines=True)
+    return list(summary)
+
+
+def _user_traceback(tb, path: str) -> str:
+    frames = user_frames(tb)
+    if not frames:
+        return ""
+    return "Traceback (user frames only):\n" + "".join(traceback.format_list(frames)).rstrip()
+
+
+class _Alarm:
+    """SIGALRM-based --timeout (main thread, POSIX); a no-op without a timeout."""
+
+    def __init__(self, timeout: float | None):
+        self.timeout = timeout
+        self.prev = None
+
+    def __enter__(self):
+        if self.timeout and hasattr(signal, "setitimer"):
+            self.prev = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        return self
+
+    @staticmethod
+    def _fire(signum, frame):
+        raise Timeout
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.prev)
+        return False
+
+
+class _Saved:
+    """Interpreter state a script may change, captured before it runs."""
+
+    def __init__(self, folder: str):
+        self.folder = folder + os.sep
+        self.argv = sys.argv[:]
+        self.path = sys.path[:]
+        self.modules = set(sys.modules)
+        self.main = sys.modules.get("__main__")
+        self.cwd = os.getcwd()
+        self.stdin = sys.stdin
+        self.grad = list(grad_mode._state)
+        self.dtype = dtypes.get_default_dtype()
+
+    def restore(self) -> None:
+        sys.argv = self.argv
+        sys.path[:] = self.path
+        for name in set(sys.modules) - self.modules:
+            f = getattr(sys.modules[name], "__file__", None) or ""
+            if f.startswith(self.folder):  # the script's own helper modules
+                del sys.modules[name]
+        if self.main is not None:
+            sys.modules["__main__"] = self.main
+        with contextlib.suppress(OSError):
+            os.chdir(self.cwd)
+        sys.stdin = self.stdin
+        grad_mode._state[:] = self.grad
+        dtypes.set_default_dtype(self.dtype)
