@@ -22,7 +22,6 @@ class BackwardTrace(Tracer):
         self.rows: list[dict] = []
         self.kind = None
         self._values: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._recording = False
         self.leaf_refs: dict = {}  # row index -> weakref to the leaf tensor (for naming)
         self.root_refs: list = []
@@ -30,7 +29,6 @@ class BackwardTrace(Tracer):
     def on_op(self, op, node, inputs, outputs, stack):
         if node is not None and outputs:
             self._values[node] = summarize(outputs[0])
-            self._sites[node] = stack
 
     def on_backward_begin(self, task):
         self.calls += 1
@@ -54,7 +52,7 @@ class BackwardTrace(Tracer):
             row["created_at"] = None
         else:
             row["value"] = self._values.get(node)
-            st = self._sites.get(node)
+            st = node._trace
             row["created_at"] = st.location() if st is not None else None
             outgoing = []
             g_in = grad_outputs[0] if len(grad_outputs) == 1 else None

@@ -12,18 +12,23 @@ from __future__ import annotations
 import heapq
 import weakref
 
-from autodiag.analysis.summary import summarize
+from autodiag.analysis.summary import dtype_name, summarize
 from autodiag.autograd.graph import FREED, AccumulateGrad, SavedTensor
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 
 ORDERS = ("tree", "bfs", "dfs", "topo")
+_NO_SAVED: tuple = ()
 
 
 class GraphSnapshot:
     """A captured graph. Per node ``i``: ``names[i]``, ``next[i]`` (a tuple of ``(id, input_nr)``
     or None per input), ``seq[i]`` (creation order), ``leaf[i]`` (``(tensor weakref, shape,
-    dtype)`` for AccumulateGrad), ``saved[i]`` (list of dicts), ``sites[i]`` (a Stack or None)."""
+    dtype)`` for AccumulateGrad), ``saved[i]`` (tuples ``(name, shape, dtype, bytes, version,
+    current version)``; ``saved_dicts(i)`` as dicts), ``sites[i]`` (a Stack or None).
+
+    NOTE: per-node data is kept in tuples of numbers and strings, which the cyclic GC stops
+    tracking: a million-node snapshot then costs the collector nothing afterwards."""
 
     def __init__(self, call: int, kind: str):
         self.call = call  # 1-based backward call number; 0 for module-level roots
@@ -48,7 +53,7 @@ class GraphSnapshot:
     # --- building ---------------------------------------------------------------------------
 
     @classmethod
-    def capture(cls, root_nodes, call: int, kind: str, sites=None, values=None,
+    def capture(cls, root_nodes, call: int, kind: str, values=None,
                 index_out: dict | None = None) -> GraphSnapshot:
         """Copy the graph reachable from ``root_nodes`` (breadth-first ids)."""
         snap = cls(call, kind)
@@ -59,15 +64,18 @@ class GraphSnapshot:
                 index[n] = len(order)
                 order.append(n)
         snap.roots = [index[n] for n in root_nodes if n is not None]
-        names, nexts, seqs, leaf, saved, freed, site_list = (
-            snap.names, snap.next, snap.seq, snap.leaf, snap.saved, snap.freed, snap.sites)
-        i = 0
-        while i < len(order):
-            node = order[i]
-            i += 1
+        add_name, add_next, add_seq = snap.names.append, snap.next.append, snap.seq.append
+        add_leaf, add_saved, add_freed = snap.leaf.append, snap.saved.append, snap.freed.append
+        add_site, add_order = snap.sites.append, order.append
+        index_get = index.get
+        count = len(order)
+        # NOTE: this loop is the traversal every format pays for (about 1 µs per node); keep
+        # per-node work to attribute reads and appends. Iterating a list while appending to it
+        # visits the appended items too: a breadth-first walk without a queue.
+        for node in order:
             cls_ = node.__class__
-            names.append(cls_.__name__)  # as torchviz shows it: AccumulateGrad, CopySlices
-            seqs.append(node._seq)
+            add_name(cls_.__name__)  # as torchviz shows it: AccumulateGrad, CopySlices
+            add_seq(node._seq)
             edges = []
             for e in node._next:
                 if e is None:
@@ -77,25 +85,34 @@ class GraphSnapshot:
                     child, nr = e
                 else:
                     child, nr = e, 0
-                j = index.get(child)
+                j = index_get(child)
                 if j is None:
-                    j = index[child] = len(order)
-                    order.append(child)
+                    j = index[child] = count
+                    count += 1
+                    add_order(child)
                 edges.append((j, nr))
-            nexts.append(tuple(edges))
+            add_next(tuple(edges))
             if cls_ is AccumulateGrad:
                 v = node.variable
-                leaf.append((weakref.ref(v), tuple(v._data.shape), str(v._data.dtype)))
+                add_leaf((weakref.ref(v), v._data.shape, dtype_name(v._data.dtype)))
             else:
-                leaf.append(None)
+                add_leaf(None)
             s = node._saved
-            freed.append(s is FREED)
-            saved.append(_saved_info(node) if s and s is not FREED else [])
-            site_list.append(sites.get(node) if sites is not None else None)
-            if values is not None:
+            if s is None:
+                add_saved(_NO_SAVED)
+                add_freed(False)
+            elif s is FREED:
+                add_saved(_NO_SAVED)
+                add_freed(True)
+            else:
+                add_saved(_saved_info(node))
+                add_freed(False)
+            add_site(node._trace)
+        if values is not None:
+            for k, node in enumerate(order):
                 v = values.get(node)
                 if v is not None:
-                    snap.values[i - 1] = v
+                    snap.values[k] = v
         return snap
 
     # --- naming -------------------------------------------------------------------------------
@@ -129,7 +146,20 @@ class GraphSnapshot:
         return max(dist)
 
     def saved_bytes(self) -> int:
-        return sum(s.get("bytes", 0) for group in self.saved for s in group)
+        return sum(s[3] for group in self.saved for s in group)
+
+    def saved_dicts(self, i: int) -> list[dict]:
+        """Node ``i``'s saved tensors as {'name', 'shape', 'dtype', 'version'} (+ 'bytes', and
+        'current_version' when it was modified in place since)."""
+        out = []
+        for name, shape, dt, nbytes, version, current in self.saved[i]:
+            d = {"name": name, "version": version}
+            if shape is not None:
+                d.update(shape=list(shape), dtype=dtype_name(dt), bytes=nbytes)
+            if current != version:
+                d["current_version"] = current
+            out.append(d)
+        return out
 
     def num_leaves(self) -> int:
         return sum(1 for lf in self.leaf if lf is not None)
@@ -216,32 +246,39 @@ class GraphSnapshot:
                 stack.append((j, depth + 1, jnr, k == len(edges) - 1, child_guides))
 
 
-def _saved_info(node) -> list[dict]:
-    out = []
-    names = type(node)._saved_names
+def _saved_info(node) -> tuple:
+    """The node's saved tensors as ``(name, shape, numpy dtype, bytes, version, current
+    version)``."""
     saved = node._saved
     if saved.__class__ is not tuple:
-        return out
+        return _NO_SAVED
+    out = []
+    names = node._saved_names
     for k, s in enumerate(saved):
-        name = names[k] if k < len(names) else f"saved_{k}"
-        if isinstance(s, Tensor):
-            data, version, current = s._data, 0, (s._vc[0] if s._vc else 0)
-        elif s.__class__ is SavedTensor:
+        if s is None:
+            continue
+        c = s.__class__
+        if c is Tensor:  # NOTE [Compact saves]: an input saved at version 0, stored as itself
+            d, vc = s._data, s._vc
+            out.append((names[k], d.shape, d.dtype, d.nbytes, 0, vc[0] if vc else 0))
+            continue
+        if c is SavedTensor:
             if s.unpack_hook is not None:
                 p = s.packed
                 data = p._data if isinstance(p, Tensor) else None
             else:
                 data = s.tensor._data if s.tensor is not None else s.data
             version, current = s.version, s.vc[0]
+        elif isinstance(s, Tensor):
+            data, version, current = s._data, 0, (s._vc[0] if s._vc else 0)
         else:
             continue  # a constant kept with the tensors
-        entry = {"name": name, "version": version}
-        if data is not None:
-            entry.update(shape=list(data.shape), dtype=str(data.dtype), bytes=int(data.nbytes))
-        if current != version:
-            entry["current_version"] = current
-        out.append(entry)
-    return out
+        name = names[k] if k < len(names) else f"saved_{k}"
+        if data is None:
+            out.append((name, None, None, 0, version, current))
+        else:
+            out.append((name, data.shape, data.dtype, data.nbytes, version, current))
+    return tuple(out) if out else _NO_SAVED
 
 
 class GraphCapture(Tracer):
@@ -256,16 +293,13 @@ class GraphCapture(Tracer):
         self.want_grads = grads
         self.calls = 0
         self.snapshots: list[GraphSnapshot] = []
-        self._sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._values = weakref.WeakKeyDictionary() if values else None
         self._index: dict | None = None  # node -> id during a captured backward call
         self._current: GraphSnapshot | None = None
 
     def on_op(self, op, node, inputs, outputs, stack):
-        if node is not None:
-            self._sites[node] = stack
-            if self._values is not None and outputs:
-                self._values[node] = summarize(outputs[0])
+        if node is not None and self._values is not None and outputs:
+            self._values[node] = summarize(outputs[0])
 
     def on_backward_begin(self, task):
         self.calls += 1
@@ -274,7 +308,7 @@ class GraphCapture(Tracer):
         roots = [t.grad_fn if t.grad_fn is not None else _acc_of(t) for t in task.roots]
         index: dict = {}
         snap = GraphSnapshot.capture(roots, self.calls, "backward" if task.accumulate else "grad",
-                                     self._sites, self._values, index)
+                                     self._values, index)
         snap.root_tensors = [weakref.ref(t) for t in task.roots]
         if self.want_grads:
             self._index, self._current = index, snap
@@ -295,7 +329,7 @@ class GraphCapture(Tracer):
     def roots_snapshot(self, tensors) -> GraphSnapshot:
         """The graph of tensors found after the run (module-level roots, --root)."""
         roots = [t.grad_fn if t.grad_fn is not None else _acc_of(t) for t in tensors]
-        snap = GraphSnapshot.capture(roots, 0, "roots", self._sites, self._values)
+        snap = GraphSnapshot.capture(roots, 0, "roots", self._values)
         snap.root_tensors = [weakref.ref(t) for t in tensors]
         return snap
 

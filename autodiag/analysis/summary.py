@@ -14,7 +14,7 @@ def summarize(a) -> dict | None:
         return None
     data = getattr(a, "_data", a)
     data = np.asarray(data)
-    out = {"shape": list(data.shape), "dtype": _dtype_name(data.dtype)}
+    out = {"shape": list(data.shape), "dtype": dtype_name(data.dtype)}
     if data.size == 0:
         return out
     if data.dtype.kind in "fc":
@@ -38,9 +38,15 @@ def _num(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def _dtype_name(dt) -> str:
-    return {"float32": "float32", "float64": "float64", "float16": "float16", "int64": "int64",
-            "int32": "int32", "bool": "bool", "uint8": "uint8"}.get(str(dt), str(dt))
+_DTYPE_NAMES: dict = {}
+
+
+def dtype_name(dt) -> str:
+    """numpy dtype -> "float32" (cached: ``dtype.name`` costs microseconds per call)."""
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = dt.name
+    return name
 
 
 def fmt_number(v) -> str:

@@ -235,7 +235,8 @@ class Node:
     ('MulBackward0', 'torch::autograd::AccumulateGrad')
     """
 
-    __slots__ = ("_next", "_saved", "_seq", "_metadata", "_hooks", "_input_meta",
+    # ``_trace``: the user's Stack where the node was recorded, set only while tracing.
+    __slots__ = ("_next", "_saved", "_seq", "_metadata", "_hooks", "_input_meta", "_trace",
                  "__weakref__")
 
     # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
@@ -253,6 +254,7 @@ class Node:
         self._metadata = None
         self._hooks = None
         self._input_meta = None
+        self._trace = None
 
     # --- PyTorch's public Node API --------------------------------------------------------
 

@@ -74,7 +74,7 @@ def to_json(snap: GraphSnapshot, view: View) -> dict:
                 "next": [None if e is None or (shown is not None and e[0] not in shown)
                          else [e[0], e[1]] for e in snap.next[i]],
                 "variable": _variable(snap, i),
-                "saved": snap.saved[i],
+                "saved": snap.saved_dicts(i),
                 "created_at": _created_at(snap, i)}
         if snap.freed[i]:
             node["saved_freed"] = True
@@ -197,7 +197,7 @@ def _node_markup(snap: GraphSnapshot, i: int) -> str:
 def _extras(snap: GraphSnapshot, i: int, view: View) -> list[str]:
     lines = []
     if view.show_saved:
-        for s in snap.saved[i]:
+        for s in snap.saved_dicts(i):
             shape = "[" + ", ".join(map(str, s.get("shape", []))) + "]"
             ver = f"v{s['version']}"
             if "current_version" in s:

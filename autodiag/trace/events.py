@@ -83,6 +83,8 @@ def emit_op(name: str, inputs: tuple, out, mark: int) -> None:
             node = fn
             break
     stack = capture_stack(3)
+    if node is not None:
+        node._trace = stack  # where it was recorded: graph and anomaly reports read it
     for t in tuple(TRACERS):
         t.on_op(name, node, inputs, outputs, stack)
     if node is not None and node._saved:
