@@ -9,6 +9,7 @@ roots. Every walk here is iterative: a 1,000,000-node chain is just a long loop.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import weakref
 
@@ -56,6 +57,16 @@ class GraphSnapshot:
     def capture(cls, root_nodes, call: int, kind: str, values=None,
                 index_out: dict | None = None) -> GraphSnapshot:
         """Copy the graph reachable from ``root_nodes`` (breadth-first ids)."""
+        was_enabled = gc.isenabled()
+        gc.disable()  # NOTE: the copy makes no cycles; a collection mid-way would rescan it all
+        try:
+            return cls._capture(root_nodes, call, kind, values, index_out)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    @classmethod
+    def _capture(cls, root_nodes, call, kind, values, index_out) -> GraphSnapshot:
         snap = cls(call, kind)
         index: dict = {} if index_out is None else index_out
         order: list = []
@@ -223,11 +234,23 @@ class GraphSnapshot:
             return self.bfs_order()
         return self.dfs_order()  # "dfs", and the tree's line order
 
+    @staticmethod
+    def guide_list(guides, limit: int) -> list[bool]:
+        """The innermost ``limit`` levels of a ``tree_lines`` guides list, outermost first."""
+        out = []
+        while guides and len(out) < limit:
+            out.append(guides[0])
+            guides = guides[1]
+        out.reverse()
+        return out
+
     def tree_lines(self, max_depth: int | None = None):
         """The indented tree: yields ``(node id, depth, input_nr, first_time, last_child,
         guides)`` in depth-first pre-order. A node reached again (a shared subgraph) is yielded
-        with ``first_time`` False and its children are not repeated. ``guides`` are, for each
-        enclosing level, whether more siblings follow there (for drawing ``│``)."""
+        with ``first_time`` False and its children are not repeated. ``guides`` says, for each
+        enclosing level, whether more siblings follow there (for drawing ``│``), as a linked
+        list ``(more, outer guides)`` innermost first — shared by siblings, so a deep chain
+        costs O(1) per line, not O(depth); ``guide_list`` reads its innermost levels."""
         seen = bytearray(len(self.names))
         # stack entries: (id, depth, input_nr, is_last_sibling, guides tuple)
         stack = [(r, 0, None, k == len(self.roots) - 1, ())
@@ -240,7 +263,7 @@ class GraphSnapshot:
             if not first or (max_depth is not None and depth >= max_depth):
                 continue
             edges = [e for e in self.next[i] if e is not None]
-            child_guides = guides + (not last,) if depth else ()
+            child_guides = (not last, guides) if depth else ()
             for k in range(len(edges) - 1, -1, -1):
                 j, jnr = edges[k]
                 stack.append((j, depth + 1, jnr, k == len(edges) - 1, child_guides))

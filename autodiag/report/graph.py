@@ -224,7 +224,7 @@ def tree_text(snap: GraphSnapshot, view: View) -> tuple[Text, int]:
         if depth == 0:
             prefix = ""
         else:
-            g = guides[-(indent_cap - 1):] if depth > indent_cap else guides
+            g = GraphSnapshot.guide_list(guides, indent_cap - 1)
             prefix = "".join("│  " if more else "   " for more in g)
             prefix += "└─ " if last else "├─ "
             if depth > indent_cap:
