@@ -301,7 +301,7 @@ def _metadata_message(i: int, saved, t: Tensor) -> str:
         from autodiag import dtypes
 
         return (f"{{'shape': torch.Size([{', '.join(map(str, shape))}]), 'dtype': "
-                f"{dtypes.from_numpy_dtype(dtype)}, 'device': device(type='cpu')}}")
+                f"torch.{dtypes.from_numpy_dtype(dtype).name}, 'device': device(type='cpu')}}")
 
     return ("torch.utils.checkpoint: Recomputed values for the following tensors have different "
             f"metadata than during the forward pass.\ntensor at position {i}:\nsaved metadata: "
