@@ -344,6 +344,38 @@ def test_nondeterminism_message(torch):
     assert "NOTE: If your op relies on non-deterministic operations" in str(ea)
 
 
+def test_warnings_point_at_the_callers_line():
+    x = ad.tensor([0.5, 2.0], requires_grad=True)
+    for check in (ad.autograd.gradcheck, ad.autograd.gradgradcheck):
+        with pytest.warns(UserWarning) as rec:
+            with pytest.raises(RuntimeError):
+                check(lambda t: t * 2, (x,))
+        assert {r.filename for r in rec} == {__file__}, check.__name__
+
+
+@pytest.mark.xfail(strict=True, reason="autodiag's engine does not call a backward whose "
+                   "output gradients are all undefined; PyTorch calls it with None (TypeError)")
+def test_undefined_grads_reach_a_non_materializing_backward(torch):
+    def run(m):
+        class NoMaterialize(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.set_materialize_grads(False)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        try:
+            return m.autograd.gradcheck(NoMaterialize.apply, (x64(m),))
+        except Exception as e:  # noqa: BLE001
+            return type(e).__name__
+
+    assert run(torch) == "TypeError"
+    assert run(ad) == "TypeError"
+
+
 def test_double_precision_warning(torch):
     msg = ("Input #0 requires gradient and is not a double precision floating point or complex. "
            "This check will likely fail if all the inputs are not of double precision floating "

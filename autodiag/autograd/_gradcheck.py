@@ -289,17 +289,25 @@ def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
     return bool((a == b).all()) or (a.dtype.kind == "f" and np.array_equal(a, b, equal_nan=True))
 
 
+def _user_stacklevel() -> int:
+    """The stacklevel of the first frame outside this module (the user's gradcheck or
+    gradgradcheck call), for warnings raised by the caller of this function."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_globals.get("__name__") == __name__:
+        f, level = f.f_back, level + 1
+    return level
+
+
 def _check_inputs(inputs) -> None:
     any_requires_grad = False
     for idx, inp in enumerate(inputs):
         if not (isinstance(inp, Tensor) and inp.requires_grad):
             continue
         if inp._data.dtype != np.float64:
-            # stacklevel: this function, _check, gradcheck, the caller of gradcheck
             warnings.warn(f"Input #{idx} requires gradient and is not a double precision "
                           f"floating point or complex. This check will likely fail if all the "
                           f"inputs are not of double precision floating point or complex. ",
-                          UserWarning, stacklevel=4)
+                          UserWarning, stacklevel=_user_stacklevel())
         d = inp._data
         if any(st == 0 and sz > 1 for st, sz in zip(d.strides, d.shape)):
             raise RuntimeError(f"The {idx}th input has a dimension with stride 0. gradcheck only "
@@ -652,7 +660,7 @@ def _warn_bc_breaking() -> None:
                   'enabled by default, but it may break existing callers of this function. If '
                   'this is true for you, you can call this function with '
                   '"check_undefined_grad=False" to disable the feature', UserWarning,
-                  stacklevel=5)
+                  stacklevel=_user_stacklevel())
 
 
 def _test_undefined_backward_mode(run: _Run, outputs) -> None:
