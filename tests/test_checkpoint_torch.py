@@ -96,6 +96,38 @@ def test_non_reentrant_double_backward(torch):
     run_both(f, torch)
 
 
+def test_nested_non_reentrant_double_backward_last_save_is_an_output(torch):
+    # exp saves its own output last: the recomputed tensor handed to backward must come from
+    # a completely recorded op for the second derivative to be right
+    def f(m):
+        ck = m.utils.checkpoint.checkpoint
+        x = m.tensor([0.5, -1.0, 2.0], dtype=m.float64, requires_grad=True)
+
+        def inner(t):
+            return (t.sin() * t).exp()
+
+        def outer(t):
+            return ck(inner, t * 2, use_reentrant=False).tanh() * t
+
+        y = ck(outer, x, use_reentrant=False).sum()
+        (g,) = m.autograd.grad(y, x, create_graph=True)
+        return g, m.autograd.grad(g.sum(), x)
+
+    run_both(f, torch)
+
+
+def test_nested_reentrant(torch):
+    def f(m):
+        ck = m.utils.checkpoint.checkpoint
+        x = m.tensor([0.5, -1.0, 2.0], dtype=m.float64, requires_grad=True)
+        y = ck(lambda t: ck(lambda u: u.exp() * u, t * 2, use_reentrant=True).sin(), x,
+               use_reentrant=True)
+        y.sum().backward()
+        return y, x.grad, names(y.grad_fn)
+
+    run_both(f, torch)
+
+
 @pytest.mark.parametrize("reentrant", [True, False])
 def test_retain_graph_second_backward_recomputes(torch, reentrant):
     def f(m):

@@ -270,13 +270,12 @@ def _check(run: _Run, check_undefined_grad: bool, check_backward_ad: bool) -> No
     run.float_out = floats
     run.keep = [n for n, k in enumerate(floats) if run.all_out[k].requires_grad]
     run.out_shapes = [o._data.shape for o in outputs]
-    if check_backward_ad:
-        if run.fast_mode:
-            _fast_gradcheck(run, func_out, outputs)
-        else:
-            _slow_gradcheck(run, func_out, outputs)
-    if not check_backward_ad:
+    if not check_backward_ad:  # only reachable with forward AD, which gradcheck refuses
         return
+    if run.fast_mode:
+        _fast_gradcheck(run, func_out, outputs)
+    else:
+        _slow_gradcheck(run, func_out, outputs)
     _test_backward_mul_by_grad_output(run, outputs, retain_graph=check_undefined_grad)
     if check_undefined_grad:
         _test_undefined_backward_mode(run, outputs)

@@ -107,7 +107,8 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=No
     ``preserve_rng_state=True`` (a keyword, as in PyTorch) replays the RNG state of the forward
     during recomputation, so random ops (dropout masks) draw the same numbers. ``context_fn`` and
     ``debug`` are not supported (NotImplementedError). ``determinism_check`` is ``"default"``
-    (recomputed tensors must have the saved shapes and dtypes) or ``"none"``.
+    (recomputed tensors must have the saved shapes and dtypes) or ``"none"``. ``early_stop`` is
+    accepted; the recomputation always runs ``function`` to its end (see ``_Frame._recompute``).
 
     >>> import autodiag as torch
     >>> from autodiag.utils.checkpoint import checkpoint
@@ -135,7 +136,7 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=No
     if not grad_mode.is_grad_enabled():
         return function(*args, **kwargs)
     frame = _Frame(function, args, kwargs, _get_rng_state() if preserve else None,
-                   check_metadata=determinism_check == "default", early_stop=early_stop)
+                   check_metadata=determinism_check == "default")
     with saved_tensors_hooks(frame.pack, frame.unpack):
         out = function(*args, **kwargs)
     frame.forward_done = True
@@ -199,21 +200,16 @@ class _Holder:
         self.value = None
 
 
-class _StopRecomputation(Exception):
-    """Raised by the recomputation's pack hook once every placeholder is filled (early stop)."""
-
-
 class _Frame:
     """One checkpointed call: its inputs, RNG state and the placeholders of its saved tensors."""
 
-    def __init__(self, fn, args, kwargs, rng_state, check_metadata: bool, early_stop: bool):
+    def __init__(self, fn, args, kwargs, rng_state, check_metadata: bool):
         self.fn, self.kwargs, self.rng_state = fn, kwargs, rng_state
         # inputs are kept with their versions: an in-place write before backward is an error
         self.args = [(a, a._version) if isinstance(a, Tensor) else a for a in args]
         self.holders: list = []  # weakrefs, in save order
         self.metas: list = []  # (shape, dtype) of each saved tensor
         self.check_metadata = check_metadata
-        self.early_stop = early_stop
         self.forward_done = False
 
     def pack(self, t: Tensor) -> _Holder:
@@ -257,17 +253,15 @@ class _Frame:
                 # create_graph the gradient then flows through the recomputed ops back to the
                 # inputs, which is how double backward through a checkpoint stays correct.
                 h.value = t
-            if self.early_stop and count[0] == len(holders):
-                raise _StopRecomputation
             return _Packed(t)
 
+        # NOTE: no early stop (PyTorch raises out of the pack hook once every placeholder is
+        # filled). Raising there would leave the op being recorded half-built, and a recomputed
+        # tensor saved as that op's output would carry the broken node into double backward.
         args = self._inputs()
-        try:
-            with _rng_restored(self.rng_state), saved_tensors_hooks(pack, _Packed.unpack), \
-                    grad_mode.enable_grad():
-                self.fn(*args, **self.kwargs)
-        except _StopRecomputation:
-            pass
+        with _rng_restored(self.rng_state), saved_tensors_hooks(pack, _Packed.unpack), \
+                grad_mode.enable_grad():
+            self.fn(*args, **self.kwargs)
         if count[0] != len(holders):
             raise CheckpointError(f"torch.utils.checkpoint: A different number of tensors was "
                                   f"saved during the original forward and recomputation.\n"
