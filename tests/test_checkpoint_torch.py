@@ -116,6 +116,7 @@ def test_nested_non_reentrant_double_backward_last_save_is_an_output(torch):
     run_both(f, torch)
 
 
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")  # inner, no_grad
 def test_nested_reentrant(torch):
     def f(m):
         ck = m.utils.checkpoint.checkpoint

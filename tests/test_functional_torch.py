@@ -14,6 +14,9 @@ from test_autograd_torch import run_both, same_error
 import autodiag as ad
 from autodiag.autograd import functional as ad_functional
 
+# torch's functional API calls torch.jit.script internally, which warns in 2.13
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")
+
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------

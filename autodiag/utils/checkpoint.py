@@ -86,8 +86,9 @@ def detach_variable(inputs: tuple) -> tuple:
 
 def _warn_if_no_input_requires_grad(args) -> None:
     if not any(a.requires_grad for a in args if isinstance(a, Tensor)):
+        # stacklevel: this, CheckpointFunction.forward, Function.apply, checkpoint, its caller
         warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
-                      UserWarning, stacklevel=4)
+                      UserWarning, stacklevel=5)
 
 
 _USE_REENTRANT_WARNING = (
