@@ -6,7 +6,8 @@ import warnings
 
 import numpy as np
 
-from autodiag.autograd import graph
+from autodiag.autograd import functional, graph
+from autodiag.autograd._gradcheck import GradcheckError, gradcheck, gradgradcheck
 from autodiag.autograd.engine import GraphTask, execute
 from autodiag.autograd.function import Function, FunctionCtx, once_differentiable
 from autodiag.autograd.grad_mode import (
@@ -20,6 +21,7 @@ from autodiag.ops._core import edge, wrap
 from autodiag.tensor import Tensor
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable", "graph",
+           "functional", "gradcheck", "gradgradcheck", "GradcheckError",
            "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
 
 _CREATE_GRAPH_WARNING = (
