@@ -49,7 +49,7 @@ from autodiag.ops.shape import (broadcast_to, cat, chunk, clone, concat,  # noqa
 from autodiag.size import Size  # noqa: E402
 from autodiag.tensor import Tensor  # noqa: E402
 from autodiag.ops.nn_ops import addmm  # noqa: E402
-from autodiag import nn  # noqa: E402  (after the ops: nn builds on them)
+from autodiag import nn, optim  # noqa: E402  (after the ops: they build on them)
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 
