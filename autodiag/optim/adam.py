@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from autodiag.autograd import grad_mode
-from autodiag.optim.optimizer import Optimizer, _use_grad_for_differentiable, write_param
+from autodiag.optim.optimizer import Optimizer, ParamWriter, _use_grad_for_differentiable
 from autodiag.tensor import Tensor
 
 
@@ -79,6 +79,7 @@ class Adam(Optimizer):
         if closure is not None:
             with grad_mode.enable_grad():
                 loss = closure()
+        write = ParamWriter()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             lr, eps, wd = float(group["lr"]), group["eps"], group["weight_decay"]
@@ -96,7 +97,7 @@ class Adam(Optimizer):
                 if wd != 0:
                     if decoupled:
                         d *= 1 - lr * wd  # param.mul_(1 - lr * weight_decay)
-                        write_param(p)
+                        write(p, "mul_")
                     else:
                         g = g + wd * d
                 m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
@@ -115,7 +116,7 @@ class Adam(Optimizer):
                 else:
                     denom = np.sqrt(v) / bias_correction2_sqrt + eps
                 d += (-step_size * m) / denom  # addcdiv_(exp_avg, denom, value=-step_size)
-                write_param(p)
+                write(p, "addcdiv_")
         return loss
 
 

@@ -18,8 +18,8 @@ from itertools import chain
 
 from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import RemovableHandle, _add_hook, _HookDict
-from autodiag.ops.inplace import bump_version
-from autodiag.tensor import Tensor
+from autodiag.tensor import Tensor, vc_of
+from autodiag.trace.sites import user_site
 
 __all__ = ["Optimizer"]
 
@@ -43,12 +43,13 @@ def _use_grad_for_differentiable(step):
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        prev = grad_mode.is_grad_enabled()
-        grad_mode.set_grad_enabled(self.defaults.get("differentiable", False))
+        state = grad_mode._state
+        prev = state[0]
+        state[0] = bool(self.defaults.get("differentiable", False))
         try:
             return step(self, *args, **kwargs)
         finally:
-            grad_mode.set_grad_enabled(prev)
+            state[0] = prev
 
     return wrapper
 
@@ -85,12 +86,32 @@ def _hooked_step(step):
     return wrapper
 
 
-def write_param(p: Tensor, new_data=None) -> None:
-    """Record an in-place update of parameter ``p`` (its array was written): bump the version
-    counter shared with its views, as PyTorch's in-place ops do."""
-    if new_data is not None:
-        p._data[...] = new_data
-    bump_version(p, "add_")
+class ParamWriter:
+    """Records in-place updates of parameters, as PyTorch's in-place ``add_``/``mul_`` under
+    ``no_grad`` do: each write bumps the version counter shared with the parameter's views and
+    remembers (op, site) for the "modified by an inplace operation" message (NOTE [Version
+    counters] in autograd/graph.py). The user's call site is captured once per step, not once
+    per parameter (a frame walk each: the optimizer step's main overhead on small models).
+
+    >>> import autodiag as torch
+    >>> p = torch.nn.Parameter(torch.zeros(2))
+    >>> w = ParamWriter()
+    >>> w(p); p._version
+    1
+    """
+
+    __slots__ = ("site",)
+
+    def __init__(self) -> None:
+        self.site = user_site()
+
+    def __call__(self, p: Tensor, op: str = "add_") -> None:
+        vc = vc_of(p)
+        vc[0] += 1
+        if len(vc) == 1:
+            vc.append((op, self.site))
+        else:
+            vc[1] = (op, self.site)
 
 
 class Optimizer:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from autodiag.autograd import grad_mode
-from autodiag.optim.optimizer import Optimizer, _use_grad_for_differentiable, write_param
+from autodiag.optim.optimizer import Optimizer, ParamWriter, _use_grad_for_differentiable
 from autodiag.tensor import Tensor
 
 
@@ -56,6 +56,7 @@ class SGD(Optimizer):
         if closure is not None:
             with grad_mode.enable_grad():
                 loss = closure()
+        write = ParamWriter()
         for group in self.param_groups:
             lr = float(group["lr"])
             wd, momentum = group["weight_decay"], group["momentum"]
@@ -80,5 +81,5 @@ class SGD(Optimizer):
                         b += g if dampening == 0 else (1 - dampening) * g
                     g = g + momentum * buf._data if nesterov else buf._data
                 d -= lr * g  # param.add_(grad, alpha=-lr)
-                write_param(p)
+                write(p)
         return loss
