@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from autodiag.autograd import grad_mode
-from autodiag.optim.optimizer import Optimizer, ParamWriter, _use_grad_for_differentiable
+from autodiag.optim.optimizer import (
+    Optimizer,
+    ParamWriter,
+    _same_layout,
+    _use_grad_for_differentiable,
+)
 from autodiag.tensor import Tensor
 
 
@@ -89,7 +94,7 @@ class Adam(Optimizer):
                     continue
                 state = self._init_state(p, amsgrad)
                 d = p._data
-                g = p._grad._data
+                g = _same_layout(p._grad._data, d)
                 if group["maximize"]:
                     g = -g
                 step_t = state["step"]

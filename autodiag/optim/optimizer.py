@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from copy import deepcopy
 from itertools import chain
 
+import numpy as np
+
 from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import RemovableHandle, _add_hook, _HookDict
 from autodiag.tensor import Tensor, vc_of
@@ -84,6 +86,15 @@ def _hooked_step(step):
 
     wrapper._autodiag_hooked = True
     return wrapper
+
+
+def _same_layout(g: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``g`` in ``d``'s memory order. NOTE: elementwise updates mixing a C-ordered parameter
+    with a Fortran-ordered gradient (e.g. a weight's gradient through ``w.t()``) run ~20x slower
+    than on matching layouts; one transposing copy is far cheaper than three such passes."""
+    if g.flags.c_contiguous or not d.flags.c_contiguous:
+        return g
+    return np.ascontiguousarray(g)
 
 
 class ParamWriter:

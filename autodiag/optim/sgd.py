@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 from autodiag.autograd import grad_mode
-from autodiag.optim.optimizer import Optimizer, ParamWriter, _use_grad_for_differentiable
+from autodiag.optim.optimizer import (
+    Optimizer,
+    ParamWriter,
+    _same_layout,
+    _use_grad_for_differentiable,
+)
 from autodiag.tensor import Tensor
 
 
@@ -65,7 +70,7 @@ class SGD(Optimizer):
                 if p._grad is None:
                     continue
                 d = p._data
-                g = p._grad._data
+                g = _same_layout(p._grad._data, d)
                 if group["maximize"]:
                     g = -g
                 if wd != 0:
