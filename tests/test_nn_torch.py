@@ -586,3 +586,69 @@ def test_backward_hook_graph_names(torch):
         outs.append(y)
     assert_same_graph(outs[0].grad_fn, outs[1].grad_fn)
     assert outs[1].grad_fn.name() == "BackwardHookFunctionBackward"
+
+
+# ---------------------------------------------------------------------------------------------
+# errors of layers and losses: same type and message as torch
+# ---------------------------------------------------------------------------------------------
+
+LAYER_ERRORS = [
+    ("linear_dtype", lambda T: T.nn.Linear(3, 2)(T.ones(4, 3, dtype=T.float64))),
+    ("addmm_self_dtype", lambda T: T.addmm(T.ones(2), T.ones(3, 4), T.ones(4, 2,
+                                                                        dtype=T.float64))),
+    ("linear_shape", lambda T: T.nn.Linear(3, 2)(T.ones(4, 4))),
+    ("linear_shape_3d", lambda T: T.nn.Linear(3, 2)(T.ones(2, 4, 4))),
+    ("linear_shape_nobias", lambda T: T.nn.Linear(3, 2, bias=False)(T.ones(4, 4))),
+    ("linear_0d", lambda T: T.nn.functional.linear(T.tensor(2.0), T.ones(3, 1), T.ones(3))),
+    ("layernorm_shape", lambda T: T.nn.LayerNorm(3)(T.ones(2, 4))),
+    ("layernorm_int_shape", lambda T: T.nn.functional.layer_norm(T.ones(2, 4), 4)),
+    ("embedding_range", lambda T: T.nn.Embedding(3, 2)(T.tensor([3]))),
+    ("embedding_float", lambda T: T.nn.Embedding(3, 2)(T.tensor([1.0]))),
+    ("embedding_padding", lambda T: T.nn.Embedding(3, 2, padding_idx=3)),
+    ("ce_target_range", lambda T: T.nn.CrossEntropyLoss()(T.ones(4, 3), T.tensor([0, 1, 2, 3]))),
+    ("ce_batch", lambda T: T.nn.CrossEntropyLoss()(T.ones(4, 3), T.tensor([0, 1]))),
+    ("ce_float_target", lambda T: T.nn.functional.cross_entropy(T.ones(4, 3), T.ones(4))),
+    ("ce_int_probs", lambda T: T.nn.functional.cross_entropy(T.ones(2, 3),
+                                                             T.ones(2, 3, dtype=T.int64))),
+    ("ce_smoothing", lambda T: T.nn.functional.cross_entropy(T.ones(2, 3), T.tensor([0, 1]),
+                                                             label_smoothing=1.5)),
+    ("nll_weight_grad", lambda T: T.nn.functional.nll_loss(
+        T.ones(2, 3, requires_grad=True), T.tensor([0, 1]), T.ones(3, requires_grad=True))),
+    ("nll_target_3d", lambda T: T.nn.functional.nll_loss(T.ones(2, 3, 4),
+                                                         T.tensor([[0, 1, 2], [1, 1, 1]]))),
+    ("nll_multi_target", lambda T: T.nn.functional.nll_loss(T.ones(2, 3), T.tensor([[0], [1]]))),
+    ("mse_shapes", lambda T: T.nn.MSELoss()(T.ones(4, 3), T.ones(4, 4))),
+    ("bce_shapes", lambda T: T.nn.BCEWithLogitsLoss()(T.ones(4, 3), T.ones(4))),
+    ("bad_reduction", lambda T: T.nn.MSELoss(reduction="avg")(T.ones(4, 3), T.ones(4, 3))),
+    ("no_forward", lambda T: T.nn.Module()(T.ones(1))),
+    ("sequential_index", lambda T: T.nn.Sequential(T.nn.ReLU())[5]),
+    ("dropout_p", lambda T: T.nn.functional.dropout(T.ones(2), 1.5)),
+    ("leaky_inplace_leaf", lambda T: T.nn.functional.leaky_relu(T.ones(2, requires_grad=True),
+                                                                inplace=True)),
+]
+
+
+@pytest.mark.parametrize("fn", [c[1] for c in LAYER_ERRORS], ids=[c[0] for c in LAYER_ERRORS])
+def test_layer_errors_match_torch(torch, fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(Exception) as te:
+            fn(torch)
+        with pytest.raises(Exception) as ae:
+            fn(ad)
+    assert type(ae.value) is type(te.value)
+    assert str(ae.value) == str(te.value)
+
+
+def test_loss_warnings_match_torch(torch):
+    """mse_loss's broadcast warning and the deprecated size_average/reduce arguments."""
+    for fn in (lambda T: T.nn.functional.mse_loss(T.ones(4, 3), T.ones(4, 1)),
+               lambda T: T.nn.MSELoss(size_average=False)(T.ones(2), T.zeros(2)),
+               lambda T: T.nn.functional.softmax(T.ones(2, 3))):
+        msgs = []
+        for lib in (torch, ad):
+            with warnings.catch_warnings(record=True) as ws:
+                warnings.simplefilter("always")
+                out = fn(lib)
+            msgs.append(([str(w.message) for w in ws], np_of(out).tolist()))
+        assert msgs[1] == msgs[0]

@@ -187,11 +187,11 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if ad.shape[1] != bd.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({ad.shape[0]}x"
                            f"{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})")
-    if ad.dtype != bd.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{_cname(a)} != {_cname(b)}")
     if sd.dtype != bd.dtype:
         raise RuntimeError(f"self and mat2 must have the same dtype, but got {_cname(s)} and "
+                           f"{_cname(b)}")
+    if ad.dtype != bd.dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {_cname(a)} and "
                            f"{_cname(b)}")
     shape = (ad.shape[0], bd.shape[1])
     ss = sd.shape
