@@ -48,7 +48,8 @@ from autodiag.ops.shape import (broadcast_to, cat, chunk, clone, concat,  # noqa
                                 unsqueeze)
 from autodiag.size import Size  # noqa: E402
 from autodiag.tensor import Tensor  # noqa: E402
-from autodiag import utils  # noqa: E402
+from autodiag.ops.nn_ops import addmm  # noqa: E402
+from autodiag import nn, optim, utils  # noqa: E402  (after the ops: they build on them)
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 

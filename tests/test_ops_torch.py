@@ -686,8 +686,136 @@ TIES += [
     ]
 ]
 
+# --- nn ops (autodiag/ops/nn_ops.py); modules and training are in test_nn_torch.py ------------
+
+TGT = [0, 2, 1, 4]  # class indices for (4, 5) logits
+CW = [0.5, 1.0, 2.0, 1.5, 0.25]  # class weights
+
+
+def _t(T, data, like=None):
+    return T.tensor(data, dtype=None if like is None else like.dtype)
+
+
+def _soft(rng_seed, shape):
+    """Class probabilities (rows sum to 1), fixed across libraries."""
+    a = np.random.default_rng(rng_seed).uniform(0.1, 1.0, shape)
+    return a / a.sum(-1, keepdims=True)
+
+
+PROBS = _soft(5, (4, 5))
+
+NN_CASES = [
+    Case(f"nn-{name}", fn, ins, op=ops)
+    for name, fn, ins, ops in [
+        ("addmm", lambda T, b, x, w: T.addmm(b, x, w), (I((5,)), I((4, 3)), I((3, 5))),
+         ("addmm",)),
+        ("addmm_scaled", lambda T, b, x, w: T.addmm(b, x, w, beta=0.5, alpha=2.0),
+         (I((4, 5)), I((4, 3)), I((3, 5))), ("addmm",)),
+        ("addmm_method", lambda T, b, x, w: b.addmm(x, w),
+         (I((4, 5)), I((4, 3), grad=False), I((3, 5))), ("addmm",)),
+        ("linear", lambda T, x, w, b: F(T).linear(x, w, b), (I((4, 3)), I((5, 3)), I((5,))),
+         ("linear",)),
+        ("linear_nobias", lambda T, x, w: F(T).linear(x, w), (I((4, 3)), I((5, 3))),
+         ("linear",)),
+        ("linear_3d", lambda T, x, w, b: F(T).linear(x, w, b), (I((2, 4, 3)), I((5, 3)),
+                                                               I((5,))), ("linear",)),
+        ("linear_3d_nobias", lambda T, x, w: F(T).linear(x, w), (I((2, 4, 3)), I((5, 3))),
+         ("linear",)),
+        ("linear_1d", lambda T, x, w, b: F(T).linear(x, w, b), (I((3,)), I((5, 3)), I((5,))),
+         ("linear",)),
+        ("linear_1d_nobias", lambda T, x, w: F(T).linear(x, w), (I((3,)), I((5, 3))),
+         ("linear",)),
+        ("linear_strided", lambda T, x, w, b: F(T).linear(x.transpose(0, 1), w, b),
+         (I((4, 2, 3)), I((5, 3)), I((5,))), ("linear",)),
+        ("linear_const_x", lambda T, x, w, b: F(T).linear(x, w, b),
+         (I((4, 3), grad=False), I((5, 3)), I((5,))), ("linear",)),
+        ("mse", lambda T, x, t: F(T).mse_loss(x, t), (I((4, 5)), I((4, 5), grad=False)),
+         ("mse_loss",)),
+        ("mse_sum_both", lambda T, x, t: F(T).mse_loss(x, t, reduction="sum"),
+         (I((4, 5)), I((4, 5))), ("mse_loss",)),
+        ("mse_none", lambda T, x, t: F(T).mse_loss(x, t, reduction="none"),
+         (I((4, 5)), I((4, 5))), ("mse_loss",)),
+        ("mse_bcast", lambda T, x, t: F(T).mse_loss(x, t), (I((4, 5)), I((4, 1))),
+         ("mse_loss",)),
+        ("mse_weight", lambda T, x, t, w: F(T).mse_loss(x, t, weight=w),
+         (I((4, 5)), I((4, 5), grad=False), I((4, 5), "pos", grad=False)), ("mse_loss",)),
+        ("nll", lambda T, x: F(T).nll_loss(x, T.tensor(TGT)), (I((4, 5)),), ("nll_loss",)),
+        ("nll_sum", lambda T, x: F(T).nll_loss(x, T.tensor(TGT), reduction="sum"),
+         (I((4, 5)),), ("nll_loss",)),
+        ("nll_none", lambda T, x: F(T).nll_loss(x, T.tensor(TGT), reduction="none"),
+         (I((4, 5)),), ("nll_loss",)),
+        ("nll_weight", lambda T, x: F(T).nll_loss(x, T.tensor(TGT), _t(T, CW, x)),
+         (I((4, 5)),), ("nll_loss",)),
+        ("nll_ignore", lambda T, x: F(T).nll_loss(x, T.tensor([0, 7, 1, 7]), ignore_index=7),
+         (I((4, 5)),), ("nll_loss",)),
+        ("nll_1d", lambda T, x: F(T).nll_loss(x, T.tensor(3)), (I((5,)),), ("nll_loss",)),
+        ("nll_3d", lambda T, x: F(T).nll_loss(x, T.tensor([[0, 2], [1, 4]])),
+         (I((2, 5, 2)),), ("nll_loss",)),
+        ("nll_3d_none", lambda T, x: F(T).nll_loss(x, T.tensor([[0, 2], [1, 4]]),
+                                                    reduction="none"),
+         (I((2, 5, 2)),), ("nll_loss",)),
+        ("nll_4d", lambda T, x: F(T).nll_loss(x, T.tensor([[[0, 2]], [[1, 4]]])),
+         (I((2, 5, 1, 2)),), ("nll_loss",)),
+        ("ce", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT)), (I((4, 5)),),
+         ("cross_entropy",)),
+        ("ce_sum", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), reduction="sum"),
+         (I((4, 5)),), ("cross_entropy",)),
+        ("ce_none", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), reduction="none"),
+         (I((4, 5)),), ("cross_entropy",)),
+        ("ce_weight_ignore", lambda T, x: F(T).cross_entropy(
+            x, T.tensor([0, 2, -100, 4]), _t(T, CW, x)), (I((4, 5)),), ("cross_entropy",)),
+        ("ce_smooth", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), label_smoothing=0.1),
+         (I((4, 5)),), ("cross_entropy",)),
+        ("ce_smooth_weight_ignore", lambda T, x: F(T).cross_entropy(
+            x, T.tensor([0, 2, 3, 4]), _t(T, CW, x), ignore_index=3, label_smoothing=0.2),
+         (I((4, 5)),), ("cross_entropy",)),
+        ("ce_smooth_none", lambda T, x: F(T).cross_entropy(
+            x, T.tensor(TGT), reduction="none", label_smoothing=0.3), (I((4, 5)),),
+         ("cross_entropy",)),
+        ("ce_probs", lambda T, x: F(T).cross_entropy(x, _t(T, PROBS, x)), (I((4, 5)),),
+         ("cross_entropy",)),
+        ("ce_probs_grad", lambda T, x, p: F(T).cross_entropy(x, p, reduction="sum"),
+         (I((4, 5)), I(data=PROBS)), ("cross_entropy",)),
+        ("ce_probs_smooth_weight", lambda T, x: F(T).cross_entropy(
+            x, _t(T, PROBS, x), _t(T, CW, x), label_smoothing=0.1), (I((4, 5)),),
+         ("cross_entropy",)),
+        ("ce_3d", lambda T, x: F(T).cross_entropy(x, T.tensor([[0, 2], [1, 4]])),
+         (I((2, 5, 2)),), ("cross_entropy",)),
+        ("ce_1d", lambda T, x: F(T).cross_entropy(x, T.tensor(1)), (I((5,)),),
+         ("cross_entropy",)),
+        ("bce", lambda T, x, t: F(T).binary_cross_entropy_with_logits(x, t),
+         (I((4, 5)), I((4, 5), "pos", grad=False)), ("binary_cross_entropy_with_logits",)),
+        ("bce_none_target_grad", lambda T, x, t: F(T).binary_cross_entropy_with_logits(
+            x, t, reduction="none"), (I((4, 5)), I((4, 5), "pos")),
+         ("binary_cross_entropy_with_logits",)),
+        ("bce_weights", lambda T, x, t, w, pw: F(T).binary_cross_entropy_with_logits(
+            x, t, w, reduction="sum", pos_weight=pw),
+         (I((4, 5)), I((4, 5), "pos"), I((5,), "pos", grad=False), I((5,), "pos", grad=False)),
+         ("binary_cross_entropy_with_logits",)),
+        ("layer_norm", lambda T, x, w, b: F(T).layer_norm(x, (5,), w, b),
+         (I((4, 5)), I((5,)), I((5,))), ("layer_norm",)),
+        ("layer_norm_2dims", lambda T, x, w, b: F(T).layer_norm(x, [4, 5], w, b, eps=1e-3),
+         (I((2, 4, 5)), I((4, 5)), I((4, 5))), ("layer_norm",)),
+        ("layer_norm_plain", lambda T, x: F(T).layer_norm(x, (5,)), (I((3, 5)),),
+         ("layer_norm",)),
+        ("layer_norm_weight_only", lambda T, x, w: F(T).layer_norm(x, (5,), w),
+         (I((5,)), I((5,))), ("layer_norm",)),
+        ("embedding", lambda T, w: F(T).embedding(T.tensor([[1, 2], [4, 1]]), w),
+         (I((6, 3)),), ("embedding",)),
+        ("embedding_pad_freq", lambda T, w: F(T).embedding(
+            T.tensor([[1, 0], [4, 1], [1, 1]]), w, padding_idx=0, scale_grad_by_freq=True),
+         (I((6, 3)),), ("embedding",)),
+        ("dropout_p1", lambda T, x: F(T).dropout(x, 1.0), (I((4, 5)),), ("dropout",)),
+        ("dropout_eval", lambda T, x: F(T).dropout(x * 1, 0.3, training=False),
+         (I((4, 5)),), ("dropout",)),
+        ("leaky_relu_", lambda T, x: F(T).leaky_relu_(x * 1, 0.2), (I((4, 5), "away"),),
+         ("leaky_relu_",)),
+    ]
+]
+
 GRAD_CASES = (UNARY_CASES + BINARY_CASES + RED_CASES + SOFTMAX_CASES + LINALG_CASES
-              + SHAPE_CASES + INDEX_CASES + JOIN_CASES + TIES)
+              + SHAPE_CASES + INDEX_CASES + JOIN_CASES + TIES
+              + NN_CASES)
 
 _ids = [c.id for c in GRAD_CASES]
 assert len(set(_ids)) == len(_ids), "duplicate case ids"

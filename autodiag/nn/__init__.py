@@ -1,0 +1,38 @@
+"""``autodiag.nn``: modules, parameters, functional ops and initialisers, as ``torch.nn``.
+
+>>> import autodiag as torch
+>>> model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+>>> model(torch.ones(4, 2)).shape
+torch.Size([4, 1])
+"""
+
+from autodiag.nn import functional, init
+from autodiag.nn.modules import (
+                                 GELU,
+                                 BCEWithLogitsLoss,
+                                 CrossEntropyLoss,
+                                 Dropout,
+                                 Embedding,
+                                 Flatten,
+                                 Identity,
+                                 LayerNorm,
+                                 LeakyReLU,
+                                 Linear,
+                                 LogSoftmax,
+                                 Module,
+                                 ModuleList,
+                                 MSELoss,
+                                 NLLLoss,
+                                 ReLU,
+                                 Sequential,
+                                 Sigmoid,
+                                 Softmax,
+                                 Softplus,
+                                 Tanh,
+)
+from autodiag.nn.parameter import Buffer, Parameter
+
+__all__ = ["functional", "init", "Parameter", "Buffer", "Module", "Sequential", "ModuleList",
+           "Linear", "Identity", "Flatten", "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU",
+           "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "Embedding", "MSELoss",
+           "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss"]

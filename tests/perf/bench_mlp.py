@@ -1,0 +1,210 @@
+"""MLP training-step benchmark: autodiag vs PyTorch (same process) vs hand-written numpy.
+
+    python tests/perf/bench_mlp.py [--runs 7] [--steps 50] [--threads N] [--profile]
+
+Model 784-256-256-10 with ReLU, batch 64, float32, cross-entropy, SGD(lr=0.01, momentum=0.9).
+One step = zero_grad + forward + backward + optimizer step. Each run times ``--steps`` steps
+after a warm-up; the median over ``--runs`` runs is reported in ms/step, with the ratios
+autodiag/torch and autodiag/numpy. ``--profile`` prints the cProfile top functions of the
+autodiag step.
+
+Threads: the same budget for every contestant. ``--threads N`` (default: all cores, as a user
+would run it) sets torch's intra-op threads and, through OPENBLAS_NUM_THREADS / OMP / MKL set
+before numpy is imported, the BLAS threads that numpy (hence autodiag) uses. Unless the variables
+are already set in the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+
+
+def _early_threads() -> int:
+    """``--threads`` read before numpy loads: BLAS reads its thread count once, at load."""
+    n = os.cpu_count() or 1
+    for i, arg in enumerate(sys.argv):
+        if arg == "--threads" and i + 1 < len(sys.argv):
+            n = int(sys.argv[i + 1])
+        elif arg.startswith("--threads="):
+            n = int(arg.split("=", 1)[1])
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(n))
+    return n
+
+
+_THREADS = _early_threads()
+
+import numpy as np  # noqa: E402
+
+import autodiag as ad  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+SIZES = (784, 256, 256, 10)
+BATCH = 64
+LR, MOMENTUM = 0.01, 0.9
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
+    y = rng.integers(0, SIZES[-1], BATCH)
+    return x, y
+
+
+def _weights():
+    rng = np.random.default_rng(1)
+    ws = []
+    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+        bound = 1 / np.sqrt(fan_in)
+        ws.append((rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
+                   rng.uniform(-bound, bound, fan_out).astype(np.float32)))
+    return ws
+
+
+def make_lib_step(lib):
+    """A step function for autodiag or torch (the same code: the API is the same)."""
+    nn = lib.nn
+    layers = []
+    for (w, b) in _weights():
+        lin = nn.Linear(w.shape[1], w.shape[0])
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor(w))
+            lin.bias.copy_(lib.tensor(b))
+        layers += [lin, nn.ReLU()]
+    model = nn.Sequential(*layers[:-1])
+    opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    loss_fn = nn.CrossEntropyLoss()
+    x, y = _data()
+    X, Y = lib.tensor(x), lib.tensor(y)
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(model(X), Y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def make_numpy_step():
+    """The same step written by hand with numpy (the floor for a numpy-backed engine)."""
+    params = [(w.copy(), b.copy()) for w, b in _weights()]
+    bufs = [(np.zeros_like(w), np.zeros_like(b)) for w, b in params]
+    first = [True]
+    x, y = _data()
+    n = len(params)
+
+    def step():
+        acts = [x]
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w.T + b
+            if i < n - 1:
+                h = np.maximum(h, 0)
+            acts.append(h)
+        m = h.max(axis=1, keepdims=True)
+        z = h - m
+        lse = np.log(np.exp(z).sum(axis=1, keepdims=True))
+        logp = z - lse
+        loss = -logp[np.arange(BATCH), y].mean()
+        g = np.exp(logp)
+        g[np.arange(BATCH), y] -= 1
+        g /= BATCH
+        grads = []
+        for i in range(n - 1, -1, -1):
+            w, _ = params[i]
+            grads.append((g.T @ acts[i], g.sum(axis=0)))
+            if i:
+                g = (g @ w) * (acts[i] > 0)
+        grads.reverse()
+        for (w, b), (gw, gb), (bw, bb) in zip(params, grads, bufs):
+            for p, gp, buf in ((w, gw, bw), (b, gb, bb)):
+                if first[0]:
+                    buf[...] = gp
+                else:
+                    buf *= MOMENTUM
+                    buf += gp
+                p -= LR * buf
+        first[0] = False
+        return loss
+
+    return step
+
+
+def measure(steps_by_name: dict, steps: int, runs: int, clock=time.perf_counter) -> dict:
+    """Median ms/step per contestant. Runs are interleaved (a, b, c, a, b, c, ...) so that a
+    load change on a shared machine affects every contestant alike."""
+    for step in steps_by_name.values():
+        for _ in range(5):
+            step()
+    times: dict = {name: [] for name in steps_by_name}
+    for _ in range(runs):
+        for name, step in steps_by_name.items():
+            t0 = clock()
+            for _ in range(steps):
+                step()
+            times[name].append((clock() - t0) / steps * 1e3)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _value(loss) -> float:
+    return float(loss.detach()) if hasattr(loss, "detach") else float(loss)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--threads", type=int, default=_THREADS)
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time with the process CPU clock (meaningful with --threads 1 on a busy "
+                        "machine: time spent descheduled is not counted)")
+    a = p.parse_args()
+    if torch is not None:
+        torch.set_num_threads(a.threads)
+    print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, ReLU, cross-entropy, SGD "
+          f"momentum; {a.runs} runs x {a.steps} steps")
+    print(f"cores: {os.cpu_count()}; torch threads: "
+          f"{torch.get_num_threads() if torch is not None else '-'}; BLAS threads (numpy, "
+          f"autodiag): OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load "
+          f"average: {os.getloadavg()[0]:.2f}")
+    # the losses agree (same weights, same data): a benchmark of the same computation
+    steps = {"autodiag": make_lib_step(ad), "numpy": make_numpy_step()}
+    if torch is not None:
+        steps["torch"] = make_lib_step(torch)
+    first = {k: _value(s()) for k, s in steps.items()}
+    print("first-step loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
+    clock = time.process_time if a.cpu_time else time.perf_counter
+    res = measure(steps, a.steps, a.runs, clock)
+    print(f"clock: {'process CPU time' if a.cpu_time else 'wall time'}")
+    for name, ms in res.items():
+        print(f"{name:9s} {ms:8.3f} ms/step")
+    if "torch" in res:
+        print(f"ratio autodiag/torch: {res['autodiag'] / res['torch']:.2f}x")
+    print(f"ratio autodiag/numpy: {res['autodiag'] / res['numpy']:.2f}x")
+    if "torch" in res:
+        print(f"ratio numpy/torch:    {res['numpy'] / res['torch']:.2f}x")
+    if a.profile:
+        step = steps["autodiag"]
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(200):
+            step()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
