@@ -205,3 +205,12 @@ def test_stack_is_lazy_and_innermost_last():
     assert frames[-1]["function"] == "inner"
     assert frames[-2]["function"] == "test_stack_is_lazy_and_innermost_last"
     assert s.site[0] is inner.__code__
+
+
+def test_optimizer_step_is_reported():
+    p = ad.nn.Parameter(ad.ones(2))
+    opt = ad.optim.SGD([p], lr=0.1)
+    with tracing(Recorder()) as rec:
+        (p * 2).sum().backward()
+        opt.step()
+    assert rec.kinds("optimizer") == [("optimizer", opt)]

@@ -21,6 +21,7 @@ import numpy as np
 from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import RemovableHandle, _add_hook, _HookDict
 from autodiag.tensor import Tensor, vc_of
+from autodiag.trace import events
 from autodiag.trace.sites import user_site
 
 __all__ = ["Optimizer"]
@@ -161,12 +162,11 @@ class Optimizer:
             self.add_param_group(group)
 
     def _step_done(self) -> None:
-        """Called at the end of every ``step()`` (after the post-hooks).
-
-        Empty for now: it is the one place where the tracing layer will report
-        ``on_optimizer_step(optimizer)``, so that every optimizer, built in or user-defined,
-        reports its steps without touching its update code.
-        """
+        """Called at the end of every ``step()`` (after the post-hooks): the one place that
+        reports ``on_optimizer_step(optimizer)`` to tracers, so every optimizer, built in or
+        user-defined, reports its steps without touching its update code."""
+        if events.TRACERS:
+            events.emit_optimizer_step(self)
 
     # ------------------------------------------------------------------ groups
 

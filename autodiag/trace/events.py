@@ -84,11 +84,26 @@ def emit_op(name: str, inputs: tuple, out, mark: int) -> None:
             break
     stack = capture_stack(3)
     if node is not None:
-        node._trace = stack  # where it was recorded: graph and anomaly reports read it
+        _mark_new_nodes(node, mark, stack)
     for t in tuple(TRACERS):
         t.on_op(name, node, inputs, outputs, stack)
     if node is not None and node._saved:
         _emit_saves(node, outputs)
+
+
+def _mark_new_nodes(node, mark: int, stack) -> None:
+    """Give every node this op recorded (its own and those of ops it called internally, e.g.
+    cross_entropy's LogSoftmaxBackward0) the user's stack: graph and anomaly reports read
+    ``node._trace``. New nodes are those numbered after ``mark``; the walk stops at older ones."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if n._trace is not None or not mark <= n._seq < (1 << 62):
+            continue
+        n._trace = stack
+        for e in n._next:
+            if e is not None:
+                todo.append(e[0] if e.__class__ is tuple else e)
 
 
 def _emit_saves(node, outputs) -> None:
