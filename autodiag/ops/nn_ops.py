@@ -28,6 +28,15 @@ from autodiag.ops._core import (
     save_output,
     wrap,
 )
+from autodiag.ops.factories import _rng
+from autodiag.ops.inplace import apply_inplace, bump_version
+from autodiag.ops.linalg import matmul
+from autodiag.ops.pointwise import _np_sigmoid, softplus
+from autodiag.ops.pointwise import pow as _pow
+from autodiag.ops.reduction import log_softmax
+from autodiag.ops.reduction import sum as _sum
+from autodiag.ops.shape import embed, expand, masked_fill
+from autodiag.ops.shape import t as transpose2d
 from autodiag.tensor import Tensor, _new
 
 # PyTorch's reduction enum (``_saved_reduction``)
@@ -197,8 +206,6 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     ss = sd.shape
     if ss != shape and (len(ss) > 2 or any(a != b and a != 1 for a, b in zip(ss[::-1],
                                                                               shape[::-1]))):
-        from autodiag.ops.shape import expand
-
         expand(s, shape)  # raises PyTorch's "The expanded size of the tensor ..." error
     out = np.matmul(ad, bd)
     if alpha != 1:
@@ -229,9 +236,6 @@ def linear(input, weight, bias=None):
     >>> torch.nn.functional.linear(x, w, torch.zeros(2)).grad_fn.name()
     'AddmmBackward0'
     """
-    from autodiag.ops.linalg import matmul
-    from autodiag.ops.shape import t as transpose2d
-
     x = input
     xd = x._data
     if xd.ndim == 0 or weight._data.ndim == 0:
@@ -273,8 +277,6 @@ class MseLossBackward0(Node):
 def _broadcast_pair(a: Tensor, b: Tensor):
     """``torch.broadcast_tensors(a, b)``: expand each to the common shape (ExpandBackward0) when
     it differs."""
-    from autodiag.ops.shape import expand
-
     sa, sb = a._data.shape, b._data.shape
     if sa == sb:
         return a, b
@@ -314,9 +316,6 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
         reduction = legacy_reduction(size_average, reduce)
     x, t = _broadcast_pair(input, target)
     if weight is not None:
-        from autodiag.ops.pointwise import pow as _pow
-        from autodiag.ops.reduction import sum as _sum
-
         if tuple(weight._data.shape) != tuple(input._data.shape):
             raise ValueError("Weights and input must have the same size.")
         sq = _pow(x - t, 2) * weight
@@ -509,8 +508,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     >>> loss.grad_fn.name(), loss.grad_fn.next_functions[0][0].name()
     ('NllLossBackward0', 'LogSoftmaxBackward0')
     """
-    from autodiag.ops.reduction import log_softmax
-
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce)
     r = reduction_enum(reduction)
@@ -556,8 +553,6 @@ def _ce_probabilities(logp, target, weight, r, label_smoothing, cdim):
 
 def _ce_label_smoothing(logp, target, weight, r, ignore_index, label_smoothing, cdim):
     """PyTorch's cross_entropy_loss_label_smoothing, op for op."""
-    from autodiag.ops.shape import masked_fill
-
     n_classes = logp._data.shape[cdim]
     reduction = {0: "none", 1: "mean", 2: "sum"}[r]
     nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
@@ -588,8 +583,6 @@ def _log_sigmoid(xp, x):
     if xp.arrays:
         # NOTE: min(x, 0) - log1p(exp(-|x|)) never overflows
         return np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))
-    from autodiag.ops.pointwise import softplus
-
     return -softplus(-x)
 
 
@@ -625,8 +618,6 @@ class BinaryCrossEntropyWithLogitsBackward0(Node):
 
 
 def _sigmoid_np(x):
-    from autodiag.ops.pointwise import _np_sigmoid
-
     return _np_sigmoid(x)
 
 
@@ -806,8 +797,6 @@ class EmbeddingBackward0(Node):
     _saved_names = ("indices",)
 
     def backward(self, xp, g):
-        from autodiag.ops.shape import embed
-
         idx = self.saved(ARRAY, 0).reshape(-1)
         dim = g.shape[-1] if xp.arrays else g._data.shape[-1]
         g2 = g.reshape(-1, dim) if xp.arrays else g.reshape(-1, dim)
@@ -832,8 +821,6 @@ class EmbeddingBackward0(Node):
 def _renorm_rows(weight: Tensor, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
     """``embedding_renorm_``: rows looked up whose norm exceeds max_norm are scaled to it, in
     place (no gradient; the version counter is bumped as PyTorch's in-place op does)."""
-    from autodiag.ops.inplace import bump_version
-
     rows = np.unique(idx)
     w = weight._data
     norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
@@ -904,8 +891,6 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     >>> torch.nn.functional.dropout(x, 0.5, training=False) is x
     True
     """
-    from autodiag.ops.factories import _rng
-
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     d = input._data
@@ -959,7 +944,5 @@ def _leaky_relu_saving_result(t: Tensor, negative_slope: float) -> Tensor:
 @register(method=False)
 def leaky_relu_(input, negative_slope: float = 0.01):
     """In-place leaky ReLU (``LeakyReluBackward1``, which saves the output)."""
-    from autodiag.ops.inplace import apply_inplace
-
     return apply_inplace(input, "leaky_relu_",
                          lambda t: _leaky_relu_saving_result(t, negative_slope))
