@@ -108,3 +108,31 @@ def test_deep_chain_create_graph_iterative():
     (g,) = ad.autograd.grad(y, x, create_graph=True)
     (g2,) = ad.autograd.grad(g, x)
     assert abs(g2.item()) < 1.0 and g2.item() == g2.item()  # finite, no recursion
+
+
+def test_gradient_stealing_never_aliases_what_someone_else_holds():
+    # NOTE [Gradient stealing] in engine.py: .grad may take the engine's array, never another's
+    a = ad.ones(3, requires_grad=True)
+    b = ad.ones(3, requires_grad=True)
+    (a + b).sum().backward()  # one gradient array reaches both leaves
+    assert a.grad._data is not b.grad._data
+    a.grad.add_(1)
+    assert b.grad.tolist() == [1.0, 1.0, 1.0]
+
+    x = ad.ones(2, requires_grad=True)
+    g = ad.tensor([3.0, 4.0])
+    x.backward(gradient=g)  # the user's tensor must not become x.grad
+    assert x.grad._data is not g._data
+    g.mul_(0)
+    assert x.grad.tolist() == [3.0, 4.0]
+
+    kept = []
+    w = ad.ones(2, requires_grad=True)
+    w.register_hook(lambda t: kept.append(t))
+    (w * 2).sum().backward()
+    assert kept[0]._data is not w.grad._data
+
+    w2 = ad.ones(2, requires_grad=True)
+    y = w2 * 5
+    (y.sum()).backward()
+    assert w2.grad.tolist() == [5.0, 5.0]

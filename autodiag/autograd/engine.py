@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 
 import numpy as np
 
@@ -156,6 +157,7 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                 deps[child] = d
                 if d == 0 and (needed is None or child in needed):
                     heapq.heappush(heap, (-child._seq, tick(), child))
+            outs = g = None  # NOTE [Gradient stealing]: drop our references before the leaves run
     finally:
         _state[0] = prev_mode
         if tracing:
@@ -279,6 +281,24 @@ def _fix_shapes(node, outs, meta, xp):
     return tuple(fixed)
 
 
+# References to an incoming gradient array inside _accumulate when only the engine holds it:
+# execute()'s buffer list, the parameter ``g``, the local ``ga``, and getrefcount's argument.
+_ENGINE_REFS = 4
+
+
+def _stealable(a: np.ndarray, like: np.ndarray) -> bool:
+    """``a`` has ``like``'s dtype, shape and layout, and its memory is visible only through it:
+    it owns its memory, or it is a view (e.g. TBackward0's transpose) of a base nothing else
+    references (the view's pointer and getrefcount's argument)."""
+    if a.__class__ is not np.ndarray or a.dtype != like.dtype or a.shape != like.shape:
+        return False
+    if not a.flags.writeable or a.flags.c_contiguous != like.flags.c_contiguous:
+        return False
+    base = a.base
+    return base is None or (base.__class__ is np.ndarray and base.base is None
+                            and sys.getrefcount(base) <= 3)
+
+
 def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
     var = node.variable
     if g is None:
@@ -306,9 +326,15 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
     else:
         ga = g._data if isinstance(g, Tensor) else g
         if var._grad is None:
-            # NOTE: always copy. The same array may reach several leaves (``a + b`` hands one
-            # gradient to both) or be the user's own ``gradient=`` tensor.
-            var._grad = wrap(np.array(ga, dtype=var._data.dtype, copy=True))
+            # NOTE [Gradient stealing]: as PyTorch's AccumulateGrad, take the incoming array as
+            # the new .grad when nothing else can see it: it owns its memory, has the leaf's
+            # dtype and layout, and the only references are the engine's (the buffer list, the
+            # argument, this frame). Otherwise copy: the same array may reach several leaves
+            # (``a + b`` hands one gradient to both) or be the user's own ``gradient=`` tensor.
+            if ga is g and sys.getrefcount(g) <= _ENGINE_REFS and _stealable(ga, var._data):
+                var._grad = wrap(ga)
+            else:
+                var._grad = wrap(np.array(ga, dtype=var._data.dtype, copy=True))
         elif var._grad.grad_fn is not None or var._grad.requires_grad:
             var._grad = wrap(var._grad._data + ga)
         else:
