@@ -479,3 +479,31 @@ def test_debug_variable_shows_autodiag_traceback(script, monkeypatch):
     monkeypatch.setenv("AUTODIAG_DEBUG", "1")
     r = cli("graph", script("x = (\n"))
     assert r.exit_code == 2 and "Traceback" in r.stderr
+
+
+# --- the samples ------------------------------------------------------------------------------
+
+SAMPLES = sorted(f for f in os.listdir(os.path.join(ROOT, "samples")) if f.endswith(".py"))
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_graph_and_trace_on_every_sample(name):
+    path = os.path.join(ROOT, "samples", name)
+    expected = 3 if name == "inplace_saved.py" else 0  # that script dies of the in-place error
+    for cmd in (["graph", path, "-f", "json"], ["trace", path, "-f", "json"]):
+        r = cli(*cmd)
+        assert r.exit_code == expected, (cmd, r.stderr[-2000:])
+        doc = json.loads(r.stdout)
+        check_envelope(doc, cmd[0])
+        if cmd[0] == "graph":
+            if "graphs" not in doc:
+                check_graph(doc)
+            assert doc["status"] == ("error" if expected else "ok")
+
+
+def test_graph_of_the_model_sample_names_its_parameters():
+    r = cli("graph", os.path.join(ROOT, "samples", "model.py"), "-f", "json")
+    doc = json.loads(r.stdout)
+    names = {n["variable"]["name"] for n in doc["nodes"] if n["variable"]}
+    assert {"model.fc1.weight", "model.head.bias"} <= names
+    assert doc["root_names"] == ["loss"]
