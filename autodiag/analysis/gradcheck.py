@@ -558,7 +558,7 @@ def _generated(cls: type, settings: Settings):
         for positive in (False, True):
             arrays = [rng.uniform(0.1, 1.0, size=shape) for _ in names]
             if not positive:
-                arrays = [a * rng.choice((-1.0, 1.0), size=shape) for a in arrays]
+                arrays = [a * _signs(rng, shape) for a in arrays]
             why = _fits(cls, names, arrays)
             if why is None:
                 inputs = tuple(ad.tensor(a, dtype=ad.float64, requires_grad=True)
@@ -573,6 +573,14 @@ def _generated(cls: type, settings: Settings):
         tried.append(f"{shape}: {why}")
     return [], True, ("skip", "cannot generate inputs: no shape fits ("
                       + "; ".join(tried) + ")" + hint)
+
+
+def _signs(rng, shape) -> np.ndarray:
+    """Half +1, half -1 in random places: both signs always occur (when there are two
+    elements), so a function defined only for positive inputs shows it."""
+    signs = np.resize(np.array([1.0, -1.0]), int(np.prod(shape, dtype=int)))
+    rng.shuffle(signs)
+    return signs.reshape(shape)
 
 
 def _fits(cls: type, names: list, arrays: list) -> str | None:
