@@ -207,6 +207,21 @@ def test_clamp_without_sample_inputs_is_skipped_with_a_reason(script):
     assert skip["verdict"] == "skip" and "'lo' is a float, not a tensor" in skip["message"]
 
 
+def test_subclass_reuses_forward_and_is_located_at_its_own_class(script):
+    sub = """\
+class Bounded(Clamp):
+    @classmethod
+    def sample_inputs(cls):
+        return [(torch.tensor([0.2, 3.0], dtype=torch.float64, requires_grad=True), 0.0, 1.0)]
+"""
+    path = script(CLAMP, sub)
+    code, doc = run_json(path, "--function", "Bounded")
+    assert code == 0
+    (c,) = doc["cases"]
+    assert c["location"]["line"] == line_of(path, "class Bounded(Clamp)")
+    assert c["location"]["code"] == "class Bounded(Clamp):"
+
+
 def test_sample_inputs_errors_and_float32(script):
     broken = CUBIC.replace("class Cubic", "class Broken") + """\
 
@@ -223,7 +238,8 @@ def test_sample_inputs_errors_and_float32(script):
     code, doc = run_json(script(broken, f32))
     assert code == 1
     by_name = {c["name"]: c for c in doc["cases"]}
-    assert by_name["Broken"]["verdict"] == "error"
+    broken = by_name["Broken"]
+    assert broken["verdict"] == "error" and broken["exception"] == "ValueError"
     assert "sample_inputs() raised ValueError: no data" in by_name["Broken"]["message"]
     single = by_name["Single[sample 0]"]
     assert single["inputs"] == ["(3,) float32"]

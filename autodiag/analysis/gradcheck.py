@@ -392,23 +392,26 @@ def find_functions(namespace: dict) -> list[type]:
 
 def class_location(cls: type) -> dict | None:
     """{'file', 'line', 'function', 'code'} of ``class Name(...)`` in the script."""
-    code = getattr(getattr(cls.forward, "__func__", cls.forward), "__code__", None)
+    code = None
+    # a method written in the class body names the file (an inherited forward may not)
+    for value in [*vars(cls).values(), cls.forward]:
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is not None:
+            break
     if code is None:
         return None
     path, line = code.co_filename, code.co_firstlineno
     try:
         tree = ast.parse("".join(linecache.getlines(path)))
-        stack = list(tree.body)
-        while stack:  # the innermost class of that name around forward's first line
-            node = stack.pop()
-            if isinstance(node, ast.ClassDef) and node.name == cls.__name__ and \
-                    node.lineno <= line <= (node.end_lineno or line):
-                line = node.lineno
-                break
-            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.If, ast.With, ast.Try)):
-                stack.extend(getattr(node, "body", []))
     except (SyntaxError, ValueError):
-        pass
+        tree = None
+    if tree is not None:
+        defs = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+                and n.name == cls.__name__]
+        # the class of that name around the method's line, else the first of that name
+        around = [n for n in defs if n.lineno <= line <= (n.end_lineno or n.lineno)]
+        if around or defs:
+            line = (around or defs)[-1 if around else 0].lineno
     return {"file": path, "line": line, "function": "<module>",
             "code": linecache.getline(path, line).strip()}
 
@@ -432,9 +435,9 @@ def plan_functions(classes: list[type], settings: Settings) -> list:
                 "stack": [loc] if loc else [], "settings": settings.kwargs()}
         samples, generated, problem = _inputs_for(cls, settings)
         if problem is not None:
-            verdict, message = problem
+            verdict, message, exception = problem
             out.append(Case(name=f"{cls.__name__}", verdict=verdict, message=message,
-                            exception="" if verdict == "skip" else "sample_inputs", **base))
+                            exception=exception, **base))
             continue
         for k, (inputs, notes) in enumerate(samples):
             label = "generated" if generated else f"sample {k}"
@@ -470,7 +473,8 @@ def run_checks(plan: list, settings: Settings, progress=None) -> list[Case]:
 
 
 def _inputs_for(cls: type, settings: Settings):
-    """(list of (inputs, notes), generated?, None) or ([], False, (verdict, message))."""
+    """(list of (inputs, notes), generated?, None), or ([], generated?, (verdict, message,
+    exception type name)) when there are no inputs to check."""
     sampler = getattr(cls, "sample_inputs", None)
     if sampler is None:
         return _generated(cls, settings)
@@ -484,11 +488,11 @@ def _inputs_for(cls: type, settings: Settings):
             raw = list(sampler())
     except Exception as e:  # noqa: BLE001 - the user's sample_inputs is at fault
         return [], False, ("error", f"{cls.__name__}.sample_inputs() raised "
-                           f"{type(e).__name__}: {e}")
+                           f"{type(e).__name__}: {e}", type(e).__name__)
     finally:
         factories._rng[0] = saved_rng
     if not raw:
-        return [], False, ("skip", f"{cls.__name__}.sample_inputs() returned no inputs")
+        return [], False, ("skip", f"{cls.__name__}.sample_inputs() returned no inputs", "")
     samples = []
     for item in raw:
         inputs = tuple(item) if isinstance(item, (tuple, list)) else (item,)
@@ -547,7 +551,7 @@ def _generated(cls: type, settings: Settings):
     hint = f"; give {cls.__name__} a sample_inputs() static method returning a list of " \
            f"input tuples"
     if names is None:
-        return [], False, ("skip", f"cannot generate inputs: {reason}{hint}")
+        return [], False, ("skip", f"cannot generate inputs: {reason}{hint}", "")
     import autodiag as ad
 
     rng = np.random.default_rng(settings.seed)
@@ -569,10 +573,10 @@ def _generated(cls: type, settings: Settings):
             if not why.startswith("non-finite"):
                 break  # positive values only help against NaN and inf
         if why.startswith("backward returns no gradient"):
-            return [], True, ("skip", f"cannot generate inputs: {why}{hint}")
+            return [], True, ("skip", f"cannot generate inputs: {why}{hint}", "")
         tried.append(f"{shape}: {why}")
     return [], True, ("skip", "cannot generate inputs: no shape fits ("
-                      + "; ".join(tried) + ")" + hint)
+                      + "; ".join(tried) + ")" + hint, "")
 
 
 def _signs(rng, shape) -> np.ndarray:
