@@ -1,0 +1,674 @@
+"""What ``autodiag gradcheck`` checks, as plain data: one ``Case`` per check, Findings for
+the failures (no printing; report/ renders).
+
+Checks come from three places:
+
+* **calls** — every ``gradcheck``/``gradgradcheck`` call a script makes. ``CallRecorder``
+  replaces the library functions while the script runs: each call is checked, recorded with
+  its call site, and returns False instead of raising, so the script goes on;
+* **functions** — every ``autograd.Function`` subclass the script defines (``__module__`` is
+  ``__main__``), on the input tuples of its ``sample_inputs()`` or, without one, on generated
+  float64 inputs (``plan_functions`` / ``run_checks``);
+* **the expression** of ``-e EXPR``, with respect to its ``--var`` leaves (``expression_case``).
+
+Failures carry the library's diagnoses (``autodiag.autograd.gradcheck.Diagnosis``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import linecache
+import re
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from autodiag.analysis.findings import Finding
+from autodiag.autograd import _gradcheck as _gc
+from autodiag.autograd._gradcheck import GradcheckError
+from autodiag.autograd.function import Function, _has_setup_context
+from autodiag.tensor import Tensor
+from autodiag.trace.sites import capture_stack, short_path
+
+# The library's functions, captured at import: CallRecorder replaces the public names while a
+# script runs, and the checks here always call the real ones.
+GRADCHECK = _gc.gradcheck
+GRADGRADCHECK = _gc.gradgradcheck
+_APIS = {"gradcheck": GRADCHECK, "gradgradcheck": GRADGRADCHECK}
+
+# Shapes tried, in order, for each tensor argument of a Function without sample_inputs(): the
+# first that fits is used (a 2-d input catches reductions and transposes that () would miss).
+GENERATED_SHAPES = ((2, 3), (3,), ())
+# A passing check reports its largest |analytical - numerical| only when recomputing both
+# Jacobians is cheap: at most this many input elements (2 calls of the function each).
+MAX_ERROR_NUMEL = 512
+# gradcheck's warning per lower-precision input, folded into one note
+_PRECISION_WARNING = re.compile(r"Input #(\d+) requires gradient and is not a double precision")
+
+
+@dataclasses.dataclass
+class Settings:
+    """The command's options for the checks it runs itself (functions and expressions);
+    recorded calls keep the script's own arguments."""
+
+    eps: float = 1e-6
+    atol: float = 1e-5
+    rtol: float = 1e-3
+    fast_mode: bool = False
+    order: int = 1
+    seed: int = 0
+
+    def kwargs(self) -> dict:
+        return {"eps": self.eps, "atol": self.atol, "rtol": self.rtol,
+                "fast_mode": self.fast_mode}
+
+
+@dataclasses.dataclass
+class Case:
+    """One check: what was checked (``name``, ``inputs``, ``order``), where it comes from
+    (``source`` "call", "function" or "expression"; ``location``) and how it went
+    (``verdict`` "pass", "fail", "error" or "skip")."""
+
+    name: str
+    source: str
+    api: str = "gradcheck"  # or "gradgradcheck"
+    order: int = 1
+    inputs: list = dataclasses.field(default_factory=list)  # one description per argument
+    generated: bool = False
+    function: str | None = None  # the Function class, for source "function"
+    sample: int | None = None  # index in sample_inputs()
+    verdict: str = "pass"
+    max_error: float | None = None
+    message: str = ""  # what failed, in one paragraph (or why the case was skipped)
+    error: str = ""  # the full exception text
+    exception: str = ""  # its type name
+    diagnoses: list = dataclasses.field(default_factory=list)  # Diagnosis
+    worst: dict | None = None
+    location: dict | None = None
+    stack: list = dataclasses.field(default_factory=list)
+    settings: dict = dataclasses.field(default_factory=dict)
+    notes: list = dataclasses.field(default_factory=list)  # warnings, adjustments made
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in ("fail", "error")
+
+    @property
+    def where(self) -> str:
+        loc = self.location
+        return f"{short_path(loc['file'])}:{loc['line']}" if loc else ""
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "source": self.source, "api": self.api, "order": self.order,
+                "function": self.function, "sample": self.sample, "inputs": self.inputs,
+                "generated": self.generated, "verdict": self.verdict,
+                "max_error": self.max_error, "message": self.message, "error": self.error,
+                "exception": self.exception or None,
+                "diagnoses": [diagnosis_json(d) for d in self.diagnoses],
+                "worst": self.worst, "location": self.location, "settings": self.settings,
+                "notes": self.notes, "seconds": round(self.seconds, 6)}
+
+
+def diagnosis_json(d) -> dict:
+    return {"kind": d.kind, "hint": d.hint, "details": _plain(d.details)}
+
+
+def _plain(v):
+    """JSON-ready copy: tuples to lists, numpy scalars and arrays to Python values."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one check
+# ---------------------------------------------------------------------------------------------
+
+
+def run_check(case: Case, func, inputs: tuple, kwargs: dict, grad_outputs=None) -> Case:
+    """Run ``case.api`` on ``func`` at ``inputs`` and fill in the verdict, the failure and the
+    diagnoses. Never raises for a failing check (KeyboardInterrupt passes through)."""
+    inner: list = []  # (func, inputs, eps) of the gradcheck that compares Jacobians
+
+    def capture(f, ins, **kw):  # gradgradcheck's own gradcheck call
+        inner.append((f, _gc._as_tuple(ins), kw.get("eps", 1e-6)))
+        return GRADCHECK(f, ins, **kw)
+
+    kwargs = {k: v for k, v in kwargs.items() if k != "raise_exception"}
+    saved = _gc.gradcheck
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if case.api == "gradgradcheck":
+                _gc.gradcheck = capture  # the name gradgradcheck calls
+                GRADGRADCHECK(func, inputs, grad_outputs, raise_exception=True, **kwargs)
+            else:
+                inner.append((func, _gc._as_tuple(inputs), kwargs.get("eps", 1e-6)))
+                GRADCHECK(func, inputs, raise_exception=True, **kwargs)
+        except Exception as e:  # noqa: BLE001 - every failure of the user's code is a result
+            _record_failure(case, e)
+        finally:
+            _gc.gradcheck = saved
+    case.seconds = time.perf_counter() - start
+    low = []
+    for w in caught:
+        m = _PRECISION_WARNING.search(str(w.message))
+        if m:
+            low.append(m.group(1))
+            continue
+        note = f"{w.category.__name__}: {w.message}"
+        if note not in case.notes:
+            case.notes.append(note)
+    if low and not any(d.kind == "low_precision" for d in case.diagnoses):
+        case.notes.append(f"input {', '.join(dict.fromkeys(low))} not float64: gradcheck's "
+                          f"tolerances assume double precision")
+    if case.verdict == "pass" and inner:
+        case.max_error = max_error(*inner[-1])
+    return case
+
+
+def _record_failure(case: Case, e: Exception) -> None:
+    diagnoses = list(getattr(e, "diagnoses", None) or [])
+    # GradcheckError and the engine's errors about returned gradients (which gradcheck
+    # diagnoses) are wrong gradients; anything else means the check could not run
+    bad_gradient = isinstance(e, (GradcheckError, AssertionError)) or bool(diagnoses)
+    case.verdict = "fail" if bad_gradient else "error"
+    case.exception = type(e).__name__
+    text = str(e)
+    case.error = text
+    case.diagnoses = diagnoses
+    failure = getattr(e, "failure", None) or {}
+    worst = failure.get("worst")
+    if worst is not None:
+        case.worst = _plain(worst)
+        case.max_error = float(worst["difference"])
+    case.message = summary_message(e, worst)
+
+
+def summary_message(e: Exception, worst: dict | None) -> str:
+    """The failure in one paragraph: PyTorch's first line, then the worst element."""
+    text = str(e).strip()
+    head = text.splitlines()[0].rstrip(",") if text else ""
+    if not isinstance(e, GradcheckError):
+        head = f"{type(e).__name__}: {head}"
+    if worst is None:
+        return head
+    return (f"{head}: worst element d output {worst['output']}{list(worst['output_index'])} / "
+            f"d input {worst['input']}{list(worst['input_index'])}: numerical "
+            f"{worst['numerical']:.6g}, analytical {worst['analytical']:.6g} (difference "
+            f"{worst['difference']:.3g}, tolerance {worst['tolerance']:.3g})")
+
+
+def max_error(func, inputs: tuple, eps: float) -> float | None:
+    """max |analytical - numerical| over every Jacobian element (slow-mode Jacobians), or None
+    when that is costly or cannot be computed.
+
+    NOTE: reuses the library's Jacobian helpers on a hand-filled run, the same fields
+    ``_gradcheck._check`` fills before comparing."""
+    try:
+        run = _gc._Run(func, inputs, eps, 0.0, 0.0, 0.0, False, False)
+        if sum(run.inputs[p]._data.size for p in run.diff_pos) > MAX_ERROR_NUMEL:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = func(*run.inputs)
+            run.all_out = _gc._as_tuple(out)
+            run.float_out = [k for k, o in enumerate(run.all_out) if o._data.dtype.kind == "f"]
+            run.keep = [n for n, k in enumerate(run.float_out) if run.all_out[k].requires_grad]
+            outputs = _gc._differentiable_outputs(out)
+            numerical = [_gc.numerical_jacobian(run, j) for j in range(len(run.diff_pos))]
+            worst = 0.0
+            for i, o in enumerate(outputs):
+                for j, a in enumerate(_gc.analytical_jacobian(run, o, check=False)):
+                    n = numerical[j][run.keep[i]]
+                    if a.size:
+                        d = np.abs(a.astype(np.float64) - n.astype(np.float64))
+                        worst = max(worst, float(np.max(d)))
+        return worst
+    except Exception:  # noqa: BLE001 - the number is a courtesy; the verdict stands without it
+        return None
+
+
+def describe(value) -> str:
+    """An input in a few characters: ``(2, 3) float64`` for a tensor, repr otherwise."""
+    if isinstance(value, Tensor):
+        shape = tuple(value.shape)
+        dims = "()" if not shape else f"({shape[0]},)" if len(shape) == 1 else str(shape)
+        grad = "" if value.requires_grad else ", no grad"
+        return f"{dims} {value.dtype.name if hasattr(value.dtype, 'name') else value.dtype}{grad}"
+    text = repr(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) The script's own gradcheck calls
+# ---------------------------------------------------------------------------------------------
+
+
+class CallRecorder:
+    """``with CallRecorder() as rec:`` — every ``gradcheck``/``gradgradcheck`` call made
+    meanwhile (through ``autodiag.autograd``, ``autodiag.autograd.gradcheck`` or a name
+    imported from them) is checked, recorded in ``rec.cases`` with its call site, and returns
+    True or False instead of raising. The library functions are put back on exit."""
+
+    def __init__(self):
+        self.cases: list[Case] = []
+        self.script_globals: dict | None = None  # __main__'s globals, seen at a call
+        self._saved: list = []
+        self._busy = False
+
+    def __enter__(self) -> CallRecorder:
+        import autodiag
+        import autodiag.autograd as autograd
+
+        wrappers = {name: self._wrap(name, fn) for name, fn in _APIS.items()}
+        for module in (autodiag, autograd, _gc):
+            for name, fn in _APIS.items():
+                if getattr(module, name, None) is fn:
+                    self._saved.append((module, name, fn))
+                    setattr(module, name, wrappers[name])
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        for module, name, fn in self._saved:
+            setattr(module, name, fn)
+        self._saved = []
+        return False
+
+    def _wrap(self, api: str, fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def recorded(*args, **kwargs):
+            if self._busy:  # a gradcheck inside a checked function: not the script's call
+                return fn(*args, **kwargs)
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError:
+                return fn(*args, **kwargs)  # the library's own error for a wrong call
+            caller = sys._getframe(1)
+            if caller.f_globals.get("__name__") == "__main__":
+                self.script_globals = caller.f_globals
+            self._busy = True
+            try:
+                case = self._check(api, bound.arguments, capture_stack(2))
+            finally:
+                self._busy = False
+            self.cases.append(case)
+            return case.verdict == "pass"
+
+        recorded.__autodiag_recorder__ = True
+        return recorded
+
+    def _check(self, api: str, arguments: dict, stack) -> Case:
+        arguments = dict(arguments)
+        func, inputs = arguments.pop("func"), arguments.pop("inputs")
+        grad_outputs = arguments.pop("grad_outputs", None)
+        arguments.pop("raise_exception", None)
+        location = stack.location()
+        where = f"{short_path(location['file'])}:{location['line']}" if location else "?"
+        case = Case(name=f"{api}({callable_name(func)}) at {where}", source="call", api=api,
+                    order=2 if api == "gradgradcheck" else 1,
+                    inputs=[describe(x) for x in _gc._as_tuple(inputs)], location=location,
+                    stack=stack.frames(), settings=_settings_of(api, arguments))
+        return run_check(case, func, inputs, arguments, grad_outputs)
+
+
+def callable_name(func) -> str:
+    """``Cubic.apply`` for a Function's apply (whose own qualname is ``Function.apply``)."""
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, type):
+        return f"{owner.__name__}.{func.__name__}"
+    return getattr(func, "__qualname__", None) or type(func).__name__
+
+
+def _settings_of(api: str, arguments: dict) -> dict:
+    params = inspect.signature(_APIS[api]).parameters
+    out = {}
+    for k in ("eps", "atol", "rtol", "fast_mode"):
+        out[k] = arguments.get(k, params[k].default)
+    return out
+
+
+def failed_call_site(cases: list[Case], exc: BaseException | None) -> Case | None:
+    """The failed recorded call at the line where the script's exception was raised (as in
+    ``assert gradcheck(...)``, which fails once gradcheck returns False), or None."""
+    if exc is None:
+        return None
+    sites = {(c.location["file"], c.location["line"]): c for c in cases
+             if c.source == "call" and c.failed and c.location}
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        key = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        if key in sites:
+            last = sites[key]
+        tb = tb.tb_next
+    return last
+
+
+def globals_of_failure(exc: BaseException | None, path: str | None) -> dict | None:
+    """The script's globals, from the traceback of the exception it died of."""
+    if exc is None or path is None:
+        return None
+    import os
+
+    target = os.path.abspath(path)
+    tb = exc.__traceback__
+    while tb is not None:
+        g = tb.tb_frame.f_globals
+        if g.get("__name__") == "__main__" and g.get("__file__") == target:
+            return g
+        tb = tb.tb_next
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) The Functions a script defines
+# ---------------------------------------------------------------------------------------------
+
+
+def find_functions(namespace: dict) -> list[type]:
+    """autograd.Function subclasses defined by the script itself, in definition order."""
+    found: list = []
+    for value in list(namespace.values()):
+        if (isinstance(value, type) and issubclass(value, Function) and value is not Function
+                and value.__module__ == "__main__" and value not in found):
+            found.append(value)
+    return found
+
+
+def class_location(cls: type) -> dict | None:
+    """{'file', 'line', 'function', 'code'} of ``class Name(...)`` in the script."""
+    code = None
+    # a method written in the class body names the file (an inherited forward may not)
+    for value in [*vars(cls).values(), cls.forward]:
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is not None:
+            break
+    if code is None:
+        return None
+    path, line = code.co_filename, code.co_firstlineno
+    try:
+        tree = ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None:
+        defs = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+                and n.name == cls.__name__]
+        # the class of that name around the method's line, else the first of that name
+        around = [n for n in defs if n.lineno <= line <= (n.end_lineno or n.lineno)]
+        if around or defs:
+            line = (around or defs)[-1 if around else 0].lineno
+    return {"file": path, "line": line, "function": "<module>",
+            "code": linecache.getline(path, line).strip()}
+
+
+@dataclasses.dataclass
+class Planned:
+    """A check to run: the case (filled in when run) and its arguments."""
+
+    case: Case
+    func: object
+    inputs: tuple
+
+
+def plan_functions(classes: list[type], settings: Settings) -> list:
+    """Cases for ``classes``: a ``Planned`` per input tuple and order, or a finished ``Case``
+    (an error or a skip) when inputs cannot be had."""
+    out: list = []
+    for cls in classes:
+        loc = class_location(cls)
+        base = {"source": "function", "function": cls.__name__, "location": loc,
+                "stack": [loc] if loc else [], "settings": settings.kwargs()}
+        samples, generated, problem = _inputs_for(cls, settings)
+        if problem is not None:
+            verdict, message, exception = problem
+            out.append(Case(name=f"{cls.__name__}", verdict=verdict, message=message,
+                            exception=exception, **base))
+            continue
+        for k, (inputs, notes) in enumerate(samples):
+            label = "generated" if generated else f"sample {k}"
+            for order in range(1, settings.order + 1):
+                case = Case(name=f"{cls.__name__}[{label}]", api="gradcheck" if order == 1
+                            else "gradgradcheck", order=order,
+                            inputs=[describe(x) for x in inputs], generated=generated,
+                            sample=None if generated else k, notes=list(notes), **base)
+                out.append(Planned(case, cls.apply, inputs))
+    return out
+
+
+def run_checks(plan: list, settings: Settings, progress=None) -> list[Case]:
+    """Run the planned checks in order; ``progress(done, total, name)`` after each."""
+    from autodiag.ops import factories
+
+    total = len(plan)
+    cases = []
+    saved_rng = factories._rng[0]
+    try:
+        for done, item in enumerate(plan, 1):
+            if isinstance(item, Planned):
+                # gradgradcheck draws its random grad_outputs from autodiag's generator
+                factories.manual_seed(settings.seed)
+                run_check(item.case, item.func, item.inputs, settings.kwargs())
+                item = item.case
+            cases.append(item)
+            if progress is not None:
+                progress(done, total, item.name)
+    finally:
+        factories._rng[0] = saved_rng
+    return cases
+
+
+def _inputs_for(cls: type, settings: Settings):
+    """(list of (inputs, notes), generated?, None), or ([], generated?, (verdict, message,
+    exception type name)) when there are no inputs to check."""
+    sampler = getattr(cls, "sample_inputs", None)
+    if sampler is None:
+        return _generated(cls, settings)
+    from autodiag.ops import factories
+
+    saved_rng = factories._rng[0]
+    factories.manual_seed(settings.seed)  # sample_inputs may draw random tensors
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            raw = list(sampler())
+    except Exception as e:  # noqa: BLE001 - the user's sample_inputs is at fault
+        return [], False, ("error", f"{cls.__name__}.sample_inputs() raised "
+                           f"{type(e).__name__}: {e}", type(e).__name__)
+    finally:
+        factories._rng[0] = saved_rng
+    if not raw:
+        return [], False, ("skip", f"{cls.__name__}.sample_inputs() returned no inputs", "")
+    samples = []
+    for item in raw:
+        inputs = tuple(item) if isinstance(item, (tuple, list)) else (item,)
+        notes = []
+        if not any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
+            # the usual intent: check every floating-point tensor
+            inputs = tuple(x.detach().requires_grad_() if isinstance(x, Tensor)
+                           and x.is_floating_point() else x for x in inputs)
+            if any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
+                notes.append("no input required grad: checked w.r.t. every floating-point "
+                             "tensor")
+        samples.append((inputs, notes))
+    return samples, False, None
+
+
+def _tensor_params(cls: type):
+    """Names of forward's arguments to generate tensors for, or (None, reason)."""
+    fwd = cls.forward
+    try:
+        params = list(inspect.signature(fwd).parameters.values())
+    except (TypeError, ValueError):
+        return None, "its forward has no inspectable signature"
+    if not _has_setup_context(cls):
+        params = params[1:]  # ctx
+    names = []
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            return None, f"forward takes *{p.name}"
+        if p.kind is p.VAR_KEYWORD:
+            continue
+        if p.default is not p.empty:
+            break  # defaults are used as they are
+        if p.kind is p.KEYWORD_ONLY:
+            return None, f"forward's keyword-only argument {p.name!r} has no default"
+        if p.annotation is not p.empty and not _is_tensor_annotation(p.annotation):
+            ann = p.annotation if isinstance(p.annotation, str) else \
+                getattr(p.annotation, "__name__", repr(p.annotation))
+            return None, f"forward's argument {p.name!r} is a {ann}, not a tensor"
+        names.append(p.name)
+    if not names:
+        return None, "forward takes no tensor argument"
+    return names, ""
+
+
+def _is_tensor_annotation(ann) -> bool:
+    if isinstance(ann, str):
+        return ann.split(".")[-1].strip("'\"") == "Tensor"
+    return isinstance(ann, type) and issubclass(ann, Tensor) or \
+        getattr(ann, "__name__", "") == "Tensor"
+
+
+def _generated(cls: type, settings: Settings):
+    """float64 inputs that fit forward (it runs, gives finite outputs that require grad, and
+    backward returns a gradient for each)."""
+    names, reason = _tensor_params(cls)
+    hint = f"; give {cls.__name__} a sample_inputs() static method returning a list of " \
+           f"input tuples"
+    if names is None:
+        return [], False, ("skip", f"cannot generate inputs: {reason}{hint}", "")
+    import autodiag as ad
+
+    rng = np.random.default_rng(settings.seed)
+    tried = []
+    for shape in GENERATED_SHAPES:
+        # |values| in [0.1, 1): away from the kinks of relu/abs/sign at 0; positive values as
+        # a second try for functions defined only there (log, sqrt)
+        for positive in (False, True):
+            arrays = [rng.uniform(0.1, 1.0, size=shape) for _ in names]
+            if not positive:
+                arrays = [a * _signs(rng, shape) for a in arrays]
+            why = _fits(cls, names, arrays)
+            if why is None:
+                inputs = tuple(ad.tensor(a, dtype=ad.float64, requires_grad=True)
+                               for a in arrays)
+                note = (f"generated float64 inputs of shape {shape} for {', '.join(names)}"
+                        + (" (positive values)" if positive else ""))
+                return [(inputs, [note])], True, None
+            if not why.startswith("non-finite"):
+                break  # positive values only help against NaN and inf
+        if why.startswith("backward returns no gradient"):
+            return [], True, ("skip", f"cannot generate inputs: {why}{hint}", "")
+        tried.append(f"{shape}: {why}")
+    return [], True, ("skip", "cannot generate inputs: no shape fits ("
+                      + "; ".join(tried) + ")" + hint, "")
+
+
+def _signs(rng, shape) -> np.ndarray:
+    """Half +1, half -1 in random places: both signs always occur (when there are two
+    elements), so a function defined only for positive inputs shows it."""
+    signs = np.resize(np.array([1.0, -1.0]), int(np.prod(shape, dtype=int)))
+    rng.shuffle(signs)
+    return signs.reshape(shape)
+
+
+def _fits(cls: type, names: list, arrays: list) -> str | None:
+    """None when ``cls`` works on these inputs, else why not."""
+    import autodiag as ad
+    from autodiag.autograd import grad
+
+    xs = [ad.tensor(a, dtype=ad.float64, requires_grad=True) for a in arrays]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = cls.apply(*xs)
+    except Exception as e:  # noqa: BLE001 - the forward does not take these inputs
+        return f"forward raised {type(e).__name__}"
+    outs = [o for o in _gc._as_tuple(out) if isinstance(o, Tensor)]
+    diff = [o for o in outs if o.requires_grad]
+    if not diff:
+        return "no output requires grad"
+    if not all(bool(np.all(np.isfinite(o._data))) for o in outs if o._data.dtype.kind == "f"):
+        return "non-finite output"
+    try:
+        grads = grad([o.sum() for o in diff], xs, allow_unused=True)
+    except Exception:  # noqa: BLE001 - a broken backward is for gradcheck to report
+        return None
+    missing = [n for n, g in zip(names, grads) if g is None]
+    if missing:
+        return (f"backward returns no gradient for {', '.join(missing)} (non-tensor "
+                f"arguments?)")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) An expression
+# ---------------------------------------------------------------------------------------------
+
+
+def expression_case(expr: str, var_specs: list, dtype: str, settings: Settings) -> list:
+    """Checks of ``expr`` w.r.t. its ``--var`` leaves (one per order)."""
+    import autodiag as ad
+    from autodiag.target import expression
+
+    variables = dict(expression.parse_var(v) for v in var_specs)
+    names = list(variables)
+    tree = expression.check(expr, names)
+    dt = ad.float32 if dtype == "float32" else ad.float64
+    inputs = tuple(ad.tensor(v, dtype=dt, requires_grad=True) for v in variables.values())
+
+    def func(*xs):
+        return expression.evaluate(tree, dict(zip(names, xs)))
+
+    plan = []
+    for order in range(1, settings.order + 1):
+        case = Case(name=f"-e {expr}", source="expression",
+                    api="gradcheck" if order == 1 else "gradgradcheck", order=order,
+                    inputs=[f"{n}: {describe(x)}" for n, x in zip(names, inputs)],
+                    settings=settings.kwargs())
+        plan.append(Planned(case, func, inputs))
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings and totals
+# ---------------------------------------------------------------------------------------------
+
+
+def findings(cases: list[Case]) -> list[Finding]:
+    """A ``gradcheck_failed`` Finding per failed case."""
+    out = []
+    for c in cases:
+        if not c.failed:
+            continue
+        hint = c.diagnoses[0].hint if c.diagnoses else ""
+        out.append(Finding("gradcheck_failed", "error", f"{c.name}: {c.message}",
+                           location=c.location, stack=c.stack, hint=hint,
+                           extra={"case": c.name, "api": c.api, "order": c.order,
+                                  "function": c.function,
+                                  "diagnoses": [diagnosis_json(d) for d in c.diagnoses],
+                                  "worst": c.worst}))
+    return out
+
+
+def totals(cases: list[Case]) -> dict:
+    t = {"checks": len(cases), "passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    key = {"pass": "passed", "fail": "failed", "error": "errors", "skip": "skipped"}
+    for c in cases:
+        t[key[c.verdict]] += 1
+    return t

@@ -1,0 +1,125 @@
+"""Rendering of ``autodiag gradcheck`` results: the rich table and failure details, the JSON
+document, and JUnit test cases."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from autodiag.analysis.gradcheck import Case, totals
+from autodiag.report.junit import TestCase
+from autodiag.trace.sites import short_path
+
+_VERDICT = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "error": "[bold red]error[/]",
+            "skip": "[yellow]skip[/]"}
+
+
+def fmt_error(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2e}"
+
+
+def settings_line(settings) -> str:
+    return (f"eps {settings.eps:g}, atol {settings.atol:g}, rtol {settings.rtol:g}, "
+            f"{'fast' if settings.fast_mode else 'slow'} mode, order {settings.order}")
+
+
+def table(cases: list[Case], title: str) -> Table:
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for col in ("case", "inputs", "order", "max error", "verdict", "diagnosis"):
+        t.add_column(col, no_wrap=col in ("order", "max error", "verdict"),
+                     justify="right" if col in ("order", "max error") else "left",
+                     overflow="fold")
+    for c in cases:
+        inputs = ", ".join(c.inputs) or "-"
+        if c.generated:
+            inputs = f"generated {inputs}"
+        diag = ", ".join(d.kind for d in c.diagnoses) or ("-" if c.verdict != "error"
+                                                           else c.exception or "-")
+        t.add_row(escape(c.name), escape(inputs), str(c.order), fmt_error(c.max_error),
+                  _VERDICT[c.verdict], escape(diag))
+    return t
+
+
+def details(console, cases: list[Case]) -> None:
+    """Per failure: where, what (first line, worst element) and the diagnosis hints; then
+    the skipped cases with their reasons."""
+    failed = [c for c in cases if c.failed]
+    if failed:
+        console.print()
+        console.print("[bold]Failures[/]")
+    for c in failed:
+        where = f" at {escape(c.where)}" if c.where and c.where not in c.name else ""
+        code = f"  [dim]{escape(c.location['code'])}[/]" if c.location and \
+            c.location.get("code") else ""
+        console.print(f"[bold red]✗[/] [bold]{escape(c.name)}[/] ({c.api}, order "
+                      f"{c.order}){where}{code}")
+        head = c.error.strip().splitlines()[0].rstrip(",") if c.error.strip() else c.message
+        if c.exception and c.exception != "GradcheckError":
+            head = f"{c.exception}: {head}"
+        console.print(f"  {escape(head)}")
+        w = c.worst
+        if w:
+            console.print(f"  worst element: d output {w['output']}{list(w['output_index'])} "
+                          f"/ d input {w['input']}{list(w['input_index'])}: numerical "
+                          f"{w['numerical']:.6g}, analytical {w['analytical']:.6g}, difference "
+                          f"{w['difference']:.3g} (tolerance {w['tolerance']:.3g})")
+        for d in c.diagnoses:
+            console.print(f"  [yellow]diagnosis[/] [bold]{escape(d.kind)}[/]: {escape(d.hint)}")
+        if not c.diagnoses and c.verdict == "fail":
+            console.print("  [dim]no specific cause found: the backward formula itself is "
+                          "likely wrong; compare it with the derivative of forward[/]")
+        for n in c.notes:
+            console.print(f"  [dim]note: {escape(n)}[/]")
+    skipped = [c for c in cases if c.verdict == "skip"]
+    if skipped:
+        console.print()
+        console.print("[bold]Skipped[/]")
+    for c in skipped:
+        where = f" ({escape(c.where)})" if c.where else ""
+        console.print(f"[yellow]-[/] {escape(c.name)}{where}: {escape(c.message)}")
+
+
+def summary_line(cases: list[Case]) -> str:
+    t = totals(cases)
+    parts = [f"{t['passed']} passed", f"{t['failed']} failed"]
+    if t["errors"]:
+        parts.append(f"{t['errors']} errors")
+    parts.append(f"{t['skipped']} skipped")
+    n = t["checks"]
+    return f"{n} check{'s' if n != 1 else ''}: " + ", ".join(parts)
+
+
+def to_json(cases: list[Case], settings) -> dict:
+    """The command-specific keys of the JSON envelope."""
+    return {"cases": [c.to_json() for c in cases], "totals": totals(cases),
+            "settings": {"eps": settings.eps, "atol": settings.atol, "rtol": settings.rtol,
+                         "fast_mode": settings.fast_mode, "order": settings.order,
+                         "seed": settings.seed}}
+
+
+def junit_cases(cases: list[Case], label: str) -> list[TestCase]:
+    """One JUnit test case per check: a failed check is a ``failure`` (``error`` when the check
+    could not run), a skipped one ``skipped``."""
+    out = []
+    for c in cases:
+        status = {"pass": "passed", "fail": "failure", "error": "error",
+                  "skip": "skipped"}[c.verdict]
+        classname = c.function or c.source
+        if c.location:
+            classname = f"{short_path(c.location['file'])}::{classname}"
+        elif c.source == "expression":
+            classname = "expression"
+        text_lines = [c.error.strip() or c.message] if c.failed else []
+        if "autodiag diagnosis:" not in c.error:  # GradcheckError's text already has them
+            text_lines += [f"diagnosis [{d.kind}]: {d.hint}" for d in c.diagnoses]
+        message = c.message
+        if c.diagnoses and c.failed:
+            message += f" — diagnosis {c.diagnoses[0].kind}: {c.diagnoses[0].hint}"
+        out.append(TestCase(
+            name=f"{c.name} (order {c.order})", classname=classname, status=status,
+            message=message, text="\n".join(text_lines),
+            type=(c.diagnoses[0].kind if c.diagnoses else c.exception) if c.failed else "",
+            time=c.seconds, file=short_path(c.location["file"]) if c.location else None,
+            line=c.location["line"] if c.location else None))
+    return out
+
