@@ -7,7 +7,7 @@
 Each is run, backpropagated, and its gradient compared with central finite differences.
 
     python samples/myop.py
-    autodiag gradcheck samples/myop.py
+    autodiag gradcheck samples/myop.py   # Cubic and Clamp pass; the estimator is skipped
 """
 
 import autodiag as torch
@@ -34,6 +34,12 @@ class StraightThroughRound(torch.autograd.Function):
     def backward(ctx, grad):
         return grad  # pretend round() were the identity
 
+    @staticmethod
+    def sample_inputs():
+        # A straight-through estimator is deliberately not round()'s derivative (which is 0
+        # almost everywhere): there is nothing for gradcheck to confirm, so it offers no inputs.
+        return []
+
 
 class Clamp(torch.autograd.Function):
     @staticmethod
@@ -47,6 +53,12 @@ class Clamp(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         inside = (x >= ctx.lo) & (x <= ctx.hi)
         return grad * inside, None, None  # no gradient for the bounds
+
+    @staticmethod
+    def sample_inputs():
+        """Inputs for ``autodiag gradcheck``: float64, away from the kinks at the bounds."""
+        x = torch.tensor([-1.7, -0.3, 0.2, 0.45, 1.6], dtype=torch.float64, requires_grad=True)
+        return [(x, -0.5, 0.5)]
 
 
 def finite_difference(f, x, eps=1e-6):

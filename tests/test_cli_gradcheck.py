@@ -532,3 +532,30 @@ def test_subprocess_ci_run(script, tmp_path):
     assert "gradcheck(WrongCubic.apply) at s.py:" in r.stdout  # relative to the cwd
     suite = ET.parse(xml_path).getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures")) == ("4", "2")
+
+
+# --- the samples ------------------------------------------------------------------------------
+
+SAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+
+
+def test_myop_sample_passes():
+    r = runner.invoke(app, ["gradcheck", os.path.join(SAMPLES_DIR, "myop.py"), "-f", "json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    verdicts = {c["function"]: c["verdict"] for c in doc["cases"]}
+    assert verdicts == {"Cubic": "pass", "Clamp": "pass", "StraightThroughRound": "skip"}
+
+
+def test_bad_backward_sample_fails_with_its_diagnosis():
+    r = runner.invoke(app, ["gradcheck", os.path.join(SAMPLES_DIR, "bad_backward.py"),
+                            "-f", "json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    by_fn = {f["function"]: f for f in doc["findings"]}
+    assert set(by_fn) == {"Cube", "Square"}
+    assert by_fn["Square"]["diagnoses"][0]["kind"] == "constant_factor"
+    assert "off by a factor of 0.5" in by_fn["Square"]["hint"]
+    assert by_fn["Square"]["location"]["line"] == 27
+    assert by_fn["Cube"]["diagnoses"] == [] or by_fn["Cube"]["diagnoses"][0]["kind"] != \
+        "constant_factor"
