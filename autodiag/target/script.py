@@ -5,7 +5,8 @@ on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. Wh
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
 ``--timeout`` stops it. ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
-the working directory, stdin/stdout, grad mode and the default dtype are restored afterwards.
+the working directory, stdin/stdout, grad mode, anomaly mode and the default dtype are restored
+afterwards.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import traceback
 import types
 
 from autodiag import dtypes
-from autodiag.autograd import grad_mode
+from autodiag.autograd import anomaly, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
 from autodiag.trace import sites
 
@@ -216,6 +217,7 @@ class _Saved:
         self.stdin = sys.stdin
         self.grad = list(grad_mode._state)
         self.dtype = dtypes.get_default_dtype()
+        self.anomaly = tuple(anomaly._state)
 
     def restore(self) -> None:
         sys.argv = self.argv
@@ -231,3 +233,5 @@ class _Saved:
         sys.stdin = self.stdin
         grad_mode._state[:] = self.grad
         dtypes.set_default_dtype(self.dtype)
+        if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
+            anomaly.set_anomaly_enabled(*self.anomaly)

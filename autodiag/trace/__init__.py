@@ -93,8 +93,8 @@ def tracing(*tracers: Tracer):
 
 
 def active() -> tuple:
-    """The tracers currently installed."""
-    return tuple(events.TRACERS)
+    """The tracers currently installed (not autodiag's own, such as anomaly mode's)."""
+    return tuple(t for t in events.TRACERS if not getattr(t, "internal", False))
 
 
 def step() -> None:
