@@ -128,6 +128,8 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
     tracing = bool(events.TRACERS)  # NOTE [Tracing cost]: one check per backward call
     if tracing:
         events.emit_backward_begin(task)
+        # the per-node event, dispatched here without a call in between
+        node_listeners = events.LISTENERS["on_node_backward"]
     prev_mode = _state[0]
     _state[0] = create_graph
     node = None
@@ -141,7 +143,8 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                 if tracing:
                     task.current = node
                     _accumulate(node, grads[0], task, xp)
-                    events.emit_node_backward(node, grads, ())
+                    for t in node_listeners:
+                        t.on_node_backward(node, grads, ())
                 else:
                     _accumulate(node, grads[0], task, xp)
                 continue
@@ -149,7 +152,8 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                 # anomaly mode's NaN/Inf check is a tracer (autograd/anomaly.py): it may raise
                 task.current = node
                 outs = _run_node(node, grads, task, xp)
-                events.emit_node_backward(node, grads, outs)
+                for t in node_listeners:
+                    t.on_node_backward(node, grads, outs)
             else:
                 outs = _run_node(node, grads, task, xp)
             for child, g in zip(node._next, outs):

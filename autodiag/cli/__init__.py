@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from autodiag._version import __version__
+from autodiag.cli import anomaly as _anomaly
 from autodiag.cli import graph as _graph
 from autodiag.cli import trace as _trace
 
@@ -24,6 +25,7 @@ app = typer.Typer(
 
 app.command("graph", no_args_is_help=True)(_graph.graph)
 app.command("trace", no_args_is_help=True)(_trace.trace)
+app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
 
 
 def _version(value: bool) -> None:

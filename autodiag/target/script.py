@@ -22,7 +22,7 @@ import types
 from autodiag import dtypes
 from autodiag.autograd import anomaly, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
-from autodiag.trace import sites
+from autodiag.trace import StopRun, sites
 
 
 class Timeout(BaseException):
@@ -99,9 +99,11 @@ class _ClosedStdin(io.TextIOBase):
 _STDIN_MESSAGE = "standard input is closed under autodiag"
 
 
-def run_script(path: str, args: list[str], timeout: float | None = None) -> dict:
+def run_script(path: str, args: list[str], timeout: float | None = None, stopped=None) -> dict:
     """Run ``path`` as ``__main__`` and return its globals. Raises TargetFailed when it raises,
-    exits with a non-zero status or times out (KeyboardInterrupt passes through)."""
+    exits with a non-zero status or times out (KeyboardInterrupt passes through). A tracer's
+    ``StopRun`` ends the run normally: the globals are returned and ``stopped.stopped`` (the
+    caller's Run) is set."""
     code = load(path)
     abspath = os.path.abspath(path)
     folder = os.path.dirname(abspath)
@@ -130,6 +132,10 @@ def run_script(path: str, args: list[str], timeout: float | None = None) -> dict
                            _user_traceback(sys.exc_info()[2], path)) from None
     except KeyboardInterrupt:
         raise
+    except StopRun:
+        if stopped is None:
+            raise
+        stopped.stopped = True
     except EOFError as e:
         if str(e) == _STDIN_MESSAGE:
             raise TargetFailed(f"{path} reads standard input, which autodiag closes",
