@@ -19,6 +19,8 @@ _np.seterr(all="ignore")
 
 from autodiag import autograd, trace  # noqa: E402
 from autodiag._version import __version__  # noqa: E402
+from autodiag.autograd.anomaly import (is_anomaly_check_nan_enabled,  # noqa: E402
+                                       is_anomaly_enabled, set_anomaly_enabled)
 from autodiag.autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402
                                          is_grad_enabled, is_inference_mode_enabled, no_grad,
                                          set_grad_enabled)
@@ -73,6 +75,3 @@ def set_rng_state(state) -> None:
 
     _rng[0].bit_generator.state = state
 
-
-def is_anomaly_enabled() -> bool:
-    return False

@@ -214,3 +214,30 @@ def test_optimizer_step_is_reported():
         (p * 2).sum().backward()
         opt.step()
     assert rec.kinds("optimizer") == [("optimizer", opt)]
+
+
+def test_stacks_are_shared_by_a_loop_body_and_keep_their_callers_apart():
+    def op_in(x):
+        return x * 2
+
+    x = ad.ones(2, requires_grad=True)
+    with tracing(Recorder()):
+        loop = [x * 2 for _ in range(3)]
+        a = op_in(x)
+        b = op_in(x)  # same code and line inside op_in, another caller line
+    assert loop[0].grad_fn._trace is loop[1].grad_fn._trace is loop[2].grad_fn._trace
+    fa, fb = a.grad_fn._trace.frames(), b.grad_fn._trace.frames()
+    assert fa[-1]["line"] == fb[-1]["line"] and fa[-2]["line"] + 1 == fb[-2]["line"]
+
+
+def test_tracers_receive_only_the_events_they_override():
+    from autodiag.trace import events
+
+    class OnlyOps(Tracer):
+        def on_op(self, op, node, inputs, outputs, stack):
+            pass
+
+    t = OnlyOps()
+    with tracing(t):
+        assert t in events.LISTENERS["on_op"] and t not in events.LISTENERS["on_save"]
+    assert events.LISTENERS["on_op"] == ()

@@ -6,8 +6,9 @@ import warnings
 
 import numpy as np
 
-from autodiag.autograd import functional, graph
+from autodiag.autograd import anomaly, functional, graph
 from autodiag.autograd._gradcheck import GradcheckError, gradcheck, gradgradcheck
+from autodiag.autograd.anomaly import detect_anomaly, set_detect_anomaly
 from autodiag.autograd.engine import GraphTask, execute
 from autodiag.autograd.function import Function, FunctionCtx, once_differentiable
 from autodiag.autograd.grad_mode import (
@@ -22,7 +23,10 @@ from autodiag.tensor import Tensor
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable", "graph",
            "functional", "gradcheck", "gradgradcheck", "GradcheckError",
-           "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
+           "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+           "detect_anomaly", "set_detect_anomaly"]
+
+anomaly_mode = anomaly  # PyTorch's module name: torch.autograd.anomaly_mode.detect_anomaly
 
 _CREATE_GRAPH_WARNING = (
     "Using backward() with create_graph=True will create a reference cycle between the parameter "

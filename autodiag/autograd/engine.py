@@ -20,6 +20,8 @@ import sys
 import numpy as np
 
 from autodiag.autograd import grad_mode
+from autodiag.autograd.anomaly import _state as _anomaly
+from autodiag.autograd.anomaly import report_backward_error
 from autodiag.autograd.graph import AccumulateGrad, children
 from autodiag.ops._core import ARRAY, TENSOR, sum_to_array, wrap
 from autodiag.tensor import Tensor
@@ -32,7 +34,7 @@ class GraphTask:
     """Options and results of one backward call."""
 
     __slots__ = ("retain_graph", "create_graph", "accumulate", "targets", "captured", "needed",
-                 "execute", "leaf_targets", "roots", "inputs")
+                 "execute", "leaf_targets", "roots", "inputs", "current")
 
     def __init__(self, retain_graph, create_graph, accumulate, roots=(), inputs=None):
         self.roots = roots  # the tensors backward starts from (for tracers)
@@ -45,6 +47,7 @@ class GraphTask:
         self.needed = None  # set of nodes that receive gradients, or None for all
         self.execute = None  # the subset of ``needed`` whose backward runs (the rest capture)
         self.leaf_targets = None  # AccumulateGrad nodes allowed to accumulate (inputs=...)
+        self.current = None  # the node being run (kept only while tracing, for tracers)
 
 
 def _count_dependencies(roots) -> dict:
@@ -126,8 +129,11 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
     tracing = bool(events.TRACERS)  # NOTE [Tracing cost]: one check per backward call
     if tracing:
         events.emit_backward_begin(task)
+        # the per-node event, dispatched here without a call in between
+        node_listeners = events.LISTENERS["on_node_backward"]
     prev_mode = _state[0]
     _state[0] = create_graph
+    node = None
     try:
         while heap:
             node = heapq.heappop(heap)[2]
@@ -135,13 +141,22 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             if grads is None:
                 grads = [None] * node._num_outputs
             if node.__class__ is AccumulateGrad:
-                _accumulate(node, grads[0], task, xp)
                 if tracing:
-                    events.emit_node_backward(node, grads, ())
+                    task.current = node
+                    _accumulate(node, grads[0], task, xp)
+                    for t in node_listeners:
+                        t.on_node_backward(node, grads, ())
+                else:
+                    _accumulate(node, grads[0], task, xp)
                 continue
-            outs = _run_node(node, grads, task, xp)
             if tracing:
-                events.emit_node_backward(node, grads, outs)
+                # anomaly mode's NaN/Inf check is a tracer (autograd/anomaly.py): it may raise
+                task.current = node
+                outs = _run_node(node, grads, task, xp)
+                for t in node_listeners:
+                    t.on_node_backward(node, grads, outs)
+            else:
+                outs = _run_node(node, grads, task, xp)
             for child, g in zip(node._next, outs):
                 if child is None:
                     continue
@@ -158,9 +173,15 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                 if d == 0 and (needed is None or child in needed):
                     heapq.heappush(heap, (-child._seq, tick(), child))
             outs = g = None  # NOTE [Gradient stealing]: drop our references before the leaves run
+    except Exception as e:
+        if _anomaly[0] and node is not None:
+            # PyTorch's anomaly mode: warn with the forward stack of the failing node
+            report_backward_error(node, e)
+        raise
     finally:
         _state[0] = prev_mode
         if tracing:
+            task.current = None
             events.emit_backward_end(task)
 
 

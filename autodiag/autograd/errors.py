@@ -45,14 +45,25 @@ def inplace_modified_message(saved, node) -> str:
     msg = (f"one of the variables needed for gradient computation has been modified by an "
            f"inplace operation: [{dt} [{', '.join(map(str, shape))}]]{which} is at version "
            f"{saved.vc[0]}; expected version {saved.version} instead.")
-    details = [f"autodiag: the tensor was saved by {node.name()}"]
+    saved_at = saved.site
+    trace = getattr(node, "_trace", None)  # (checkpoint's placeholder owner is not a Node)
+    if saved_at is None and trace is not None:
+        # recorded in anomaly mode (or under a tracer): the line of the op that saved it
+        saved_at = trace.site
+    by = f"autodiag: the tensor was saved by {node.name()}"
+    if saved_at is not None:
+        by += f" at {site_text(saved_at)}"
+    details = [by]
     if len(saved.vc) > 1:
         op, site = saved.vc[1]
         details.append(f"last modified in place by {op} at {site_text(site)}")
     msg += " " + "; ".join(details) + "."
-    if saved.site is not None:
-        msg += f" It was saved at {site_text(saved.site)}."
-    msg += (" Hint: enable anomaly detection to find the operation that failed to compute its "
-            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False). Fix: "
-            "clone() the tensor before modifying it, or use the out-of-place op.")
+    from autodiag.autograd.anomaly import INPLACE_HINT, is_anomaly_enabled
+
+    if is_anomaly_enabled():
+        msg += " " + INPLACE_HINT
+    else:
+        msg += (" Hint: enable anomaly detection to find the operation that failed to compute "
+                "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+    msg += " Fix: clone() the tensor before modifying it, or use the out-of-place op."
     return msg

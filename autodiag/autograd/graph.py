@@ -272,9 +272,11 @@ class Node:
 
     @property
     def metadata(self) -> dict:
-        if self._metadata is None:
-            self._metadata = {}
-        return self._metadata
+        m = self._metadata
+        if m.__class__ is not dict:
+            # None, or the AnomalyRecord of a node recorded in anomaly mode (autograd/anomaly.py)
+            m = self._metadata = {} if m is None else m.as_dict(self)
+        return m
 
     def register_hook(self, fn) -> RemovableHandle:
         """``fn(grad_inputs, grad_outputs) -> tuple | None`` runs after this node's backward."""

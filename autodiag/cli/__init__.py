@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from autodiag._version import __version__
+from autodiag.cli import anomaly as _anomaly
 from autodiag.cli import gradcheck as _gradcheck
 from autodiag.cli import graph as _graph
 from autodiag.cli import trace as _trace
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.command("graph", no_args_is_help=True)(_graph.graph)
 app.command("trace", no_args_is_help=True)(_trace.trace)
 app.command("gradcheck", no_args_is_help=True)(_gradcheck.gradcheck)
+app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
 
 
 def _version(value: bool) -> None:

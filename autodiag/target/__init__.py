@@ -42,6 +42,7 @@ class Run:
     namespace: dict  # the script's globals, or the expression's variables and ``result``
     error: TargetFailed | None = None  # the target failed (the report covers what ran before)
     interrupted: bool = False
+    stopped: bool = False  # a tracer ended the run early (trace.StopRun): not a failure
 
 
 def prepare(target: Target):
@@ -68,7 +69,7 @@ def prepare(target: Target):
 def run(target: Target, tracers=()) -> Run:
     """Run ``target`` with ``tracers`` installed. Load errors raise (nothing runs); a failing
     run is returned with ``error`` set so that commands can report what happened before."""
-    from autodiag.trace import tracing
+    from autodiag.trace import StopRun, tracing
 
     prepared = prepare(target)
     namespace: dict = {}
@@ -78,11 +79,14 @@ def run(target: Target, tracers=()) -> Run:
             if target.expr is None:
                 from autodiag.target.script import run_script
 
-                result.namespace = run_script(target.path, target.args, target.timeout)
+                result.namespace = run_script(target.path, target.args, target.timeout,
+                                              stopped=result)
             else:
-                result.namespace = _run_expression(target, *prepared)
+                result.namespace = _run_expression(target, *prepared, result)
     except TargetFailed as e:
         result.error = e
+    except StopRun:
+        result.stopped = True
     except KeyboardInterrupt:
         result.interrupted = True
     return result
@@ -95,7 +99,7 @@ def _stop_stacks_here() -> None:
     sites.STOP_CODES.add(run.__code__)
 
 
-def _run_expression(target: Target, tree, variables: dict) -> dict:
+def _run_expression(target: Target, tree, variables: dict, result: Run) -> dict:
     import autodiag as ad
     from autodiag.target import expression
 
@@ -109,6 +113,7 @@ def _run_expression(target: Target, tree, variables: dict) -> dict:
                            "Check the shapes and values given with --var.") from None
     namespace = dict(env)
     namespace["result"] = out
+    result.namespace = namespace  # kept when a tracer stops the run during backward
     if isinstance(out, ad.Tensor) and out.requires_grad:
         # The expression's gradient: d(result)/d(var), summed over elements for a non-scalar
         # result (as result.sum().backward() would).

@@ -5,7 +5,8 @@ on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. Wh
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
 ``--timeout`` stops it. ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
-the working directory, stdin/stdout, grad mode and the default dtype are restored afterwards.
+the working directory, stdin/stdout, grad mode, anomaly mode and the default dtype are restored
+afterwards.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import traceback
 import types
 
 from autodiag import dtypes
-from autodiag.autograd import grad_mode
+from autodiag.autograd import anomaly, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
-from autodiag.trace import sites
+from autodiag.trace import StopRun, sites
 
 
 class Timeout(BaseException):
@@ -98,9 +99,11 @@ class _ClosedStdin(io.TextIOBase):
 _STDIN_MESSAGE = "standard input is closed under autodiag"
 
 
-def run_script(path: str, args: list[str], timeout: float | None = None) -> dict:
+def run_script(path: str, args: list[str], timeout: float | None = None, stopped=None) -> dict:
     """Run ``path`` as ``__main__`` and return its globals. Raises TargetFailed when it raises,
-    exits with a non-zero status or times out (KeyboardInterrupt passes through)."""
+    exits with a non-zero status or times out (KeyboardInterrupt passes through). A tracer's
+    ``StopRun`` ends the run normally: the globals are returned and ``stopped.stopped`` (the
+    caller's Run) is set."""
     code = load(path)
     abspath = os.path.abspath(path)
     folder = os.path.dirname(abspath)
@@ -129,6 +132,10 @@ def run_script(path: str, args: list[str], timeout: float | None = None) -> dict
                            _user_traceback(sys.exc_info()[2], path)) from None
     except KeyboardInterrupt:
         raise
+    except StopRun:
+        if stopped is None:
+            raise
+        stopped.stopped = True
     except EOFError as e:
         if str(e) == _STDIN_MESSAGE:
             raise TargetFailed(f"{path} reads standard input, which autodiag closes",
@@ -216,6 +223,7 @@ class _Saved:
         self.stdin = sys.stdin
         self.grad = list(grad_mode._state)
         self.dtype = dtypes.get_default_dtype()
+        self.anomaly = tuple(anomaly._state)
 
     def restore(self) -> None:
         sys.argv = self.argv
@@ -231,3 +239,5 @@ class _Saved:
         sys.stdin = self.stdin
         grad_mode._state[:] = self.grad
         dtypes.set_default_dtype(self.dtype)
+        if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
+            anomaly.set_anomaly_enabled(*self.anomaly)

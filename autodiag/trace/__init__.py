@@ -7,7 +7,8 @@ Subclass ``Tracer``, override the events you need, and run code inside ``tracing
 >>> class OpNames(Tracer):
 ...     def __init__(self):
 ...         self.names = []
-...     def on_op(self, op, node, inputs, outputs, stack):
+...     @_noop
+    def on_op(self, op, node, inputs, outputs, stack):
 ...         self.names.append((op, node.name() if node else None))
 >>> t = OpNames()
 >>> x = torch.ones(2, requires_grad=True)
@@ -49,33 +50,53 @@ import contextlib
 from autodiag.trace import events
 from autodiag.trace.sites import Stack, capture_stack, format_site
 
-__all__ = ["Tracer", "tracing", "Stack", "capture_stack", "format_site", "step", "active"]
+__all__ = ["Tracer", "tracing", "Stack", "capture_stack", "format_site", "step", "active",
+           "StopRun"]
+
+
+class StopRun(BaseException):
+    """Raised by a tracer to end the traced run early (``autodiag anomaly`` stops at the first
+    NaN in backward). Not an Exception, so the script's ``except Exception`` cannot swallow it;
+    the target runner treats it as a normal end of the run."""
+
+
+def _noop(fn):
+    fn.__autodiag_noop__ = True  # events skip tracers that do not override an event
+    return fn
 
 
 class Tracer:
     """Base class of tracers: every event is a no-op until overridden."""
 
+    @_noop
     def on_op(self, op: str, node, inputs: tuple, outputs: tuple, stack: Stack) -> None:
         pass
 
+    @_noop
     def on_save(self, node, tensor) -> None:
         pass
 
+    @_noop
     def on_inplace(self, tensor, op: str, stack: Stack) -> None:
         pass
 
+    @_noop
     def on_backward_begin(self, task) -> None:
         pass
 
+    @_noop
     def on_node_backward(self, node, grad_outputs, grad_inputs) -> None:
         pass
 
+    @_noop
     def on_backward_end(self, task) -> None:
         pass
 
+    @_noop
     def on_optimizer_step(self, optimizer) -> None:
         pass
 
+    @_noop
     def on_step(self) -> None:
         pass
 
@@ -93,8 +114,8 @@ def tracing(*tracers: Tracer):
 
 
 def active() -> tuple:
-    """The tracers currently installed."""
-    return tuple(events.TRACERS)
+    """The tracers currently installed (not autodiag's own, such as anomaly mode's)."""
+    return tuple(t for t in events.TRACERS if not getattr(t, "internal", False))
 
 
 def step() -> None:

@@ -13,50 +13,102 @@ import os
 import sys
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-# Code objects at which a stack walk stops (exclusive).
-STOP_CODES: set = set()
-# code object -> True when it belongs to user code (cached: one string test per code object)
-_is_user: dict = {}
 MAX_FRAMES = 64
+
+# NOTE: frames are classified through a cache keyed by id(code), never by the code object:
+# hashing a code object hashes its bytecode and constants on every call (microseconds), which
+# made stack capture the largest cost of tracing. The cache holds each code object in its entry,
+# so an id cannot be reused while cached.
+_AUTODIAG, _USER, _STOP = 0, 1, 2
+_kind: dict = {}  # id(code) -> (kind, code)
+
+
+class _StopCodes(set):
+    """Code objects at which a stack walk stops (exclusive); adding one resets the cache."""
+
+    def add(self, code) -> None:
+        super().add(code)
+        _kind.clear()
+
+
+STOP_CODES: set = _StopCodes()
+
+
+def _classify(code) -> int:
+    if code in STOP_CODES:
+        k = _STOP
+    else:
+        k = _AUTODIAG if code.co_filename.startswith(_PKG_DIR) else _USER
+    _kind[id(code)] = (k, code)
+    return k
 
 
 def _user(code) -> bool:
-    u = _is_user.get(code)
-    if u is None:
-        u = _is_user[code] = not code.co_filename.startswith(_PKG_DIR)
-    return u
+    e = _kind.get(id(code))
+    return (e[0] if e is not None else _classify(code)) == _USER
 
 
 def user_site(skip: int = 1):
     """(code, lineno) of the innermost frame outside the autodiag package, or None."""
     f = sys._getframe(skip)
+    kind = _kind
     while f is not None:
         code = f.f_code
-        if code in STOP_CODES:
-            return None
-        if _user(code):
-            return (code, f.f_lineno)
+        e = kind.get(id(code))
+        k = e[0] if e is not None else _classify(code)
+        if k:
+            return (code, f.f_lineno) if k == _USER else None
         f = f.f_back
     return None
 
 
+# NOTE [Shared stacks]: ops in a loop capture the same stack at every iteration. Stacks are
+# interned by (id(code), f_lasti, ...) of their frames, so a loop body's ops share a few Stack
+# objects instead of allocating two per op (fewer objects for the cyclic GC to scan as well).
+# The key uses the instruction offset, not the line: ``f_lineno`` decodes the line table on
+# every read, which cost more than the rest of the walk; lines are read only for a new stack.
+# Entries hold their code objects, so the ids stay valid; the table is cleared past a bound.
+_interned: dict = {}
+MAX_INTERNED = 100_000
+
+
 def capture_stack(skip: int = 1) -> Stack:
     """The user's frames of the current call stack (innermost last), unformatted."""
-    f = sys._getframe(skip)
-    sites = []
+    top = f = sys._getframe(skip)
+    key = []
+    kind = _kind
     while f is not None:
         code = f.f_code
-        if code in STOP_CODES:
-            break
-        if _user(code):
-            sites.append((code, f.f_lineno))
-            if len(sites) >= MAX_FRAMES:
+        e = kind.get(id(code))
+        k = e[0] if e is not None else _classify(code)
+        if k == _USER:
+            key.append(id(code))
+            key.append(f.f_lasti)
+            if len(key) >= 2 * MAX_FRAMES:
                 break
+        elif k == _STOP:
+            break
         f = f.f_back
-    sites.reverse()
-    return Stack(tuple(sites))
+    key = tuple(key)
+    st = _interned.get(key)
+    if st is None:
+        st = _new_stack(key, top)
+    return st
 
 
+def _new_stack(key: tuple, f) -> Stack:
+    """The Stack of the frames from ``f`` outwards that ``key`` describes (user frames)."""
+    sites = []
+    kind = _kind
+    while f is not None and len(sites) < len(key) // 2:
+        if kind[id(f.f_code)][0] == _USER:
+            sites.append((f.f_code, f.f_lineno))
+        f = f.f_back
+    st = Stack(tuple(reversed(sites)))
+    if len(_interned) >= MAX_INTERNED:
+        _interned.clear()
+    _interned[key] = st
+    return st
 class Stack:
     """A captured stack of user frames, innermost last; formatted only on demand.
 

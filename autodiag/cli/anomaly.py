@@ -1,0 +1,83 @@
+"""``autodiag anomaly``: where NaN and Inf first appear, in forward and in backward."""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated
+
+import typer
+
+from autodiag.analysis.anomaly import AnomalyFinder
+from autodiag.analysis.graph import names_by_id
+from autodiag.cli._common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    DtypeOpt,
+    ExprOpt,
+    NoColorOpt,
+    OutputOpt,
+    ScriptArgs,
+    TargetArg,
+    TimeoutOpt,
+    VarOpt,
+    error_json,
+    guarded,
+    make_target,
+    target_failure,
+)
+from autodiag.report import anomaly as render
+from autodiag.report.output import envelope
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+def anomaly(
+    target: TargetArg = None,
+    script_args: ScriptArgs = None,
+    expr: ExprOpt = None,
+    var: VarOpt = None,
+    dtype: DtypeOpt = "float64",
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="text or json.")] = Format.text,
+    output: OutputOpt = None,
+    no_color: NoColorOpt = False,
+    timeout: TimeoutOpt = None,
+    keep_going: Annotated[bool, typer.Option("--keep-going", help="Keep running after the "
+                                             "first NaN/Inf in backward (default: stop "
+                                             "there).")] = False,
+) -> None:
+    """Find where NaN and Inf first appear: the op whose output turned non-finite from finite
+    inputs (forward), and the backward node that made a non-finite gradient from finite ones.
+
+    Example: [bold]autodiag anomaly train.py --keep-going[/bold]
+    """
+
+    def body(cmd) -> int:
+        t = make_target(target, script_args, expr, var, dtype, timeout)
+        sink = cmd.start()
+        finder = AnomalyFinder(keep_going=keep_going)
+        result = cmd.run_target(t, [finder])
+        findings = finder.findings(names_by_id(result.namespace))
+        info = {"target": t.label, "calls": finder.calls, "stopped_at": finder.stopped_at,
+                "propagated": {"forward": finder.propagated_forward,
+                               "backward": finder.propagated_backward}}
+        docs = [f.to_json() for f in findings]
+        if fmt is Format.json:
+            status = "findings" if findings else ("error" if result.error else "ok")
+            extra = {"backward_calls": finder.calls, "stopped_at_call": finder.stopped_at,
+                     "propagated": info["propagated"]}
+            if result.error is not None:
+                extra["error"] = error_json(result.error)
+            sink.write_json(envelope("anomaly", t.label, findings, status, **extra))
+        else:
+            render.render(sink.console(), docs, info)
+        if findings and not result.interrupted:
+            if result.error is not None:  # probably a consequence: shown, but the finding rules
+                cmd.fail(result.error)
+            return EXIT_FINDINGS
+        failed = target_failure(cmd, result)
+        return EXIT_OK if failed is None else failed
+
+    guarded("anomaly", output, no_color, body)
