@@ -12,6 +12,7 @@ import typer
 from autodiag._version import __version__
 from autodiag.cli import anomaly as _anomaly
 from autodiag.cli import graph as _graph
+from autodiag.cli import inplace as _inplace
 from autodiag.cli import trace as _trace
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.command("graph", no_args_is_help=True)(_graph.graph)
 app.command("trace", no_args_is_help=True)(_trace.trace)
 app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
+app.command("inplace", no_args_is_help=True)(_inplace.inplace)
 
 
 def _version(value: bool) -> None:
