@@ -44,8 +44,9 @@ def inplace(
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
 ) -> None:
-    """Find in-place writes to tensors saved for backward, when they happen: the line that
-    wrote, the op that saved the tensor, and where backward needed it.
+    """Find in-place writes to tensors that backward still needs.
+
+    Caught when they happen: the writing line, the op that saved the tensor, the backward.
 
     Example: [bold]autodiag inplace train.py -f json[/bold]
     """
@@ -65,7 +66,7 @@ def inplace(
             sink.write_json(envelope("inplace", t.label, findings, status, **extra))
         else:
             render.render(sink.console(), [f.to_json() for f in findings], t.label,
-                          error_is_finding)
+                          error_is_finding, result.error is not None or result.interrupted)
         if result.interrupted:
             return target_failure(cmd, result)
         if findings:

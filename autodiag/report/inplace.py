@@ -7,8 +7,12 @@ from rich.markup import escape
 from autodiag.report.findings import header, source_lines, stack_line, where
 
 
-def render(console, findings: list[dict], target: str, error_is_finding: bool) -> None:
+def render(console, findings: list[dict], target: str, error_is_finding: bool,
+           failed: bool = False) -> None:
     if not findings:
+        if failed:
+            console.print(f"no in-place hazard in {escape(target)} before it stopped.")
+            return
         console.print(f"[bold green]✓ no in-place hazard[/] in {escape(target)}: no tensor saved "
                       f"for backward was modified before its backward ran.")
         return
@@ -27,7 +31,7 @@ def _finding(f: dict) -> list[str]:
     lines = [header(f)]
     if f["kind"] == "inplace_leaf":
         lines += source_lines(f["location"], "at")
-        lines += stack_line(f["stack"], )
+        lines += stack_line(f["stack"])
     else:
         lines += source_lines(f["location"], "written at")
         saved = f.get("saved_by")
