@@ -307,3 +307,170 @@ def test_anomaly_mode_is_restored_after_a_script_turns_it_on(script):
         """)
     assert cli("anomaly", path).exit_code == 0
     assert not ad.is_anomaly_enabled()
+
+
+# --- autodiag inplace ---------------------------------------------------------------------------
+
+
+def inplace_json(path, *args):
+    r = cli("inplace", path, "-f", "json", *args)
+    doc = _no_constants(r.stdout)
+    assert doc["command"] == "inplace"
+    for f in doc["findings"]:
+        assert set(f) >= {"kind", "severity", "message", "location", "stack", "hint"}
+    return r, doc
+
+
+def test_saved_output_written_then_backward_fails_exit_1(script):
+    path = script("""\
+        import autodiag as torch
+        a = torch.ones(2, requires_grad=True)
+        b = a.exp()
+        b.add_(1)
+        b.sum().backward()
+        """)
+    r, doc = inplace_json(path)
+    assert r.exit_code == 1 and doc["status"] == "findings"  # not 3: the error is the finding
+    [f] = doc["findings"]
+    assert f["kind"] == "inplace_saved_tensor" and f["op"] == "add_"
+    assert f["location"]["line"] == 4 and f["location"]["code"] == "b.add_(1)"
+    assert f["saved_by"]["node"] == "ExpBackward0" and f["saved_by"]["location"]["line"] == 3
+    assert f["saved_by"]["output"] is True
+    assert (f["saved_version"], f["version"]) == (0, 1)
+    assert f["needed_by"]["location"]["line"] == 5 and f["needed_by"]["call"] == 1
+    assert f["backward_failed"] is True and doc["error_is_finding"] is True
+    r = cli("inplace", path, "--no-color")
+    assert r.exit_code == 1
+    assert "written at" in r.stdout and "saved by ExpBackward0 at" in r.stdout
+    assert "it failed there" in r.stdout
+
+
+def test_saved_tensor_written_without_any_backward(script):
+    path = script("""\
+        import autodiag as torch
+        a = torch.ones(2, requires_grad=True)
+        y = a * 2
+        y.add_(1)              # fine: MulBackward0 saved a, not y
+        z = y.sigmoid()
+        with torch.no_grad():
+            z.mul_(0.5)        # SigmoidBackward0 saved z
+        """)
+    r, doc = inplace_json(path)
+    assert r.exit_code == 1
+    [f] = doc["findings"]
+    assert (f["op"], f["location"]["line"], f["saved_by"]["node"]) == ("mul_", 7,
+                                                                      "SigmoidBackward0")
+    assert f["no_grad"] is True and f["needed_by"] is None and f["backward_failed"] is False
+
+
+def test_write_through_an_alias_when_the_script_catches_the_error(script):
+    path = script("""\
+        import autodiag as torch
+        x = torch.ones(3, requires_grad=True)
+        h = x * 3
+        s = h ** 2             # PowBackward0 saves h
+        v = h.detach()         # shares h's storage and version counter
+        v[0] = 5.0
+        try:
+            s.sum().backward()
+        except RuntimeError:
+            pass
+        """)
+    r, doc = inplace_json(path)
+    assert r.exit_code == 1 and "error" not in doc
+    [f] = doc["findings"]
+    assert (f["op"], f["location"]["line"]) == ("__setitem__", 6)
+    assert f["saved_by"]["node"] == "PowBackward0" and f["saved_by"]["output"] is False
+    assert f["needed_by"]["location"]["line"] == 8 and f["backward_failed"] is False
+
+
+def test_write_through_a_view_under_no_grad(script):
+    path = script("""\
+        import autodiag as torch
+        a = torch.ones(4, requires_grad=True)
+        b = a.tanh()
+        with torch.no_grad():
+            b[1:3].zero_()
+        """)
+    r, doc = inplace_json(path)
+    [f] = doc["findings"]
+    assert (f["op"], f["location"]["line"], f["saved_by"]["node"]) == ("zero_", 5,
+                                                                      "TanhBackward0")
+
+
+def test_inplace_on_a_leaf_is_a_finding(script):
+    path = script("""\
+        import autodiag as torch
+        w = torch.ones(3, requires_grad=True)
+        w.add_(1)
+        """)
+    r, doc = inplace_json(path)
+    assert r.exit_code == 1
+    [f] = doc["findings"]
+    assert f["kind"] == "inplace_leaf" and f["location"]["line"] == 3
+    assert "leaf Variable that requires grad" in f["message"]
+
+
+def test_writes_after_backward_and_optimizer_updates_are_fine(script):
+    path = script("""\
+        import autodiag as torch
+        w = torch.ones(3, requires_grad=True)
+        for step in range(3):
+            h = (w * 2).exp()
+            loss = h.sum()
+            loss.backward()
+            h.add_(1)              # ExpBackward0 has run: nothing needs h any more
+            with torch.no_grad():
+                w -= 0.1 * w.grad
+                w.grad = None
+        """)
+    r, doc = inplace_json(path)
+    assert r.exit_code == 0 and doc["findings"] == [] and doc["status"] == "ok"
+    r = cli("inplace", path, "--no-color")
+    assert r.exit_code == 0 and "no in-place hazard" in r.stdout
+
+
+def test_repeated_hazard_is_one_finding_with_a_count(script):
+    path = script("""\
+        import autodiag as torch
+        a = torch.ones(2, requires_grad=True)
+        for i in range(3):
+            b = a.sigmoid()
+            b.mul_(2)
+        """)
+    r, doc = inplace_json(path)
+    [f] = doc["findings"]
+    assert f["count"] == 3
+
+
+def test_an_unrelated_error_is_exit_3(script):
+    r = cli("inplace", script("import autodiag as torch\nraise KeyError('k')\n"))
+    assert r.exit_code == 3 and "KeyError" in r.stderr
+
+
+def test_inplace_subprocess(script):
+    path = script("""\
+        import autodiag as torch
+        a = torch.ones(2, requires_grad=True)
+        b = a.exp()
+        b += 1
+        b.sum().backward()
+        """)
+    p = subprocess.run([sys.executable, "-m", "autodiag", "inplace", path, "-f", "json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    doc = _no_constants(p.stdout)
+    [f] = doc["findings"]
+    assert f["op"] == "__iadd__" and f["location"]["line"] == 4
+
+
+def test_retained_graph_that_already_ran_is_not_a_hazard(script):
+    path = script("""\
+        import autodiag as torch
+        a = torch.ones(2, requires_grad=True)
+        b = a.exp()
+        b.sum().backward(retain_graph=True)
+        b.add_(1)                 # ExpBackward0 ran; a second backward would fail
+        """)
+    r, doc = inplace_json(path)
+    assert r.exit_code == 0 and doc["findings"] == []

@@ -13,6 +13,7 @@ from autodiag._version import __version__
 from autodiag.cli import anomaly as _anomaly
 from autodiag.cli import gradcheck as _gradcheck
 from autodiag.cli import graph as _graph
+from autodiag.cli import inplace as _inplace
 from autodiag.cli import trace as _trace
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ app.command("graph", no_args_is_help=True)(_graph.graph)
 app.command("trace", no_args_is_help=True)(_trace.trace)
 app.command("gradcheck", no_args_is_help=True)(_gradcheck.gradcheck)
 app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
+app.command("inplace", no_args_is_help=True)(_inplace.inplace)
 
 
 def _version(value: bool) -> None:

@@ -48,8 +48,11 @@ def anomaly(
                                              "first NaN/Inf in backward (default: stop "
                                              "there).")] = False,
 ) -> None:
-    """Find where NaN and Inf first appear: the op whose output turned non-finite from finite
-    inputs (forward), and the backward node that made a non-finite gradient from finite ones.
+    """Find where NaN and Inf first appear, in forward and in backward.
+
+    Forward: the first op to turn finite inputs into NaN/Inf, with its line and inputs.
+
+    Backward: the first node to send a NaN/Inf gradient from finite ones, with its line.
 
     Example: [bold]autodiag anomaly train.py --keep-going[/bold]
     """
@@ -72,6 +75,7 @@ def anomaly(
                 extra["error"] = error_json(result.error)
             sink.write_json(envelope("anomaly", t.label, findings, status, **extra))
         else:
+            info["failed"] = result.error is not None or result.interrupted
             render.render(sink.console(), docs, info)
         if findings and not result.interrupted:
             if result.error is not None:  # probably a consequence: shown, but the finding rules

@@ -11,6 +11,10 @@ def render(console, findings: list[dict], info: dict) -> None:
     """``findings``: Finding.to_json() dicts; ``info``: calls, stopped_at, propagated, target."""
     if not findings:
         calls = info["calls"]
+        if info.get("failed"):
+            console.print(f"no NaN or Inf in {escape(info['target'])} before it stopped "
+                          f"({calls} backward call{'s' if calls != 1 else ''}).")
+            return
         console.print(f"[bold green]✓ no NaN or Inf[/] in {escape(info['target'])}: every op "
                       f"output and every gradient of {calls} backward call"
                       f"{'s' if calls != 1 else ''} was finite.")

@@ -1,0 +1,239 @@
+"""In-place writes to tensors saved for backward, caught when they happen (``autodiag inplace``).
+
+A node saves tensors for its backward (``on_save``); the saved tensor shares its version counter
+with every view and alias of it (NOTE [Version counters]). An in-place write bumps that counter
+(``on_inplace``). If a node that saved the tensor is still alive, keeps its saved tensors and has
+not run its backward yet, that backward will fail ("modified by an inplace operation") or, with
+saved-tensor hooks, compute a wrong gradient: a finding, whether or not backward ever runs.
+
+Findings:
+
+* ``inplace_saved_tensor``: where the tensor was written (op and line), which node saved it and
+  where that op ran, the versions, and — when a backward call reached the node — where backward
+  needed it, and whether it failed there.
+* ``inplace_leaf``: an in-place op on a leaf that requires grad (or a view of one), which
+  PyTorch refuses: the script's RuntimeError, reported with its line.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from autodiag.analysis.findings import Finding
+from autodiag.autograd.graph import FREED, AccumulateGrad
+from autodiag.ops.inplace import LEAF_ERROR, VIEW_OF_LEAF_ERROR
+from autodiag.tensor import Tensor, vc_of
+from autodiag.trace import Tracer
+from autodiag.trace.sites import capture_stack
+
+VERSION_ERROR = "modified by an inplace operation"
+SWEEP_EVERY = 10_000  # saves between sweeps of the watch table (entries of dead nodes go)
+
+
+class _Hazard:
+    """One distinct write site x saving site, aggregated over its occurrences."""
+
+    __slots__ = ("op", "write_stack", "node_name", "node_ref", "save_stack", "saved_version",
+                 "version", "shape", "dtype", "count", "needed_at", "needed_call", "failed",
+                 "no_grad", "is_output")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+class InplaceWatcher(Tracer):
+    """Watches every tensor saved for backward; reports writes that a pending backward needs."""
+
+    def __init__(self):
+        # id(version counter) -> (the counter, {id(node): (weakref to node, version at save,
+        # saved as the node's output)})
+        self._watch: dict = {}
+        self._saves = 0
+        self._ran = weakref.WeakSet()  # nodes whose backward ran (and kept their saves)
+        self._retaining: list = [False]  # retain_graph of the backward calls in progress
+        self.hazards: dict = {}  # (write site, node name, save site) -> _Hazard
+        self.calls = 0
+
+    # --- events ---------------------------------------------------------------------------
+
+    def on_save(self, node, tensor):
+        vc = vc_of(tensor)
+        entry = self._watch.get(id(vc))
+        if entry is None:
+            entry = self._watch[id(vc)] = (vc, {})
+        # keyed by node: a node saving one tensor twice (x * x) is one entry; an id reused by a
+        # new node replaces the entry of a dead one
+        entry[1][id(node)] = (weakref.ref(node), vc[0], tensor.grad_fn is node)
+        self._saves += 1
+        if self._saves % SWEEP_EVERY == 0:
+            self._sweep()
+
+    def on_inplace(self, tensor, op, stack):
+        vc = tensor._vc
+        entry = self._watch.get(id(vc)) if vc is not None else None
+        if entry is None or entry[0] is not vc:
+            return
+        from autodiag.autograd.grad_mode import is_grad_enabled
+
+        for ref, version, is_output in list(entry[1].values()):
+            node = ref()
+            if node is None or node in self._ran or node._saved is FREED or \
+                    node._saved is None or version == vc[0]:
+                continue
+            self._record(op, stack, node, version, vc[0], tensor, is_output,
+                         not is_grad_enabled())
+
+    def on_node_backward(self, node, grad_outputs, grad_inputs):
+        # without retain_graph a node that ran has freed its saved tensors: nothing to track
+        if self._retaining[-1] and node.__class__ is not AccumulateGrad:
+            self._ran.add(node)
+
+    def on_backward_end(self, task):
+        self._retaining.pop()
+
+    def on_backward_begin(self, task):
+        self._retaining.append(task.retain_graph)
+        self.calls += 1
+        pending = [h for h in self.hazards.values() if h.needed_at is None and h.node_ref()]
+        if not pending:
+            return
+        reached = _reachable(task.roots)
+        stack = capture_stack(1)  # the user's backward()/grad() call
+        for h in pending:
+            if h.node_ref() in reached:
+                h.needed_at, h.needed_call = stack, self.calls
+
+    # --- bookkeeping ----------------------------------------------------------------------
+
+    def _record(self, op, stack, node, saved_version, version, tensor, is_output, no_grad):
+        save_stack = node._trace
+        key = (stack.site, node.name(), save_stack.site if save_stack is not None else None)
+        h = self.hazards.get(key)
+        if h is not None:
+            h.count += 1
+            return
+        d = tensor._data
+        self.hazards[key] = _Hazard(
+            op=op, write_stack=stack, node_name=node.name(), node_ref=weakref.ref(node),
+            save_stack=save_stack, saved_version=saved_version, version=version,
+            shape=list(d.shape), dtype=d.dtype.name, count=1, needed_at=None, needed_call=None,
+            failed=False, no_grad=no_grad, is_output=is_output)
+
+    def _sweep(self) -> None:
+        """Forget saves whose node is gone, has run, or has freed its saved tensors."""
+        ran = self._ran
+        for k in list(self._watch):
+            vc, entries = self._watch[k]
+            for nid in [nid for nid, e in entries.items()
+                        if (n := e[0]()) is None or n in ran or n._saved is FREED]:
+                del entries[nid]
+            if not entries:
+                del self._watch[k]
+
+    # --- results --------------------------------------------------------------------------
+
+    def findings(self, error=None) -> tuple[list[Finding], bool]:
+        """(findings, the target's error is one of them). ``error``: the run's TargetFailed."""
+        exc = getattr(error, "exception", None) if error is not None else None
+        message = str(exc) if isinstance(exc, RuntimeError) else ""
+        consumed = False
+        matched = []
+        if VERSION_ERROR in message:
+            consumed = True  # the script died of the hazard: the error is the finding
+            needed = [h for h in self.hazards.values() if h.needed_at is not None]
+            matched = [h for h in needed if f"saved by {h.node_name}" in message] or needed
+            last = max((h.needed_call for h in matched), default=None)
+            for h in matched:
+                h.failed = h.needed_call == last
+        out = [_finding(h) for h in self.hazards.values()]
+        if VERSION_ERROR in message and not matched:
+            out.append(_from_version_error(message, exc))
+        if LEAF_ERROR[:-1] in message or VIEW_OF_LEAF_ERROR[:-1] in message:
+            out.append(_leaf_finding(message, exc))
+            consumed = True
+        return out, consumed
+
+
+def _reachable(roots) -> set:
+    """The nodes of the graphs of ``roots`` (iterative)."""
+    seen: set = set()
+    stack = [r.grad_fn for r in roots if isinstance(r, Tensor) and r.grad_fn is not None]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for e in getattr(n, "_next", ()):
+            if e is not None:
+                c = e[0] if e.__class__ is tuple else e
+                if c is not None and c not in seen:
+                    stack.append(c)
+    return seen
+
+
+def _user_location(exc) -> tuple[dict | None, list]:
+    """The innermost user frame of an exception's traceback, and the user frames."""
+    from autodiag.target.script import user_frames
+
+    frames = [{"file": f.filename, "line": f.lineno, "function": f.name, "code": f.line or ""}
+              for f in user_frames(exc.__traceback__)] if exc is not None else []
+    return (frames[-1] if frames else None), frames
+
+
+def _finding(h: _Hazard) -> Finding:
+    loc = h.write_stack.location()
+    saved_loc = h.save_stack.location() if h.save_stack is not None else None
+    what = "its output" if h.is_output else "an input"
+    msg = (f"{h.op} modified a tensor that {h.node_name} saved for backward ({what}, version "
+           f"{h.saved_version} -> {h.version})")
+    if h.failed:
+        msg += "; backward then failed: modified by an inplace operation"
+    elif h.needed_at is not None:
+        msg += f"; backward call {h.needed_call} needed it"
+    else:
+        msg += "; no backward needed it (yet): it would fail, or be wrong with saved-tensor hooks"
+    extra = {
+        "op": h.op, "count": h.count, "no_grad": h.no_grad,
+        "tensor": {"shape": h.shape, "dtype": h.dtype},
+        "saved_version": h.saved_version, "version": h.version,
+        "saved_by": {"node": h.node_name, "location": saved_loc,
+                     "stack": h.save_stack.frames() if h.save_stack is not None else [],
+                     "output": h.is_output},
+        "needed_by": None if h.needed_at is None else {
+            "location": h.needed_at.location(), "call": h.needed_call},
+        "backward_failed": h.failed,
+    }
+    return Finding(kind="inplace_saved_tensor", severity="error", message=msg, location=loc,
+                   stack=h.write_stack.frames(), hint=_hint(h), extra=extra)
+
+
+def _hint(h: _Hazard) -> str:
+    if h.is_output:
+        return (f"{h.node_name} needs its own output for backward: write the update out of place "
+                f"(y = y + 1 instead of y.add_(1) / y += 1), or clone() the output before "
+                f"modifying it.")
+    return (f"{h.node_name} needs this input for backward: modify a clone() instead, use the "
+            f"out-of-place op, or do the write before the tensor is used.")
+
+
+def _from_version_error(message: str, exc) -> Finding:
+    loc, frames = _user_location(exc)
+    return Finding(kind="inplace_saved_tensor", severity="error",
+                   message="backward failed: " + message.split(". autodiag:")[0],
+                   location=loc, stack=frames,
+                   hint="The write happened before the traced run saw the save; run "
+                        "autodiag inplace on a script that builds the graph itself.",
+                   extra={"op": None, "count": 1, "saved_by": None, "needed_by": {
+                       "location": loc, "call": None}, "backward_failed": True})
+
+
+def _leaf_finding(message: str, exc) -> Finding:
+    loc, frames = _user_location(exc)
+    view = VIEW_OF_LEAF_ERROR[:-1] in message
+    return Finding(kind="inplace_leaf", severity="error",
+                   message=(VIEW_OF_LEAF_ERROR if view else LEAF_ERROR),
+                   location=loc, stack=frames,
+                   hint="Update parameters under torch.no_grad() (as optimizers do), or work on a "
+                        "clone() of the leaf.",
+                   extra={"view": view})
