@@ -138,7 +138,10 @@ def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
                 break
     stack = capture_stack(skip)
     if node is not None:
-        _mark_new_nodes(node, mark, stack)
+        if node._seq == mark + 1:
+            node._trace = stack  # the op recorded this one node only (sequence numbers)
+        else:
+            _mark_new_nodes(node, mark, stack)
     for t in LISTENERS["on_op"]:
         t.on_op(name, node, inputs, outputs, stack)
     if LISTENERS["on_save"] and node is not None and node._saved:
