@@ -381,7 +381,9 @@ def test_write_through_an_alias_when_the_script_catches_the_error(script):
     [f] = doc["findings"]
     assert (f["op"], f["location"]["line"]) == ("__setitem__", 6)
     assert f["saved_by"]["node"] == "PowBackward0" and f["saved_by"]["output"] is False
-    assert f["needed_by"]["location"]["line"] == 8 and f["backward_failed"] is False
+    # backward failed there, even though the script caught the error and ended normally
+    assert f["needed_by"]["location"]["line"] == 8 and f["backward_failed"] is True
+    assert "backward call 1 then failed" in f["message"]
 
 
 def test_write_through_a_view_under_no_grad(script):

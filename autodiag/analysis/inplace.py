@@ -52,6 +52,7 @@ class InplaceWatcher(Tracer):
         self._saves = 0
         self._ran = weakref.WeakSet()  # nodes whose backward ran (and kept their saves)
         self._retaining: list = [False]  # retain_graph of the backward calls in progress
+        self._needed: list = []  # per backward call in progress: the hazards it needs
         self.hazards: dict = {}  # (write site, node name, save site) -> _Hazard
         self.calls = 0
 
@@ -89,20 +90,30 @@ class InplaceWatcher(Tracer):
         if self._retaining[-1] and node.__class__ is not AccumulateGrad:
             self._ran.add(node)
 
-    def on_backward_end(self, task):
-        self._retaining.pop()
-
     def on_backward_begin(self, task):
         self._retaining.append(task.retain_graph)
         self.calls += 1
+        needed = []
         pending = [h for h in self.hazards.values() if h.needed_at is None and h.node_ref()]
-        if not pending:
-            return
-        reached = _reachable(task.roots)
-        stack = capture_stack(1)  # the user's backward()/grad() call
-        for h in pending:
-            if h.node_ref() in reached:
-                h.needed_at, h.needed_call = stack, self.calls
+        if pending:
+            reached = _reachable(task.roots)
+            stack = capture_stack(1)  # the user's backward()/grad() call
+            for h in pending:
+                if h.node_ref() in reached:
+                    h.needed_at, h.needed_call = stack, self.calls
+                    needed.append(h)
+        self._needed.append(needed)
+
+    def on_backward_end(self, task):
+        self._retaining.pop()
+        needed = self._needed.pop()
+        err = task.error
+        if needed and err is not None and VERSION_ERROR in str(err):
+            # the call died of a modified saved tensor: of the hazards it needed, those of the
+            # node the error names (all of them when it names none we know)
+            named = [h for h in needed if f"saved by {h.node_name}" in str(err)]
+            for h in named or needed:
+                h.failed = True
 
     # --- bookkeeping ----------------------------------------------------------------------
 
@@ -138,17 +149,11 @@ class InplaceWatcher(Tracer):
         exc = getattr(error, "exception", None) if error is not None else None
         message = str(exc) if isinstance(exc, RuntimeError) else ""
         consumed = False
-        matched = []
+        out = [_finding(h) for h in self.hazards.values()]
         if VERSION_ERROR in message:
             consumed = True  # the script died of the hazard: the error is the finding
-            needed = [h for h in self.hazards.values() if h.needed_at is not None]
-            matched = [h for h in needed if f"saved by {h.node_name}" in message] or needed
-            last = max((h.needed_call for h in matched), default=None)
-            for h in matched:
-                h.failed = h.needed_call == last
-        out = [_finding(h) for h in self.hazards.values()]
-        if VERSION_ERROR in message and not matched:
-            out.append(_from_version_error(message, exc))
+            if not any(h.failed for h in self.hazards.values()):
+                out.append(_from_version_error(message, exc))
         if LEAF_ERROR[:-1] in message or VIEW_OF_LEAF_ERROR[:-1] in message:
             out.append(_leaf_finding(message, exc))
             consumed = True
@@ -185,10 +190,10 @@ def _finding(h: _Hazard) -> Finding:
     loc = h.write_stack.location()
     saved_loc = h.save_stack.location() if h.save_stack is not None else None
     what = "its output" if h.is_output else "an input"
-    msg = (f"{h.op} modified a tensor that {h.node_name} saved for backward ({what}, version "
-           f"{h.saved_version} -> {h.version})")
+    msg = (f"{_OP_TEXT.get(h.op, h.op)} modified a tensor that {h.node_name} saved for "
+           f"backward ({what}, version {h.saved_version} -> {h.version})")
     if h.failed:
-        msg += "; backward then failed: modified by an inplace operation"
+        msg += f"; backward call {h.needed_call} then failed: modified by an inplace operation"
     elif h.needed_at is not None:
         msg += f"; backward call {h.needed_call} needed it"
     else:
@@ -206,6 +211,10 @@ def _finding(h: _Hazard) -> Finding:
     }
     return Finding(kind="inplace_saved_tensor", severity="error", message=msg, location=loc,
                    stack=h.write_stack.frames(), hint=_hint(h), extra=extra)
+
+
+_OP_TEXT = {"__iadd__": "+=", "__isub__": "-=", "__imul__": "*=", "__itruediv__": "/=",
+            "__ipow__": "**=", "__setitem__": "an indexed assignment (x[...] = ...)"}
 
 
 def _hint(h: _Hazard) -> str:

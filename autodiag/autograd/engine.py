@@ -34,7 +34,7 @@ class GraphTask:
     """Options and results of one backward call."""
 
     __slots__ = ("retain_graph", "create_graph", "accumulate", "targets", "captured", "needed",
-                 "execute", "leaf_targets", "roots", "inputs", "current")
+                 "execute", "leaf_targets", "roots", "inputs", "current", "error")
 
     def __init__(self, retain_graph, create_graph, accumulate, roots=(), inputs=None):
         self.roots = roots  # the tensors backward starts from (for tracers)
@@ -48,6 +48,7 @@ class GraphTask:
         self.execute = None  # the subset of ``needed`` whose backward runs (the rest capture)
         self.leaf_targets = None  # AccumulateGrad nodes allowed to accumulate (inputs=...)
         self.current = None  # the node being run (kept only while tracing, for tracers)
+        self.error = None  # the exception that ended the call (seen by on_backward_end)
 
 
 def _count_dependencies(roots) -> dict:
@@ -174,6 +175,7 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                     heapq.heappush(heap, (-child._seq, tick(), child))
             outs = g = None  # NOTE [Gradient stealing]: drop our references before the leaves run
     except Exception as e:
+        task.error = e
         if _anomaly[0] and node is not None:
             # PyTorch's anomaly mode: warn with the forward stack of the failing node
             report_backward_error(node, e)

@@ -17,10 +17,11 @@ MAX_FRAMES = 64
 
 # NOTE: frames are classified through a cache keyed by id(code), never by the code object:
 # hashing a code object hashes its bytecode and constants on every call (microseconds), which
-# made stack capture the largest cost of tracing. The cache holds each code object in its entry,
-# so an id cannot be reused while cached.
+# made stack capture the largest cost of tracing. ``_codes`` keeps every cached code object
+# alive, so an id cannot be reused while cached.
 _AUTODIAG, _USER, _STOP = 0, 1, 2
-_kind: dict = {}  # id(code) -> (kind, code)
+_kind: dict = {}  # id(code) -> kind
+_codes: dict = {}  # id(code) -> code
 
 
 class _StopCodes(set):
@@ -39,13 +40,14 @@ def _classify(code) -> int:
         k = _STOP
     else:
         k = _AUTODIAG if code.co_filename.startswith(_PKG_DIR) else _USER
-    _kind[id(code)] = (k, code)
+    _kind[id(code)] = k
+    _codes[id(code)] = code
     return k
 
 
 def _user(code) -> bool:
-    e = _kind.get(id(code))
-    return (e[0] if e is not None else _classify(code)) == _USER
+    k = _kind.get(id(code))
+    return (k if k is not None else _classify(code)) == _USER
 
 
 def user_site(skip: int = 1):
@@ -54,8 +56,9 @@ def user_site(skip: int = 1):
     kind = _kind
     while f is not None:
         code = f.f_code
-        e = kind.get(id(code))
-        k = e[0] if e is not None else _classify(code)
+        k = kind.get(id(code))
+        if k is None:
+            k = _classify(code)
         if k:
             return (code, f.f_lineno) if k == _USER else None
         f = f.f_back
@@ -75,21 +78,20 @@ MAX_INTERNED = 100_000
 def capture_stack(skip: int = 1) -> Stack:
     """The user's frames of the current call stack (innermost last), unformatted."""
     top = f = sys._getframe(skip)
-    key = []
+    key = ()
     kind = _kind
     while f is not None:
         code = f.f_code
-        e = kind.get(id(code))
-        k = e[0] if e is not None else _classify(code)
+        k = kind.get(id(code))
+        if k is None:
+            k = _classify(code)
         if k == _USER:
-            key.append(id(code))
-            key.append(f.f_lasti)
+            key += (id(code), f.f_lasti)
             if len(key) >= 2 * MAX_FRAMES:
                 break
         elif k == _STOP:
             break
         f = f.f_back
-    key = tuple(key)
     st = _interned.get(key)
     if st is None:
         st = _new_stack(key, top)
@@ -99,9 +101,8 @@ def capture_stack(skip: int = 1) -> Stack:
 def _new_stack(key: tuple, f) -> Stack:
     """The Stack of the frames from ``f`` outwards that ``key`` describes (user frames)."""
     sites = []
-    kind = _kind
     while f is not None and len(sites) < len(key) // 2:
-        if kind[id(f.f_code)][0] == _USER:
+        if _user(f.f_code):
             sites.append((f.f_code, f.f_lineno))
         f = f.f_back
     st = Stack(tuple(reversed(sites)))
@@ -109,6 +110,8 @@ def _new_stack(key: tuple, f) -> Stack:
         _interned.clear()
     _interned[key] = st
     return st
+
+
 class Stack:
     """A captured stack of user frames, innermost last; formatted only on demand.
 
