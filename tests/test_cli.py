@@ -507,3 +507,16 @@ def test_graph_of_the_model_sample_names_its_parameters():
     names = {n["variable"]["name"] for n in doc["nodes"] if n["variable"]}
     assert {"model.fc1.weight", "model.head.bias"} <= names
     assert doc["root_names"] == ["loss"]
+
+
+def test_anomaly_and_inplace_on_their_samples():
+    r = cli("anomaly", os.path.join(ROOT, "samples", "nan_log.py"), "-f", "json")
+    assert r.exit_code == 1
+    kinds = {f["kind"] for f in json.loads(r.stdout)["findings"]}
+    assert {"inf_forward", "nan_forward"} <= kinds
+    r = cli("inplace", os.path.join(ROOT, "samples", "inplace_saved.py"), "-f", "json")
+    assert r.exit_code == 1
+    (f,) = json.loads(r.stdout)["findings"]
+    assert f["kind"] == "inplace_saved_tensor" and f["location"]["line"] == 16
+    r = cli("anomaly", os.path.join(ROOT, "samples", "train.py"))
+    assert r.exit_code == 0  # a clean training script: no false positives
