@@ -230,7 +230,9 @@ class _Saved:
         sys.path[:] = self.path
         for name in set(sys.modules) - self.modules:
             f = getattr(sys.modules[name], "__file__", None) or ""
-            if f.startswith(self.folder):  # the script's own helper modules
+            # the script's own helper modules; never autodiag's (a script may sit in a checkout
+            # of autodiag, and a second copy of its modules would break class identity)
+            if f.startswith(self.folder) and name.split(".")[0] != "autodiag":
                 del sys.modules[name]
         if self.main is not None:
             sys.modules["__main__"] = self.main
