@@ -146,7 +146,7 @@ class InplaceWatcher(Tracer):
 
     def findings(self, error=None) -> tuple[list[Finding], bool]:
         """(findings, the target's error is one of them). ``error``: the run's TargetFailed."""
-        exc = getattr(error, "exception", None) if error is not None else None
+        exc = error.exception if error is not None else None
         message = str(exc) if isinstance(exc, RuntimeError) else ""
         consumed = False
         out = [_finding(h) for h in self.hazards.values()]

@@ -157,7 +157,7 @@ def _check_junit_path(path: str | None) -> None:
 
 def _plan_functions(result, recorder, settings, names: list[str] | None) -> list:
     """The checks of the script's Functions (those named by --function, if given)."""
-    exc = getattr(result.error, "exception", None)
+    exc = result.error.exception if result.error is not None else None
     namespace = result.namespace or recorder.script_globals or \
         checks.globals_of_failure(exc, result.target.path) or {}
     classes = checks.find_functions(namespace)
@@ -181,14 +181,13 @@ def _explained(cases: list, result):
     err = result.error
     if err is None:
         return None
-    exc = getattr(err, "exception", None)
+    exc = err.exception
     at_line = checks.failed_call_site(cases, exc)
     if at_line is not None:
         return at_line
     failed = [c for c in cases if c.failed]
-    # NOTE: the runner reports a non-zero sys.exit() by this message (target/script.py)
     recorded = [c for c in failed if c.source == "call"]
-    if recorded and "exited with status" in err.message:
+    if recorded and err.exit_status is not None:
         return recorded[-1]
     if exc is not None and str(exc).strip():
         same = [c for c in failed if c.exception == type(exc).__name__ and

@@ -39,7 +39,14 @@ class BadExpression(AutodiagError):
 
 
 class TargetFailed(AutodiagError):
-    """The target ran but failed for a reason that is not itself a finding."""
+    """The target ran but failed for a reason that is not itself a finding: ``exception`` is
+    what it raised, ``exit_status`` the status of a non-zero ``sys.exit`` (else None)."""
 
     exit_code = 3
     title = "the target failed"
+
+    def __init__(self, message: str, hint: str = "", details: str = "",
+                 exception: BaseException | None = None, exit_status=None):
+        super().__init__(message, hint, details)
+        self.exception = exception
+        self.exit_status = exit_status

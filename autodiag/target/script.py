@@ -124,7 +124,8 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
         if status not in (None, 0):
             raise TargetFailed(f"{path} exited with status {status}",
                                "autodiag reports what ran before the exit; a script that "
-                               "exits with an error status is treated as failed.") from None
+                               "exits with an error status is treated as failed.",
+                               exit_status=status) from None
     except Timeout:
         raise TargetFailed(f"{path} did not finish within --timeout {timeout:g} s",
                            "Raise --timeout, or make the script do less (fewer steps, a smaller "
@@ -160,10 +161,9 @@ sites.STOP_CODES.add(_exec.__code__)
 def _failed(path: str, e: BaseException) -> TargetFailed:
     tb = _user_traceback(e.__traceback__, path)
     exc = "".join(traceback.format_exception_only(type(e), e)).strip()
-    err = TargetFailed(f"{path} raised {exc}", "The traceback above shows the script's frames; "
-                       "fix the error or run the script with plain python to reproduce it.", tb)
-    err.exception = e
-    return err
+    return TargetFailed(f"{path} raised {exc}", "The traceback above shows the script's frames; "
+                        "fix the error or run the script with plain python to reproduce it.", tb,
+                        exception=e)
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:
