@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 import traceback
@@ -13,12 +14,22 @@ from rich.markup import escape
 
 from autodiag.report.output import Sink, check_writable, stderr_console
 from autodiag.target import Run, Target, run
-from autodiag.target.errors import AutodiagError, BadInvocation, TargetFailed
+from autodiag.target.errors import AutodiagError, BadInvocation
 
 # --- exit codes (DESIGN §4; README lists them) ---------------------------------------------------
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 # --- options shared by the commands -----------------------------------------------------------
+
+
+class TextOrJson(str, enum.Enum):
+    """--format of the commands that have no graph formats."""
+
+    text = "text"
+    json = "json"
+
+
+FormatOpt = Annotated[TextOrJson, typer.Option("--format", "-f", help="text or json.")]
 TargetArg = Annotated[str | None, typer.Argument(
     help="Python script to run as __main__ (or use -e EXPR).", show_default=False)]
 ScriptArgs = Annotated[list[str] | None, typer.Argument(
@@ -114,9 +125,3 @@ def target_failure(cmd: Command, result: Run) -> int | None:
     if result.error is not None:
         return cmd.fail(result.error)
     return None
-
-
-def error_json(e: TargetFailed | None) -> dict | None:
-    if e is None:
-        return None
-    return {"message": e.message, "hint": e.hint, "traceback": e.details}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated
 
 import typer
@@ -14,13 +13,14 @@ from autodiag.cli._common import (
     EXIT_OK,
     DtypeOpt,
     ExprOpt,
+    FormatOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
+    TextOrJson,
     TimeoutOpt,
     VarOpt,
-    error_json,
     guarded,
     make_target,
     target_failure,
@@ -29,18 +29,13 @@ from autodiag.report import anomaly as render
 from autodiag.report.output import envelope
 
 
-class Format(str, enum.Enum):
-    text = "text"
-    json = "json"
-
-
 def anomaly(
     target: TargetArg = None,
     script_args: ScriptArgs = None,
     expr: ExprOpt = None,
     var: VarOpt = None,
     dtype: DtypeOpt = "float64",
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="text or json.")] = Format.text,
+    fmt: FormatOpt = TextOrJson.text,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
@@ -67,13 +62,11 @@ def anomaly(
                 "propagated": {"forward": finder.propagated_forward,
                                "backward": finder.propagated_backward}}
         docs = [f.to_json() for f in findings]
-        if fmt is Format.json:
-            status = "findings" if findings else ("error" if result.error else "ok")
-            extra = {"backward_calls": finder.calls, "stopped_at_call": finder.stopped_at,
-                     "propagated": info["propagated"]}
-            if result.error is not None:
-                extra["error"] = error_json(result.error)
-            sink.write_json(envelope("anomaly", t.label, findings, status, **extra))
+        if fmt is TextOrJson.json:
+            sink.write_json(envelope("anomaly", t.label, findings, error=result.error,
+                                     backward_calls=finder.calls,
+                                     stopped_at_call=finder.stopped_at,
+                                     propagated=info["propagated"]))
         else:
             info["failed"] = result.error is not None or result.interrupted
             render.render(sink.console(), docs, info)

@@ -4,7 +4,6 @@ autograd.Functions it defines — or an expression's, and say why a check fails.
 from __future__ import annotations
 
 import contextlib
-import enum
 from typing import Annotated
 
 import typer
@@ -17,13 +16,14 @@ from autodiag.cli._common import (
     EXIT_OK,
     DtypeOpt,
     ExprOpt,
+    FormatOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
+    TextOrJson,
     TimeoutOpt,
     VarOpt,
-    error_json,
     guarded,
     make_target,
     target_failure,
@@ -38,19 +38,13 @@ from autodiag.target.errors import BadInvocation, BadTarget, TargetFailed
 PROGRESS_MIN_CASES = 8
 
 
-class GradcheckFormat(str, enum.Enum):
-    text = "text"
-    json = "json"
-
-
 def gradcheck(
     target: TargetArg = None,
     script_args: ScriptArgs = None,
     expr: ExprOpt = None,
     var: VarOpt = None,
     dtype: DtypeOpt = "float64",
-    fmt: Annotated[GradcheckFormat, typer.Option("--format", "-f", help="text or json.")] =
-    GradcheckFormat.text,
+    fmt: FormatOpt = TextOrJson.text,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
@@ -231,13 +225,11 @@ def _limit(timeout: float | None):
 def _report(cmd, sink, fmt, label: str, cases: list, settings, script_error,
             nothing_ran: bool) -> None:
     found = checks.findings(cases)
-    if fmt is GradcheckFormat.json:
+    if fmt is TextOrJson.json:
         status = "error" if script_error is not None or (nothing_ran and not found) else \
             "findings" if found else "ok"
-        extra = render.to_json(cases, settings)
-        if script_error is not None:
-            extra["error"] = error_json(script_error)
-        sink.write_json(envelope("gradcheck", label, found, status, **extra))
+        sink.write_json(envelope("gradcheck", label, found, status, error=script_error,
+                                 **render.to_json(cases, settings)))
         return
     console = sink.console()
     console.print(render.table(cases, f"gradcheck {label} ({render.settings_line(settings)})"))

@@ -19,7 +19,6 @@ from autodiag.cli._common import (
     TargetArg,
     TimeoutOpt,
     VarOpt,
-    error_json,
     guarded,
     make_target,
     target_failure,
@@ -168,16 +167,13 @@ def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
     if fmt == "json":
         graphs = [render.to_json(s, view) for s in snaps]
         left = max(g["truncated"] for g in graphs)
-        status = "error" if result.error is not None else "ok"
         extra = {"calls": calls}
         if not many:
             extra.update(graphs[0])
         else:
             extra["graphs"] = graphs
-        if result.error is not None:
-            extra["error"] = error_json(result.error)
         total = sum(len(g["nodes"]) for g in graphs)
-        sink.write_json(envelope("graph", label, [], status, **extra),
+        sink.write_json(envelope("graph", label, [], error=result.error, **extra),
                         pretty=total <= PRETTY_JSON_NODES)
         return left
     if fmt in ("dot", "svg", "mermaid"):

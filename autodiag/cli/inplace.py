@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import enum
-from typing import Annotated
-
-import typer
-
 from autodiag.analysis.inplace import InplaceWatcher
 from autodiag.cli._common import (
     EXIT_FINDINGS,
     EXIT_OK,
     DtypeOpt,
     ExprOpt,
+    FormatOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
+    TextOrJson,
     TimeoutOpt,
     VarOpt,
-    error_json,
     guarded,
     make_target,
     target_failure,
@@ -28,18 +24,13 @@ from autodiag.report import inplace as render
 from autodiag.report.output import envelope
 
 
-class Format(str, enum.Enum):
-    text = "text"
-    json = "json"
-
-
 def inplace(
     target: TargetArg = None,
     script_args: ScriptArgs = None,
     expr: ExprOpt = None,
     var: VarOpt = None,
     dtype: DtypeOpt = "float64",
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="text or json.")] = Format.text,
+    fmt: FormatOpt = TextOrJson.text,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
@@ -57,13 +48,11 @@ def inplace(
         watcher = InplaceWatcher()
         result = cmd.run_target(t, [watcher])
         findings, error_is_finding = watcher.findings(result.error)
-        if fmt is Format.json:
-            status = "findings" if findings else ("error" if result.error else "ok")
+        if fmt is TextOrJson.json:
             extra = {"backward_calls": watcher.calls}
             if result.error is not None:
-                extra["error"] = error_json(result.error)
                 extra["error_is_finding"] = error_is_finding
-            sink.write_json(envelope("inplace", t.label, findings, status, **extra))
+            sink.write_json(envelope("inplace", t.label, findings, error=result.error, **extra))
         else:
             render.render(sink.console(), [f.to_json() for f in findings], t.label,
                           error_is_finding, result.error is not None or result.interrupted)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated
 
 import typer
@@ -15,13 +14,14 @@ from autodiag.analysis.summary import fmt_summary
 from autodiag.cli._common import (
     DtypeOpt,
     ExprOpt,
+    FormatOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
+    TextOrJson,
     TimeoutOpt,
     VarOpt,
-    error_json,
     guarded,
     make_target,
     target_failure,
@@ -31,19 +31,13 @@ from autodiag.target.errors import BadInvocation, BadTarget
 from autodiag.trace.sites import short_path
 
 
-class TraceFormat(str, enum.Enum):
-    text = "text"
-    json = "json"
-
-
 def trace(
     target: TargetArg = None,
     script_args: ScriptArgs = None,
     expr: ExprOpt = None,
     var: VarOpt = None,
     dtype: DtypeOpt = "float64",
-    fmt: Annotated[TraceFormat, typer.Option("--format", "-f", help="text or json.")] =
-    TraceFormat.text,
+    fmt: FormatOpt = TextOrJson.text,
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
@@ -73,13 +67,10 @@ def trace(
                             f"call", "Call loss.backward() in the script (expressions are "
                             "differentiated automatically).")
         rec.name_leaves(names_by_id(result.namespace))
-        if fmt is TraceFormat.json:
-            extra = {"call": call or rec.calls, "calls": rec.calls, "kind": rec.kind,
-                     "steps": rec.rows}
-            if result.error is not None:
-                extra["error"] = error_json(result.error)
-            sink.write_json(envelope("trace", t.label, [], "error" if result.error else "ok",
-                                     **extra))
+        if fmt is TextOrJson.json:
+            sink.write_json(envelope("trace", t.label, [], error=result.error,
+                                     call=call or rec.calls, calls=rec.calls, kind=rec.kind,
+                                     steps=rec.rows))
         else:
             _text(sink.console(), rec, call or rec.calls)
         failed = target_failure(cmd, result)

@@ -90,13 +90,16 @@ def _json_default(o):
 
 
 def envelope(command: str, target: str, findings: list, status: str | None = None,
-             **extra) -> dict:
-    """The JSON envelope of every command (DESIGN §4)."""
+             error=None, **extra) -> dict:
+    """The JSON envelope of every command (DESIGN §4). ``error``: the run's TargetFailed, or
+    None; the status is then, unless given, "findings" before "error" before "ok"."""
     if status is None:
-        status = "findings" if findings else "ok"
+        status = "findings" if findings else "error" if error is not None else "ok"
     out = {"autodiag": __version__, "command": command, "target": target, "status": status,
            "findings": [f.to_json() for f in findings]}
     out.update(extra)
+    if error is not None:
+        out["error"] = {"message": error.message, "hint": error.hint, "traceback": error.details}
     return out
 
 
