@@ -14,6 +14,7 @@ from rich.text import Text
 
 from autodiag.analysis.graph import GraphSnapshot
 from autodiag.analysis.summary import fmt_summary
+from autodiag.tensor import _size_str
 from autodiag.trace.sites import format_site, short_path
 
 
@@ -114,18 +115,22 @@ def _bytes(n: int) -> str:
 # --- DOT and Mermaid ----------------------------------------------------------------------------
 
 
+def _root_name(snap: GraphSnapshot, i: int) -> str | None:
+    """The variable name of root ``i`` (``loss``), or None."""
+    if i in snap.roots:
+        k = snap.roots.index(i)
+        if k < len(snap.root_labels):
+            return snap.root_labels[k]
+    return None
+
+
 def _plain_label(snap: GraphSnapshot, i: int) -> str:
     lf = snap.leaf[i]
     if lf is not None:
-        name = snap.labels.get(i)
-        shape = "[" + ", ".join(map(str, lf[1])) + "]"
-        return f"{name}\n{shape} {lf[2]}" if name else f"AccumulateGrad\n{shape} {lf[2]}"
-    label = snap.names[i]
-    if i in snap.roots:
-        k = snap.roots.index(i)
-        if k < len(snap.root_labels) and snap.root_labels[k]:
-            label = f"{snap.root_labels[k]} = {label}"
-    return label
+        name = snap.labels.get(i) or "AccumulateGrad"
+        return f"{name}\n{_size_str(lf[1])} {lf[2]}"
+    root = _root_name(snap, i)
+    return f"{root} = {snap.names[i]}" if root else snap.names[i]
 
 
 def to_dot(snap: GraphSnapshot, view: View) -> str:
@@ -183,22 +188,18 @@ def _node_markup(snap: GraphSnapshot, i: int) -> str:
     lf = snap.leaf[i]
     if lf is not None:
         name = snap.labels.get(i)
-        shape = "[" + ", ".join(map(str, lf[1])) + "]"
         who = f"[bold green]{escape(name)}[/]" if name else "[green]leaf[/]"
-        return f"[cyan]AccumulateGrad[/] {who} [dim]{shape} {lf[2]}[/]"
+        return f"[cyan]AccumulateGrad[/] {who} [dim]{_size_str(lf[1])} {lf[2]}[/]"
     text = f"[bold]{escape(snap.names[i])}[/]"
-    if i in snap.roots:
-        k = snap.roots.index(i)
-        if k < len(snap.root_labels) and snap.root_labels[k]:
-            text = f"[bold magenta]{escape(snap.root_labels[k])}[/] = {text}"
-    return text
+    root = _root_name(snap, i)
+    return f"[bold magenta]{escape(root)}[/] = {text}" if root else text
 
 
 def _extras(snap: GraphSnapshot, i: int, view: View) -> list[str]:
     lines = []
     if view.show_saved:
         for s in snap.saved_dicts(i):
-            shape = "[" + ", ".join(map(str, s.get("shape", []))) + "]"
+            shape = _size_str(s.get("shape", ()))
             ver = f"v{s['version']}"
             if "current_version" in s:
                 ver += f" [red](now v{s['current_version']}: modified in place)[/]"
