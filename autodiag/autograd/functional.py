@@ -371,6 +371,24 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
     return _untuple(res, (inputs_tuple, inputs_tuple))
 
 
+def _scalar_gradient(func, inputs, v, create_graph: bool, strict: bool, api: str):
+    """The first half of vhp/hvp (under enable_grad): checked inputs and ``v``, the scalar output
+    and its gradient with a graph. Returns (inputs_tuple, inputs, v, outputs_tuple, outputs,
+    jac)."""
+    inputs_tuple, inputs = _tupled(inputs, "inputs", api)
+    inputs = _fresh(inputs, create_graph, need_graph=True)
+    if v is not None:
+        v = _tupled_v(v, inputs, inputs_tuple, api, create_graph)
+    else:
+        _need_v_scalar_input(inputs)
+    outputs_tuple, outputs = _tupled(func(*inputs), "outputs of the user-provided function", api)
+    _check_requires_grad(outputs, "outputs", strict)
+    _single_scalar_output(outputs, outputs_tuple, api)
+    jac = _grad(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, "jacobian", strict)
+    return inputs_tuple, inputs, v, outputs_tuple, outputs, jac
+
+
 def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """``(func(inputs), vᵀ·H)`` for a scalar function: the gradient, differentiated along v.
 
@@ -380,18 +398,8 @@ def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     (tensor(4.3750), tensor([6., 9.]))
     """
     with grad_mode.enable_grad():
-        inputs_tuple, inputs = _tupled(inputs, "inputs", "vhp")
-        inputs = _fresh(inputs, create_graph, need_graph=True)
-        if v is not None:
-            v = _tupled_v(v, inputs, inputs_tuple, "vhp", create_graph)
-        else:
-            _need_v_scalar_input(inputs)
-        outputs_tuple, outputs = _tupled(func(*inputs), "outputs of the user-provided function",
-                                         "vhp")
-        _check_requires_grad(outputs, "outputs", strict)
-        _single_scalar_output(outputs, outputs_tuple, "vhp")
-        jac = _grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict)
+        inputs_tuple, inputs, v, outputs_tuple, outputs, jac = _scalar_gradient(
+            func, inputs, v, create_graph, strict, "vhp")
     with grad_mode.set_grad_enabled(create_graph or grad_mode.is_grad_enabled()):
         res = _grad(jac, inputs, v, create_graph=create_graph)
         res = _zeros_for_missing(res, inputs, strict, create_graph, "double_back")
@@ -410,18 +418,8 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     from autodiag.ops.factories import zeros_like
 
     with grad_mode.enable_grad():
-        inputs_tuple, inputs = _tupled(inputs, "inputs", "hvp")
-        inputs = _fresh(inputs, create_graph, need_graph=True)
-        if v is not None:
-            v = _tupled_v(v, inputs, inputs_tuple, "hvp", create_graph)
-        else:
-            _need_v_scalar_input(inputs)
-        outputs_tuple, outputs = _tupled(func(*inputs), "outputs of the user-provided function",
-                                         "hvp")
-        _check_requires_grad(outputs, "outputs", strict)
-        _single_scalar_output(outputs, outputs_tuple, "hvp")
-        jac = _grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict)
+        inputs_tuple, inputs, v, outputs_tuple, outputs, jac = _scalar_gradient(
+            func, inputs, v, create_graph, strict, "hvp")
         us = tuple(zeros_like(t, requires_grad=True) for t in inputs)
         u_h = _grad(jac, inputs, us, create_graph=True)
         # PyTorch checks ``jac`` again here (not ``u_h``); kept so that strict errors agree.
