@@ -122,8 +122,12 @@ def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
 
 
 def _method(name: str, fn):
+    # the in-place method is the traced op; the out-of-place op it runs inside needs no second
+    # tracing check, so it calls the registered op's unwrapped function
+    raw = getattr(fn, "__wrapped__", fn)
+
     def inplace(self, *args, **kwargs):
-        return apply_inplace(self, name, lambda t: fn(t, *args, **kwargs), *args)
+        return apply_inplace(self, name, lambda t: raw(t, *args, **kwargs), *args)
 
     inplace.__name__ = name
     inplace.__doc__ = f"In-place version of ``{fn.__name__}``."
