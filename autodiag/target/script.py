@@ -154,10 +154,6 @@ def _exec(code, namespace) -> None:
     exec(code, namespace)  # noqa: S102 - running the user's script is the point
 
 
-# Stacks captured while the script runs stop at this frame (the CLI's frames are not the user's).
-sites.STOP_CODES.add(_exec.__code__)
-
-
 def _failed(path: str, e: BaseException) -> TargetFailed:
     tb = _user_traceback(e.__traceback__, path)
     exc = "".join(traceback.format_exception_only(type(e), e)).strip()
@@ -170,9 +166,7 @@ def user_frames(tb) -> list[traceback.FrameSummary]:
     """The frames of a traceback outside autodiag (the user's), outermost first."""
     frames = []
     for fs, _ in traceback.walk_tb(tb):
-        if fs.f_code in sites.STOP_CODES or fs.f_code.co_name == "_exec":
-            continue
-        if sites._user(fs.f_code):
+        if sites._user(fs.f_code):  # the runner's own frames (and the CLI's) are autodiag's
             frames.append(fs)
     summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames),
                                              lookup_lines=True)
