@@ -15,6 +15,7 @@ import weakref
 
 from autodiag.analysis.summary import dtype_name, summarize
 from autodiag.autograd.graph import FREED, AccumulateGrad, SavedTensor
+from autodiag.ops._core import edge
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 
@@ -328,7 +329,7 @@ class GraphCapture(Tracer):
         self.calls += 1
         if self.want_call is not None and self.calls != self.want_call and not self.keep_all:
             return
-        roots = [t.grad_fn if t.grad_fn is not None else _acc_of(t) for t in task.roots]
+        roots = [_node_of(t) for t in task.roots]
         index: dict = {}
         snap = GraphSnapshot.capture(roots, self.calls, "backward" if task.accumulate else "grad",
                                      self._values, index)
@@ -351,14 +352,16 @@ class GraphCapture(Tracer):
 
     def roots_snapshot(self, tensors) -> GraphSnapshot:
         """The graph of tensors found after the run (module-level roots, --root)."""
-        roots = [t.grad_fn if t.grad_fn is not None else _acc_of(t) for t in tensors]
+        roots = [_node_of(t) for t in tensors]
         snap = GraphSnapshot.capture(roots, 0, "roots", self._values)
         snap.root_tensors = [weakref.ref(t) for t in tensors]
         return snap
 
 
-def _acc_of(t):
-    return t._grad_accumulator() if t.requires_grad else None
+def _node_of(t):
+    """The node gradient reaches ``t`` through (its grad_fn, or a leaf's AccumulateGrad)."""
+    e = edge(t)
+    return e[0] if e.__class__ is tuple else e
 
 
 def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
