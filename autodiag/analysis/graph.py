@@ -14,7 +14,7 @@ import heapq
 import weakref
 
 from autodiag.analysis.summary import dtype_name, summarize
-from autodiag.autograd.graph import FREED, AccumulateGrad, SavedTensor
+from autodiag.autograd.graph import FREED, AccumulateGrad, SavedTensor, children
 from autodiag.ops._core import edge
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
@@ -370,28 +370,19 @@ def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
              if isinstance(v, Tensor) and v.grad_fn is not None and not k.startswith("_")]
     if not cands:
         return []
-    own = {}
-    for k, v in cands:
-        own.setdefault(v.grad_fn, k)
-    seen = set()  # nodes that feed some candidate
-    for node in own:
-        stack = _children(node)
-        while stack:
-            n = stack.pop()
-            if n not in seen:
-                seen.add(n)
-                stack.extend(_children(n))
-    fed = seen
+    fed = set()  # nodes that feed some candidate
+    stack = [c for fn in {v.grad_fn for _, v in cands} for c in children(fn)]
+    while stack:
+        n = stack.pop()
+        if n is not None and n not in fed:
+            fed.add(n)
+            stack.extend(children(n))
     out, taken = [], set()
     for k, v in cands:
         if v.grad_fn not in fed and v.grad_fn not in taken:
             taken.add(v.grad_fn)
             out.append((k, v))
     return out
-
-
-def _children(node):
-    return [e[0] if e.__class__ is tuple else e for e in node._next if e is not None]
 
 
 def names_by_id(namespace: dict) -> dict:
