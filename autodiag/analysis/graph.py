@@ -117,7 +117,7 @@ class GraphSnapshot:
                 add_saved(_NO_SAVED)
                 add_freed(True)
             else:
-                add_saved(_saved_info(node))
+                add_saved(saved_info(node))
                 add_freed(False)
             add_site(node._trace)
         if values is not None:
@@ -270,7 +270,7 @@ class GraphSnapshot:
                 stack.append((j, depth + 1, jnr, k == len(edges) - 1, child_guides))
 
 
-def _saved_info(node) -> tuple:
+def saved_info(node) -> tuple:
     """The node's saved tensors as ``(name, shape, numpy dtype, bytes, version, current
     version)``."""
     saved = node._saved

@@ -14,6 +14,7 @@ from autodiag.cli import anomaly as _anomaly
 from autodiag.cli import gradcheck as _gradcheck
 from autodiag.cli import graph as _graph
 from autodiag.cli import inplace as _inplace
+from autodiag.cli import leaks as _leaks
 from autodiag.cli import trace as _trace
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app.command("trace", no_args_is_help=True)(_trace.trace)
 app.command("gradcheck", no_args_is_help=True)(_gradcheck.gradcheck)
 app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
 app.command("inplace", no_args_is_help=True)(_inplace.inplace)
+app.command("leaks", no_args_is_help=True)(_leaks.leaks)
 
 
 def _version(value: bool) -> None:

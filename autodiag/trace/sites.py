@@ -65,6 +65,24 @@ def user_site(skip: int = 1):
     return None
 
 
+def live_user_frames(skip: int = 1) -> list:
+    """The frame objects of the user's code on the current call stack, innermost first (for
+    analyses that must read live locals, such as the leak detector's holder search)."""
+    out = []
+    f = sys._getframe(skip)
+    while f is not None:
+        code = f.f_code
+        k = _kind.get(id(code))
+        if k is None:
+            k = _classify(code)
+        if k == _STOP:
+            break
+        if k == _USER:
+            out.append(f)
+        f = f.f_back
+    return out
+
+
 # NOTE [Shared stacks]: ops in a loop capture the same stack at every iteration. Stacks are
 # interned by (id(code), f_lasti, ...) of their frames, so a loop body's ops share a few Stack
 # objects instead of allocating two per op (fewer objects for the cyclic GC to scan as well).

@@ -1,0 +1,438 @@
+"""Graphs kept alive across training steps (``autodiag leaks``).
+
+``losses.append(loss)`` keeps every step's graph, and with it the tensors saved for backward:
+memory creeps up step by step. ``LeakFinder`` watches from the tracing hooks:
+
+* **Steps** end at each optimizer ``step()`` (of the first optimizer that steps), or at each
+  outermost ``backward()`` when the script never steps an optimizer, or at each
+  ``autodiag.trace.step()`` marker when the script has any (markers win, then optimizers).
+* **Census**: every graph node an op records is tagged, through a weak reference, with the step
+  that made it. At each step's end the census counts the nodes of *earlier* steps that are still
+  alive and the bytes they hold (saved tensors plus the node objects). The references are weak:
+  the census never changes what the script keeps alive.
+* **Verdict**: a leak is retained graph that grows at ``grow_steps`` (3) consecutive step ends.
+  A graph kept for one step (``prev_loss = loss``) is constant, not a leak.
+* **Who holds it**: when the verdict is reached (the script's frames are still running), the
+  retained graph's top nodes — those no other live node points to — are traced back through
+  ``gc.get_referrers`` to a variable the user knows (``referrers.find_holder``): "list
+  `history` (train.py:8) holds 30 tensors with grad_fn".
+
+Findings:
+
+* ``graph_leak`` (error): growing retention, with its holder, the line that created the retained
+  tensors, and the growth per step. A constant retention whose holder is a hook or a closure is
+  reported as a warning (it stays for the whole run, and grows if the hook is added again).
+* ``retained_graph`` (warning): ``backward(retain_graph=True)`` calls (without
+  ``create_graph``) at a line none of whose graphs was ever backpropagated again: their saved
+  tensors were kept for nothing.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+import sys
+import weakref
+
+from autodiag.analysis.findings import Finding
+from autodiag.analysis.graph import saved_info
+from autodiag.analysis.referrers import Holder, container_kind, find_holder
+from autodiag.tensor import Tensor
+from autodiag.trace import Tracer
+from autodiag.trace.events import _AFTER_LEAVES
+from autodiag.trace.sites import capture_stack, format_site, short_path
+
+MAX_SEARCHES = 6  # holder searches per run (each scans the heap once per expansion)
+
+
+class _Step:
+    """The nodes recorded in one step, weakly; ``alive`` is kept by the refs' callbacks."""
+
+    __slots__ = ("index", "refs", "alive", "bytes", "measured_at", "__weakref__")
+
+    def __init__(self, index: int):
+        self.index = index
+        self.refs: list = []
+        self.alive = 0
+        self.bytes = 0
+        self.measured_at = -1  # the ``alive`` count when ``bytes`` was measured
+
+    def dead(self, _ref) -> None:
+        self.alive -= 1
+
+
+class _Leak:
+    """One holder of growing (or hook-captured) retained graph."""
+
+    def __init__(self, holder: Holder, tensors: int, nodes_each: int, created, step: int,
+                 growing: bool):
+        self.holder = holder
+        self.tensors = tensors
+        self.nodes_each = nodes_each
+        self.created = created  # location dict of the retained tensor's op, or None
+        self.detected_at = step
+        self.growing = growing
+
+
+class _RetainCall:
+    __slots__ = ("site", "reused", "nodes", "saved_bytes")
+
+    def __init__(self, site):
+        self.site = site
+        self.reused = False
+        self.nodes = 0
+        self.saved_bytes = 0
+
+
+class LeakFinder(Tracer):
+    """Finds graphs kept alive across steps; ``findings()`` after the run."""
+
+    def __init__(self, grow_steps: int = 3):
+        self.grow_steps = grow_steps
+        self.mode: str | None = None  # "marker", "optimizer" or "backward"
+        self._steps: list[_Step] = [_Step(1)]  # steps with live nodes, and the current one
+        self._hi = -1  # highest sequence number recorded
+        self._optimizer = None  # weakref to the optimizer whose step() ends a step
+        self._bw_depth = 0
+        self._pending = False  # a backward ended: the step ends at the next op (or backward)
+        self.census: list[dict] = []  # per step end: step, nodes, bytes (of earlier steps)
+        self._growth = 0  # consecutive step ends at which retention grew
+        self._flat = 0  # consecutive step ends of constant, non-zero retention
+        self.leaks: list[_Leak] = []
+        self._searches = 0
+        self._leak_open = False
+        # retain_graph=True calls: the one in progress, the nodes they ran, all of them by site
+        self._retain: _RetainCall | None = None
+        self._ran: dict = {}  # id(node) -> (weakref to node, the _RetainCall that ran it)
+        self._retain_calls: dict = {}  # site -> [_RetainCall]
+
+    # --- events -----------------------------------------------------------------------------
+
+    def on_op(self, op, node, inputs, outputs, stack) -> None:
+        if self._pending:
+            self._pending = False
+            self.mode = "backward"
+            self._end_step()
+        if node is None or node._seq <= self._hi:
+            return
+        # the op's node and those of ops it called internally (cross_entropy's log_softmax):
+        # new nodes have sequence numbers above every node recorded before
+        hi = self._hi
+        step = self._steps[-1]
+        add, cb = step.refs.append, step.dead
+        todo = [node]
+        seen = set()
+        top = hi
+        while todo:
+            n = todo.pop()
+            s = n._seq
+            if s <= hi or s >= _AFTER_LEAVES or s in seen:
+                continue
+            seen.add(s)
+            add(weakref.ref(n, cb))
+            if s > top:
+                top = s
+            for e in n._next:
+                if e is not None:
+                    todo.append(e[0] if e.__class__ is tuple else e)
+        step.alive += len(seen)
+        self._hi = top
+
+    def on_backward_begin(self, task) -> None:
+        self._bw_depth += 1
+        if self._bw_depth == 1 and task.retain_graph and not task.create_graph:
+            self._retain = _RetainCall(capture_stack(3).site)
+
+    def on_node_backward(self, node, grad_outputs, grad_inputs) -> None:
+        if node._seq >= _AFTER_LEAVES:
+            return  # a leaf's AccumulateGrad is shared by every step's graph
+        entry = self._ran.get(id(node))
+        if entry is not None and entry[0]() is node and entry[1] is not self._retain:
+            entry[1].reused = True
+        if self._retain is not None:
+            self._ran[id(node)] = (weakref.ref(node), self._retain)
+            self._retain.nodes += 1
+            self._retain.saved_bytes += sum(s[3] for s in saved_info(node))
+
+    def on_backward_end(self, task) -> None:
+        self._bw_depth -= 1
+        if self._bw_depth:
+            return
+        rec, self._retain = self._retain, None
+        if rec is not None:
+            self._retain_calls.setdefault(rec.site, []).append(rec)
+        if self.mode in (None, "backward") and task.accumulate:
+            # NOTE: the step ends at the next op, not here: an optimizer step() may follow, and
+            # then it is the optimizer's steps that count (this boundary never happened).
+            if self._pending:
+                self.mode = "backward"
+                self._end_step()
+            self._pending = True
+
+    def on_optimizer_step(self, optimizer) -> None:
+        if self.mode == "marker":
+            return
+        if self._optimizer is None:
+            self._optimizer = weakref.ref(optimizer)
+            if self.mode == "backward":  # the backward ends so far were not the steps
+                self._restart()
+            self.mode = "optimizer"
+            self._pending = False
+        if self._optimizer() is optimizer:
+            self._end_step()
+
+    def on_step(self) -> None:
+        self._pending = False
+        if self.mode != "marker":
+            self._restart()
+            self.mode = "marker"
+        self._end_step()
+
+    # --- census and verdict -----------------------------------------------------------------
+
+    def _restart(self) -> None:
+        self.census.clear()
+        self._growth = self._flat = 0
+
+    def _end_step(self) -> None:
+        steps = self._steps
+        nodes = total = 0
+        for s in steps[:-1]:
+            if s.alive and s.measured_at != s.alive:
+                s.bytes = _bytes_of(s.refs)
+                s.measured_at = s.alive
+            nodes += s.alive
+            total += s.bytes if s.alive else 0
+        current = steps[-1].index
+        prev = self.census[-1]["nodes"] if self.census else 0
+        self.census.append({"step": current, "nodes": nodes, "bytes": total,
+                            "steps": sum(1 for s in steps[:-1] if s.alive)})
+        # steps whose nodes all died are dropped; the current one becomes an earlier one
+        self._steps = [s for s in steps if s.alive]
+        for s in self._steps:
+            if len(s.refs) > 2 * s.alive + 64:  # drop dead refs now and then
+                s.refs = [r for r in s.refs if r() is not None]
+        self._steps.append(_Step(current + 1))
+        if len(self._ran) > 4096:
+            self._ran = {k: v for k, v in self._ran.items() if v[0]() is not None}
+
+        self._growth = self._growth + 1 if nodes > prev else 0
+        self._flat = self._flat + 1 if nodes and nodes == prev else 0
+        if self._growth >= self.grow_steps and not self._leak_open:
+            self._leak_open = True
+            self._investigate(current, growing=True)
+        elif self._flat == self.grow_steps and self._searches < MAX_SEARCHES // 2:
+            self._investigate(current, growing=False)
+        if self._growth == 0 and self._flat:
+            self._leak_open = False  # growth stopped; a new growth is a new leak
+
+    def _investigate(self, step: int, growing: bool) -> None:
+        """Find who holds the retained graph (while the script's frames still run)."""
+        alive, old = [], set()
+        for s in self._steps[:-1]:
+            for r in s.refs:
+                n = r()
+                if n is not None:
+                    alive.append(n)
+                    if s.index < step:
+                        old.add(id(n))
+        for r in self._steps[-1].refs:  # nodes of the step just begun (none yet, usually)
+            n = r()
+            if n is not None:
+                alive.append(n)
+        referenced = set()
+        for n in alive:
+            for e in n._next:
+                if e is not None:
+                    referenced.add(id(e[0] if e.__class__ is tuple else e))
+        tops = []
+        for n in alive:
+            if id(n) not in referenced:
+                count = _reachable_count(n, old)
+                if count:
+                    tops.append((count, n))
+        tops.sort(key=lambda t: (-t[0], t[1]._seq))
+        covered: set = set()
+        found = []
+        try:
+            for count, top in tops:
+                if id(top) in covered:
+                    continue
+                if self._searches >= MAX_SEARCHES:
+                    break
+                self._searches += 1
+                holder, chain = find_holder(top, ignore=(alive, tops, found, covered))
+                tensors = _held_tensors(chain)
+                if len(chain) >= 2 and isinstance(chain[-2], Tensor):  # describe the tensor
+                    holder.path = holder.path.removesuffix(".grad_fn")
+                    holder.container = container_kind(chain[:-1])
+                covered.update(id(t.grad_fn) for t in tensors)
+                del chain
+                if not growing and holder.container != "closure" and "_hooks" not in holder.path:
+                    continue  # a constant retention by a plain variable: prev_loss = loss
+                trace = top._trace
+                created = trace.location() if trace is not None else None
+                counts = [c for c, t in tops if id(t) in covered] or [count]
+                found.append(_Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
+                                   created, step, growing))
+        finally:
+            del alive, tops
+        self.leaks.extend(found)
+
+    # --- findings -------------------------------------------------------------------------
+
+    def growth_per_step(self) -> tuple[float, float]:
+        """Average growth of retained nodes and bytes over the last ``grow_steps`` step ends."""
+        c = self.census
+        k = min(self.grow_steps, len(c) - 1)
+        if k <= 0:
+            return 0.0, 0.0
+        last, first = c[-1], c[-1 - k]
+        return (last["nodes"] - first["nodes"]) / k, (last["bytes"] - first["bytes"]) / k
+
+    def findings(self) -> list[Finding]:
+        out = [self._leak_finding(leak) for leak in self.leaks]
+        for site, calls in self._retain_calls.items():
+            if any(c.reused for c in calls):
+                continue
+            out.append(_retained_finding(site, calls))
+        return out
+
+    def _leak_finding(self, leak: _Leak) -> Finding:
+        h = leak.holder
+        dn, db = self.growth_per_step()
+        what = _holder_phrase(h)
+        created = (f", created at {short_path(leak.created['file'])}:{leak.created['line']}"
+                   if leak.created else "")
+        c = self.census[-1] if self.census else {"nodes": 0, "bytes": 0, "steps": 0}
+        if h.container in ("list", "dict", "tuple", "set"):
+            held = (f"holds tensors with grad_fn{created}; each retains a graph of "
+                    f"{leak.nodes_each} nodes")
+        else:
+            held = f"holds a tensor{created} whose graph retains {leak.nodes_each} nodes"
+        if leak.growing:
+            msg = (f"{what} {held}. At the last step, {c['nodes']} nodes ({_kb(c['bytes'])}) "
+                   f"from {c['steps']} earlier steps were alive: +{dn:.0f} nodes / "
+                   f"+{_kb(db)} per step")
+        else:
+            msg = f"{what} {held}, for the rest of the run"
+        name = _assigned_name(leak.created)
+        hint = (f"Store `{name}.item()` (a number) or `{name}.detach()` instead of the tensor, "
+                f"so each step's graph is freed." if h.container != "closure" else
+                f"Capture `{name}.detach()` (or `.item()`) in the hook instead of the tensor, "
+                f"and remove hooks you no longer need.")
+        loc = None
+        if h.file and h.line:
+            loc = {"file": h.file, "line": h.line, "function": h.function or "<module>",
+                   "code": linecache.getline(h.file, h.line).strip()}
+        extra = {"holder": h.to_json(), "tensors_at_detection": leak.tensors, "nodes_per_tensor":
+                 leak.nodes_each, "created_at": leak.created, "detected_at_step":
+                 leak.detected_at, "growth_nodes_per_step": round(dn, 2),
+                 "growth_bytes_per_step": round(db), "retained_nodes": c["nodes"],
+                 "retained_bytes": c["bytes"], "retained_steps": c["steps"],
+                 "growing": leak.growing}
+        return Finding("graph_leak", "error" if leak.growing else "warning", msg, loc,
+                       [leak.created] if leak.created else [], hint, extra)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _bytes_of(refs: list) -> int:
+    """Bytes held by the live nodes of ``refs``: saved tensors (each array once) and the node
+    objects themselves."""
+    seen: set = set()
+    total = 0
+    for r in refs:
+        n = r()
+        if n is None:
+            continue
+        total += sys.getsizeof(n) + sys.getsizeof(n._next)
+        for s in saved_info(n):
+            total += s[3]
+        seen.add(id(n))
+    return total
+
+
+def _reachable_count(top, old: set) -> int:
+    """Nodes of ``old`` (ids) reachable from ``top`` through next_functions."""
+    count = 0
+    seen = set()
+    todo = [top]
+    while todo:
+        n = todo.pop()
+        i = id(n)
+        if i in seen:
+            continue
+        seen.add(i)
+        if i in old:
+            count += 1
+        for e in n._next:
+            if e is not None:
+                m = e[0] if e.__class__ is tuple else e
+                if id(m) in old:
+                    todo.append(m)
+    return count
+
+
+def _held_tensors(chain: list) -> list:
+    """The tensors with grad_fn in the container that holds the retained tensor (the tensor
+    itself when it is held directly)."""
+    if len(chain) >= 2 and isinstance(chain[-2], Tensor):
+        container = chain[-3] if len(chain) >= 3 else None
+        if isinstance(container, dict):
+            items = list(container.values())
+        elif isinstance(container, (list, tuple, set, frozenset)):
+            items = list(container)
+        else:
+            return [chain[-2]]
+        return [t for t in items if isinstance(t, Tensor) and t.grad_fn is not None]
+    return []
+
+
+def _holder_phrase(h: Holder) -> str:
+    where = f" ({short_path(h.file)}:{h.line})" if h.file and h.line else ""
+    path = h.path
+    if h.container in ("list", "dict", "tuple", "set"):
+        base = re.sub(r"\[[^\[\]]*\]$", "", path)
+        scope = f" in {h.function}()" if h.kind == "local" else ""
+        return f"{h.container} `{base}`{scope}{where}"
+    if h.container == "closure":
+        return f"{path}{where}"
+    target = path
+    if h.kind == "global" and target == h.name:
+        return f"module-level variable `{target}`{where}"
+    if h.kind == "local" and target == h.name:
+        return f"local variable `{target}` in {h.function}(){where}"
+    if h.kind == "unknown":
+        return f"an object the script cannot name ({path})"
+    return f"`{target}`{where}"
+
+
+def _retained_finding(site, calls: list) -> Finding:
+    loc = format_site(site)
+    n = len(calls)
+    kept = max(c.saved_bytes for c in calls)
+    where = f"{short_path(loc['file'])}:{loc['line']}" if loc else "<unknown location>"
+    msg = (f"backward(retain_graph=True) at {where} kept the graph of {n} call"
+           f"{'s' if n != 1 else ''} (up to {_kb(kept)} of saved tensors each), and no later "
+           f"backward used them")
+    hint = ("Drop retain_graph=True: it is only needed when a second backward goes through "
+            "the same graph.")
+    return Finding("retained_graph", "warning", msg, loc, [loc] if loc else [], hint,
+                   {"calls": n, "saved_bytes": kept,
+                    "nodes": max(c.nodes for c in calls)})
+
+
+def _kb(b: float) -> str:
+    if abs(b) >= 1 << 20:
+        return f"{b / (1 << 20):.1f} MB"
+    if abs(b) >= 1024:
+        return f"{b / 1024:.1f} KB"
+    return f"{b:.0f} B"
+
+
+def _assigned_name(loc: dict | None) -> str:
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*[+\-*/]?=", (loc or {}).get("code") or "")
+    return m.group(1) if m else "loss"
+
