@@ -29,6 +29,8 @@ Findings:
 
 from __future__ import annotations
 
+import ast
+import gc
 import linecache
 import re
 import sys
@@ -36,7 +38,7 @@ import weakref
 
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.graph import saved_info
-from autodiag.analysis.referrers import Holder, container_kind, find_holder
+from autodiag.analysis.referrers import Holder, find_holder
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 from autodiag.trace.events import _AFTER_LEAVES
@@ -253,7 +255,7 @@ class LeakFinder(Tracer):
                     tops.append((count, n))
         tops.sort(key=lambda t: (-t[0], t[1]._seq))
         covered: set = set()
-        found = []
+        found: dict = {}  # the holder's path without indices -> _Leak
         try:
             for count, top in tops:
                 if id(top) in covered:
@@ -261,23 +263,29 @@ class LeakFinder(Tracer):
                 if self._searches >= MAX_SEARCHES:
                     break
                 self._searches += 1
-                holder, chain = find_holder(top, ignore=(alive, tops, found, covered))
+                # the search starts at the tensor whose grad_fn the top node is, if any (the
+                # user knows tensors, not nodes)
+                owners = [r for r in gc.get_referrers(top)
+                          if isinstance(r, Tensor) and r.grad_fn is top]
+                start = owners[0] if owners else top
+                holder, chain = find_holder(start, ignore=(alive, tops, found, covered, owners))
                 tensors = _held_tensors(chain)
-                if len(chain) >= 2 and isinstance(chain[-2], Tensor):  # describe the tensor
-                    holder.path = holder.path.removesuffix(".grad_fn")
-                    holder.container = container_kind(chain[:-1])
                 covered.update(id(t.grad_fn) for t in tensors)
-                del chain
-                if not growing and holder.container != "closure" and "_hooks" not in holder.path:
+                del chain, owners, start
+                if not growing and holder.container != "closure" and "hook" not in holder.path:
                     continue  # a constant retention by a plain variable: prev_loss = loss
                 trace = top._trace
                 created = trace.location() if trace is not None else None
+                key = (holder.kind, holder.name, re.sub(r"\[[^\[\]]*\]", "[]", holder.path))
+                if key in found:  # another tensor of the same kind of holder (hooks[1], ...)
+                    found[key].tensors += max(len(tensors), 1)
+                    continue
                 counts = [c for c, t in tops if id(t) in covered] or [count]
-                found.append(_Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
-                                   created, step, growing))
+                found[key] = _Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
+                                   created, step, growing)
         finally:
             del alive, tops
-        self.leaks.extend(found)
+        self.leaks.extend(found.values())
 
     # --- findings -------------------------------------------------------------------------
 
@@ -316,11 +324,8 @@ class LeakFinder(Tracer):
                    f"+{_kb(db)} per step")
         else:
             msg = f"{what} {held}, for the rest of the run"
-        name = _assigned_name(leak.created)
-        hint = (f"Store `{name}.item()` (a number) or `{name}.detach()` instead of the tensor, "
-                f"so each step's graph is freed." if h.container != "closure" else
-                f"Capture `{name}.detach()` (or `.item()`) in the hook instead of the tensor, "
-                f"and remove hooks you no longer need.")
+        captured = re.search(r"closure variable `(\w+)`", h.path)
+        hint = _fix_hint(leak.created, captured.group(1) if captured else None)
         loc = None
         if h.file and h.line:
             loc = {"file": h.file, "line": h.line, "function": h.function or "<module>",
@@ -378,16 +383,16 @@ def _reachable_count(top, old: set) -> int:
 def _held_tensors(chain: list) -> list:
     """The tensors with grad_fn in the container that holds the retained tensor (the tensor
     itself when it is held directly)."""
-    if len(chain) >= 2 and isinstance(chain[-2], Tensor):
-        container = chain[-3] if len(chain) >= 3 else None
-        if isinstance(container, dict):
-            items = list(container.values())
-        elif isinstance(container, (list, tuple, set, frozenset)):
-            items = list(container)
-        else:
-            return [chain[-2]]
-        return [t for t in items if isinstance(t, Tensor) and t.grad_fn is not None]
-    return []
+    if not chain or not isinstance(chain[-1], Tensor):
+        return []
+    container = chain[-2] if len(chain) >= 2 else None
+    if isinstance(container, dict):
+        items = list(container.values())
+    elif isinstance(container, (list, tuple, set, frozenset)):
+        items = list(container)
+    else:
+        return [chain[-1]]
+    return [t for t in items if isinstance(t, Tensor) and t.grad_fn is not None]
 
 
 def _holder_phrase(h: Holder) -> str:
@@ -432,7 +437,36 @@ def _kb(b: float) -> str:
     return f"{b:.0f} B"
 
 
-def _assigned_name(loc: dict | None) -> str:
-    m = re.match(r"\s*([A-Za-z_]\w*)\s*[+\-*/]?=", (loc or {}).get("code") or "")
-    return m.group(1) if m else "loss"
+def _fix_hint(created: dict | None, captured: str | None) -> str:
+    """One sentence: what to store instead, in the words of the line that made the tensor
+    (``captured``: the closure variable that holds it, if a closure does)."""
+    target, value = _assignment((created or {}).get("code") or "")
+    if captured:
+        return (f"Let the function capture `{captured}.detach()` (or `{captured}.item()`) instead "
+                f"of the tensor, and remove hooks you no longer need (handle.remove()).")
+    if value is not None:  # total = total + loss / total += loss: accumulate a number
+        return (f"Accumulate a number: `{target} += {value}.item()` (or add `{value}.detach()`),"
+                f" so each step's graph is freed.")
+    return (f"Store `{target}.item()` (a number) or `{target}.detach()` instead of the tensor, "
+            f"so each step's graph is freed.")
+
+
+def _assignment(code: str) -> tuple[str, str | None]:
+    """(what the line assigns, what it adds to it when it accumulates) for a line of code."""
+    try:
+        stmt = ast.parse(code.strip()).body[0]
+    except (SyntaxError, IndexError, ValueError):
+        return "loss", None
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        return ast.unparse(stmt.target), ast.unparse(stmt.value)
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = ast.unparse(stmt.targets[0])
+        v = stmt.value
+        if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add):
+            if ast.unparse(v.left) == target:
+                return target, ast.unparse(v.right)
+            if ast.unparse(v.right) == target:
+                return target, ast.unparse(v.left)
+        return target, None
+    return "loss", None
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import gc
+import re
 import sys
 import types
 
@@ -158,9 +159,13 @@ def _finish(root: tuple, start: int, objs: dict, down: dict) -> tuple[Holder, li
     chain = _chain(start, objs, down)
     path, container = _describe(name, chain)
     line = _assignment_line(file, name, function, fn_line) if file else None
+    attr = re.search(r"\.([A-Za-z_]\w*)$", path)
+    if container == "attribute" and attr and file:  # where the attribute is set, if found
+        line = _attribute_line(file, attr.group(1)) or line
     fn = _closure_function(chain)
     if fn is not None:  # what to fix is the function that captures, not the root variable
         file, line = fn.__code__.co_filename, fn.__code__.co_firstlineno
+        function = fn.__qualname__
     return Holder(kind, name, function, file, line, path, container), chain
 
 
@@ -196,7 +201,23 @@ def _describe(name: str, chain: list) -> tuple[str, str]:
             continue
         text += _step(p, c)
         i += 1
-    return text, container_kind(chain)
+    return _tidy(text), container_kind(chain)
+
+
+# Internals a user never types, rewritten to the expression they would: ``m.__dict__['w']`` is
+# ``m.w``; nn.Module keeps parameters, buffers and submodules in dicts that ``m.name`` reads.
+_TIDY = (
+    (re.compile(r"\.__dict__\['([A-Za-z_]\w*)'\]"), r".\1"),
+    (re.compile(r"\._modules\['(\d+)'\]"), r"[\1]"),
+    (re.compile(r"\._(?:parameters|buffers|modules)\['([A-Za-z_]\w*)'\]"), r".\1"),
+    (re.compile(r"\._hooks\[\d+\]"), " → hook"),
+)
+
+
+def _tidy(path: str) -> str:
+    for pattern, repl in _TIDY:
+        path = pattern.sub(repl, path)
+    return path
 
 
 def _step(p, c) -> str:
@@ -275,6 +296,18 @@ def _assignment_line(file: str, name: str, function: str | None, fn_line: int | 
                         best = n.lineno
         todo.extend(ast.iter_child_nodes(n))
     return best if best is not None else fn_line
+
+
+def _attribute_line(file: str, attr: str) -> int | None:
+    """The first line of ``file`` that assigns ``<something>.attr``."""
+    tree = _parse(file)
+    if tree is None:
+        return None
+    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign,
+             ast.AnnAssign)) and any(isinstance(t, ast.Attribute) and t.attr == attr
+                                     for t in (n.targets if isinstance(n, ast.Assign)
+                                               else [n.target]))]
+    return min(lines) if lines else None
 
 
 _trees: dict = {}

@@ -84,7 +84,7 @@ def _census_table(console, census: list[dict], detected: set) -> None:
         grow = ""
         if prev is not None and c["nodes"] > prev:
             grow = f"  [red]+{c['nodes'] - prev}[/]"
-        mark = "  [bold red]← leak detected[/]" if c["step"] in detected else ""
+        mark = "  [bold red]← found[/]" if c["step"] in detected else ""
         console.print(f"  {c['step']:>5}  {c['nodes']:>29}  {human_bytes(c['bytes']):>14}{grow}"
                       f"{mark}")
         prev = c["nodes"]
@@ -102,8 +102,7 @@ def _finding(f: dict) -> list[str]:
             lines += source_lines(created, "tensors created at")
         holder = f.get("holder") or {}
         if holder.get("path"):
-            lines.append(f"  [dim]path:[/] {escape(holder['path'])}"
-                         f"{' → grad_fn' if holder.get('container') != 'closure' else ''}")
+            lines.append(f"  [dim]path:[/] {escape(holder['path'])}")
     else:
         lines += source_lines(f["location"], "at")
         if f.get("location") is None:
