@@ -298,7 +298,15 @@ class LeakFinder(Tracer):
         last, first = c[-1], c[-1 - k]
         return (last["nodes"] - first["nodes"]) / k, (last["bytes"] - first["bytes"]) / k
 
+    def finish(self) -> None:
+        """End the run: a backward() that ended the last step has no op after it to flush it."""
+        if self._pending:
+            self._pending = False
+            self._end_step()
+
     def findings(self) -> list[Finding]:
+        """The findings of the run (call after it ended; ``finish()`` is applied first)."""
+        self.finish()
         out = [self._leak_finding(leak) for leak in self.leaks]
         for site, calls in self._retain_calls.items():
             if any(c.reused for c in calls):

@@ -16,7 +16,7 @@ def sparkline(values: list[float]) -> str:
     """One bar per value, scaled to the largest.
 
     >>> sparkline([0, 1, 2, 4])
-    '▁▂▄█'
+    '▁▃▅█'
     """
     top = max(values, default=0)
     if top <= 0:
