@@ -222,7 +222,12 @@ class GradHealth(Tracer):
                 elif detached:
                     d = detached.get(id(t))
                     if d is not None and d[0]() is t:
-                        if node is not None:  # the cut value fed the graph: the proof
+                        if op in CONVERT_OPS:  # w.detach().numpy(): a conversion in the end
+                            for lid in d[1]:
+                                rec = self._leaves.get(lid)
+                                if rec is not None and rec.convert is None:
+                                    rec.convert = (op, stack)
+                        elif node is not None:  # the cut value fed the graph: the proof
                             for lid in d[1]:
                                 rec = self._leaves.get(lid)
                                 if rec is not None and rec.detach is None:
@@ -472,9 +477,10 @@ class GradHealth(Tracer):
             reason = mode
             msg = f"{name} gets no gradient: it is used only under {mode}"
             hint = f"Move the computation that should train {name} out of the {mode} block."
-        elif rec is None or (rec.graph is None and rec.no_grad is None):
+        elif rec is None or rec.graph is None:
             reason, stack = "unused", self.first_backward
-            msg = f"{name} gets no gradient: no op of the run used it"
+            what = "no op of the run used it" if rec is None else "no op autograd records used it"
+            msg = f"{name} gets no gradient: {what}"
             hint = (
                 f"Use {name} in the forward pass, or leave it out of the optimizer and the model."
             )
