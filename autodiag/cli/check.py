@@ -72,9 +72,11 @@ def check(
 ) -> None:
     """Run every detector in one run: NaN/Inf, in-place hazards, gradient health.
 
-    Gradient health: parameters that get no gradient (and why), gradients accumulated across
-    steps without zero_grad, exploding/vanishing gradient norms, dead ReLU units. Exit 1 when
-    an error-severity finding remains after --ignore/--warn-only; warnings alone exit 0.
+    Gradient health: parameters without a gradient (and why), forgotten zero_grad.
+
+    Also: exploding/vanishing gradient norms, dead ReLU units (warnings).
+
+    Exit 1 on an error-severity finding left after --ignore/--warn-only; warnings exit 0.
 
     Example: [bold]autodiag check train.py --warn-only none_grad[/bold]
     """
