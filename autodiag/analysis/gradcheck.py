@@ -390,6 +390,15 @@ def find_functions(namespace: dict) -> list[type]:
     return found
 
 
+def functions_of_run(result, script_globals: dict | None = None) -> list[type]:
+    """The Functions a script run defined: from its globals, or, when it died before
+    returning them, from the globals a ``CallRecorder`` saw or the frames of its traceback."""
+    exc = result.error.exception if result.error is not None else None
+    namespace = result.namespace or script_globals or \
+        globals_of_failure(exc, result.target.path) or {}
+    return find_functions(namespace)
+
+
 def class_location(cls: type) -> dict | None:
     """{'file', 'line', 'function', 'code'} of ``class Name(...)`` in the script."""
     code = None

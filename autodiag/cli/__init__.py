@@ -11,6 +11,7 @@ import typer
 
 from autodiag._version import __version__
 from autodiag.cli import anomaly as _anomaly
+from autodiag.cli import check as _check
 from autodiag.cli import gradcheck as _gradcheck
 from autodiag.cli import graph as _graph
 from autodiag.cli import inplace as _inplace
@@ -32,6 +33,7 @@ app.command("gradcheck", no_args_is_help=True)(_gradcheck.gradcheck)
 app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
 app.command("inplace", no_args_is_help=True)(_inplace.inplace)
 app.command("leaks", no_args_is_help=True)(_leaks.leaks)
+app.command("check", no_args_is_help=True)(_check.check)
 
 
 def _version(value: bool) -> None:

@@ -151,10 +151,7 @@ def _check_junit_path(path: str | None) -> None:
 
 def _plan_functions(result, recorder, settings, names: list[str] | None) -> list:
     """The checks of the script's Functions (those named by --function, if given)."""
-    exc = result.error.exception if result.error is not None else None
-    namespace = result.namespace or recorder.script_globals or \
-        checks.globals_of_failure(exc, result.target.path) or {}
-    classes = checks.find_functions(namespace)
+    classes = checks.functions_of_run(result, recorder.script_globals)
     if names:
         known = {c.__name__: c for c in classes}
         unknown = [n for n in names if n not in known]

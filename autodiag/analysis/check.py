@@ -1,0 +1,72 @@
+"""The detectors ``autodiag check`` runs in one pass, and its --ignore/--warn-only policy.
+
+A detector is a tracer factory plus a function from (that tracer, the Run) to Findings. Adding
+one is one entry in ``DETECTORS``:
+
+>>> from autodiag.analysis.check import DETECTORS
+>>> [d.name for d in DETECTORS]
+['health', 'inplace', 'anomaly']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from autodiag.analysis.anomaly import AnomalyFinder
+from autodiag.analysis.findings import KINDS, Finding
+from autodiag.analysis.graph import names_by_id
+from autodiag.analysis.health import GradHealth
+from autodiag.analysis.inplace import InplaceWatcher
+
+
+@dataclasses.dataclass(frozen=True)
+class Detector:
+    """``make()`` builds a fresh tracer; ``findings(tracer, run)`` reads it after the run."""
+
+    name: str
+    make: Callable
+    findings: Callable
+
+
+# NOTE: install order matters when a tracer ends a run (trace.StopRun): tracers installed after
+# it miss that call's on_backward_end. None of these stops the run (the anomaly finder runs with
+# keep_going), and the anomaly finder comes last anyway, so the others always see the end.
+DETECTORS: list[Detector] = [
+    Detector("health", GradHealth, lambda t, run: t.findings(run.namespace)),
+    Detector("inplace", InplaceWatcher, lambda t, run: t.findings(run.error)[0]),
+    Detector(
+        "anomaly",
+        lambda: AnomalyFinder(keep_going=True),
+        lambda t, run: t.findings(names_by_id(run.namespace)),
+    ),
+]
+
+
+def unknown_kinds(kinds) -> list[str]:
+    """The names in ``kinds`` that are not finding kinds."""
+    return [k for k in kinds if k not in KINDS]
+
+
+def apply_policy(findings: list[Finding], ignore=(), warn_only=()) -> list[Finding]:
+    """Drop the ``ignore`` kinds, demote the ``warn_only`` kinds to warnings.
+
+    >>> f = Finding("dead_relu", "warning", "m")
+    >>> g = Finding("none_grad", "error", "m")
+    >>> [(x.kind, x.severity) for x in apply_policy([f, g], ["dead_relu"], ["none_grad"])]
+    [('none_grad', 'warning')]
+    """
+    out = []
+    for f in findings:
+        if f.kind in ignore:
+            continue
+        if f.kind in warn_only and f.severity == "error":
+            f = dataclasses.replace(f, severity="warning")
+        out.append(f)
+    return out
+
+
+def ordered(findings: list[Finding]) -> list[Finding]:
+    """Grouped by kind, in the order of ``KINDS`` (stable within a kind)."""
+    rank = {k: i for i, k in enumerate(KINDS)}
+    return sorted(findings, key=lambda f: rank.get(f.kind, len(rank)))

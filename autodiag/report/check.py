@@ -1,0 +1,69 @@
+"""Text report of ``autodiag check``: findings grouped by kind, then a one-line summary."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from autodiag.report.findings import header, source_lines, stack_line, where
+
+
+def render(console, findings: list[dict], target: str, info: dict, failed: bool) -> None:
+    """``findings``: Finding.to_json() dicts, grouped by kind; ``info``: the run's counts."""
+    kind = None
+    for f in findings:
+        if f["kind"] != kind:
+            kind = f["kind"]
+            n = sum(1 for g in findings if g["kind"] == kind)
+            console.print(f"[bold]{escape(kind)}[/] ({n})")
+        for line in _finding(f, target):
+            console.print(line)
+        console.print()
+    console.print(summary(findings, target, info, failed))
+
+
+def _finding(f: dict, target: str) -> list[str]:
+    lines = [header(f)]
+    lines += source_lines(f["location"], "at", target=target) if f["location"] else []
+    lines += stack_line(f["stack"])
+    details = []
+    if f.get("reason"):
+        details.append(f"reason: {f['reason']}")
+    if f.get("optimizer_step"):
+        details.append(f"optimizer step at {where(f['optimizer_step'])}")
+    if f.get("norms"):
+        norms = ", ".join(f"{x:.3g}" for x in f["norms"])
+        details.append(f"last norms (per {f['per']}): {norms}")
+    if f.get("units") is not None:
+        details.append(f"dead units: {', '.join(map(str, f['units']))}")
+    if details:
+        lines.append(f"  [dim]{escape(' · '.join(details))}[/]")
+    if f.get("hint"):
+        lines.append(f"  [yellow]hint:[/] {escape(f['hint'])}")
+    return lines
+
+
+def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:
+    """One line: counts by severity and kind, and what the run did."""
+    calls = info["backward_calls"]
+    ran = (
+        f"{calls} backward call{'s' if calls != 1 else ''}, {info['optimizer_steps']} "
+        f"optimizer step{'s' if info['optimizer_steps'] != 1 else ''}"
+    )
+    if "gradchecks" in info:
+        g = info["gradchecks"]
+        ran += f", {g['checks']} gradcheck{'s' if g['checks'] != 1 else ''}"
+    stopped = " before it stopped" if failed else ""
+    if not findings:
+        return f"[bold green]✓ no findings[/] in {escape(target)}{stopped} ({ran})."
+    errors = sum(1 for f in findings if f["severity"] == "error")
+    warnings = len(findings) - errors
+    kinds: dict = {}
+    for f in findings:
+        kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+    by_kind = ", ".join(f"{k} {n}" for k, n in kinds.items())
+    style = "bold red" if errors else "bold yellow"
+    return (
+        f"[{style}]{errors} error{'s' if errors != 1 else ''}, {warnings} warning"
+        f"{'s' if warnings != 1 else ''}[/] in {escape(target)}{stopped} ({escape(by_kind)}; "
+        f"{ran})."
+    )

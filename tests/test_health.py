@@ -1,0 +1,368 @@
+"""Gradient health (analysis/health.py) in-process on purpose-built snippets, and ``autodiag
+check`` through the CLI on the samples: each finding kind with its reason and line, and no
+false positives on the clean samples or on deliberate micro-batch accumulation."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import numpy as np
+import pytest
+from test_cli import ROOT, check_envelope, cli, script  # noqa: F401 - script is a fixture
+
+import autodiag as torch
+from autodiag.analysis.health import GradHealth, Thresholds
+from autodiag.trace import tracing
+
+SAMPLES = os.path.join(ROOT, "samples")
+
+
+def health(source: str, thresholds: Thresholds | None = None) -> list:
+    """Run ``source`` (lines numbered from 1) under GradHealth; its findings as JSON dicts."""
+    namespace = {"torch": torch, "nn": torch.nn}
+    code = compile(textwrap.dedent(source), "snippet.py", "exec")
+    with tracing(GradHealth(thresholds)) as tracer:
+        exec(code, namespace)
+    return [f.to_json() for f in tracer.findings(namespace)]
+
+
+def only(findings: list, kind: str) -> dict:
+    assert [f["kind"] for f in findings] == [kind], findings
+    return findings[0]
+
+
+# --- none_grad: one test per reason -----------------------------------------------------------
+
+SETUP = """\
+import autodiag as torch
+x = torch.randn(8, 3)
+w = torch.randn(3, 1, requires_grad=True)
+b = torch.zeros(1, requires_grad=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "body, reason, line",
+    [
+        ("loss = (x @ w).sum()\nloss.backward()\n", "unused", 6),
+        ("loss = (x @ w.detach() + b).sum()\nloss.backward()\n", "detach:w", 5),
+        ("h = (x @ w).detach()\nloss = (h * b).sum()\nloss.backward()\n", "detach:w", 5),
+        ("s = w.sum().item()\nloss = (x @ w + b * s).sum()\nloss.backward()\n", None, None),
+        (
+            "with torch.no_grad():\n    c = b * 2\nloss = (x @ w + c).sum()\nloss.backward()\n",
+            "no_grad",
+            6,
+        ),
+        (
+            "with torch.inference_mode():\n    c = b * 2\nloss = (x @ w).sum()\nloss.backward()\n",
+            "inference_mode",
+            6,
+        ),
+        ("s = b.item()\nloss = (x @ w + s).sum()\nloss.backward()\n", "item", 5),
+        ("s = b.tolist()[0]\nloss = (x @ w + s).sum()\nloss.backward()\n", "tolist", 5),
+        (
+            "s = float(b.detach().numpy()[0])\nloss = (x @ w + s).sum()\nloss.backward()\n",
+            "numpy",
+            5,
+        ),
+        ("aux = (x * b).sum()\nloss = (x @ w).sum()\nloss.backward()\n", "not_reached", 7),
+    ],
+)
+def test_none_grad_reasons(body, reason, line):
+    found = health(SETUP + body)
+    if reason is None:  # w and b both reach the loss: nothing to report
+        assert found == []
+        return
+    reason, _, name = reason.partition(":")
+    f = only(found, "none_grad")
+    assert (f["parameter"], f["reason"], f["severity"]) == (name or "b", reason, "error")
+    assert f["location"]["line"] == line and f["location"]["file"] == "snippet.py"
+    assert f["steps"] == 1 and f["hint"]
+
+
+def test_none_grad_item_of_a_derived_tensor_and_numpy():
+    src = SETUP + "s = (b * 2).item()\nloss = (x @ w + s).sum()\nloss.backward()\n"
+    f = only(health(src), "none_grad")
+    assert (f["reason"], f["location"]["line"]) == ("item", 5)
+    src = SETUP + "with torch.no_grad():\n    s = b.numpy()\n"
+    src += "loss = (x @ w).sum()\nloss.backward()\n"
+    f = only(health(src), "none_grad")
+    assert (f["reason"], f["location"]["line"]) == ("numpy", 6)
+
+
+def test_none_grad_requires_grad_never_set_in_an_optimizer():
+    src = """\
+    import autodiag as torch
+    x = torch.randn(8, 3)
+    w = torch.randn(3, 1)
+    b = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([w, b], lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        (x @ w + b).pow(2).mean().backward()
+        opt.step()
+    """
+    f = only(health(src), "none_grad")
+    assert (f["parameter"], f["reason"], f["steps"]) == ("w", "requires_grad", 3)
+
+
+def test_none_grad_one_finding_per_parameter_and_no_false_positives():
+    # frozen on purpose, set_to_none after the last backward, autograd.grad inputs, a failed
+    # backward's leaves: none of them is a finding; the unused layer is, once, with its steps
+    src = """\
+    import autodiag as torch
+    import autodiag.nn as nn
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    unused = nn.Linear(3, 1)
+    model[0].bias.requires_grad_(False)
+    opt = torch.optim.SGD(list(model.parameters()) + list(unused.parameters()), lr=0.1)
+    x = torch.randn(8, 3)
+    for _ in range(4):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    s = torch.tensor(0.5, requires_grad=True)
+    (g,) = torch.autograd.grad(s * s, s)
+    a = torch.tensor([1.0], requires_grad=True)
+    e = a.exp()
+    e.add_(1)
+    try:
+        e.sum().backward()
+    except RuntimeError:
+        pass
+    """
+    found = health(src)
+    assert sorted((f["parameter"], f["reason"], f["steps"]) for f in found) == [
+        ("unused.bias", "unused", 4),
+        ("unused.weight", "unused", 4),
+    ]
+
+
+def test_none_grad_all_zero_is_a_warning():
+    src = SETUP + "loss = (x @ w).sum() + (b * 0).sum()\nloss.backward()\n"
+    f = only(health(src), "none_grad")
+    assert (f["parameter"], f["reason"], f["severity"]) == ("b", "zero", "warning")
+
+
+# --- unplanned_accumulation ---------------------------------------------------------------------
+
+LOOP = """\
+import autodiag as torch
+import autodiag.nn as nn
+torch.manual_seed(0)
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 3), torch.randn(16, 1)
+for step in range(12):
+{clear}
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+{step}
+"""
+
+
+def test_forgotten_zero_grad_is_unplanned_accumulation():
+    f = only(health(LOOP.format(clear="    pass", step="    opt.step()")), "unplanned_accumulation")
+    assert f["location"]["line"] == 10 and f["optimizer_step"]["line"] == 11
+    assert f["parameters"] == ["model.weight", "model.bias"] and f["steps"] == 12
+    assert "zero_grad()" in f["hint"]
+
+
+@pytest.mark.parametrize(
+    "clear",
+    [
+        "    opt.zero_grad()",
+        "    opt.zero_grad(set_to_none=False)",
+        "    model.zero_grad()",
+        "    for p in model.parameters():\n        p.grad = None",
+        "    for p in model.parameters():\n        if p.grad is not None:\n"
+        "            p.grad.zero_()",
+    ],
+)
+def test_every_way_of_clearing_is_seen(clear):
+    assert health(LOOP.format(clear=clear, step="    opt.step()")) == []
+
+
+def test_micro_batch_accumulation_is_not_a_finding():
+    # four backward calls per step, cleared after each step: deliberate accumulation
+    step = "    if step % 4 == 3:\n        opt.step()\n        opt.zero_grad()"
+    assert health(LOOP.format(clear="    pass", step=step)) == []
+
+
+def test_manual_update_without_clearing_is_unplanned_accumulation():
+    src = """\
+    import autodiag as torch
+    w = torch.ones(3, requires_grad=True)
+    for _ in range(5):
+        (w * w).sum().backward()
+        with torch.no_grad():
+            w -= 0.1 * w.grad
+    """
+    f = only(health(src), "unplanned_accumulation")
+    assert f["location"]["line"] == 4 and f["parameters"] == ["w"]
+
+
+# --- exploding / vanishing norms, dead ReLUs -------------------------------------------------
+
+GROWING = """\
+import autodiag as torch
+w = torch.ones(2, requires_grad=True)
+for k in range(5):
+    w.grad = None
+    (w * {base} ** k).sum().backward()
+"""
+
+
+def test_exploding_growth_and_configurable_thresholds():
+    f = only(health(GROWING.format(base=100.0)), "exploding_grad")
+    assert f["parameter"] == "w" and f["per"] == "backward call" and f["steps"] == 5
+    assert f["first"] == 3  # norm 1.4e4 > 1e3 first at the third call
+    assert f["norms"][-1] == pytest.approx(np.sqrt(2) * 1e8, rel=1e-5)
+    # 2x per call is 8x over 3 calls: under the default growth (10x); over 3x in 2 calls
+    assert health(GROWING.format(base=2.0)) == []
+    f = only(
+        health(GROWING.format(base=2.0), Thresholds(growth=3.0, growth_steps=2)), "exploding_grad"
+    )
+    assert "grew more than 3x over 2 backward calls" in f["message"] and f["first"] == 3
+
+
+def test_vanishing_and_its_threshold():
+    f = only(health(GROWING.format(base=1e-3)), "vanishing_grad")
+    assert f["first"] == 4  # 1.4e-9 < 1e-7 from the fourth call
+    assert health(GROWING.format(base=1e-3), Thresholds(min_norm=1e-12)) == []
+
+
+DEAD = """\
+import autodiag as torch
+w = torch.tensor([[1.0, -1.0, 1.0]], requires_grad=True)
+for _ in range({n}):
+    x = torch.rand(8, 1)
+    h = torch.relu(x @ w)
+    h.sum().backward()
+"""
+
+
+def test_dead_relu_units_over_steps():
+    f = only(health(DEAD.format(n=5)), "dead_relu")
+    assert (f["units"], f["width"], f["steps"], f["location"]["line"]) == ([1], 3, 5, 5)
+    assert health(DEAD.format(n=4)) == []  # fewer calls than dead_steps
+    assert health(DEAD.format(n=4), Thresholds(dead_steps=4))[0]["units"] == [1]
+
+
+# --- autodiag check through the CLI -------------------------------------------------------------
+
+
+def check_json(*args):
+    r = cli("check", *args, "-f", "json")
+    doc = json.loads(r.stdout)
+    check_envelope(doc, "check")
+    return r.exit_code, doc
+
+
+def test_check_no_zero_grad_sample():
+    code, doc = check_json(os.path.join(SAMPLES, "no_zero_grad.py"))
+    assert code == 1 and doc["status"] == "findings"
+    (f,) = doc["findings"]
+    assert f["kind"] == "unplanned_accumulation" and f["location"]["line"] == 23
+    assert f["optimizer_step"]["line"] == 24 and f["severity"] == "error"
+    assert doc["backward_calls"] == 30 and doc["optimizer_steps"] == 30
+
+
+def test_check_detached_param_sample_text_and_json():
+    path = os.path.join(SAMPLES, "detached_param.py")
+    code, doc = check_json(path)
+    (f,) = doc["findings"]
+    assert code == 1 and (f["kind"], f["parameter"], f["reason"]) == (
+        "none_grad",
+        "model.w2",
+        "detach",
+    )
+    assert f["location"]["line"] == 25 and ".detach()" in f["location"]["code"]
+    r = cli("check", path, "--no-color")
+    assert r.exit_code == 1
+    assert "none_grad (1)" in r.stdout and "detached_param.py:25" in r.stdout
+    assert "1 error, 0 warnings" in r.stdout
+
+
+def _dead_units_of_train_sample() -> list:
+    """The ReLU units of samples/train.py that are never positive for any sample before any
+    optimizer step, computed from the activations (the detector reads gradients instead)."""
+    import contextlib
+    import io
+
+    namespace: dict = {"__name__": "__main__"}
+    seen: list = []
+    real_step = torch.optim.Adam.step
+
+    def step(self, *a, **k):
+        model, points = namespace["model"], namespace["points"]
+        with torch.no_grad():
+            h1 = model[1](model[0](points))
+            h2 = model[3](model[2](h1))
+        seen.append(((h1.numpy() > 0).any(0), (h2.numpy() > 0).any(0)))
+        return real_step(self, *a, **k)
+
+    path = os.path.join(SAMPLES, "train.py")
+    with open(path) as f:
+        code = compile(f.read(), path, "exec")
+    torch.optim.Adam.step = step
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(code, namespace)
+    finally:
+        torch.optim.Adam.step = real_step
+    alive = [np.logical_or.reduce([s[i] for s in seen]) for i in (0, 1)]
+    return [np.flatnonzero(~a).tolist() for a in alive]
+
+
+@pytest.mark.parametrize("name", ["train.py", "model.py", "quickstart.py", "myop.py"])
+def test_clean_samples_have_no_false_positive(name):
+    code, doc = check_json(os.path.join(SAMPLES, name))
+    kinds = [f["kind"] for f in doc["findings"]]
+    if name == "train.py":
+        # train.py's ReLUs really have dead units: the only findings, warnings (exit 0)
+        assert code == 0 and kinds == ["dead_relu", "dead_relu"]
+        assert [f["units"] for f in doc["findings"]] == _dead_units_of_train_sample()
+    elif name == "quickstart.py":
+        # its in-place demo (a caught RuntimeError) is the in-place detector's true finding
+        assert code == 1 and kinds == ["inplace_saved_tensor"]
+        assert doc["findings"][0]["location"]["line"] == 34
+    else:
+        assert code == 0 and kinds == [] and doc["status"] == "ok"
+
+
+def test_micro_batch_training_loop_passes_check(script):  # noqa: F811
+    step = "    if step % 4 == 3:\n        opt.step()\n        opt.zero_grad()"
+    code, doc = check_json(script(LOOP.format(clear="    pass", step=step)))
+    assert code == 0 and doc["findings"] == [] and doc["backward_calls"] == 12
+
+
+def test_ignore_warn_only_and_unknown_kinds():
+    path = os.path.join(SAMPLES, "no_zero_grad.py")
+    code, doc = check_json(path, "--ignore", "unplanned_accumulation")
+    assert code == 0 and doc["findings"] == [] and doc["ignored"] == ["unplanned_accumulation"]
+    code, doc = check_json(path, "--warn-only", "unplanned_accumulation")
+    assert code == 0 and [f["severity"] for f in doc["findings"]] == ["warning"]
+    r = cli("check", path, "--ignore", "nope")
+    assert r.exit_code == 2 and "unknown finding kind 'nope'" in r.stderr
+    assert "unplanned_accumulation" in r.stderr and "dead_relu" in r.stderr
+
+
+def test_gradcheck_option_on_bad_backward():
+    path = os.path.join(SAMPLES, "bad_backward.py")
+    code, doc = check_json(path)
+    assert code == 0 and doc["findings"] == []
+    code, doc = check_json(path, "--gradcheck")
+    assert code == 1 and doc["gradchecks"]["failed"] == 2
+    assert sorted(f["function"] for f in doc["findings"]) == ["Cube", "Square"]
+    assert {f["kind"] for f in doc["findings"]} == {"gradcheck_failed"}
+
+
+def test_check_reports_nan_and_inplace_in_the_same_run():
+    code, doc = check_json(os.path.join(SAMPLES, "nan_log.py"))
+    assert code == 1 and {f["kind"] for f in doc["findings"]} == {"nan_forward", "inf_forward"}
+    code, doc = check_json(os.path.join(SAMPLES, "inplace_saved.py"))
+    assert code == 1 and [f["kind"] for f in doc["findings"]] == ["inplace_saved_tensor"]
