@@ -5,7 +5,7 @@ one is one entry in ``DETECTORS``:
 
 >>> from autodiag.analysis.check import DETECTORS
 >>> [d.name for d in DETECTORS]
-['health', 'inplace', 'anomaly']
+['health', 'inplace', 'leaks', 'anomaly']
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from autodiag.analysis.findings import KINDS, Finding
 from autodiag.analysis.graph import names_by_id
 from autodiag.analysis.health import GradHealth
 from autodiag.analysis.inplace import InplaceWatcher
+from autodiag.analysis.leaks import LeakFinder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Detector:
 DETECTORS: list[Detector] = [
     Detector("health", GradHealth, lambda t, run: t.findings(run.namespace)),
     Detector("inplace", InplaceWatcher, lambda t, run: t.findings(run.error)[0]),
+    Detector("leaks", LeakFinder, lambda t, run: t.findings()),
     Detector(
         "anomaly",
         lambda: AnomalyFinder(keep_going=True),
