@@ -115,30 +115,38 @@ class LeakFinder(Tracer):
             self._pending = False
             self.mode = "backward"
             self._end_step()
-        if node is None or node._seq <= self._hi:
+        if node is None:
             return
-        # the op's node and those of ops it called internally (cross_entropy's log_softmax):
-        # new nodes have sequence numbers above every node recorded before
-        hi = self._hi
+        hi, s = self._hi, node._seq
+        if s <= hi:
+            return
         step = self._steps[-1]
-        add, cb = step.refs.append, step.dead
-        todo = [node]
+        step.refs.append(weakref.ref(node, step.dead))
+        step.alive += 1
+        self._hi = s
+        for e in node._next:  # an input made by this op: a node of an op it called
+            if e is not None:
+                m = e[0] if e.__class__ is tuple else e
+                if hi < m._seq < _AFTER_LEAVES:
+                    self._nested(node, hi, step)
+                    break
+
+    def _nested(self, node, hi: int, step: _Step) -> None:
+        """Record the nodes the op made through ops it called (cross_entropy's log_softmax):
+        new nodes have sequence numbers above every node recorded before."""
+        todo = [e for e in node._next if e is not None]
         seen = set()
-        top = hi
         while todo:
             n = todo.pop()
+            if n.__class__ is tuple:
+                n = n[0]
             s = n._seq
             if s <= hi or s >= _AFTER_LEAVES or s in seen:
                 continue
             seen.add(s)
-            add(weakref.ref(n, cb))
-            if s > top:
-                top = s
-            for e in n._next:
-                if e is not None:
-                    todo.append(e[0] if e.__class__ is tuple else e)
+            step.refs.append(weakref.ref(n, step.dead))
+            todo.extend(e for e in n._next if e is not None)
         step.alive += len(seen)
-        self._hi = top
 
     def on_backward_begin(self, task) -> None:
         self._bw_depth += 1
