@@ -236,9 +236,12 @@ def test_formatter_findings_and_paths(tmp_path, monkeypatch):
                      hint="clip it"),
              Finding("nan_forward", "error", "nan", {"file": "/elsewhere/x.py", "line": 1,
                                                      "function": "f", "code": ""}),
-             Finding("graph_leak", "error", "no location")]
+             Finding("graph_leak", "error", "no location"),
+             Finding("nan_forward", "error", "in -e", {"file": "<string>", "line": 1,
+                                                       "function": "<module>", "code": ""})]
     lines = gh.from_findings(found)
     assert lines[0] == "::warning file=pkg/train.py,line=9,title=exploding_grad::grad norm 1e9" \
         "%0Aclip it"
     assert lines[1].startswith("::error file=/elsewhere/x.py,line=1,")  # outside the cwd: as is
     assert lines[2] == "::error title=graph_leak::no location"
+    assert lines[3] == "::error title=nan_forward::in -e"  # not a file: no file/line

@@ -32,9 +32,12 @@ HIDDEN_NAN = """
         assert x.grad is not None
 
     def test_clean():
+        from autodiag.trace import active
+
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         (x * x).sum().backward()
         assert x.grad.tolist() == [2.0, 4.0]
+        assert active() == ()  # the plugin's tracers observe without showing up
 """
 
 INPLACE = """

@@ -35,8 +35,6 @@ def relative_path(path: str) -> str:
     """``path`` relative to the working directory when it lies inside it (GitHub matches
     annotation paths against the repository checkout, which is the job's working directory);
     otherwise unchanged."""
-    if path.startswith("<"):
-        return path  # <string>, <stdin>: not a file
     cwd = os.getcwd()
     full = os.path.abspath(path)
     if full == cwd or not full.startswith(cwd.rstrip(os.sep) + os.sep):
@@ -51,7 +49,7 @@ def annotation(level: str, message: str, *, file: str | None = None, line: int |
         raise ValueError(f"unknown annotation level {level!r}; expected one of "
                          f"{', '.join(LEVELS)}")
     props = []
-    if file:
+    if file and not file.startswith("<"):  # <string>, <stdin>: no file GitHub could show
         props.append(f"file={escape_property(relative_path(file))}")
         if line is not None:
             props.append(f"line={int(line)}")
