@@ -50,6 +50,7 @@ def assert_gradcheck(fn: Callable | type, inputs, *, eps: float = 1e-6, atol: fl
     ...) when a check fails. Errors of ``fn`` itself (a TypeError in forward, say) propagate
     unchanged: they are bugs in the test, not wrong gradients.
     """
+    __tracebackhide__ = True  # pytest: the failure points at the test's line, not here
     func = fn.apply if isinstance(fn, type) and issubclass(fn, Function) else fn
     name = callable_name(func)
     kwargs = {"eps": eps, "atol": atol, "rtol": rtol, "fast_mode": fast_mode,

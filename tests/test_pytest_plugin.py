@@ -164,6 +164,7 @@ def test_plugin_fixture_and_help(pytester):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: gradcheck of Square.apply failed*",
                                  "*constant_factor*factor of 0.5*"])
+    assert "def assert_gradcheck" not in result.stdout.str()  # __tracebackhide__: test's line
     helped = pytester.runpytest_inprocess(*PLUGIN, "--help")
     helped.stdout.fnmatch_lines(["*--autodiag*"])
 
