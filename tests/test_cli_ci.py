@@ -106,6 +106,8 @@ def test_failing_target_is_an_error_case(command, tmp_path):
     (err,) = [c.find("error") for c in cases if c.find("error") is not None]
     assert "ValueError: boom" in err.get("message") and err.get("type") == "TargetFailed"
     assert "line 4" in err.text  # the user's traceback
+    (case,) = [c for c in cases if c.find("error") is not None]
+    assert case.get("file").endswith("boom.py") and case.get("line") == "4"  # where it raised
 
 
 def test_unloadable_target_is_an_error_case(tmp_path):

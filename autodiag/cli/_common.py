@@ -18,6 +18,7 @@ from autodiag.report import junit
 from autodiag.report.output import Sink, check_writable, stderr_console, write_atomic
 from autodiag.target import Run, Target, run
 from autodiag.target.errors import AutodiagError, BadInvocation
+from autodiag.trace.sites import short_path
 
 # --- exit codes (DESIGN §4; README lists them) ---------------------------------------------------
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -146,10 +147,12 @@ class Command:
             else:
                 tests = []
             if error is not None:
+                file, line = self._error_site(error)
                 tests.append(junit.TestCase(
                     f"run of {label}", f"autodiag.{self.name}", status="error",
                     message=error.message, text=error.details or error.message,
-                    type=type(error).__name__, file=self._script(), line=None))
+                    type=type(error).__name__, file=short_path(file) if file else None,
+                    line=line))
             write_atomic(self.junit_xml, junit.render(f"autodiag {self.name} {label}", tests),
                          "--junit-xml")
         if self.annotate:
