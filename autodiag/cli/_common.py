@@ -1,5 +1,6 @@
-"""What every command shares: the TARGET options, the failure table, and the run pipeline
-(parse -> run target with tracers -> analysis -> render -> exit code)."""
+"""What every command shares: the TARGET options, the CI outputs (--junit-xml, --annotations),
+the failure table, and the run pipeline (parse -> run target with tracers -> analysis -> render
+-> CI outputs -> exit code)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from autodiag.report.output import Sink, check_writable, stderr_console
+from autodiag.report import annotations as gh
+from autodiag.report import junit
+from autodiag.report.output import Sink, check_writable, stderr_console, write_atomic
 from autodiag.target import Run, Target, run
 from autodiag.target.errors import AutodiagError, BadInvocation
+from autodiag.trace.sites import short_path
 
 # --- exit codes (DESIGN §4; README lists them) ---------------------------------------------------
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -50,6 +54,23 @@ TimeoutOpt = Annotated[float | None, typer.Option(
     "--timeout", help="Stop the target after SECONDS.", show_default=False, min=0.001)]
 
 
+class Annotations(str, enum.Enum):
+    """--annotations: which CI's annotation syntax to print on stderr."""
+
+    github = "github"
+    none = "none"
+
+
+# The two CI options every command takes; pass them on to ``guarded`` (see ``Command``).
+JunitOpt = Annotated[str | None, typer.Option(
+    "--junit-xml", help="Also write a JUnit XML report to FILE, for CI: a failing test case per "
+    "finding (gradcheck: a case per check), an error case if the target fails, else one "
+    "passing case (graph and trace have no findings: always one case).", show_default=False)]
+AnnotationsOpt = Annotated[Annotations | None, typer.Option(
+    "--annotations", help="github: print a GitHub Actions annotation per finding on stderr; "
+    "none: never. Default: github when GITHUB_ACTIONS=true.", show_default=False)]
+
+
 def make_target(target: str | None, script_args, expr, var, dtype, timeout) -> Target:
     if target is not None and expr is not None:
         # with -e, click hands the first word after -- to TARGET: it is a script argument
@@ -64,25 +85,103 @@ def make_target(target: str | None, script_args, expr, var, dtype, timeout) -> T
 
 
 class Command:
-    """One run of a command: holds the sink and turns outcomes into exit codes."""
+    """One run of a command: holds the sink, writes the CI outputs and turns outcomes into exit
+    codes.
 
-    def __init__(self, name: str, output: str | None, no_color: bool):
+    CI outputs, for a new command: take ``junit_xml: JunitOpt = None`` and ``annotations:
+    AnnotationsOpt = None``, pass them to ``guarded``, and once the findings are known call
+    ``cmd.ci_outputs(findings, error=<the TargetFailed that is not a finding, or None>)``.
+    ``start()`` refuses an unwritable --junit-xml before anything runs. A command with no
+    findings need not call ``ci_outputs``: ``guarded`` writes the outputs of every run that
+    got past ``start()`` — one passing case, or an error case for the failure it reported."""
+
+    def __init__(self, name: str, output: str | None, no_color: bool,
+                 junit_xml: str | None = None, annotations: Annotations | None = None):
         self.name = name
         self.output = output
         self.color = not no_color and not os.environ.get("NO_COLOR")
         self.err = stderr_console(self.color and sys.stderr.isatty())
         self.sink: Sink | None = None
+        self.junit_xml = junit_xml
+        if annotations is None:  # GitHub sets GITHUB_ACTIONS=true in every job
+            annotations = Annotations.github if os.environ.get("GITHUB_ACTIONS") == "true" \
+                else Annotations.none
+        self.annotate = annotations is Annotations.github
+        self.target: Target | None = None
+        self.result: Run | None = None
+        self.failure: AutodiagError | None = None  # the last failure reported by fail()
+        self.ci_done = False
 
     def start(self) -> Sink:
         check_writable(self.output)
+        check_writable(self.junit_xml, "--junit-xml")
         self.sink = Sink(self.output, self.color and sys.stdout.isatty())
         return self.sink
 
     def run_target(self, target: Target, tracers) -> Run:
-        return run(target, tracers)
+        self.target = target
+        self.result = run(target, tracers)
+        return self.result
+
+    def ci_outputs(self, findings: list, error: AutodiagError | None = None,
+                   cases: list | None = None) -> None:
+        """Write the JUnit report (--junit-xml) and print the annotations (--annotations), once.
+
+        ``findings``: the run's Findings, one failing test case and one annotation each.
+        ``error``: the target's failure when it is not itself a finding (an error case and an
+        error annotation). ``cases``: JUnit test cases to use instead of one per finding (a
+        command whose checks are enumerable, like gradcheck). With neither findings nor error
+        nor cases, the report holds one passing case, so it is never empty."""
+        if self.ci_done:
+            return
+        self.ci_done = True
+        label = self.target.label if self.target is not None else "(no target)"
+        if error is None and self.result is not None and self.result.interrupted:
+            error = AutodiagError("interrupted: the report covers what ran before")
+        if self.junit_xml is not None:
+            if cases is not None:
+                tests = list(cases)
+            elif findings or error is None:
+                tests = junit.from_findings(findings, f"autodiag.{self.name}",
+                                            passed_name=f"{self.name} {label}")
+            else:
+                tests = []
+            if error is not None:
+                file, line = self._error_site(error)
+                tests.append(junit.TestCase(
+                    f"run of {label}", f"autodiag.{self.name}", status="error",
+                    message=error.message, text=error.details or error.message,
+                    type=type(error).__name__, file=short_path(file) if file else None,
+                    line=line))
+            write_atomic(self.junit_xml, junit.render(f"autodiag {self.name} {label}", tests),
+                         "--junit-xml")
+        if self.annotate:
+            lines = gh.from_findings(findings)
+            if error is not None:
+                file, line = self._error_site(error)
+                text = error.message + (f"\n{error.hint}" if error.hint else "")
+                lines.append(gh.annotation("error", text, file=file, line=line,
+                                           title=f"autodiag {self.name}: {error.title}"))
+            # plain writes, not rich: a wrapped or styled line is no longer a workflow command
+            sys.stderr.write("".join(x + "\n" for x in lines))
+            sys.stderr.flush()
+
+    def _script(self) -> str | None:
+        return self.target.path if self.target is not None else None
+
+    def _error_site(self, error: AutodiagError) -> tuple[str | None, int | None]:
+        """Where the target failed: its innermost frame, else the script itself."""
+        from autodiag.target.script import user_frames
+
+        exc = getattr(error, "exception", None)
+        frames = user_frames(exc.__traceback__) if exc is not None else []
+        if frames:
+            return frames[-1].filename, frames[-1].lineno
+        return self._script(), None
 
     def fail(self, e: AutodiagError) -> int:
         """Print a failure as one paragraph on stderr; return its exit code."""
+        self.failure = e
         self.err.print(f"[bold red]autodiag: {escape(e.title)}:[/] {escape(e.message)}")
         if e.details:
             self.err.print(escape(e.details))
@@ -93,9 +192,11 @@ class Command:
         return e.exit_code
 
 
-def guarded(name: str, output: str | None, no_color: bool, body) -> None:
-    """Run a command body ``body(cmd) -> exit code`` with the failure table applied, and exit."""
-    cmd = Command(name, output, no_color)
+def guarded(name: str, output: str | None, no_color: bool, body,
+            junit_xml: str | None = None, annotations: Annotations | None = None) -> None:
+    """Run a command body ``body(cmd) -> exit code`` with the failure table applied, write the
+    CI outputs if the body did not, and exit."""
+    cmd = Command(name, output, no_color, junit_xml, annotations)
     try:
         code = body(cmd)
         if cmd.sink is not None:
@@ -104,6 +205,7 @@ def guarded(name: str, output: str | None, no_color: bool, body) -> None:
         code = cmd.fail(e)
     except KeyboardInterrupt:
         cmd.err.print("[bold red]autodiag: interrupted[/]")
+        cmd.failure = AutodiagError("interrupted before the report was complete")
         code = EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - a bug in autodiag: say so, without a traceback
         cmd.err.print(f"[bold red]autodiag: internal error:[/] {escape(type(e).__name__)}: "
@@ -113,7 +215,14 @@ def guarded(name: str, output: str | None, no_color: bool, body) -> None:
         else:
             cmd.err.print("  This is a bug in autodiag. Run again with AUTODIAG_DEBUG=1 to see "
                           "its traceback, and report it.")
+        cmd.failure = AutodiagError(f"internal error: {type(e).__name__}: {e}")
         code = EXIT_TARGET_FAILED
+    if cmd.sink is not None and not cmd.ci_done:
+        # the run got past start(): CI gets its report whatever happened after
+        try:
+            cmd.ci_outputs([], error=cmd.failure if code else None)
+        except AutodiagError as e:
+            code = cmd.fail(e)
     raise typer.Exit(code)
 
 

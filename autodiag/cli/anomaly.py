@@ -11,9 +11,11 @@ from autodiag.analysis.graph import names_by_id
 from autodiag.cli._common import (
     EXIT_FINDINGS,
     EXIT_OK,
+    AnnotationsOpt,
     DtypeOpt,
     ExprOpt,
     FormatOpt,
+    JunitOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
@@ -39,6 +41,8 @@ def anomaly(
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
+    junit_xml: JunitOpt = None,
+    annotations: AnnotationsOpt = None,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Keep running after the "
                                              "first NaN/Inf in backward (default: stop "
                                              "there).")] = False,
@@ -70,6 +74,7 @@ def anomaly(
         else:
             info["failed"] = result.error is not None or result.interrupted
             render.render(sink.console(), docs, info)
+        cmd.ci_outputs(findings, error=result.error)
         if findings and not result.interrupted:
             if result.error is not None:  # probably a consequence: shown, but the finding rules
                 cmd.fail(result.error)
@@ -77,4 +82,4 @@ def anomaly(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("anomaly", output, no_color, body)
+    guarded("anomaly", output, no_color, body, junit_xml, annotations)

@@ -14,9 +14,11 @@ from autodiag.analysis import gradcheck as checks
 from autodiag.cli._common import (
     EXIT_FINDINGS,
     EXIT_OK,
+    AnnotationsOpt,
     DtypeOpt,
     ExprOpt,
     FormatOpt,
+    JunitOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
@@ -29,8 +31,7 @@ from autodiag.cli._common import (
     target_failure,
 )
 from autodiag.report import gradcheck as render
-from autodiag.report import junit
-from autodiag.report.output import check_writable, envelope, write_atomic
+from autodiag.report.output import envelope
 from autodiag.target.errors import BadInvocation, BadTarget, TargetFailed
 
 # With at least this many checks to run after the script, a progress bar shows on stderr
@@ -60,9 +61,8 @@ def gradcheck(
         "script's own gradcheck calls are always reported.", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of generated inputs and of "
                                       "gradgradcheck's random grad_outputs.")] = 0,
-    junit_xml: Annotated[str | None, typer.Option(
-        "--junit-xml", help="Also write a JUnit XML report to FILE (one test case per check), "
-        "for CI.", show_default=False)] = None,
+    junit_xml: JunitOpt = None,
+    annotations: AnnotationsOpt = None,
 ) -> None:
     """Check gradients against finite differences, and explain failures.
 
@@ -88,7 +88,6 @@ def gradcheck(
         if not eps > 0:
             raise BadInvocation(f"--eps {eps:g}: the finite-difference step must be positive",
                                 "The default is 1e-6; float64 inputs suit 1e-7 to 1e-4.")
-        _check_junit_path(junit_xml)
         settings = checks.Settings(eps=eps, atol=atol, rtol=rtol, fast_mode=fast, order=order,
                                    seed=seed)
         sink = cmd.start()
@@ -122,8 +121,8 @@ def gradcheck(
         script_error = result.error if explained is None else None
         nothing_ran = all(c.verdict == "skip" for c in cases)
         _report(cmd, sink, fmt, t.label, cases, settings, script_error, nothing_ran)
-        if junit_xml is not None:
-            _write_junit(junit_xml, t.label, cases, script_error)
+        cmd.ci_outputs(checks.findings(cases), error=script_error,
+                       cases=render.junit_cases(cases, t.label))
         if explained is not None:
             cmd.err.print(f"[yellow]note:[/] the script failed ({escape(result.error.message)})"
                           f" because of the failed check {escape(explained.name)}; the rest of "
@@ -139,14 +138,7 @@ def gradcheck(
                                       "returning a list of input tuples."))
         return EXIT_OK
 
-    guarded("gradcheck", output, no_color, body)
-
-
-def _check_junit_path(path: str | None) -> None:
-    try:
-        check_writable(path)
-    except BadInvocation as e:
-        raise BadInvocation(e.message.replace("--output", "--junit-xml", 1), e.hint) from None
+    guarded("gradcheck", output, no_color, body, junit_xml, annotations)
 
 
 def _plan_functions(result, recorder, settings, names: list[str] | None) -> list:
@@ -234,12 +226,3 @@ def _report(cmd, sink, fmt, label: str, cases: list, settings, script_error,
     console.print()
     console.print(f"[dim]{escape(render.summary_line(cases))}[/]")
 
-
-def _write_junit(path: str, label: str, cases: list, script_error) -> None:
-    tests = render.junit_cases(cases, label)
-    if script_error is not None:
-        tests.append(junit.TestCase("the script's run", "script", status="error",
-                                    message=script_error.message,
-                                    text=script_error.details or script_error.message,
-                                    type="TargetFailed"))
-    write_atomic(path, junit.render(f"autodiag gradcheck {label}", tests))

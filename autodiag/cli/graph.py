@@ -11,8 +11,10 @@ from rich.table import Table
 
 from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
 from autodiag.cli._common import (
+    AnnotationsOpt,
     DtypeOpt,
     ExprOpt,
+    JunitOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
@@ -65,6 +67,8 @@ def graph(
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
+    junit_xml: JunitOpt = None,
+    annotations: AnnotationsOpt = None,
     call: Annotated[int | None, typer.Option("--call", help="Show the graph of the N-th "
                                                 "backward/grad call (default: the last).",
                                                 min=1, show_default=False)] = None,
@@ -121,7 +125,7 @@ def graph(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("graph", output, no_color, body)
+    guarded("graph", output, no_color, body, junit_xml, annotations)
 
 
 def _select(cap: GraphCapture, result, call: int | None, root: str | None):

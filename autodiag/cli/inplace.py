@@ -6,9 +6,11 @@ from autodiag.analysis.inplace import InplaceWatcher
 from autodiag.cli._common import (
     EXIT_FINDINGS,
     EXIT_OK,
+    AnnotationsOpt,
     DtypeOpt,
     ExprOpt,
     FormatOpt,
+    JunitOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
@@ -34,6 +36,8 @@ def inplace(
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
+    junit_xml: JunitOpt = None,
+    annotations: AnnotationsOpt = None,
 ) -> None:
     """Find in-place writes to tensors that backward still needs.
 
@@ -56,6 +60,7 @@ def inplace(
         else:
             render.render(sink.console(), [f.to_json() for f in findings], t.label,
                           error_is_finding, result.error is not None or result.interrupted)
+        cmd.ci_outputs(findings, error=None if error_is_finding else result.error)
         if result.interrupted:
             return target_failure(cmd, result)
         if findings:
@@ -65,4 +70,4 @@ def inplace(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("inplace", output, no_color, body)
+    guarded("inplace", output, no_color, body, junit_xml, annotations)

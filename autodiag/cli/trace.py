@@ -12,9 +12,11 @@ from autodiag.analysis.backward_trace import BackwardTrace
 from autodiag.analysis.graph import names_by_id
 from autodiag.analysis.summary import fmt_summary
 from autodiag.cli._common import (
+    AnnotationsOpt,
     DtypeOpt,
     ExprOpt,
     FormatOpt,
+    JunitOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
@@ -41,6 +43,8 @@ def trace(
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
+    junit_xml: JunitOpt = None,
+    annotations: AnnotationsOpt = None,
     call: Annotated[int | None, typer.Option("--call", help="Trace the N-th backward/grad "
                                                 "call (default: the last).", min=1,
                                                 show_default=False)] = None,
@@ -76,7 +80,7 @@ def trace(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("trace", output, no_color, body)
+    guarded("trace", output, no_color, body, junit_xml, annotations)
 
 
 def _text(console, rec: BackwardTrace, call: int) -> None:

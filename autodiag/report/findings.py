@@ -68,3 +68,31 @@ def _values(v) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_values(x) for x in v) + "]"
     return v if isinstance(v, str) else fmt_number(v)
+
+
+def plain_text(findings: list) -> str:
+    """Findings as plain text (no markup, no colour) for places that are not terminals: a
+    pytest failure message, a log. One block per finding: kind and message, file:line, the
+    code line, the hint.
+
+    >>> from autodiag.analysis.findings import Finding
+    >>> print(plain_text([Finding("nan_forward", "error", "log produced NaN",
+    ...     {"file": "<string>", "line": 3, "function": "f", "code": "y = x.log()"},
+    ...     hint="clamp the input")]))
+    ✗ nan_forward: log produced NaN
+      at <string>:3 in f
+            3 │ y = x.log()
+      hint: clamp the input
+    """
+    blocks = []
+    for f in findings:
+        lines = [f"✗ {f.kind}: {f.message}"]
+        loc = f.location
+        if loc is not None:
+            lines.append(f"  at {where(loc)} in {loc['function']}")
+            if loc.get("code"):
+                lines.append(f"    {loc['line']:>5} │ {loc['code']}")
+        if f.hint:
+            lines.append(f"  hint: {f.hint}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

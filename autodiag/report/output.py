@@ -15,21 +15,22 @@ from autodiag._version import __version__
 from autodiag.target.errors import BadInvocation
 
 
-def check_writable(path: str | None) -> None:
-    """Fail before running the target when ``-o FILE`` cannot be written."""
+def check_writable(path: str | None, option: str = "--output") -> None:
+    """Fail before running the target when ``-o FILE`` (or another ``option``'s file, such as
+    ``--junit-xml``) cannot be written."""
     if path is None:
         return
     folder = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.isdir(path):
-        raise BadInvocation(f"--output {path} is a directory", "Give a file name.")
+        raise BadInvocation(f"{option} {path} is a directory", "Give a file name.")
     if not os.path.isdir(folder):
-        raise BadInvocation(f"--output {path}: the folder {folder} does not exist",
+        raise BadInvocation(f"{option} {path}: the folder {folder} does not exist",
                             "Create the folder or choose another path.")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise BadInvocation(f"--output {path} is not writable", "Choose a writable path.")
+        raise BadInvocation(f"{option} {path} is not writable", "Choose a writable path.")
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str, option: str = "--output") -> None:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".autodiag-", suffix=".tmp")
@@ -40,7 +41,7 @@ def write_atomic(path: str, text: str) -> None:
     except OSError as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise BadInvocation(f"--output {path}: {e.strerror}", "Choose a writable path.") from None
+        raise BadInvocation(f"{option} {path}: {e.strerror}", "Choose a writable path.") from None
 
 
 class Sink:
