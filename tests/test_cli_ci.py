@@ -17,7 +17,7 @@ from autodiag.report import annotations as gh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
-COMMANDS = ("graph", "trace", "gradcheck", "anomaly", "inplace")
+COMMANDS = ("graph", "trace", "gradcheck", "anomaly", "inplace", "leaks", "check")
 
 
 def cli(*args, env=None):
@@ -76,6 +76,33 @@ def test_inplace_junit(tmp_path):
     assert case.find("failure").get("type") == "inplace_saved_tensor"
     assert case.get("file").endswith("inplace_saved.py") and case.get("line") == "16"
     assert "SigmoidBackward0" in case.find("failure").get("message")
+
+
+def test_leaks_junit_and_annotations(tmp_path):
+    out = tmp_path / "leaks.xml"
+    r = cli("leaks", sample("leaky_loop.py"), "--junit-xml", str(out), "--annotations", "github")
+    assert r.exit_code == 1
+    suite, cases = junit(out)
+    assert suite.get("failures") == "2"
+    by_type = {c.find("failure").get("type"): c for c in cases}
+    assert by_type["graph_leak"].get("line") == "19"  # history = []
+    assert by_type["retained_graph"].get("line") == "23"
+    lines = annotation_lines(r.stderr)
+    assert any(x.startswith("::error file=") and "title=graph_leak" in x for x in lines)
+    assert any(x.startswith("::warning file=") and "title=retained_graph" in x for x in lines)
+
+
+def test_check_junit_warnings_pass_errors_fail(tmp_path):
+    out = tmp_path / "check.xml"
+    r = cli("check", sample("train.py"), "--junit-xml", str(out))
+    assert r.exit_code == 0  # dead_relu warnings only: the JUnit report agrees with the exit
+    suite, cases = junit(out)
+    assert suite.get("failures") == "0" and len(cases) == 2
+    assert all(c.get("name").endswith("(warning)") for c in cases)
+    r = cli("check", sample("no_zero_grad.py"), "--junit-xml", str(out))
+    assert r.exit_code == 1
+    suite, (case,) = junit(out)
+    assert case.find("failure").get("type") == "unplanned_accumulation"
 
 
 @pytest.mark.parametrize("command", COMMANDS)

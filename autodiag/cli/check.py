@@ -13,9 +13,11 @@ from autodiag.analysis.findings import KINDS
 from autodiag.cli._common import (
     EXIT_FINDINGS,
     EXIT_OK,
+    AnnotationsOpt,
     DtypeOpt,
     ExprOpt,
     FormatOpt,
+    JunitOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
@@ -29,6 +31,7 @@ from autodiag.cli._common import (
 )
 from autodiag.cli.gradcheck import _limit
 from autodiag.report import check as render
+from autodiag.report import junit
 from autodiag.report.output import envelope
 from autodiag.target.errors import BadInvocation
 
@@ -48,6 +51,8 @@ def check(
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
+    junit_xml: JunitOpt = None,
+    annotations: AnnotationsOpt = None,
     ignore: Annotated[
         list[str] | None,
         typer.Option(
@@ -123,13 +128,18 @@ def check(
                 info,
                 result.error is not None or result.interrupted,
             )
+        explained = any(f.severity == "error" for f in findings)
+        cmd.ci_outputs(findings, error=None if explained else result.error,
+                       cases=junit.from_findings(findings, "autodiag.check",
+                                                 passed_name=f"check {t.label}",
+                                                 warnings_fail=False))
         if result.interrupted:
             return target_failure(cmd, result)
-        if any(f.severity == "error" for f in findings):
+        if explained:
             if result.error is not None:  # shown, but the findings decide the exit code
                 cmd.fail(result.error)
             return EXIT_FINDINGS
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("check", output, no_color, body)
+    guarded("check", output, no_color, body, junit_xml, annotations)

@@ -10,9 +10,11 @@ from autodiag.analysis.leaks import LeakFinder
 from autodiag.cli._common import (
     EXIT_FINDINGS,
     EXIT_OK,
+    AnnotationsOpt,
     DtypeOpt,
     ExprOpt,
     FormatOpt,
+    JunitOpt,
     NoColorOpt,
     OutputOpt,
     ScriptArgs,
@@ -38,6 +40,8 @@ def leaks(
     output: OutputOpt = None,
     no_color: NoColorOpt = False,
     timeout: TimeoutOpt = None,
+    junit_xml: JunitOpt = None,
+    annotations: AnnotationsOpt = None,
     grow_steps: Annotated[int, typer.Option(
         "--grow-steps", min=2, help="Consecutive steps of growth that make a leak.")] = 3,
 ) -> None:
@@ -63,9 +67,10 @@ def leaks(
             render.render(sink.console(), [f.to_json() for f in findings], finder.census,
                           {"target": t.label, "step_source": finder.mode,
                            "failed": result.error is not None or result.interrupted})
+        cmd.ci_outputs(findings, error=result.error)
         failed = target_failure(cmd, result)
         if failed is not None:
             return failed
         return EXIT_FINDINGS if findings else EXIT_OK
 
-    guarded("leaks", output, no_color, body)
+    guarded("leaks", output, no_color, body, junit_xml, annotations)

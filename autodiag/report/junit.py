@@ -80,10 +80,12 @@ def render(suite: str, cases: list[TestCase], time: float | None = None) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
-def from_findings(findings: list, classname: str, passed_name: str = "no findings") -> list:
-    """One failing test case per Finding (a ``warning`` Finding fails too: CI decides by the
-    exit code anyway), or one passing case named ``passed_name`` when there are none — for
-    commands whose checks are not enumerable cases."""
+def from_findings(findings: list, classname: str, passed_name: str = "no findings",
+                  warnings_fail: bool = True) -> list:
+    """One failing test case per Finding, or one passing case named ``passed_name`` when there
+    are none — for commands whose checks are not enumerable cases. A ``warning`` Finding fails
+    too unless ``warnings_fail`` is False (``check``, whose exit code ignores warnings): then it
+    is a passing case marked "(warning)", so the report agrees with the exit code."""
     if not findings:
         return [TestCase(passed_name, classname)]
     cases = []
@@ -91,9 +93,12 @@ def from_findings(findings: list, classname: str, passed_name: str = "no finding
         loc = f.location or {}
         where = f"{short_path(loc['file'])}:{loc['line']}" if loc.get("file") else ""
         text = f.message + (f"\n{f.hint}" if f.hint else "")
-        cases.append(TestCase(f"{f.kind} at {where}" if where else f.kind, classname,
-                              status="failure", message=f.message.splitlines()[0] if
-                              f.message else f.kind, text=text, type=f.kind,
+        fails = warnings_fail or f.severity == "error"
+        name = f"{f.kind} at {where}" if where else f.kind
+        cases.append(TestCase(name if fails else f"{name} (warning)", classname,
+                              status="failure" if fails else "passed",
+                              message=f.message.splitlines()[0] if f.message else f.kind,
+                              text=text, type=f.kind,
                               file=short_path(loc["file"]) if loc.get("file") else None,
                               line=loc.get("line")))
     return cases
