@@ -332,6 +332,33 @@ def argmin(input, dim=None, keepdim: bool = False):
     return result(np.asarray(np.argmin(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
 
 
+def _any_all(input, dim, keepdim: bool, np_red):
+    d = as_tensor_operand(input)._data
+    if dim is None:
+        dims = None
+    elif isinstance(dim, (tuple, list)):
+        dims = tuple(wrap_dim(k, d.ndim) for k in dim)
+    else:
+        dims = wrap_dim(dim, d.ndim)
+    out = np.asarray(np_red(d, axis=dims, keepdims=keepdim and dims is not None))
+    if keepdim and dims is None:
+        out = out.reshape((1,) * d.ndim)
+    # NOTE: PyTorch keeps uint8 for uint8 inputs (a legacy of byte masks); bool otherwise
+    return result(out.astype(np.uint8 if d.dtype == np.uint8 else np.bool_), None)
+
+
+@register("any")
+def any_(input, dim=None, keepdim: bool = False):
+    """True where any element (along ``dim``) is nonzero; no gradient."""
+    return _any_all(input, dim, keepdim, np.any)
+
+
+@register("all")
+def all_(input, dim=None, keepdim: bool = False):
+    """True where every element (along ``dim``) is nonzero; no gradient."""
+    return _any_all(input, dim, keepdim, np.all)
+
+
 # --- var / std / norm / logsumexp -------------------------------------------------------------
 
 
