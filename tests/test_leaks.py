@@ -232,7 +232,8 @@ def test_leaky_sample_json_census():
     kinds = sorted(f["kind"] for f in doc["findings"])
     assert kinds == ["graph_leak", "retained_graph"]
     leak = next(f for f in doc["findings"] if f["kind"] == "graph_leak")
-    assert leak["retained_steps"] == 29 and leak["nodes_per_tensor"] == 6
+    assert leak["retained_steps"] == 3 and leak["detected_at_step"] == 4  # when found
+    assert leak["retained_at_end"]["steps"] == 29 and leak["nodes_per_tensor"] == 6
 
 
 def test_retain_graph_never_reused(tmp_path):
@@ -288,6 +289,149 @@ def test_clean_loop_reports_nothing(tmp_path, variant):
 def test_samples_without_leaks(sample):
     code, doc = leaks_json(os.path.join(ROOT, "samples", sample))
     assert (code, doc["findings"]) == (0, [])
+
+
+# --- cases from review: what must (not) be a leak, and what must never crash -------------
+
+MORE_LEAKY = {
+    "a new optimizer every epoch": ("history", """\
+history = []
+for epoch in range(4):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(5):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        if epoch >= 1:
+            history.append(loss)
+"""),
+    "constant retention before a late leak": ("history", """\
+w = [torch.randn(3, requires_grad=True) for _ in range(6)]
+history = []
+for i in range(20):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    s = [(t * 2).sum() for t in w]
+    loss.backward()
+    opt.step()
+    d1, d2, d3, d4, d5, d6 = s
+    del s
+    if i >= 8:
+        history.append(loss)
+"""),
+    "a leak beside a one-step holder": ("extras", """\
+v = torch.randn(3, requires_grad=True)
+extras = []
+prev_out = None
+for i in range(10):
+    opt.zero_grad()
+    out = model(x)
+    loss = ((out - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    prev_out = out
+    extras.append((v * 2).sum())
+"""),
+    "t[i] = loss into a tensor": ("losses", """\
+losses = torch.zeros(30)
+for i in range(30):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    losses[i] = loss
+"""),
+    "a list on a class": ("Cfg", """\
+class Cfg:
+    hist = []
+
+
+for i in range(8):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    Cfg.hist.append(loss)
+"""),
+}
+
+
+@pytest.mark.parametrize("variant", list(MORE_LEAKY))
+def test_more_leaks_one_finding_each(tmp_path, variant):
+    root, body = MORE_LEAKY[variant]
+    path, _ = write(tmp_path, "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n" + body)
+    code, doc = leaks_json(path)
+    leaks = [f for f in doc["findings"] if f["kind"] == "graph_leak"]
+    assert code == 1 and len(leaks) == 1, [f["message"] for f in leaks]
+    assert leaks[0]["holder"]["name"] == root and leaks[0]["severity"] == "error"
+    assert "next" not in leaks[0]["holder"]["path"]
+
+
+def test_growing_graph_of_one_step_is_not_a_leak(tmp_path):
+    path, _ = write(tmp_path, """\
+    cell = nn.Linear(8, 8)
+    opt = torch.optim.SGD(cell.parameters(), lr=0.01)
+    for step in range(10):
+        h = torch.zeros(1, 8)
+        for t in range(2 + step):  # a longer sequence every step
+            h = torch.tanh(cell(h))
+        loss = h.pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        last_h = h
+    """)
+    code, doc = leaks_json(path)
+    assert (code, doc["findings"]) == (0, [])
+
+
+@pytest.mark.parametrize("holder", ["collections.deque(maxlen=4)", "Window()"])
+def test_bounded_retention_is_a_warning_with_true_figures(tmp_path, holder):
+    path, _ = write(tmp_path, f"""\
+    import collections
+    class Window(list):
+        def append(self, t):
+            super().append(t)
+            if len(self) == 4:
+                self.clear()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    recent = {holder}
+    for i in range(21):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        recent.append(loss)
+    """)
+    code, doc = leaks_json(path)
+    (f,) = doc["findings"]
+    assert f["severity"] == "warning" and f["bounded"] and f["holder"]["name"] == "recent"
+    assert f["growth_nodes_per_step"] > 0 and "+-" not in f["message"]
+
+
+@pytest.mark.parametrize("oddity", [
+    "class Proxy:\n    def __getattribute__(self, n):\n        raise RuntimeError('unbound')\n"
+    "history = [Proxy()]",
+    "class Key:\n    def __repr__(self):\n        raise RuntimeError('no repr')\n"
+    "history = {}\nhistory[Key()] = 1",
+])
+def test_odd_user_objects_never_break_the_run(tmp_path, oddity):
+    path, _ = write(tmp_path, oddity + """
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(8):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    if isinstance(history, dict):
+        history[i] = loss
+    else:
+        history.append(loss)
+""")
+    code, doc = leaks_json(path)
+    assert code == 1 and doc["status"] == "findings"
+    assert [f["kind"] for f in doc["findings"]] == ["graph_leak"]
 
 
 # --- steps ----------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ Findings:
 from __future__ import annotations
 
 import ast
+import collections
 import gc
 import linecache
 import re
@@ -38,13 +39,14 @@ import weakref
 
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.graph import saved_info
-from autodiag.analysis.referrers import Holder, find_holder
+from autodiag.analysis.referrers import Holder, container_kind, find_holder
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 from autodiag.trace.events import _AFTER_LEAVES
 from autodiag.trace.sites import capture_stack, format_site, short_path
 
-MAX_SEARCHES = 6  # holder searches per run (each scans the heap once per expansion)
+MAX_SEARCHES = 6  # holder searches per investigation (each scans the heap once per expansion)
+MAX_INVESTIGATIONS = 3  # of growing retention, per run; and 2 of constant retention
 
 
 class _Step:
@@ -64,16 +66,18 @@ class _Step:
 
 
 class _Leak:
-    """One holder of growing (or hook-captured) retained graph."""
+    """One holder of growing (or hook-captured) retained graph, with the census figures of the
+    step at which it was found."""
 
-    def __init__(self, holder: Holder, tensors: int, nodes_each: int, created, step: int,
-                 growing: bool):
+    def __init__(self, holder: Holder, tensors: int, nodes_each: int, created, growing: bool,
+                 census: dict, growth: tuple[float, float]):
         self.holder = holder
         self.tensors = tensors
         self.nodes_each = nodes_each
         self.created = created  # location dict of the retained tensor's op, or None
-        self.detected_at = step
         self.growing = growing
+        self.census = census  # the census entry of the step it was found at
+        self.growth = growth  # (nodes, bytes) per step over the steps before it was found
 
 
 class _RetainCall:
@@ -100,8 +104,8 @@ class LeakFinder(Tracer):
         self.census: list[dict] = []  # per step end: step, nodes, bytes (of earlier steps)
         self._growth = 0  # consecutive step ends at which retention grew
         self._flat = 0  # consecutive step ends of constant, non-zero retention
-        self.leaks: list[_Leak] = []
-        self._searches = 0
+        self._leaks: dict = {}  # holder key -> _Leak (one finding per holder)
+        self._investigations = {True: 0, False: 0}  # growing, constant
         self._leak_open = False
         # retain_graph=True calls: the one in progress, the nodes they ran, all of them by site
         self._retain: _RetainCall | None = None
@@ -115,11 +119,15 @@ class LeakFinder(Tracer):
             self._pending = False
             self.mode = "backward"
             self._end_step()
-        if node is None:
-            return
+        if node is None and inputs:
+            # ``t[i] = x`` returns no tensor, so no node is reported, but it gave ``t`` a new
+            # node (CopySlices) when ``x`` requires grad
+            node = inputs[0].grad_fn
+        if node is not None and node._seq > self._hi:
+            self._record(node)
+
+    def _record(self, node) -> None:
         hi, s = self._hi, node._seq
-        if s <= hi:
-            return
         step = self._steps[-1]
         step.refs.append(weakref.ref(node, step.dead))
         step.alive += 1
@@ -182,12 +190,16 @@ class LeakFinder(Tracer):
     def on_optimizer_step(self, optimizer) -> None:
         if self.mode == "marker":
             return
-        if self._optimizer is None:
+        ref = self._optimizer
+        if ref is None or ref() is None:
+            # the first optimizer that steps ends the steps (a GAN's second one does not);
+            # when it is gone, the next one takes over (a new optimizer every epoch)
             self._optimizer = weakref.ref(optimizer)
-            if self.mode == "backward":  # the backward ends so far were not the steps
-                self._restart()
-            self.mode = "optimizer"
-            self._pending = False
+            if ref is None:
+                if self.mode == "backward":  # the backward ends so far were not the steps
+                    self._restart()
+                self.mode = "optimizer"
+                self._pending = False
         if self._optimizer() is optimizer:
             self._end_step()
 
@@ -214,9 +226,10 @@ class LeakFinder(Tracer):
             nodes += s.alive
             total += s.bytes if s.alive else 0
         current = steps[-1].index
-        prev = self.census[-1]["nodes"] if self.census else 0
+        prev = self.census[-1] if self.census else {"nodes": 0, "steps": 0}
+        alive_steps = sum(1 for s in steps[:-1] if s.alive)
         self.census.append({"step": current, "nodes": nodes, "bytes": total,
-                            "steps": sum(1 for s in steps[:-1] if s.alive)})
+                            "steps": alive_steps})
         # steps whose nodes all died are dropped; the current one becomes an earlier one
         self._steps = [s for s in steps if s.alive]
         for s in self._steps:
@@ -226,26 +239,50 @@ class LeakFinder(Tracer):
         if len(self._ran) > 4096:
             self._ran = {k: v for k, v in self._ran.items() if v[0]() is not None}
 
-        self._growth = self._growth + 1 if nodes > prev else 0
-        self._flat = self._flat + 1 if nodes and nodes == prev else 0
+        # Growth means more nodes *and* more earlier steps alive: one step's graph that gets
+        # bigger (a longer sequence each step, kept as ``last = h``) is not a leak.
+        grew = nodes > prev["nodes"] and alive_steps > prev["steps"]
+        self._growth = self._growth + 1 if grew else 0
+        self._flat = self._flat + 1 if nodes and nodes == prev["nodes"] else 0
         if self._growth >= self.grow_steps and not self._leak_open:
             self._leak_open = True
             self._investigate(current, growing=True)
-        elif self._flat == self.grow_steps and self._searches < MAX_SEARCHES // 2:
+        elif self._flat == self.grow_steps:
             self._investigate(current, growing=False)
         if self._growth == 0 and self._flat:
-            self._leak_open = False  # growth stopped; a new growth is a new leak
+            self._leak_open = False  # growth stopped; a new growth is investigated again
 
     def _investigate(self, step: int, growing: bool) -> None:
-        """Find who holds the retained graph (while the script's frames still run)."""
-        alive, old = [], set()
+        """Find who holds the retained graph (while the script's frames still run). Never
+        raises into the script: a search that fails reports an unknown holder."""
+        limit = MAX_INVESTIGATIONS if growing else 2
+        if self._investigations[growing] >= limit:
+            return
+        self._investigations[growing] += 1
+        census, growth = self.census[-1], self.growth_per_step()
+        try:
+            found = self._holders(step, growing)
+        except Exception:  # noqa: BLE001 - an odd user object must not break the user's run
+            found = []
+        if growing and not found:
+            found = [_Leak(Holder("unknown", "", None, None, None, "", "unknown"), 0, 0, None,
+                           True, census, growth)]
+        for leak in found:
+            leak.census, leak.growth = census, growth
+            key = (leak.holder.kind, leak.holder.name, leak.holder.function,
+                   re.sub(r"\[[^\[\]]*\]", "[]", leak.holder.path))
+            if key not in self._leaks:  # found again after a pause in growth: the same leak
+                self._leaks[key] = leak
+
+    def _holders(self, step: int, growing: bool) -> list[_Leak]:
+        alive, old = [], {}
         for s in self._steps[:-1]:
             for r in s.refs:
                 n = r()
                 if n is not None:
                     alive.append(n)
                     if s.index < step:
-                        old.add(id(n))
+                        old[id(n)] = s.index
         for r in self._steps[-1].refs:  # nodes of the step just begun (none yet, usually)
             n = r()
             if n is not None:
@@ -258,42 +295,53 @@ class LeakFinder(Tracer):
         tops = []
         for n in alive:
             if id(n) not in referenced:
-                count = _reachable_count(n, old)
+                count, spans = _reachable(n, old)
                 if count:
-                    tops.append((count, n))
-        tops.sort(key=lambda t: (-t[0], t[1]._seq))
+                    tops.append((count, spans, n))
+        tops.sort(key=lambda t: (-t[0], t[2]._seq))
         covered: set = set()
-        found: dict = {}  # the holder's path without indices -> _Leak
+        found: dict = {}  # the holder's path without indices -> [_Leak, steps spanned]
+        searches = 0
         try:
-            for count, top in tops:
+            for count, spans, top in tops:
                 if id(top) in covered:
                     continue
-                if self._searches >= MAX_SEARCHES:
+                if searches >= (MAX_SEARCHES if growing else 2):
                     break
-                self._searches += 1
+                searches += 1
                 # the search starts at the tensor whose grad_fn the top node is, if any (the
                 # user knows tensors, not nodes)
                 owners = [r for r in gc.get_referrers(top)
-                          if isinstance(r, Tensor) and r.grad_fn is top]
+                          if issubclass(type(r), Tensor) and r.grad_fn is top]
                 start = owners[0] if owners else top
                 holder, chain = find_holder(start, ignore=(alive, tops, found, covered, owners))
+                chain = _to_tensor(holder, chain)
                 tensors = _held_tensors(chain)
                 covered.update(id(t.grad_fn) for t in tensors)
                 del chain, owners, start
                 if not growing and holder.container != "closure" and "hook" not in holder.path:
                     continue  # a constant retention by a plain variable: prev_loss = loss
+                key = re.sub(r"\[[^\[\]]*\]", "[]", f"{holder.kind}:{holder.name}:{holder.path}")
+                if key in found:  # another tensor of the same kind of holder (hooks[1], ...)
+                    found[key][0].tensors += max(len(tensors), 1)
+                    found[key][1] |= spans
+                    continue
                 trace = top._trace
                 created = trace.location() if trace is not None else None
-                key = (holder.kind, holder.name, re.sub(r"\[[^\[\]]*\]", "[]", holder.path))
-                if key in found:  # another tensor of the same kind of holder (hooks[1], ...)
-                    found[key].tensors += max(len(tensors), 1)
-                    continue
-                counts = [c for c, t in tops if id(t) in covered] or [count]
-                found[key] = _Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
-                                   created, step, growing)
+                counts = [c for c, _, t in tops if id(t) in covered] or [count]
+                leak = _Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
+                             created, growing, {}, (0.0, 0.0))
+                found[key] = [leak, set(spans)]
         finally:
             del alive, tops
-        self.leaks.extend(found.values())
+        leaks = list(found.values())
+        if growing:
+            # a growing leak holds graphs of several steps: several tensors in a collection,
+            # or one tensor whose graph spans steps (total += loss); a holder of one step's
+            # graph (prev = out) beside the real leak is not it
+            many = [lk for lk, spans in leaks if lk.tensors >= 2 or len(spans) >= 2]
+            return many or [max(leaks, key=lambda x: x[0].nodes_each)[0]] if leaks else []
+        return [lk for lk, _ in leaks]
 
     # --- findings -------------------------------------------------------------------------
 
@@ -315,29 +363,48 @@ class LeakFinder(Tracer):
     def findings(self) -> list[Finding]:
         """The findings of the run (call after it ended; ``finish()`` is applied first)."""
         self.finish()
-        out = [self._leak_finding(leak) for leak in self.leaks]
+        out = [self._leak_finding(leak) for leak in self._leaks.values()]
         for site, calls in self._retain_calls.items():
             if any(c.reused for c in calls):
                 continue
             out.append(_retained_finding(site, calls))
         return out
 
+    @property
+    def leaks(self) -> list[_Leak]:
+        return list(self._leaks.values())
+
     def _leak_finding(self, leak: _Leak) -> Finding:
         h = leak.holder
-        dn, db = self.growth_per_step()
+        c = leak.census
+        dn, db = leak.growth
+        last = self.census[-1] if self.census else c
+        after = [e for e in self.census if e["step"] > c.get("step", 0)]
+        # bounded: at least grow_steps steps after it was found, and no more than one step's
+        # growth beyond it (a deque(maxlen=k), a window cleared every k steps)
+        bounded = (leak.growing and len(after) >= self.grow_steps
+                   and max(e["nodes"] for e in after) <= c["nodes"] + max(dn, 0))
         what = _holder_phrase(h)
         created = (f", created at {short_path(leak.created['file'])}:{leak.created['line']}"
                    if leak.created else "")
-        c = self.census[-1] if self.census else {"nodes": 0, "bytes": 0, "steps": 0}
-        if h.container in ("list", "dict", "tuple", "set"):
+        if h.kind == "unknown":
+            held = "holds graph nodes of earlier steps (the holder could not be named)"
+        elif h.container in ("list", "dict", "tuple", "set", "deque"):
             held = (f"holds tensors with grad_fn{created}; each retains a graph of "
                     f"{leak.nodes_each} nodes")
         else:
             held = f"holds a tensor{created} whose graph retains {leak.nodes_each} nodes"
         if leak.growing:
-            msg = (f"{what} {held}. At the last step, {c['nodes']} nodes ({_kb(c['bytes'])}) "
-                   f"from {c['steps']} earlier steps were alive: +{dn:.0f} nodes / "
+            msg = (f"{what} {held}. By step {c['step']}, {c['nodes']} nodes ({_kb(c['bytes'])})"
+                   f" from {c['steps']} earlier steps were alive, growing by +{dn:.0f} nodes / "
                    f"+{_kb(db)} per step")
+            if bounded:
+                msg += (f"; then it stopped growing (at the end: {last['nodes']} nodes from "
+                        f"{last['steps']} steps): the holder drops old tensors, but each one it "
+                        f"keeps still holds its graph")
+            elif last is not c:
+                msg += (f"; at the end of the run: {last['nodes']} nodes ({_kb(last['bytes'])})"
+                        f" from {last['steps']} steps")
         else:
             msg = f"{what} {held}, for the rest of the run"
         captured = re.search(r"closure variable `(\w+)`", h.path)
@@ -346,13 +413,15 @@ class LeakFinder(Tracer):
         if h.file and h.line:
             loc = {"file": h.file, "line": h.line, "function": h.function or "<module>",
                    "code": linecache.getline(h.file, h.line).strip()}
-        extra = {"holder": h.to_json(), "tensors_at_detection": leak.tensors, "nodes_per_tensor":
-                 leak.nodes_each, "created_at": leak.created, "detected_at_step":
-                 leak.detected_at, "growth_nodes_per_step": round(dn, 2),
-                 "growth_bytes_per_step": round(db), "retained_nodes": c["nodes"],
-                 "retained_bytes": c["bytes"], "retained_steps": c["steps"],
-                 "growing": leak.growing}
-        return Finding("graph_leak", "error" if leak.growing else "warning", msg, loc,
+        extra = {"holder": h.to_json(), "tensors_at_detection": leak.tensors,
+                 "nodes_per_tensor": leak.nodes_each, "created_at": leak.created,
+                 "detected_at_step": c.get("step"), "growth_nodes_per_step": round(dn, 2),
+                 "growth_bytes_per_step": round(db), "retained_nodes": c.get("nodes"),
+                 "retained_bytes": c.get("bytes"), "retained_steps": c.get("steps"),
+                 "retained_at_end": {k: last[k] for k in ("nodes", "bytes", "steps")},
+                 "growing": leak.growing, "bounded": bounded}
+        severity = "error" if leak.growing and not bounded else "warning"
+        return Finding("graph_leak", severity, msg, loc,
                        [leak.created] if leak.created else [], hint, extra)
 
 
@@ -375,9 +444,11 @@ def _bytes_of(refs: list) -> int:
     return total
 
 
-def _reachable_count(top, old: set) -> int:
-    """Nodes of ``old`` (ids) reachable from ``top`` through next_functions."""
+def _reachable(top, old: dict) -> tuple[int, set]:
+    """How many nodes of ``old`` (id -> step) are reachable from ``top`` through
+    next_functions, and the steps they were made in."""
     count = 0
+    steps: set = set()
     seen = set()
     todo = [top]
     while todo:
@@ -388,33 +459,51 @@ def _reachable_count(top, old: set) -> int:
         seen.add(i)
         if i in old:
             count += 1
+            steps.add(old[i])
         for e in n._next:
             if e is not None:
                 m = e[0] if e.__class__ is tuple else e
                 if id(m) in old:
                     todo.append(m)
-    return count
+    return count, steps
+
+
+def _to_tensor(holder: Holder, chain: list) -> list:
+    """Cut a holder's chain at the first tensor whose graph leads to the retained node (a
+    search that started at a node may have gone through ``t.grad_fn.next_functions...``): the
+    holder is that tensor's holder, and the path stops there."""
+    for i in range(len(chain) - 1):
+        t = chain[i]
+        if issubclass(type(t), Tensor) and chain[i + 1] is t.grad_fn:
+            if i < len(chain) - 2 and ".grad_fn" in holder.path:
+                holder.path = holder.path.split(".grad_fn")[0]
+                holder.container = container_kind(chain[: i + 1])
+            return chain[: i + 1]
+    return chain
 
 
 def _held_tensors(chain: list) -> list:
     """The tensors with grad_fn in the container that holds the retained tensor (the tensor
     itself when it is held directly)."""
-    if not chain or not isinstance(chain[-1], Tensor):
+    if not chain or not issubclass(type(chain[-1]), Tensor):
         return []
     container = chain[-2] if len(chain) >= 2 else None
-    if isinstance(container, dict):
+    kind = type(container)
+    if issubclass(kind, dict):
         items = list(container.values())
-    elif isinstance(container, (list, tuple, set, frozenset)):
+    elif issubclass(kind, (list, tuple, set, frozenset, collections.deque)):
         items = list(container)
     else:
         return [chain[-1]]
-    return [t for t in items if isinstance(t, Tensor) and t.grad_fn is not None]
+    return [t for t in items if issubclass(type(t), Tensor) and t.grad_fn is not None]
 
 
 def _holder_phrase(h: Holder) -> str:
     where = f" ({short_path(h.file)}:{h.line})" if h.file and h.line else ""
     path = h.path
-    if h.container in ("list", "dict", "tuple", "set"):
+    if h.kind == "unknown":
+        return f"an object autodiag could not name ({path})" if path else "Something"
+    if h.container in ("list", "dict", "tuple", "set", "deque"):
         base = re.sub(r"\[[^\[\]]*\]$", "", path)
         scope = f" in {h.function}()" if h.kind == "local" else ""
         return f"{h.container} `{base}`{scope}{where}"

@@ -22,6 +22,7 @@ are checked directly (``live_user_frames``).
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import gc
 import re
@@ -77,14 +78,15 @@ def find_holder(obj, ignore: tuple = (), max_expansions: int = 80) -> tuple[Hold
                 rid = id(r)
                 if rid in ignored or rid in objs or _internal(r):
                     continue
-                if isinstance(r, dict) and _module_of(r) is not None:
+                kind = type(r)
+                if issubclass(kind, dict) and _module_of(r) is not None:
                     key = _key_of(r, x)
                     if key is not None:
                         mod = _module_of(r)
                         root = ("global", key, None, getattr(mod, "__file__", None), oid)
                         return _finish(root, oid, objs, down)
                     continue
-                if isinstance(r, types.FrameType):
+                if kind is types.FrameType:
                     root = _suspended_frame_root(r, x, oid)
                     if root is not None:
                         return _finish(root, oid, objs, down)
@@ -135,7 +137,7 @@ def _internal(r) -> bool:
     return mod.startswith("autodiag.autograd.engine") or mod.startswith("autodiag.analysis")
 
 
-def _key_of(d: dict, x):
+def _key_of(d, x):
     for k, v in d.items():
         if v is x:
             return k
@@ -173,7 +175,7 @@ def _closure_function(chain: list):
     """The innermost function on the chain whose closure holds the rest, or None."""
     for i in range(len(chain) - 2, -1, -1):
         p = chain[i]
-        if isinstance(p, types.FunctionType) and chain[i + 1] is p.__closure__:
+        if type(p) is types.FunctionType and chain[i + 1] is p.__closure__:
             return p
     return None
 
@@ -191,7 +193,7 @@ def _describe(name: str, chain: list) -> tuple[str, str]:
     i = 0
     while i < len(chain) - 1:
         p, c = chain[i], chain[i + 1]
-        if isinstance(p, types.FunctionType) and c is p.__closure__ and i + 3 < len(chain):
+        if type(p) is types.FunctionType and c is p.__closure__ and i + 3 < len(chain):
             # function -> its closure tuple -> a cell -> the captured object
             cell = chain[i + 2] if i + 2 < len(chain) else None
             k = next((j for j, x in enumerate(c) if x is cell), None)
@@ -222,45 +224,59 @@ def _tidy(path: str) -> str:
 
 def _step(p, c) -> str:
     """How ``p`` refers to ``c``, as a piece of a Python expression."""
-    if isinstance(p, (list, tuple)):
+    kind = type(p)
+    if issubclass(kind, (list, tuple, collections.deque)):
         k = next((j for j, x in enumerate(p) if x is c), None)
         return f"[{k}]"
-    if isinstance(p, dict):
+    if issubclass(kind, (dict, types.MappingProxyType)):
         k = _key_of(p, c)
-        return f"[{k!r}]"
-    if isinstance(p, types.CellType):
+        if kind is types.MappingProxyType and isinstance(k, str):
+            return f".{k}"  # a class attribute: Cfg.hist
+        return f"[{_safe_repr(k)}]"
+    if kind is types.CellType:
         return ""
-    if isinstance(p, types.MethodType):
+    if kind is types.MethodType:
         return ".__self__" if p.__self__ is c else ".__func__"
-    d = getattr(p, "__dict__", None)
+    try:
+        d = object.__getattribute__(p, "__dict__")
+    except Exception:  # noqa: BLE001 - no __dict__, or a proxy that refuses to give it
+        d = None
     if d is c:
         return ".__dict__"
-    if isinstance(d, dict):
+    if type(d) is dict:
         k = _key_of(d, c)
         if isinstance(k, str):
             return f".{k}"
-    for klass in type(p).__mro__:
+    for klass in kind.__mro__:
         for slot in getattr(klass, "__slots__", ()):
-            if getattr(p, slot, None) is c:
+            try:
+                held = object.__getattribute__(p, slot)
+            except Exception:  # noqa: BLE001 - an unset slot, or one that raises
+                continue
+            if held is c:
                 return f".{slot.lstrip('_') if slot == '_next' else slot}"
     return f" → {type(c).__name__}"
 
 
+def _safe_repr(k) -> str:
+    try:
+        text = repr(k)
+    except Exception:  # noqa: BLE001 - a key whose __repr__ raises
+        return f"<{type(k).__name__} key>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def container_kind(chain: list) -> str:
-    """What directly holds ``chain[-1]``: list, dict, tuple, set, closure, attribute or variable."""
+    """What directly holds ``chain[-1]``: list, dict, tuple, set, deque, closure, attribute or
+    variable."""
     if len(chain) < 2:
         return "variable"
-    p = chain[-2]
-    if isinstance(p, list):
-        return "list"
-    if isinstance(p, dict):
-        return "dict"
-    if isinstance(p, tuple):
-        return "tuple"
-    if isinstance(p, (set, frozenset)):
-        return "set"
-    if isinstance(p, types.CellType):
-        return "closure"
+    kind = type(chain[-2])
+    for base, name in ((list, "list"), (dict, "dict"), (tuple, "tuple"),
+                       ((set, frozenset), "set"), (collections.deque, "deque"),
+                       (types.CellType, "closure")):
+        if issubclass(kind, base):
+            return name
     return "attribute"
 
 

@@ -7,8 +7,7 @@ Subclass ``Tracer``, override the events you need, and run code inside ``tracing
 >>> class OpNames(Tracer):
 ...     def __init__(self):
 ...         self.names = []
-...     @_noop
-    def on_op(self, op, node, inputs, outputs, stack):
+...     def on_op(self, op, node, inputs, outputs, stack):
 ...         self.names.append((op, node.name() if node else None))
 >>> t = OpNames()
 >>> x = torch.ones(2, requires_grad=True)
