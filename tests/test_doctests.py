@@ -11,6 +11,7 @@ import pytest
 MODULES = [
     "autodiag.trace",
     "autodiag.trace.sites",
+    "autodiag.analysis.summary",
     "autodiag.analysis.referrers",
     "autodiag.analysis.check",
     "autodiag.analysis.health",

@@ -40,6 +40,7 @@ import weakref
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.graph import saved_info
 from autodiag.analysis.referrers import Holder, container_kind, find_holder
+from autodiag.analysis.summary import fmt_bytes
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 from autodiag.trace.events import _AFTER_LEAVES
@@ -395,16 +396,16 @@ class LeakFinder(Tracer):
         else:
             held = f"holds a tensor{created} whose graph retains {leak.nodes_each} nodes"
         if leak.growing:
-            msg = (f"{what} {held}. By step {c['step']}, {c['nodes']} nodes ({_kb(c['bytes'])})"
-                   f" from {c['steps']} earlier steps were alive, growing by +{dn:.0f} nodes / "
-                   f"+{_kb(db)} per step")
+            msg = (f"{what} {held}. By step {c['step']}, {c['nodes']} nodes "
+                   f"({fmt_bytes(c['bytes'])}) from {c['steps']} earlier steps were alive, "
+                   f"growing by +{dn:.0f} nodes / +{fmt_bytes(db)} per step")
             if bounded:
                 msg += (f"; then it stopped growing (at the end: {last['nodes']} nodes from "
                         f"{last['steps']} steps): the holder drops old tensors, but each one it "
                         f"keeps still holds its graph")
             elif last is not c:
-                msg += (f"; at the end of the run: {last['nodes']} nodes ({_kb(last['bytes'])})"
-                        f" from {last['steps']} steps")
+                msg += (f"; at the end of the run: {last['nodes']} nodes "
+                        f"({fmt_bytes(last['bytes'])}) from {last['steps']} steps")
         else:
             msg = f"{what} {held}, for the rest of the run"
         captured = re.search(r"closure variable `(\w+)`", h.path)
@@ -525,21 +526,13 @@ def _retained_finding(site, calls: list) -> Finding:
     kept = max(c.saved_bytes for c in calls)
     where = f"{short_path(loc['file'])}:{loc['line']}" if loc else "<unknown location>"
     msg = (f"backward(retain_graph=True) at {where} kept the graph of {n} call"
-           f"{'s' if n != 1 else ''} (up to {_kb(kept)} of saved tensors each), and no later "
+           f"{'s' if n != 1 else ''} (up to {fmt_bytes(kept)} of saved tensors each), and no later "
            f"backward used them")
     hint = ("Drop retain_graph=True: it is only needed when a second backward goes through "
             "the same graph.")
     return Finding("retained_graph", "warning", msg, loc, [loc] if loc else [], hint,
                    {"calls": n, "saved_bytes": kept,
                     "nodes": max(c.nodes for c in calls)})
-
-
-def _kb(b: float) -> str:
-    if abs(b) >= 1 << 20:
-        return f"{b / (1 << 20):.1f} MB"
-    if abs(b) >= 1024:
-        return f"{b / 1024:.1f} KB"
-    return f"{b:.0f} B"
 
 
 def _fix_hint(created: dict | None, captured: str | None) -> str:

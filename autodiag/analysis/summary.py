@@ -49,6 +49,19 @@ def dtype_name(dt) -> str:
     return name
 
 
+def fmt_bytes(n: float) -> str:
+    """A byte count for people: ``512 B``, ``36.2 KB``, ``1.0 MB`` (negative for shrinkage).
+
+    >>> fmt_bytes(37080), fmt_bytes(-544), fmt_bytes(3 << 30)
+    ('36.2 KB', '-544 B', '3.0 GB')
+    """
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def fmt_number(v) -> str:
     """A compact number: 4 significant digits, integers without a decimal point."""
     if v is None:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from autodiag.analysis.graph import GraphSnapshot
-from autodiag.analysis.summary import fmt_summary
+from autodiag.analysis.summary import fmt_bytes, fmt_summary
 from autodiag.tensor import _size_str
 from autodiag.trace.sites import format_site, short_path
 
@@ -101,15 +101,7 @@ def summary_line(snap: GraphSnapshot, calls: int) -> str:
             "roots": "module-level tensors (no backward call)"}[snap.kind]
     leaves = f"{s['leaves']} lea{'f' if s['leaves'] == 1 else 'ves'}"
     return (f"{s['nodes']} nodes, {leaves}, depth {s['depth']}, saved tensors "
-            f"{_bytes(s['saved_bytes'])} — {what}")
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
+            f"{fmt_bytes(s['saved_bytes'])} — {what}")
 
 
 # --- DOT and Mermaid ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from autodiag.analysis.summary import fmt_bytes
 from autodiag.report.findings import header, source_lines, where
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -22,13 +23,6 @@ def sparkline(values: list[float]) -> str:
     if top <= 0:
         return BARS[0] * len(values)
     return "".join(BARS[min(len(BARS) - 1, round(v / top * (len(BARS) - 1)))] for v in values)
-
-
-def human_bytes(b: float) -> str:
-    for unit, size in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if abs(b) >= size:
-            return f"{b / size:.1f} {unit}"
-    return f"{b:.0f} B"
 
 
 def render(console, findings: list[dict], census: list[dict], info: dict) -> None:
@@ -85,12 +79,12 @@ def _census_table(console, census: list[dict], detected: set) -> None:
         if prev is not None and c["nodes"] > prev:
             grow = f"  [red]+{c['nodes'] - prev}[/]"
         mark = "  [bold red]← found[/]" if c["step"] in detected else ""
-        console.print(f"  {c['step']:>5}  {c['nodes']:>29}  {human_bytes(c['bytes']):>14}{grow}"
+        console.print(f"  {c['step']:>5}  {c['nodes']:>29}  {fmt_bytes(c['bytes']):>14}{grow}"
                       f"{mark}")
         prev = c["nodes"]
     line = sparkline([c["bytes"] for c in census[-60:]])
     console.print(f"  [dim]retained bytes per step:[/] {line}  "
-                  f"(max {human_bytes(max(c['bytes'] for c in census))})")
+                  f"(max {fmt_bytes(max(c['bytes'] for c in census))})")
 
 
 def _finding(f: dict) -> list[str]:
