@@ -43,7 +43,7 @@ from autodiag.analysis.referrers import Holder, container_kind, find_holder
 from autodiag.analysis.summary import fmt_bytes
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
-from autodiag.trace.events import _AFTER_LEAVES
+from autodiag.trace.events import _AFTER_LEAVES, new_nodes
 from autodiag.trace.sites import capture_stack, format_site, short_path
 
 MAX_SEARCHES = 6  # holder searches per investigation (each scans the heap once per expansion)
@@ -128,34 +128,18 @@ class LeakFinder(Tracer):
             self._record(node)
 
     def _record(self, node) -> None:
-        hi, s = self._hi, node._seq
-        step = self._steps[-1]
-        step.refs.append(weakref.ref(node, step.dead))
-        step.alive += 1
-        self._hi = s
+        hi = self._hi
+        nodes = (node,)
         for e in node._next:  # an input made by this op: a node of an op it called
-            if e is not None:
-                m = e[0] if e.__class__ is tuple else e
-                if hi < m._seq < _AFTER_LEAVES:
-                    self._nested(node, hi, step)
-                    break
-
-    def _nested(self, node, hi: int, step: _Step) -> None:
-        """Record the nodes the op made through ops it called (cross_entropy's log_softmax):
-        new nodes have sequence numbers above every node recorded before."""
-        todo = [e for e in node._next if e is not None]
-        seen = set()
-        while todo:
-            n = todo.pop()
-            if n.__class__ is tuple:
-                n = n[0]
-            s = n._seq
-            if s <= hi or s >= _AFTER_LEAVES or s in seen:
-                continue
-            seen.add(s)
-            step.refs.append(weakref.ref(n, step.dead))
-            todo.extend(e for e in n._next if e is not None)
-        step.alive += len(seen)
+            if e is not None and hi < (e[0] if e.__class__ is tuple else e)._seq < _AFTER_LEAVES:
+                nodes = new_nodes(node, hi)
+                break
+        step = self._steps[-1]
+        add, dead = step.refs.append, step.dead
+        for n in nodes:
+            add(weakref.ref(n, dead))
+        step.alive += len(nodes)
+        self._hi = max(n._seq for n in nodes)
 
     def on_backward_begin(self, task) -> None:
         self._bw_depth += 1

@@ -148,19 +148,31 @@ def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
         _emit_saves(node, outputs)
 
 
-def _mark_new_nodes(node, mark: int, stack) -> None:
-    """Give every node this op recorded (its own and those of ops it called internally, e.g.
-    cross_entropy's LogSoftmaxBackward0) the user's stack: graph and anomaly reports read
-    ``node._trace``. New nodes are those numbered after ``mark``; the walk stops at older ones."""
+def new_nodes(node, above: int) -> list:
+    """The nodes reachable from ``node`` numbered above ``above``, each once: the nodes an op
+    recorded, its own and those of ops it called internally (cross_entropy's
+    LogSoftmaxBackward0). The walk stops at older nodes and at AccumulateGrad."""
+    found = []
+    seen = set()
     todo = [node]
     while todo:
         n = todo.pop()
-        if n._trace is not None or not mark <= n._seq < _AFTER_LEAVES:
+        if n.__class__ is tuple:
+            n = n[0]
+        s = n._seq
+        if not above < s < _AFTER_LEAVES or s in seen:
             continue
+        seen.add(s)
+        found.append(n)
+        todo.extend(e for e in n._next if e is not None)
+    return found
+
+
+def _mark_new_nodes(node, mark: int, stack) -> None:
+    """Give every node this op recorded the user's stack (graph and anomaly reports read
+    ``node._trace``): those numbered from ``mark`` on."""
+    for n in new_nodes(node, mark - 1):
         n._trace = stack
-        for e in n._next:
-            if e is not None:
-                todo.append(e[0] if e.__class__ is tuple else e)
 
 
 def _emit_saves(node, outputs) -> None:
