@@ -70,15 +70,14 @@ class _Leak:
     """One holder of growing (or hook-captured) retained graph, with the census figures of the
     step at which it was found."""
 
-    def __init__(self, holder: Holder, tensors: int, nodes_each: int, created, growing: bool,
-                 census: dict, growth: tuple[float, float]):
+    def __init__(self, holder: Holder, tensors: int, nodes_each: int, created, growing: bool):
         self.holder = holder
         self.tensors = tensors
         self.nodes_each = nodes_each
         self.created = created  # location dict of the retained tensor's op, or None
         self.growing = growing
-        self.census = census  # the census entry of the step it was found at
-        self.growth = growth  # (nodes, bytes) per step over the steps before it was found
+        self.census: dict = {}  # the census entry of the step it was found at
+        self.growth = (0.0, 0.0)  # (nodes, bytes) per step over the steps before it was found
 
 
 class _RetainCall:
@@ -251,7 +250,7 @@ class LeakFinder(Tracer):
             found = []
         if growing and not found:
             found = [_Leak(Holder("unknown", "", None, None, None, "", "unknown"), 0, 0, None,
-                           True, census, growth)]
+                           True)]
         for leak in found:
             leak.census, leak.growth = census, growth
             key = (leak.holder.kind, leak.holder.name, leak.holder.function,
@@ -315,7 +314,7 @@ class LeakFinder(Tracer):
                 created = trace.location() if trace is not None else None
                 counts = [c for c, _, t in tops if id(t) in covered] or [count]
                 leak = _Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
-                             created, growing, {}, (0.0, 0.0))
+                             created, growing)
                 found[key] = [leak, set(spans)]
         finally:
             del alive, tops
@@ -354,10 +353,6 @@ class LeakFinder(Tracer):
                 continue
             out.append(_retained_finding(site, calls))
         return out
-
-    @property
-    def leaks(self) -> list[_Leak]:
-        return list(self._leaks.values())
 
     def _leak_finding(self, leak: _Leak) -> Finding:
         h = leak.holder

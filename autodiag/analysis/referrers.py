@@ -79,23 +79,23 @@ def find_holder(obj, ignore: tuple = (), max_expansions: int = 80) -> tuple[Hold
                 if rid in ignored or rid in objs or _internal(r):
                     continue
                 kind = type(r)
-                if issubclass(kind, dict) and _module_of(r) is not None:
+                mod = _module_of(r) if issubclass(kind, dict) else None
+                if mod is not None:  # a module's globals: a root
                     key = _key_of(r, x)
                     if key is not None:
-                        mod = _module_of(r)
-                        root = ("global", key, None, getattr(mod, "__file__", None), oid)
+                        root = ("global", key, None, getattr(mod, "__file__", None), None)
                         return _finish(root, oid, objs, down)
                     continue
-                if kind is types.FrameType:
-                    root = _suspended_frame_root(r, x, oid)
-                    if root is not None:
-                        return _finish(root, oid, objs, down)
+                if kind is types.FrameType:  # a suspended frame (a generator's): its locals
+                    if not r.f_code.co_filename.startswith(_PKG_DIR):
+                        root = _frame_root(x, [(r, r.f_locals, False)])
+                        if root is not None:
+                            return _finish(root, oid, objs, down)
                     continue
                 objs[rid] = r
                 down[rid] = oid
                 queue.append(rid)
-        return _unknown(queue[-1] if queue else id(obj), objs, down), _chain(
-            queue[-1] if queue else id(obj), objs, down)
+        return _unknown(queue[-1], objs, down)
     finally:
         del frames
 
@@ -111,16 +111,6 @@ def _frame_root(x, frames) -> tuple | None:
                     return ("global", k, None, f.f_code.co_filename, None)
                 return ("local", k, f.f_code.co_qualname if hasattr(f.f_code, "co_qualname")
                         else f.f_code.co_name, f.f_code.co_filename, f.f_code.co_firstlineno)
-    return None
-
-
-def _suspended_frame_root(frame, x, oid) -> tuple | None:
-    if frame.f_code.co_filename.startswith(_PKG_DIR):
-        return None
-    for k, v in frame.f_locals.items():
-        if v is x:
-            return ("local", k, frame.f_code.co_name, frame.f_code.co_filename,
-                    frame.f_code.co_firstlineno)
     return None
 
 
@@ -180,10 +170,10 @@ def _closure_function(chain: list):
     return None
 
 
-def _unknown(start: int, objs: dict, down: dict) -> Holder:
+def _unknown(start: int, objs: dict, down: dict) -> tuple[Holder, list]:
     chain = _chain(start, objs, down)
     path = " → ".join(type(o).__name__ for o in chain)
-    return Holder("unknown", "", None, None, None, path, container_kind(chain))
+    return Holder("unknown", "", None, None, None, path, container_kind(chain)), chain
 
 
 def _describe(name: str, chain: list) -> tuple[str, str]:
