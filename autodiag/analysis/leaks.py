@@ -119,10 +119,6 @@ class LeakFinder(Tracer):
             self._pending = False
             self.mode = "backward"
             self._end_step()
-        if node is None and inputs:
-            # ``t[i] = x`` returns no tensor, so no node is reported, but it gave ``t`` a new
-            # node (CopySlices) when ``x`` requires grad
-            node = inputs[0].grad_fn
         if node is not None and node._seq > self._hi:
             self._record(node)
 

@@ -129,9 +129,11 @@ def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
         fn = out.grad_fn
         node = fn if fn is not None and mark <= fn._seq < _AFTER_LEAVES else None
     else:
+        # an op returning no tensor may still have recorded a node: ``t[i] = x`` gives ``t``
+        # a CopySlices node, so its first input is looked at too
         outputs = _tensors_in((out,), None)
         node = None
-        for o in outputs:
+        for o in outputs if out is not None else inputs[:1]:
             fn = o.grad_fn
             if fn is not None and mark <= fn._seq < _AFTER_LEAVES:
                 node = fn
