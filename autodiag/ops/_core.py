@@ -37,9 +37,11 @@ def register(name: str | None = None, method: bool | str = True):
 
     def deco(fn):
         n = name or fn.__name__
-        if hasattr(fn, "__autodiag_op__"):  # an alias of a registered op: wrap the op once
-            fn = fn.__wrapped__
-        op = traced(n, fn)
+        if getattr(fn, "__autodiag_op__", None) == n and not hasattr(fn, "__wrapped__"):
+            op = fn  # it reports itself (trace.events.self_traced)
+        else:
+            # an alias of a registered op is wrapped once, under its own name
+            op = traced(n, getattr(fn, "__wrapped__", fn))
         REGISTRY[n] = op
         if method:
             setattr(Tensor, n if method is True else method, op)

@@ -24,12 +24,12 @@ def _operator(name: str, fn):
     return traced_binary(name, fn)
 
 
-Tensor.__add__ = _operator("add", _raw(pw.add))
-Tensor.__radd__ = _operator("add", _raw(pw.add))  # a + b == b + a, also for the node's edges
+Tensor.__add__ = pw._add  # checks TRACERS itself (pointwise.binary_op)
+Tensor.__radd__ = pw._add  # a + b == b + a, also for the node's edges
 Tensor.__sub__ = _operator("sub", _raw(pw.sub))
 Tensor.__rsub__ = _operator("rsub", _raw(pw.rsub))
-Tensor.__mul__ = _operator("mul", _raw(pw.mul))
-Tensor.__rmul__ = _operator("mul", _raw(pw.mul))
+Tensor.__mul__ = pw._mul
+Tensor.__rmul__ = pw._mul
 Tensor.__truediv__ = _operator("div", _raw(pw.div))
 Tensor.__rtruediv__ = _operator("div", _flip(_raw(pw.div)))
 Tensor.__floordiv__ = _operator("floor_divide", _raw(pw.floor_divide))

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import Node
+from autodiag.autograd.graph import Node, _next_seq, _saved_hooks_stack
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
@@ -27,6 +27,7 @@ from autodiag.ops._core import (
     set_broadcast_meta,
 )
 from autodiag.tensor import Tensor, _new
+from autodiag.trace.events import TRACERS, _depth, call_traced, self_traced
 
 _SELF, _RESULT, _NONE = 0, 1, 2
 _FOR_OTHER, _ALWAYS = 1, 2  # when _binary saves an operand
@@ -40,24 +41,54 @@ def _float_data(x: Tensor) -> np.ndarray:
     return d
 
 
-def _unary(x, fn, cls, saves: int, float_only: bool = True) -> Tensor:
-    if not isinstance(x, Tensor):
-        x = as_tensor_operand(x)
-    d = x._data
-    out = fn(d if d.dtype.kind == "f" or not float_only else _float_data(x))
-    if out.__class__ is not np.ndarray:
-        out = np.asarray(out)
-    if _state[0] and x.requires_grad:
-        fx = x.grad_fn
-        node = cls((fx if fx is not None and not x._output_nr else edge(x),))
+def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
+    """The op ``name(input)``: ``fn`` on the data, recording ``cls``; ``saves`` is what its
+    backward reads (_SELF, _RESULT or _NONE); ``float_only`` computes integer inputs in the
+    default float dtype.
+
+    The op checks ``TRACERS`` itself (NOTE [Tracing cost]), so ``x.sin()`` and ``torch.sin(x)``
+    are one Python call with no wrapper in between. A ``name`` of None makes an untraced op, for
+    use inside another op.
+    """
+
+    def op(input):
+        if TRACERS and not _depth[0] and name:
+            return call_traced(name, op, (input,), None)
+        x = input if input.__class__ is Tensor or isinstance(input, Tensor) else \
+            as_tensor_operand(input)
+        d = x._data
+        out = fn(d if d.dtype.kind == "f" or not float_only else _float_data(x))
+        if out.__class__ is not np.ndarray:
+            out = np.asarray(out)
         r = _new(Tensor)
-        r._data, r.grad_fn, r.requires_grad, r._vc = out, node, True, None
+        r._data, r._vc = out, None
+        if not _state[0] or not x.requires_grad:
+            r.grad_fn, r.requires_grad = None, False
+            return r
+        # NOTE [Hot path]: edge(), Node.__init__ and save() inlined; an input at version 0 is
+        # saved as itself (NOTE [Compact saves] in graph.py).
+        e = x.grad_fn
+        if e is None or x._output_nr:
+            e = edge(x)
+        node = _new(cls)
+        node._next = (e,)
+        node._seq = _next_seq()
+        node._saved = node._metadata = node._hooks = node._input_meta = node._trace = None
+        r.grad_fn, r.requires_grad = node, True
         if saves == _SELF:
-            node._saved = (save(x),)
+            node._saved = (x if x._vc is None and not _saved_hooks_stack and not x._inference
+                           else save(x),)
         elif saves == _RESULT:
             node._saved = (save_output(r),)
         return r
-    return result(out, None)
+
+    return self_traced(name, op) if name else op
+
+
+def _unary(x, fn, cls, saves: int, float_only: bool = True) -> Tensor:
+    """``unary_op`` with a one-off ``fn``: for ops with parameters (gelu's ``approximate``,
+    clamp's bounds), which run inside their own traced wrapper."""
+    return unary_op(None, fn, cls, saves, float_only)(x)
 
 
 class _Unary(Node):
@@ -80,13 +111,16 @@ class NegBackward0(Node):
         return (-g,)
 
 
+_neg = unary_op(None, np.negative, NegBackward0, _NONE, float_only=False)
+
+
 @register()
 def neg(input):
     if isinstance(input, Tensor) and input._data.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
                            "are trying to invert a mask, use the `~` or `logical_not()` operator "
                            "instead.")
-    return _unary(input, np.negative, NegBackward0, _NONE, float_only=False)
+    return _neg(input)
 
 
 negative = register("negative")(neg)
@@ -99,9 +133,7 @@ class AbsBackward0(_Unary):
         return (g * xp.sign(self.saved(xp, 0)),)
 
 
-@register()
-def abs(input):  # noqa: A001
-    return _unary(input, np.abs, AbsBackward0, _SELF, float_only=False)
+abs = register()(unary_op("abs", np.abs, AbsBackward0, _SELF, float_only=False))  # noqa: A001
 
 
 class ExpBackward0(_UnaryResult):
@@ -111,9 +143,7 @@ class ExpBackward0(_UnaryResult):
         return (g * self.saved(xp, 0),)
 
 
-@register()
-def exp(input):
-    return _unary(input, np.exp, ExpBackward0, _RESULT)
+exp = register()(unary_op("exp", np.exp, ExpBackward0, _RESULT))
 
 
 class LogBackward0(_Unary):
@@ -123,9 +153,7 @@ class LogBackward0(_Unary):
         return (g / self.saved(xp, 0),)
 
 
-@register()
-def log(input):
-    return _unary(input, np.log, LogBackward0, _SELF)
+log = register()(unary_op("log", np.log, LogBackward0, _SELF))
 
 
 class Log1PBackward0(_Unary):
@@ -135,9 +163,7 @@ class Log1PBackward0(_Unary):
         return (g / (self.saved(xp, 0) + 1),)
 
 
-@register()
-def log1p(input):
-    return _unary(input, np.log1p, Log1PBackward0, _SELF)
+log1p = register()(unary_op("log1p", np.log1p, Log1PBackward0, _SELF))
 
 
 class SqrtBackward0(_UnaryResult):
@@ -147,9 +173,7 @@ class SqrtBackward0(_UnaryResult):
         return (g / (2 * self.saved(xp, 0)),)
 
 
-@register()
-def sqrt(input):
-    return _unary(input, np.sqrt, SqrtBackward0, _RESULT)
+sqrt = register()(unary_op("sqrt", np.sqrt, SqrtBackward0, _RESULT))
 
 
 class RsqrtBackward0(_UnaryResult):
@@ -160,9 +184,7 @@ class RsqrtBackward0(_UnaryResult):
         return (-0.5 * g * r * r * r,)
 
 
-@register()
-def rsqrt(input):
-    return _unary(input, lambda a: 1 / np.sqrt(a), RsqrtBackward0, _RESULT)
+rsqrt = register()(unary_op("rsqrt", lambda a: 1 / np.sqrt(a), RsqrtBackward0, _RESULT))
 
 
 class ReciprocalBackward0(_UnaryResult):
@@ -173,9 +195,7 @@ class ReciprocalBackward0(_UnaryResult):
         return (-g * r * r,)
 
 
-@register()
-def reciprocal(input):
-    return _unary(input, np.reciprocal, ReciprocalBackward0, _RESULT)
+reciprocal = register()(unary_op("reciprocal", np.reciprocal, ReciprocalBackward0, _RESULT))
 
 
 class SinBackward0(_Unary):
@@ -185,9 +205,7 @@ class SinBackward0(_Unary):
         return (g * xp.cos(self.saved(xp, 0)),)
 
 
-@register()
-def sin(input):
-    return _unary(input, np.sin, SinBackward0, _SELF)
+sin = register()(unary_op("sin", np.sin, SinBackward0, _SELF))
 
 
 class CosBackward0(_Unary):
@@ -197,9 +215,7 @@ class CosBackward0(_Unary):
         return (g * -xp.sin(self.saved(xp, 0)),)
 
 
-@register()
-def cos(input):
-    return _unary(input, np.cos, CosBackward0, _SELF)
+cos = register()(unary_op("cos", np.cos, CosBackward0, _SELF))
 
 
 class TanBackward0(_UnaryResult):
@@ -210,9 +226,7 @@ class TanBackward0(_UnaryResult):
         return (g * (1 + r * r),)
 
 
-@register()
-def tan(input):
-    return _unary(input, np.tan, TanBackward0, _RESULT)
+tan = register()(unary_op("tan", np.tan, TanBackward0, _RESULT))
 
 
 class TanhBackward0(_UnaryResult):
@@ -223,9 +237,7 @@ class TanhBackward0(_UnaryResult):
         return (g * (1 - r * r),)
 
 
-@register()
-def tanh(input):
-    return _unary(input, np.tanh, TanhBackward0, _RESULT)
+tanh = register()(unary_op("tanh", np.tanh, TanhBackward0, _RESULT))
 
 
 def _np_sigmoid(a):
@@ -246,9 +258,7 @@ class SigmoidBackward0(_UnaryResult):
         return (g * (r * (1 - r)),)
 
 
-@register()
-def sigmoid(input):
-    return _unary(input, _np_sigmoid, SigmoidBackward0, _RESULT)
+sigmoid = register()(unary_op("sigmoid", _np_sigmoid, SigmoidBackward0, _RESULT))
 
 
 # --- piecewise functions (zero or undefined derivative at the kinks, as PyTorch) ------------
@@ -261,9 +271,8 @@ class ReluBackward0(_UnaryResult):
         return (g * (self.saved(xp, 0) > 0),)
 
 
-@register()
-def relu(input):
-    return _unary(input, lambda a: np.maximum(a, 0), ReluBackward0, _RESULT, float_only=False)
+relu = register()(
+    unary_op("relu", lambda a: np.maximum(a, 0), ReluBackward0, _RESULT, float_only=False))
 
 
 class LeakyReluBackward0(_Unary):
@@ -298,9 +307,7 @@ class ErfBackward0(_Unary):
         return (g * (_2_SQRT_PI * xp.exp(-(x * x))),)
 
 
-@register()
-def erf(input):
-    return _unary(input, _np_erf, ErfBackward0, _SELF)
+erf = register()(unary_op("erf", _np_erf, ErfBackward0, _SELF))
 
 
 _SQRT1_2 = 1 / math.sqrt(2)
@@ -458,24 +465,16 @@ def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
     return _unary(input, lambda a: np.round(a, d), cls, _NONE, float_only=False)
 
 
-@register()
-def sign(input):
-    return _unary(input, np.sign, SignBackward0, _NONE, float_only=False)
+sign = register()(unary_op("sign", np.sign, SignBackward0, _NONE, float_only=False))
 
 
-@register()
-def floor(input):
-    return _unary(input, np.floor, FloorBackward0, _NONE, float_only=False)
+floor = register()(unary_op("floor", np.floor, FloorBackward0, _NONE, float_only=False))
 
 
-@register()
-def ceil(input):
-    return _unary(input, np.ceil, CeilBackward0, _NONE, float_only=False)
+ceil = register()(unary_op("ceil", np.ceil, CeilBackward0, _NONE, float_only=False))
 
 
-@register()
-def trunc(input):
-    return _unary(input, np.trunc, TruncBackward0, _NONE, float_only=False)
+trunc = register()(unary_op("trunc", np.trunc, TruncBackward0, _NONE, float_only=False))
 
 
 # --- binary arithmetic -----------------------------------------------------------------------
@@ -559,6 +558,74 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
     return result(out, None)
 
 
+def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = False):
+    """The op ``name(a, b)``: ``fn`` recording ``cls``, with ``_binary``'s saving rules.
+
+    Operators call it directly (``Tensor.__mul__``), so it does what the registry's ``traced``
+    wrapper would: one check of ``TRACERS`` (NOTE [Tracing cost]). The common cases, two tensors
+    of one dtype and shape or a float tensor and a Python float, are handled right here;
+    everything else (promotion, broadcasting, coercion) by ``_binary``.
+    """
+
+    def op(a, b):
+        if TRACERS and not _depth[0]:
+            return call_traced(name, op, (a, b), None)
+        if a.__class__ is not Tensor and not isinstance(a, Tensor):
+            return _binary(a, b, fn, cls, save_a, save_b, true_divide)
+        ad = a._data
+        bc = b.__class__
+        if bc is Tensor or (bc is not float and isinstance(b, Tensor)):
+            bd = b._data
+            if ad.dtype is not bd.dtype or ad.shape != bd.shape or (
+                    true_divide and ad.dtype.kind != "f"):
+                return _binary(a, b, fn, cls, save_a, save_b, true_divide)
+            b_grad = b.requires_grad
+        elif bc is float and ad.dtype.kind == "f":
+            bd, b_grad = b, False
+        else:
+            return _binary(a, b, fn, cls, save_a, save_b, true_divide)
+        out = fn(ad, bd)
+        if out.__class__ is not np.ndarray:
+            out = np.asarray(out)  # numpy hands back scalars for 0-d results
+        r = _new(Tensor)
+        r._vc = None
+        r._data = out
+        if not _state[0] or not (a.requires_grad or b_grad):
+            r.grad_fn, r.requires_grad = None, False
+            return r
+        # NOTE [Hot path]: edge(), Node.__init__ and save() inlined; an input at version 0 is
+        # saved as itself (NOTE [Compact saves] in graph.py).
+        ea = a.grad_fn
+        if ea is None or a._output_nr:
+            ea = edge(a)
+        if b_grad:
+            eb = b.grad_fn
+            if eb is None or b._output_nr:
+                eb = edge(b)
+        else:
+            eb = None
+        node = _new(cls)
+        node._next = (ea, eb)
+        node._seq = _next_seq()
+        node._saved = node._metadata = node._hooks = node._input_meta = node._trace = None
+        r.grad_fn, r.requires_grad = node, True
+        if save_a or save_b:
+            # as _binary: each operand only when a needed gradient reads it, `other` first
+            sb = None
+            if save_b == _ALWAYS or (save_b and ea is not None):
+                sb = b if bc is float or (
+                    b._vc is None and not _saved_hooks_stack and not b._inference) else save(b)
+            sa = None
+            if save_a == _ALWAYS or (save_a and eb is not None):
+                sa = a if a._vc is None and not _saved_hooks_stack and not a._inference \
+                    else save(a)
+            if sa is not None or sb is not None:
+                node._saved = (sa, sb)
+        return r
+
+    return op
+
+
 class _Binary(Node):
     __slots__ = ()
     _saved_names = ("self", "other")
@@ -602,10 +669,13 @@ def _add_sub(input, other, alpha, np_fn, cls):
     return r
 
 
+_add = binary_op("add", np.add, AddBackward0, 0, 0)
+
+
 @register()
 def add(input, other, *, alpha=1):
     if alpha == 1 and input.__class__ is Tensor:
-        return _binary(input, other, np.add, AddBackward0, 0, 0)
+        return _add(input, other)
     if not isinstance(input, Tensor) and alpha == 1:
         input, other = other, input  # 2 + x records AddBackward0(x, None), as PyTorch
     return _add_sub(input, other, alpha, np.add, AddBackward0)
@@ -672,11 +742,14 @@ class MulBackward0(_Binary):
                 g * self.saved(xp, 0) if nf[1] is not None else None)
 
 
+_mul = binary_op("mul", np.multiply, MulBackward0, _FOR_OTHER, _FOR_OTHER)
+
+
 @register()
 def mul(input, other):
     if not isinstance(input, Tensor):
         input, other = other, input
-    return _binary(input, other, np.multiply, MulBackward0, True, True)
+    return _mul(input, other)
 
 
 multiply = register("multiply")(mul)

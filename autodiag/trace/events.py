@@ -106,11 +106,21 @@ def traced_binary(name: str, fn):
     return method
 
 
-def call_traced(name: str, fn, args: tuple, kwargs: dict):
+def self_traced(name: str, op):
+    """Name ``op``, an op that checks ``TRACERS`` itself and reports through ``call_traced``,
+    as the public op ``name``: the registry then uses it as it is, with no ``traced`` wrapper."""
+    op.__name__ = op.__qualname__ = name
+    op.__autodiag_op__ = name
+    return op
+
+
+def call_traced(name: str, fn, args: tuple, kwargs: dict | None):
+    """Call the op ``fn`` and report it: for ops that check ``TRACERS`` themselves (the hot
+    operators) rather than through a ``traced`` wrapper."""
     mark = _seq_source[0]()
     _depth[0] += 1
     try:
-        out = fn(*args, **kwargs)
+        out = fn(*args, **kwargs) if kwargs else fn(*args)
     finally:
         _depth[0] -= 1
     emit_op(name, _tensors_in(args, kwargs), out, mark)
