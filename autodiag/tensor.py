@@ -14,6 +14,7 @@ import numpy as np
 from autodiag import dtypes
 from autodiag.autograd import grad_mode, graph
 from autodiag.autograd.graph import AccumulateGrad, _add_hook, _HookDict
+from autodiag.trace import events as _events
 from autodiag.trace.events import traced
 
 _grad_state = grad_mode._state
@@ -359,6 +360,7 @@ _new = object.__new__
 
 
 graph._tensor_cls[0] = Tensor
+_events._T[0] = Tensor
 
 
 def vc_of(t) -> list:

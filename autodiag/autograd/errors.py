@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from autodiag.trace.sites import site_text
+from autodiag.trace.sites import saver_site, site_text
 
 _BACKWARD_SUFFIX = re.compile(r"Backward(\d*)$")
 
@@ -45,11 +45,9 @@ def inplace_modified_message(saved, node) -> str:
     msg = (f"one of the variables needed for gradient computation has been modified by an "
            f"inplace operation: [{dt} [{', '.join(map(str, shape))}]]{which} is at version "
            f"{saved.vc[0]}; expected version {saved.version} instead.")
-    saved_at = saved.site
     trace = getattr(node, "_trace", None)  # (checkpoint's placeholder owner is not a Node)
-    if saved_at is None and trace is not None:
-        # recorded in anomaly mode (or under a tracer): the line of the op that saved it
-        saved_at = trace.site
+    # recorded in anomaly mode or under a tracer, else NOTE [Saving sites]
+    saved_at = trace.site if trace is not None else saver_site(node)
     by = f"autodiag: the tensor was saved by {node.name()}"
     if saved_at is not None:
         by += f" at {site_text(saved_at)}"

@@ -15,6 +15,7 @@ from autodiag.autograd.graph import ERR_BACKWARD_TWICE, FREED, Node, SavedTensor
 from autodiag.ops._core import NO_EDGE, edge, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
+from autodiag.trace.sites import note_saver
 
 _state = grad_mode._state
 
@@ -177,7 +178,13 @@ class Function(metaclass=FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run ``forward`` and record one ``<Name>Backward`` node for its outputs."""
-        if not events.TRACERS or events._depth[0]:
+        if not events.TRACERS:
+            out = cls._record(*args, **kwargs)
+            node = getattr(out[0] if isinstance(out, tuple) and out else out, "grad_fn", None)
+            if node is not None and node._saved is not None:
+                note_saver(node)  # NOTE [Saving sites] in autograd/graph.py
+            return out
+        if events._depth[0]:
             return cls._record(*args, **kwargs)
         # the ops inside forward are not recorded, and not reported either: the Function is the op
         return events.call_traced(cls.__name__, cls._record, args, kwargs)

@@ -15,6 +15,14 @@ tensors never do, and a missing counter reads as version 0 (``tensor.vc_of`` cre
 In-place ops bump ``_vc[0]`` and store ``(op name, site)`` of the write in ``_vc[1]``, so the
 "modified by an inplace operation" error can name the line that wrote. A saved tensor records
 the version it had; on unpack a different version raises that error.
+
+NOTE [Saving sites]
+The "modified by an inplace operation" error names the line that saved the tensor, also with no
+tracer and no anomaly mode. A node that saves tensors remembers the code object and instruction
+offset of the user's frame that recorded it (``trace.sites.note_saver``: one frame walk, two
+slots, no new object); the line is decoded only when the error is raised. The hot ops
+(``pointwise.binary_op``/``unary_op``) call it themselves, every other public op through its
+``traced`` wrapper, and ``autograd.Function.apply`` for custom functions.
 """
 
 from __future__ import annotations
@@ -96,16 +104,14 @@ class SavedTensor:
     grad_fn would own the tensor); ``unpack`` rebuilds a Tensor whose grad_fn is the node.
     """
 
-    __slots__ = ("tensor", "data", "vc", "version", "output_nr", "packed", "unpack_hook",
-                 "site")
+    __slots__ = ("tensor", "data", "vc", "version", "output_nr", "packed", "unpack_hook")
 
-    def __init__(self, t, is_output: bool, site=None):
+    def __init__(self, t, is_output: bool):
         vc = t._vc
         if vc is None:
             vc = t._vc = [0]
         self.vc = vc
         self.version = vc[0]
-        self.site = site
         self.packed = None
         self.unpack_hook = None
         if is_output:
@@ -128,7 +134,7 @@ class SavedTensor:
         """The full record of a compactly saved input (the tensor itself, saved at version 0)."""
         s = cls.__new__(cls)
         s.tensor, s.data, s.vc, s.version, s.output_nr = t, None, t._vc or [0], 0, 0
-        s.packed = s.unpack_hook = s.site = None
+        s.packed = s.unpack_hook = None
         return s
 
     def unpack_tensor(self, node):
@@ -236,8 +242,10 @@ class Node:
     """
 
     # ``_trace``: the user's Stack where the node was recorded, set only while tracing.
+    # ``_src_code``/``_src_lasti``: the user's line that recorded a node which saves tensors,
+    # left unset by every other node (NOTE [Saving sites]).
     __slots__ = ("_next", "_saved", "_seq", "_metadata", "_hooks", "_input_meta", "_trace",
-                 "__weakref__")
+                 "_src_code", "_src_lasti", "__weakref__")
 
     # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
     _saved_names: tuple = ()

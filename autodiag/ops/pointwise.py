@@ -8,6 +8,7 @@ needs no code here: the engine sums gradients back to input shapes (``set_broadc
 from __future__ import annotations
 
 import math
+from sys import _getframe
 
 import numpy as np
 
@@ -28,6 +29,8 @@ from autodiag.ops._core import (
 )
 from autodiag.tensor import Tensor, _new
 from autodiag.trace.events import TRACERS, _depth, call_traced, self_traced
+from autodiag.trace.sites import last_user as _last_user
+from autodiag.trace.sites import note_saver
 
 _SELF, _RESULT, _NONE = 0, 1, 2
 _FOR_OTHER, _ALWAYS = 1, 2  # when _binary saves an operand
@@ -80,6 +83,15 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
                            else save(x),)
         elif saves == _RESULT:
             node._saved = (save_output(r),)
+        else:
+            return r
+        # note_saver, inlined for a call from the user's code seen last (NOTE [Saving sites])
+        f = _getframe(1)
+        code = f.f_code
+        if code is _last_user[0]:
+            node._src_code, node._src_lasti = code, f.f_lasti
+        else:
+            note_saver(node)
         return r
 
     return self_traced(name, op) if name else op
@@ -621,6 +633,12 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
                     else save(a)
             if sa is not None or sb is not None:
                 node._saved = (sa, sb)
+                f = _getframe(1)  # note_saver, inlined as in unary_op
+                code = f.f_code
+                if code is _last_user[0]:
+                    node._src_code, node._src_lasti = code, f.f_lasti
+                else:
+                    note_saver(node)
         return r
 
     return op

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 
-from autodiag.trace.sites import Stack, capture_stack
+from autodiag.trace.sites import Stack, capture_stack, note_saver
 
 # The installed tracers, in installation order. Mutated only by ``install``/``uninstall``.
 TRACERS: list = []
@@ -68,7 +68,14 @@ def traced(name: str, fn):
     """Wrap a public op so that, while a tracer is installed, its calls are reported."""
 
     def op(*args, **kwargs):
-        if not TRACERS or _depth[0]:
+        if not TRACERS:
+            out = fn(*args, **kwargs)
+            if out.__class__ is _T[0]:
+                node = out.grad_fn
+                if node is not None and node._saved is not None:
+                    note_saver(node)  # NOTE [Saving sites] in autograd/graph.py
+            return out
+        if _depth[0]:
             return fn(*args, **kwargs)
         # call_traced, inlined (one frame less per op, and stacks start one frame closer)
         mark = _seq_source[0]()
@@ -89,7 +96,14 @@ def traced_binary(name: str, fn):
     """``traced`` for an operator method of fixed arity ``(self, other)`` (cheaper call)."""
 
     def method(self, other):
-        if not TRACERS or _depth[0]:
+        if not TRACERS:
+            out = fn(self, other)
+            if out.__class__ is _T[0]:
+                node = out.grad_fn
+                if node is not None and node._saved is not None:
+                    note_saver(node)  # NOTE [Saving sites] in autograd/graph.py
+            return out
+        if _depth[0]:
             return fn(self, other)
         # call_traced, inlined: operators are the most frequent ops of all
         mark = _seq_source[0]()
@@ -236,7 +250,7 @@ def emit_step() -> None:
         t.on_step()
 
 
-_T: list = [None]  # the Tensor class (imported on first use: tensor.py imports this module)
+_T: list = [None]  # the Tensor class (set by tensor.py, which imports this module)
 
 
 def _load():

@@ -30,6 +30,7 @@ class _StopCodes(set):
     def add(self, code) -> None:
         super().add(code)
         _kind.clear()
+        last_user[0] = None
 
 
 STOP_CODES: set = _StopCodes()
@@ -63,6 +64,44 @@ def user_site(skip: int = 1):
             return (code, f.f_lineno) if k == _USER else None
         f = f.f_back
     return None
+
+
+# The code object of the user's frame that ``note_saver`` found last: the hot ops compare their
+# caller's code with it (one identity test) before walking the stack.
+last_user: list = [None]
+
+
+def note_saver(node, skip: int = 2) -> None:
+    """Remember on ``node`` the user's line that recorded it (NOTE [Saving sites] in
+    autograd/graph.py): the innermost frame outside autodiag from ``skip`` frames up."""
+    f = sys._getframe(skip)
+    kind = _kind
+    while f is not None:
+        code = f.f_code
+        k = kind.get(id(code))
+        if k is None:
+            k = _classify(code)
+        if k:
+            if k == _USER:
+                node._src_code = code
+                node._src_lasti = f.f_lasti
+                last_user[0] = code
+            return
+        f = f.f_back
+
+
+def saver_site(node):
+    """``(code, line)`` that ``note_saver`` remembered for ``node``, or None."""
+    code = getattr(node, "_src_code", None)
+    if code is None:
+        return None
+    lasti = node._src_lasti
+    line = code.co_firstlineno
+    for start, end, ln in code.co_lines():
+        if start <= lasti < end and ln is not None:
+            line = ln
+            break
+    return (code, line)
 
 
 def live_user_frames(skip: int = 1) -> list:
