@@ -85,6 +85,8 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
             node._saved = (save_output(r),)
         else:
             return r
+        if TRACERS:
+            return r  # a tracer gives the node its whole stack (node._trace)
         # note_saver, inlined for a call from the user's code seen last (NOTE [Saving sites])
         f = _getframe(1)
         code = f.f_code
@@ -633,6 +635,8 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
                     else save(a)
             if sa is not None or sb is not None:
                 node._saved = (sa, sb)
+                if TRACERS:
+                    return r
                 f = _getframe(1)  # note_saver, inlined as in unary_op
                 code = f.f_code
                 if code is _last_user[0]:

@@ -23,6 +23,7 @@ Targets (issue 6): ``autodiag anomaly`` at most 1.5x on chain and 1.3x on mlp.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import tempfile
@@ -69,6 +70,7 @@ for step in range(20):
 
 
 def _cpu(fn) -> float:
+    gc.collect()  # each run starts with nothing pending: a full collection is its own cost
     t0 = time.process_time()
     fn()
     return time.process_time() - t0

@@ -4,8 +4,10 @@
 
 * chain: 10,000 elementwise ops (mul / add / sin cycling) on shape (4,) float32
 * big (--big): a 1,000,000-op scalar chain
-Reports forward µs/op and backward µs/node (median of runs), autodiag/torch ratios, the time the
-cyclic GC spent during the runs, and graph memory per node (tracemalloc, autodiag only).
+Reports forward µs/op and backward µs/node (median of runs), autodiag/torch ratios (median of
+the per-round ratios; the two libraries alternate within a round), the time the cyclic GC spent
+during the runs, and graph memory per node (tracemalloc, autodiag only). Each run starts after a
+full collection, so the collections during a run are that run's own cost.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ def _gc_cb(phase, info):
         _gc_time[0] += time.perf_counter() - _gc_start[0]
 
 
+def _collect_unmeasured() -> None:
+    """Each run starts with nothing pending, so the collections it triggers are its own cost
+    (not the previous run's); this collection itself is not counted."""
+    gc.callbacks.remove(_gc_cb)
+    gc.collect()
+    gc.callbacks.append(_gc_cb)
+
+
 def chain(lib, n: int, shape, dtype):
     x = lib.ones(*shape, dtype=dtype, requires_grad=True) if shape else lib.tensor(
         1.0, dtype=dtype, requires_grad=True)
@@ -54,14 +64,20 @@ def chain(lib, n: int, shape, dtype):
     return (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6
 
 
-def measure(lib, n, shape, dtype, runs):
-    fw, bw = [], []
-    _gc_time[0] = 0.0
+def measure(libs: dict, n, shape, dtype_name, runs) -> dict:
+    """Per library: median forward µs/op, median backward µs/node, GC seconds during its runs,
+    and the per-round (forward, backward) times. The libraries alternate within each round, so
+    a noisy stretch of the machine falls on both."""
+    out = {name: {"fw": [], "bw": [], "gc": 0.0} for name in libs}
     for _ in range(runs):
-        f, b = chain(lib, n, shape, dtype)
-        fw.append(f)
-        bw.append(b)
-    return statistics.median(fw), statistics.median(bw), _gc_time[0]
+        for name, lib in libs.items():
+            _collect_unmeasured()
+            before = _gc_time[0]
+            f, b = chain(lib, n, shape, getattr(lib, dtype_name))
+            out[name]["fw"].append(f)
+            out[name]["bw"].append(b)
+            out[name]["gc"] += _gc_time[0] - before
+    return out
 
 
 def graph_bytes_per_node(n: int) -> float:
@@ -92,17 +108,17 @@ def main() -> None:
     if a.big:
         cases.append(("1e6 ops, scalar float32", 1_000_000, (), "float32", max(3, a.runs // 2)))
     print(f"{'case':28s} {'lib':8s} {'fwd us/op':>10s} {'bwd us/node':>12s} {'gc s':>7s}")
+    libs = {"autodiag": ad, **({"torch": torch} if torch is not None else {})}
     for name, n, shape, dt, runs in cases:
-        res = {}
-        for lib_name, lib in (("autodiag", ad), ("torch", torch)):
-            if lib is None:
-                continue
-            f, b, g = measure(lib, n, shape, getattr(lib, dt), runs)
-            res[lib_name] = (f, b)
-            print(f"{name:28s} {lib_name:8s} {f:10.2f} {b:12.2f} {g:7.3f}")
+        res = measure(libs, n, shape, dt, runs)
+        for lib_name, r in res.items():
+            print(f"{name:28s} {lib_name:8s} {statistics.median(r['fw']):10.2f} "
+                  f"{statistics.median(r['bw']):12.2f} {r['gc']:7.3f}")
         if "torch" in res:
-            (af, ab), (tf, tb) = res["autodiag"], res["torch"]
-            print(f"{name:28s} {'ratio':8s} {af / tf:9.2f}x {ab / tb:11.2f}x")
+            a_, t_ = res["autodiag"], res["torch"]
+            fr = statistics.median(x / y for x, y in zip(a_["fw"], t_["fw"]))
+            br = statistics.median(x / y for x, y in zip(a_["bw"], t_["bw"]))
+            print(f"{name:28s} {'ratio':8s} {fr:9.2f}x {br:11.2f}x")
     print(f"graph memory: {graph_bytes_per_node(10_000):.0f} bytes/node (autodiag, tracemalloc)")
 
 
