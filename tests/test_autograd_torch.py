@@ -586,6 +586,19 @@ def test_inference_mode(torch):
     run_both(f, torch)
 
 
+def test_inference_mode_results_of_every_hot_path_op(torch):
+    # the elementwise ops build their results inline (NOTE [Hot path]); each must be an
+    # inference tensor when made in inference_mode, as the general path's are
+    def f(m):
+        x = m.ones(2, requires_grad=True)
+        c = m.full((2,), 3.0)
+        with m.inference_mode():
+            made = [x * c, x + c, x - c, x / c, x * 2.0, x * 2, x.sin(), m.exp(x), -x, x.relu()]
+        return [(t.is_inference(), t.requires_grad) for t in made]
+
+    run_both(f, torch)
+
+
 def test_inference_tensor_cannot_be_saved(torch):
     def f(m):
         with m.inference_mode():
