@@ -64,16 +64,22 @@ def uninstall(tracer) -> None:
     _rebuild()
 
 
+def _note_saving_result(out) -> None:
+    """The untraced call of a wrapped op: if its result's node saves tensors, remember the user's
+    line on it (NOTE [Saving sites] in autograd/graph.py)."""
+    if out.__class__ is _T[0]:
+        node = out.grad_fn
+        if node is not None and node._saved is not None:
+            note_saver(node, 3)
+
+
 def traced(name: str, fn):
     """Wrap a public op so that, while a tracer is installed, its calls are reported."""
 
     def op(*args, **kwargs):
         if not TRACERS:
             out = fn(*args, **kwargs)
-            if out.__class__ is _T[0]:
-                node = out.grad_fn
-                if node is not None and node._saved is not None:
-                    note_saver(node)  # NOTE [Saving sites] in autograd/graph.py
+            _note_saving_result(out)
             return out
         if _depth[0]:
             return fn(*args, **kwargs)
@@ -98,10 +104,7 @@ def traced_binary(name: str, fn):
     def method(self, other):
         if not TRACERS:
             out = fn(self, other)
-            if out.__class__ is _T[0]:
-                node = out.grad_fn
-                if node is not None and node._saved is not None:
-                    note_saver(node)  # NOTE [Saving sites] in autograd/graph.py
+            _note_saving_result(out)
             return out
         if _depth[0]:
             return fn(self, other)

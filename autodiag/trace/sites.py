@@ -51,9 +51,9 @@ def _user(code) -> bool:
     return (k if k is not None else _classify(code)) == _USER
 
 
-def user_site(skip: int = 1):
-    """(code, lineno) of the innermost frame outside the autodiag package, or None."""
-    f = sys._getframe(skip)
+def _user_frame(f):
+    """``f`` or the first frame outward from it that runs the user's code; None past a stop
+    code or the outermost frame."""
     kind = _kind
     while f is not None:
         code = f.f_code
@@ -61,9 +61,15 @@ def user_site(skip: int = 1):
         if k is None:
             k = _classify(code)
         if k:
-            return (code, f.f_lineno) if k == _USER else None
+            return f if k == _USER else None
         f = f.f_back
     return None
+
+
+def user_site(skip: int = 1):
+    """(code, lineno) of the innermost frame outside the autodiag package, or None."""
+    f = _user_frame(sys._getframe(skip))
+    return (f.f_code, f.f_lineno) if f is not None else None
 
 
 # The code object of the user's frame that ``note_saver`` found last: the hot ops compare their
@@ -74,20 +80,10 @@ last_user: list = [None]
 def note_saver(node, skip: int = 2) -> None:
     """Remember on ``node`` the user's line that recorded it (NOTE [Saving sites] in
     autograd/graph.py): the innermost frame outside autodiag from ``skip`` frames up."""
-    f = sys._getframe(skip)
-    kind = _kind
-    while f is not None:
-        code = f.f_code
-        k = kind.get(id(code))
-        if k is None:
-            k = _classify(code)
-        if k:
-            if k == _USER:
-                node._src_code = code
-                node._src_lasti = f.f_lasti
-                last_user[0] = code
-            return
-        f = f.f_back
+    f = _user_frame(sys._getframe(skip))
+    if f is not None:
+        node._src_code = last_user[0] = f.f_code
+        node._src_lasti = f.f_lasti
 
 
 def saver_site(node):
