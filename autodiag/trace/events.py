@@ -4,6 +4,8 @@ NOTE [Tracing cost]
 ``TRACERS`` is the one global the engine checks. Every public op is registered through
 ``traced`` (ops/_core.register), whose wrapper tests ``TRACERS`` and, when it is empty, calls the
 op directly: the price of tracing when nobody listens is that one check and one call. The
+hottest elementwise ops test ``TRACERS`` themselves and report through ``call_traced``
+(``self_traced``; NOTE [Hot path] in ops/pointwise.py), which saves that call. The
 backward engine tests it once per backward call. When a tracer is installed, each *outermost* op
 call is reported once (ops that other ops call internally are not: ``_depth`` counts the nesting),
 with a lazily formatted capture of the user's stack (shared between ops on the same line: NOTE
