@@ -232,26 +232,6 @@ def _can_rg(spec):
     return isinstance(spec, T) and spec.is_float and spec.kind != "param"
 
 
-def _is_bool(spec):
-    return spec.__class__ is bool or isinstance(spec, T) and spec.dtype == "bool"
-
-
-BOOL_SUB = pytest.mark.xfail(strict=True, reason="sub with one bool operand is accepted (torch: "
-                             "'Subtraction, the `-` operator, with a bool tensor is not "
-                             "supported')")
-RSUB_ALPHA = pytest.mark.xfail(strict=True, reason="scalar - tensor records RsubBackward1 without "
-                               "_saved_alpha (torch exposes _saved_alpha == 1)")
-
-
-def _bin_marks(op, a, b, rg):
-    if op == "sub" and (_is_bool(a) or _is_bool(b)) and not (
-            isinstance(a, T) and isinstance(b, T) and a.dtype == b.dtype == "bool"):
-        return [BOOL_SUB]
-    if op == "sub" and not isinstance(a, T) and (rg != "none" or b.kind == "param"):
-        return [RSUB_ALPHA]
-    return []
-
-
 def _bin_params():
     out = []
     for op in BIN:
@@ -261,8 +241,7 @@ def _bin_params():
                     continue
                 forms = FORMS if isinstance(a, T) and rg in ("none", "both") else ("operator",)
                 for form in forms:
-                    out.append(pytest.param(op, case, rg, form, id=f"{op}-{case}-{rg}-{form}",
-                                            marks=_bin_marks(op, a, b, rg)))
+                    out.append(pytest.param(op, case, rg, form, id=f"{op}-{case}-{rg}-{form}"))
     return out
 
 
@@ -531,8 +510,6 @@ def test_grad_modes(torch, key, mode):
     check(f, torch)
 
 
-@pytest.mark.xfail(strict=True, reason="enable_grad inside inference_mode records a graph and "
-                   "hot-path results are not inference tensors (torch: inference, no grad_fn)")
 @pytest.mark.parametrize("key", ["mul-f64_f64", "add-f64_float", "un-exp"])
 def test_enable_grad_inside_inference_mode(torch, key):
     fn, case = HOT[key]
@@ -892,8 +869,7 @@ MULTI = {
 }
 
 
-@pytest.mark.parametrize("op", [pytest.param(k, marks=[RSUB_ALPHA] if k == "2-b" else [])
-                                for k in MULTI])
+@pytest.mark.parametrize("op", list(MULTI))
 def test_operand_is_output_1_of_multi_output_node(torch, op):
     def f(m):
         x = m.tensor(_array((2, 3), "float64", 23), requires_grad=True)
@@ -953,8 +929,6 @@ def test_anomaly_mode_names_the_hot_node(torch, expr):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a numpy scalar operand promotes like a tensor "
-                   "(float32 * np.float64 -> float64, int32 * np.int64 -> int64)")
 @pytest.mark.parametrize("case", ["f32*npf64", "npf64*f32", "i32*npi64", "f32/npf64",
                                   "f32+npf64", "f32-npf64", "f16*npf32"])
 def test_numpy_scalar_promotion(torch, case):
@@ -971,8 +945,6 @@ def test_numpy_scalar_promotion(torch, case):
     check(f, torch)
 
 
-@pytest.mark.xfail(strict=True, reason="_saved_other of a Python-scalar operand is the number, "
-                   "not PyTorch's 0-d wrapped tensor")
 @pytest.mark.parametrize("other", [2.0, 3, True])
 @pytest.mark.parametrize("op", ["mul", "div"])
 def test_saved_scalar_other_is_a_tensor(torch, op, other):
@@ -1002,8 +974,6 @@ def test_float16_python_scalar_rounding(torch):
     assert a == b, f"{a} vs {b}"
 
 
-@pytest.mark.xfail(strict=True, reason="shapes that do not broadcast raise numpy's ValueError, "
-                   "not PyTorch's RuntimeError 'The size of tensor a (2) must match ...'")
 @pytest.mark.parametrize("op", list(BIN))
 def test_shape_mismatch_error(torch, op):
     same_error(lambda m: BIN[op][0](m, m.ones(2), m.ones(3)), torch,

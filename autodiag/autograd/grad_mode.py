@@ -1,7 +1,9 @@
 """Grad modes: ``no_grad``, ``enable_grad``, ``set_grad_enabled``, ``inference_mode``.
 
-The state is one module-level list read on every op (``_state[0]``), so checking it costs one
-index. ``_state[1]`` is True inside ``inference_mode``.
+The state is one module-level list read on every op (``_state[0]``: record?), so checking it
+costs one index. ``_state[1]`` is True inside ``inference_mode``. ``_state[2]`` is grad mode asked
+for inside ``inference_mode`` (``enable_grad`` there): as in PyTorch, ``is_grad_enabled()`` is
+then True but nothing is recorded.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import functools
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "is_inference_mode_enabled"]
 
-_state = [True, False]  # [grad enabled, inference mode]
+_state = [True, False, False]  # [record, inference mode, grad mode asked for in inference mode]
 
 
 def is_grad_enabled() -> bool:
-    """True when operations are recorded for autograd."""
-    return _state[0]
+    """True in grad mode (operations are recorded unless ``inference_mode`` is on)."""
+    return _state[0] or _state[2]
 
 
 def is_inference_mode_enabled() -> bool:
@@ -46,12 +48,12 @@ class _Mode:
         return self.__class__()
 
     def __enter__(self):
-        self._prev = (_state[0], _state[1])
+        self._prev = tuple(_state)
         self._apply()
         return self
 
     def __exit__(self, *exc):
-        _state[0], _state[1] = self._prev
+        _state[:] = self._prev
         return False
 
 
@@ -67,14 +69,20 @@ class no_grad(_Mode):
     """
 
     def _apply(self):
-        _state[0] = False
+        _state[0] = _state[2] = False
+
+
+def _set_grad_mode(mode: bool) -> None:
+    # inside inference_mode grad mode is remembered but nothing is recorded
+    _state[0] = mode and not _state[1]
+    _state[2] = mode and _state[1]
 
 
 class enable_grad(_Mode):
     """Enable gradient recording inside ``no_grad``."""
 
     def _apply(self):
-        _state[0] = True
+        _set_grad_mode(True)
 
 
 class set_grad_enabled(_Mode):
@@ -85,23 +93,23 @@ class set_grad_enabled(_Mode):
     """
 
     def __init__(self, mode: bool = True):
-        self.prev = _state[0]
+        self.prev = (_state[0], _state[2])
         self.mode = bool(mode)
-        _state[0] = self.mode
+        _set_grad_mode(self.mode)
 
     def __call__(self, func):
-        _state[0] = self.prev
+        _state[0], _state[2] = self.prev
         return super().__call__(func)
 
     def clone(self):
         return set_grad_enabled(self.mode)
 
     def __enter__(self):
-        _state[0] = self.mode
+        _set_grad_mode(self.mode)
         return self
 
     def __exit__(self, *exc):
-        _state[0] = self.prev
+        _state[0], _state[2] = self.prev
         return False
 
 
@@ -119,3 +127,4 @@ class inference_mode(_Mode):
         # ``inference_mode(False)`` inside ``inference_mode()`` records again.
         _state[0] = not self.mode
         _state[1] = bool(self.mode)
+        _state[2] = False

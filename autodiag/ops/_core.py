@@ -138,6 +138,17 @@ def set_broadcast_meta(node: Node, out: np.ndarray, *inputs) -> None:
                 return
 
 
+def broadcast_error(sa: tuple, sb: tuple) -> str:
+    """PyTorch's message for shapes that do not broadcast: the last dimension that clashes."""
+    n = max(len(sa), len(sb))
+    pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    for i in range(n - 1, -1, -1):
+        if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
+            return (f"The size of tensor a ({pa[i]}) must match the size of tensor b ({pb[i]}) "
+                    f"at non-singleton dimension {i}")
+    return f"shapes {tuple(sa)} and {tuple(sb)} do not broadcast"
+
+
 def normalize_dims(dim, ndim: int) -> tuple:
     """``dim`` (None, int, or sequence) as a sorted tuple of non-negative dims."""
     if dim is None:

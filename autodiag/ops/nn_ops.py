@@ -21,6 +21,7 @@ from autodiag.ops._core import (
     ARRAY,
     _state,
     as_tensor_operand,
+    broadcast_error,
     edge,
     register,
     result,
@@ -283,18 +284,8 @@ def _broadcast_pair(a: Tensor, b: Tensor):
     try:
         shape = np.broadcast_shapes(sa, sb)
     except ValueError:
-        raise RuntimeError(_broadcast_error(sa, sb)) from None
+        raise RuntimeError(broadcast_error(sa, sb)) from None
     return (a if sa == shape else expand(a, shape)), (b if sb == shape else expand(b, shape))
-
-
-def _broadcast_error(sa, sb) -> str:
-    n = max(len(sa), len(sb))
-    pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
-    for i in range(n - 1, -1, -1):
-        if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
-            return (f"The size of tensor a ({pa[i]}) must match the size of tensor b ({pb[i]}) "
-                    f"at non-singleton dimension {i}")
-    return "shape mismatch"  # pragma: no cover - only called for incompatible shapes
 
 
 @register(method=False)

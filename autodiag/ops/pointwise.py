@@ -13,19 +13,21 @@ from sys import _getframe
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import Node, _next_seq, _saved_hooks_stack
+from autodiag.autograd.graph import FREED, Node, _next_seq, _saved_hooks_stack
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
     IdentityBackward,
     _state,
     as_tensor_operand,
+    broadcast_error,
     edge,
     register,
     result,
     save,
     save_output,
     set_broadcast_meta,
+    wrap,
 )
 from autodiag.tensor import Tensor, _new
 from autodiag.trace.events import TRACERS, _depth, call_traced, self_traced
@@ -523,6 +525,8 @@ def _operands(a, b, true_divide: bool = False):
     if b.__class__ is not float and b.__class__ is not int and not isinstance(
             b, (int, float, bool, np.number, np.bool_)):
         raise TypeError(f"unsupported operand type: '{type(b).__name__}'")
+    if isinstance(b, np.generic):
+        b = b.item()  # a numpy scalar is a wrapped number, as a Python one (PyTorch)
     kind = ad.dtype.kind
     if kind == "f" or (kind in "iu" and isinstance(b, (int, np.integer)) and not
                        isinstance(b, bool) and not true_divide):
@@ -537,7 +541,7 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
     """Record ``fn(a, b)``. ``save_a``/``save_b``: 0 never, _FOR_OTHER when the other input's
     gradient uses it, _ALWAYS when both gradients do. ``b`` may be a Python scalar."""
     if a.__class__ is Tensor and b.__class__ is Tensor:
-        # hot path: two plain tensors of one dtype need no coercion or promotion
+        # two plain tensors of one dtype need no coercion or promotion
         ad, bd = a._data, b._data
         if ad.dtype is not bd.dtype or (true_divide and ad.dtype.kind != "f"):
             ad, bd = _operands(a, b, true_divide)
@@ -549,7 +553,12 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
             b = as_tensor_operand(b)
         ad, bd = _operands(a, b, true_divide)
         b_is_t = isinstance(b, Tensor)
-    out = fn(ad, bd)
+    try:
+        out = fn(ad, bd)
+    except ValueError:
+        if not b_is_t:
+            raise
+        raise RuntimeError(broadcast_error(ad.shape, bd.shape)) from None
     if out.__class__ is not np.ndarray:
         out = np.asarray(out)  # numpy hands back scalars for 0-d results
     if _state[0] and (a.requires_grad or (b_is_t and b.requires_grad)):
@@ -573,7 +582,7 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
                     b._data.dtype is not dt:
                 set_broadcast_meta(node, out, a, b)
         else:
-            sb = b if save_b else None  # a scalar is kept only when a formula reads it
+            sb = bd if save_b else None  # a scalar is kept only when a formula reads it
             if out.dtype != ad.dtype:
                 node._input_meta = ((ad.shape, a._data.dtype), None)
         sa = save(a) if save_a == _ALWAYS or (save_a and eb is not None) else None
@@ -663,9 +672,13 @@ class _Binary(Node):
     __slots__ = ()
     _saved_names = ("self", "other")
 
-    def _saved_extra(self):
-        other = self._saved[1] if isinstance(self._saved, tuple) else None
-        return {"other": other} if isinstance(other, (int, float, bool)) else {}
+    def _saved_attr(self, name: str, raw: bool):
+        saved = self._saved
+        other = saved[1] if saved is not None and saved is not FREED else None
+        if name == "other" and not raw and isinstance(other, (int, float, bool)):
+            # PyTorch shows a saved Python number as a 0-d tensor: float64, int64 or bool
+            return wrap(np.asarray(other))
+        return super()._saved_attr(name, raw)
 
 
 class AddBackward0(_Binary):
@@ -723,8 +736,19 @@ class SubBackward0(AddBackward0):
                 (-g if self.alpha == 1 else g * -self.alpha) if nf[1] is not None else None)
 
 
-_BOOL_SUB_ERROR = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use "
-                   "the `^` or `logical_xor()` operator instead.")
+_BOOL_SUB_ERRORS = (
+    "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+    "invert a mask, use the `~` or `logical_not()` operator instead.",
+    "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+    "`logical_xor()` operator instead.")
+
+
+def _check_bool_sub(a, b) -> None:
+    """PyTorch refuses ``-`` when either operand is bool (a Python bool counts)."""
+    bools = sum(isinstance(x, (bool, np.bool_)) or isinstance(x, Tensor) and
+                x._data.dtype == np.bool_ for x in (a, b))
+    if bools:
+        raise RuntimeError(_BOOL_SUB_ERRORS[bools - 1])
 
 
 _sub = binary_op("sub", np.subtract, SubBackward0, 0, 0)
@@ -732,10 +756,7 @@ _sub = binary_op("sub", np.subtract, SubBackward0, 0, 0)
 
 @register()
 def sub(input, other, *, alpha=1):
-    if isinstance(input, Tensor) and input._data.dtype == np.bool_ and (
-            isinstance(other, (bool, np.bool_)) or
-            isinstance(other, Tensor) and other._data.dtype == np.bool_):
-        raise RuntimeError(_BOOL_SUB_ERROR)
+    _check_bool_sub(input, other)
     if not isinstance(input, Tensor):
         return rsub(other, input, alpha=alpha)
     if alpha == 1:
@@ -752,12 +773,16 @@ class RsubBackward1(Node):
     def backward(self, xp, g):
         return (-g if self.alpha == 1 else g * -self.alpha,)
 
+    def _saved_extra(self):
+        return {"alpha": self.alpha}
+
 
 @register(method=False)
 def rsub(input, other, *, alpha=1):
     """``other - alpha * input``; with a scalar ``other`` this is PyTorch's ``RsubBackward1``."""
     if isinstance(other, Tensor):
         return sub(other, input, alpha=alpha)
+    _check_bool_sub(input, other)
     if not isinstance(input, Tensor):
         input = as_tensor_operand(input)
     ad, od = _operands(input, other)
