@@ -389,18 +389,6 @@ def un_saved(fn, x, r):
     return out
 
 
-REJECTED_DTYPE = pytest.mark.xfail(strict=True, reason="unary op computes on a dtype PyTorch "
-                                   "rejects (NotImplementedError '... not implemented for "
-                                   "'Bool'/'Long'')")
-SIGN_BOOL = pytest.mark.xfail(strict=True, reason="sign of a bool tensor raises numpy's "
-                              "_UFuncNoLoopError (torch returns the bool tensor)")
-# (op, input) pairs PyTorch rejects and autodiag computes
-_REJECTED = {(op, "bool") for op in ("abs", "abs_method", "relu", "relu_F", "floor", "ceil",
-                                     "trunc", "round", "round_decimals", "leaky_relu", "gelu",
-                                     "gelu_tanh", "softplus")} | \
-    {(op, "i64") for op in ("round_decimals", "leaky_relu", "gelu", "gelu_tanh", "softplus")}
-
-
 def _un_params():
     out = []
     for op in UN:
@@ -408,10 +396,7 @@ def _un_params():
             for rg in (False, True):
                 if rg and (not spec.is_float or spec.kind == "param"):
                     continue
-                marks = [REJECTED_DTYPE] if (op, inp) in _REJECTED else \
-                    [SIGN_BOOL] if (op, inp) == ("sign", "bool") else []
-                out.append(pytest.param(op, inp, rg, id=f"{op}-{inp}-{'rg' if rg else 'nog'}",
-                                        marks=marks))
+                out.append(pytest.param(op, inp, rg, id=f"{op}-{inp}-{'rg' if rg else 'nog'}"))
     return out
 
 

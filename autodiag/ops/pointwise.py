@@ -57,6 +57,25 @@ def _float_data(x: Tensor) -> np.ndarray:
 # way. A Python call costs ~80-110 ns against ~1.7 µs per recorded op.
 
 
+def _refuse(x, kernel: str, kinds: str) -> None:
+    """PyTorch's error for a dtype its kernel has no loop for (``kinds``: numpy dtype kinds,
+    ``b`` bool, ``iu`` integers), where numpy would compute something."""
+    if isinstance(x, Tensor) and x._data.dtype.kind in kinds:
+        name = dtypes.from_numpy_dtype(x._data.dtype).scalar_name
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+
+
+def _no_bool(np_fn, kernel: str):
+    """``np_fn``, refusing bool arrays as PyTorch's ``kernel`` does."""
+
+    def fn(a):
+        if a.dtype.kind == "b":
+            raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+        return np_fn(a)
+
+    return fn
+
+
 def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
     """The op ``name(input)``: ``fn`` on the data, recording ``cls``; ``saves`` is what its
     backward reads (_SELF, _RESULT or _NONE); ``float_only`` computes integer inputs in the
@@ -160,7 +179,8 @@ class AbsBackward0(_Unary):
         return (g * xp.sign(self.saved(xp, 0)),)
 
 
-abs = register()(unary_op("abs", np.abs, AbsBackward0, _SELF, float_only=False))  # noqa: A001
+abs = register()(  # noqa: A001
+    unary_op("abs", _no_bool(np.abs, "abs_cpu"), AbsBackward0, _SELF, float_only=False))
 
 
 class ExpBackward0(_UnaryResult):
@@ -298,8 +318,13 @@ class ReluBackward0(_UnaryResult):
         return (g * (self.saved(xp, 0) > 0),)
 
 
-relu = register()(
-    unary_op("relu", lambda a: np.maximum(a, 0), ReluBackward0, _RESULT, float_only=False))
+def _np_relu(a):
+    if a.dtype.kind == "b":
+        raise RuntimeError("Boolean inputs not supported for relu")
+    return np.maximum(a, 0)
+
+
+relu = register()(unary_op("relu", _np_relu, ReluBackward0, _RESULT, float_only=False))
 
 
 class LeakyReluBackward0(_Unary):
@@ -315,6 +340,7 @@ class LeakyReluBackward0(_Unary):
 
 @register(method=False)
 def leaky_relu(input, negative_slope: float = 0.01):
+    _refuse(input, "leaky_relu_cpu", "biu")
     r = _unary(input, lambda a: np.where(a > 0, a, a * negative_slope).astype(a.dtype),
                LeakyReluBackward0, _SELF)
     if r.grad_fn is not None:
@@ -370,6 +396,7 @@ class GeluBackward0(_Unary):
 def gelu(input, approximate: str = "none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    _refuse(input, "GeluKernelImpl", "biu")
     r = _unary(input, lambda a: _gelu_forward(a, approximate), GeluBackward0, _SELF)
     if r.grad_fn is not None:
         r.grad_fn.approximate = approximate
@@ -391,6 +418,8 @@ class SoftplusBackward0(_Unary):
 
 @register(method=False)
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    _refuse(input, "softplus_cpu", "biu")
+
     def fwd(a):
         bx = a * beta
         safe = np.where(bx > threshold, 0, bx)
@@ -489,19 +518,32 @@ _NO_DECIMALS = object()
 def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
     cls = RoundBackward0 if decimals is _NO_DECIMALS else RoundBackward1
     d = 0 if decimals is _NO_DECIMALS else decimals
+    if decimals is _NO_DECIMALS:
+        _refuse(input, "round_vml_cpu", "b")
+    else:
+        _refuse(input, "round_cpu", "biu")
     return _unary(input, lambda a: np.round(a, d), cls, _NONE, float_only=False)
 
 
-sign = register()(unary_op("sign", np.sign, SignBackward0, _NONE, float_only=False))
+def _np_sign(a):
+    return a.copy() if a.dtype.kind == "b" else np.sign(a)  # numpy has no bool loop
 
 
-floor = register()(unary_op("floor", np.floor, FloorBackward0, _NONE, float_only=False))
+sign = register()(unary_op("sign", _np_sign, SignBackward0, _NONE, float_only=False))
 
 
-ceil = register()(unary_op("ceil", np.ceil, CeilBackward0, _NONE, float_only=False))
+floor = register()(
+    unary_op("floor", _no_bool(np.floor, "floor_vml_cpu"), FloorBackward0, _NONE,
+             float_only=False))
 
 
-trunc = register()(unary_op("trunc", np.trunc, TruncBackward0, _NONE, float_only=False))
+ceil = register()(
+    unary_op("ceil", _no_bool(np.ceil, "ceil_vml_cpu"), CeilBackward0, _NONE, float_only=False))
+
+
+trunc = register()(
+    unary_op("trunc", _no_bool(np.trunc, "trunc_vml_cpu"), TruncBackward0, _NONE,
+             float_only=False))
 
 
 # --- binary arithmetic -----------------------------------------------------------------------
