@@ -57,12 +57,17 @@ def _float_data(x: Tensor) -> np.ndarray:
 # way. A Python call costs ~80-110 ns against ~1.7 µs per recorded op.
 
 
+def _no_kernel(kernel: str, dt: np.dtype) -> NotImplementedError:
+    """PyTorch's error for a dtype its ``kernel`` has no loop for, where numpy would compute."""
+    name = dtypes.from_numpy_dtype(dt).scalar_name
+    return NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+
+
 def _refuse(x, kernel: str, kinds: str) -> None:
-    """PyTorch's error for a dtype its kernel has no loop for (``kinds``: numpy dtype kinds,
-    ``b`` bool, ``iu`` integers), where numpy would compute something."""
+    """Raise ``_no_kernel`` for a tensor of one of ``kinds`` (numpy dtype kinds: ``b`` bool,
+    ``iu`` integers)."""
     if isinstance(x, Tensor) and x._data.dtype.kind in kinds:
-        name = dtypes.from_numpy_dtype(x._data.dtype).scalar_name
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+        raise _no_kernel(kernel, x._data.dtype)
 
 
 def _no_bool(np_fn, kernel: str):
@@ -70,7 +75,7 @@ def _no_bool(np_fn, kernel: str):
 
     def fn(a):
         if a.dtype.kind == "b":
-            raise NotImplementedError(f'"{kernel}" not implemented for \'Bool\'')
+            raise _no_kernel(kernel, a.dtype)
         return np_fn(a)
 
     return fn

@@ -46,20 +46,20 @@ def _classify(code) -> int:
     return k
 
 
-def _user(code) -> bool:
+def _kind_of(code) -> int:
     k = _kind.get(id(code))
-    return (k if k is not None else _classify(code)) == _USER
+    return k if k is not None else _classify(code)
+
+
+def _user(code) -> bool:
+    return _kind_of(code) == _USER
 
 
 def _user_frame(f):
     """``f`` or the first frame outward from it that runs the user's code; None past a stop
     code or the outermost frame."""
-    kind = _kind
     while f is not None:
-        code = f.f_code
-        k = kind.get(id(code))
-        if k is None:
-            k = _classify(code)
+        k = _kind_of(f.f_code)
         if k:
             return f if k == _USER else None
         f = f.f_back
@@ -106,10 +106,7 @@ def live_user_frames(skip: int = 1) -> list:
     out = []
     f = sys._getframe(skip)
     while f is not None:
-        code = f.f_code
-        k = _kind.get(id(code))
-        if k is None:
-            k = _classify(code)
+        k = _kind_of(f.f_code)
         if k == _STOP:
             break
         if k == _USER:
@@ -132,7 +129,7 @@ def capture_stack(skip: int = 1) -> Stack:
     """The user's frames of the current call stack (innermost last), unformatted."""
     top = f = sys._getframe(skip)
     key = ()
-    kind = _kind
+    kind = _kind  # _kind_of, inlined: this walk runs for every traced op
     while f is not None:
         code = f.f_code
         k = kind.get(id(code))
