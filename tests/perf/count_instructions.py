@@ -1,0 +1,92 @@
+"""Instructions per op of the engine's forward, counted by callgrind (not a test; prints counts).
+
+    python tests/perf/count_instructions.py [--ops 10000] [--rounds 3]
+
+The machine is too noisy to see a 2% change in ``bench_engine.py``'s ratios; an instruction count
+is the same on every run, so it can. This runs the 10k-op chain of ``bench_engine.py`` (mul / add
+/ sin cycling on shape (4,) float32, each forward followed by a backward, as in a training loop)
+under ``valgrind --tool=callgrind`` and counts only the forward: each op runs inside
+``functools.reduce``, and callgrind counts while that C function runs (``--toggle-collect``).
+The count includes the cyclic GC collections the forward triggers; their share is printed too.
+
+What it leaves out: memory and cache effects, which callgrind does not time. A change that cuts
+instructions but not objects (or the reverse) still needs ``bench_engine.py`` to confirm it.
+The reduce callback adds a Python call per op (and materialises one frame object per saving op,
+since ``sys._getframe`` sees a new caller each time), the same for every revision compared.
+Requires valgrind; autodiag only (PyTorch is not loaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def _workload(ops: int, rounds: int) -> None:
+    import functools
+    import gc
+
+    import autodiag as ad
+
+    c = ad.full((4,), 1.0001, dtype=ad.float32)
+
+    def step(y, i):
+        k = i % 3
+        if k == 0:
+            return y * c
+        if k == 1:
+            return y + c
+        return y.sin()
+
+    for _ in range(rounds):
+        x = ad.ones(4, dtype=ad.float32, requires_grad=True)
+        gc.collect()
+        y = functools.reduce(step, range(ops), x)  # counted
+        y.sum().backward()
+        del x, y
+
+
+def _inclusive(annotate_out: str, function: str) -> int:
+    for line in annotate_out.splitlines():
+        if line.rstrip().endswith("]") and f":{function} [" in line:
+            return int(line.split()[0].replace(",", ""))
+    return 0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ops", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        _workload(a.ops, a.rounds)
+        return
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        sys.exit("count_instructions.py needs valgrind (callgrind and callgrind_annotate)")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+             "--toggle-collect=functools_reduce", sys.executable, __file__, "--child",
+             "--ops", str(a.ops), "--rounds", str(a.rounds)],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], check=True,
+                              capture_output=True, text=True).stdout
+    m = re.search(r"^\s*([\d,]+)\s.*PROGRAM TOTALS", text, re.M)
+    if m is None:
+        sys.exit("callgrind_annotate printed no totals")
+    total = int(m.group(1).replace(",", ""))
+    gc_part = _inclusive(text, "gc_collect_main")
+    n = a.ops * a.rounds
+    print(f"forward, {a.ops} ops x {a.rounds} rounds: {total / n:,.0f} instructions/op "
+          f"(cyclic GC {gc_part / total:.1%} of them)")
+
+
+if __name__ == "__main__":
+    main()
