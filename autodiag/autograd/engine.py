@@ -188,7 +188,10 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
 
 
 def _run_node(node, grads, task: GraphTask, xp):
-    hooks = node._hooks
+    x = node._x  # NOTE [Node layout]
+    hooks = meta = None
+    if x is not None:
+        hooks, meta = x.hooks, x.input_meta
     execute = task.execute
     if execute is not None:
         # NOTE [Hooks ordering] as in PyTorch's evaluate_function: a node that will run captures
@@ -208,7 +211,6 @@ def _run_node(node, grads, task: GraphTask, xp):
         outs = (None,) * len(node._next)
     else:
         outs = node._apply(xp, grads)
-        meta = node._input_meta
         if meta is not None:
             outs = _fix_shapes(node, outs, meta, xp)
     if hooks is not None and hooks.post:
@@ -338,7 +340,8 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
         return
     if task.leaf_targets is not None and node not in task.leaf_targets:
         return
-    hooks = node._hooks
+    x = node._x
+    hooks = None if x is None else x.hooks
     if hooks is not None and hooks.pre:
         g = _run_node_pre_hooks(hooks, [g], task)[0]
         if g is None:

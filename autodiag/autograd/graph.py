@@ -225,6 +225,40 @@ class NodeHooks:
         self.retain = {}  # output_nr -> weakref to the tensor that retains its grad
 
 
+class NodeExtras:
+    """What few nodes carry, kept apart so that the others pay one slot (NOTE [Node layout]):
+    ``input_meta`` (per input, the (shape, dtype) its gradient must get back, for ops that
+    broadcast or promote), user ``metadata`` (or anomaly mode's record), ``hooks`` (a
+    NodeHooks) and ``trace`` (the user's Stack where the node was recorded, set only while
+    tracing)."""
+
+    __slots__ = ("input_meta", "metadata", "hooks", "trace")
+
+    def __init__(self):
+        self.input_meta = self.metadata = self.hooks = self.trace = None
+
+
+def _extra(field: str) -> property:
+    """``node._<field>``: the field of the node's NodeExtras, None when it has none; setting a
+    value other than None creates the NodeExtras."""
+    member = NodeExtras.__dict__[field]
+    get, put = member.__get__, member.__set__
+
+    def fget(node):
+        x = node._x
+        return None if x is None else get(x)
+
+    def fset(node, value):
+        x = node._x
+        if x is None:
+            if value is None:
+                return
+            x = node._x = NodeExtras()
+        put(x, value)
+
+    return property(fget, fset, doc=f"NodeExtras.{field} of this node (None if unset)")
+
+
 class Node:
     """A backward function in the graph, as ``torch.autograd.graph.Node``.
 
@@ -241,11 +275,20 @@ class Node:
     ('MulBackward0', 'torch::autograd::AccumulateGrad')
     """
 
-    # ``_trace``: the user's Stack where the node was recorded, set only while tracing.
+    # NOTE [Node layout]: every slot is one more pointer the cyclic GC visits, twice per
+    # collection, for every node of every live graph. So a node keeps what most nodes have;
+    # what few have lives in ``_x``, a NodeExtras or None, read and written through the
+    # ``_input_meta``/``_metadata``/``_hooks``/``_trace`` properties (the engine reads ``_x``
+    # once per node). Moving four slots there cut the 10k chain's forward from 16,340 to
+    # 15,248 instructions per op (tests/perf/count_instructions.py).
     # ``_src_code``/``_src_lasti``: the user's line that recorded a node which saves tensors,
     # left unset by every other node (NOTE [Saving sites]).
-    __slots__ = ("_next", "_saved", "_seq", "_metadata", "_hooks", "_input_meta", "_trace",
-                 "_src_code", "_src_lasti", "__weakref__")
+    __slots__ = ("_next", "_saved", "_seq", "_x", "_src_code", "_src_lasti", "__weakref__")
+
+    _input_meta = _extra("input_meta")
+    _metadata = _extra("metadata")
+    _hooks = _extra("hooks")
+    _trace = _extra("trace")
 
     # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
     _saved_names: tuple = ()
@@ -259,10 +302,7 @@ class Node:
         self._next = next_functions
         self._saved = saved
         self._seq = _next_seq()
-        self._metadata = None
-        self._hooks = None
-        self._input_meta = None
-        self._trace = None
+        self._x = None
 
     # --- PyTorch's public Node API --------------------------------------------------------
 

@@ -34,6 +34,10 @@ from autodiag.trace.events import TRACERS, _depth, call_traced, self_traced
 from autodiag.trace.sites import last_user as _last_user
 from autodiag.trace.sites import note_saver
 
+# numpy's module has a __getattr__, so CPython 3.11 never specializes ``np.x`` lookups (each is a
+# full module getattr); the hot paths read these globals instead (NOTE [Hot path]).
+_ndarray = np.ndarray
+
 _SELF, _RESULT, _NONE = 0, 1, 2
 _FOR_OTHER, _ALWAYS = 1, 2  # when _binary saves an operand
 
@@ -97,7 +101,7 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
             as_tensor_operand(input)
         d = x._data
         out = fn(d if d.dtype.kind == "f" or not float_only else _float_data(x))
-        if out.__class__ is not np.ndarray:
+        if out.__class__ is not _ndarray:
             out = np.asarray(out)
         r = _new(Tensor)
         r._data, r._vc = out, None
@@ -113,7 +117,7 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
         node = _new(cls)
         node._next = (e,)
         node._seq = _next_seq()
-        node._saved = node._metadata = node._hooks = node._input_meta = node._trace = None
+        node._x = None
         r.grad_fn, r.requires_grad = node, True
         if saves == _SELF:
             node._saved = (x if x._vc is None and not _saved_hooks_stack and not x._inference
@@ -121,6 +125,7 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
         elif saves == _RESULT:
             node._saved = (save_output(r),)
         else:
+            node._saved = None
             return r
         if TRACERS:
             return r  # a tracer gives the node its whole stack (node._trace)
@@ -606,7 +611,7 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
         if not b_is_t:
             raise
         raise RuntimeError(broadcast_error(ad.shape, bd.shape)) from None
-    if out.__class__ is not np.ndarray:
+    if out.__class__ is not _ndarray:
         out = np.asarray(out)  # numpy hands back scalars for 0-d results
     if _state[0] and (a.requires_grad or (b_is_t and b.requires_grad)):
         # edge() inlined for the common case (hot path)
@@ -665,7 +670,7 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
         else:
             return _binary(a, b, fn, cls, save_a, save_b, true_divide)
         out = fn(ad, bd)
-        if out.__class__ is not np.ndarray:
+        if out.__class__ is not _ndarray:
             out = np.asarray(out)  # numpy hands back scalars for 0-d results
         r = _new(Tensor)
         r._vc = None
@@ -688,7 +693,7 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
         node = _new(cls)
         node._next = (ea, eb)
         node._seq = _next_seq()
-        node._saved = node._metadata = node._hooks = node._input_meta = node._trace = None
+        node._saved = node._x = None
         r.grad_fn, r.requires_grad = node, True
         if save_a or save_b:
             # as _binary: each operand only when a needed gradient reads it, `other` first
