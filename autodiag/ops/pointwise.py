@@ -13,7 +13,7 @@ from sys import _getframe
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import FREED, Node, _next_seq, _saved_hooks_stack
+from autodiag.autograd.graph import FREED, Node, _saved_hooks_stack, _seq_counter
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
@@ -127,7 +127,7 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
             e = edge(x)
         node = _new(cls)
         node._next = (e,)
-        node._seq = _next_seq()
+        node._seq = next(_seq_counter)
         node._x = None
         r.grad_fn, r.requires_grad = node, True
         if saves == _SELF:
@@ -703,7 +703,7 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
             eb = None
         node = _new(cls)
         node._next = (ea, eb)
-        node._seq = _next_seq()
+        node._seq = next(_seq_counter)
         node._saved = node._x = None
         r.grad_fn, r.requires_grad = node, True
         if save_a or save_b:
