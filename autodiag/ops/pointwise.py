@@ -704,7 +704,7 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
         node = _new(cls)
         node._next = (ea, eb)
         node._seq = next(_seq_counter)
-        node._saved = node._x = None
+        node._x = None
         r.grad_fn, r.requires_grad = node, True
         if save_a or save_b:
             # as _binary: each operand only when a needed gradient reads it, `other` first
@@ -726,6 +726,8 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
                     node._src_code, node._src_lasti = code, f.f_lasti
                 else:
                     note_saver(node)
+                return r
+        node._saved = None
         return r
 
     return self_traced(name, _own_code(op))
