@@ -37,6 +37,7 @@ from autodiag.trace.sites import note_saver
 # numpy's module has a __getattr__, so CPython 3.11 never specializes ``np.x`` lookups (each is a
 # full module getattr); the hot paths read these globals instead (NOTE [Hot path]).
 _ndarray = np.ndarray
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 _SELF, _RESULT, _NONE = 0, 1, 2
 _FOR_OTHER, _ALWAYS = 1, 2  # when _binary saves an operand
@@ -111,7 +112,9 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
         x = input if input.__class__ is Tensor or isinstance(input, Tensor) else \
             as_tensor_operand(input)
         d = x._data
-        out = fn(d if d.dtype.kind == "f" or not float_only else _float_data(x))
+        dt = d.dtype  # the identity tests skip a `.kind` lookup for the usual float dtypes
+        out = fn(d if dt is _F32 or dt is _F64 or dt.kind == "f" or not float_only
+                 else _float_data(x))
         if out.__class__ is not _ndarray:
             out = np.asarray(out)
         r = _new(Tensor)
@@ -676,7 +679,8 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
                     true_divide and ad.dtype.kind != "f"):
                 return _binary(a, b, fn, cls, save_a, save_b, true_divide)
             b_grad = b.requires_grad
-        elif (bc is float or bc is int) and ad.dtype.kind == "f":
+        elif (bc is float or bc is int) and ((dt := ad.dtype) is _F32 or dt is _F64
+                                             or dt.kind == "f"):
             bd, b_grad = b, False  # numpy's weak scalars keep the tensor's dtype, as PyTorch
         else:
             return _binary(a, b, fn, cls, save_a, save_b, true_divide)
