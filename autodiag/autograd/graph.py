@@ -35,6 +35,7 @@ from autodiag.trace import events as _events
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
 
+_new_object = object.__new__
 _seq_counter = itertools.count()  # next(_seq_counter) in the hot ops: cheaper than a bound call
 _next_seq = _seq_counter.__next__
 _events._seq_source[0] = _next_seq
@@ -235,13 +236,11 @@ class NodeExtras:
 
     __slots__ = ("input_meta", "metadata", "hooks", "trace")
 
-    def __init__(self):
-        self.input_meta = self.metadata = self.hooks = self.trace = None
-
 
 def _extra(field: str) -> property:
     """``node._<field>``: the field of the node's NodeExtras, None when it has none; setting a
-    value other than None creates the NodeExtras."""
+    value other than None creates the NodeExtras (every field None; built without an
+    ``__init__`` frame, since anomaly mode makes one per node)."""
     member = NodeExtras.__dict__[field]
     get, put = member.__get__, member.__set__
 
@@ -254,7 +253,8 @@ def _extra(field: str) -> property:
         if x is None:
             if value is None:
                 return
-            x = node._x = NodeExtras()
+            x = node._x = _new_object(NodeExtras)
+            x.input_meta = x.metadata = x.hooks = x.trace = None
         put(x, value)
 
     return property(fget, fset, doc=f"NodeExtras.{field} of this node (None if unset)")
