@@ -537,6 +537,16 @@ def test_find_holder_paths():
     assert (holder.path, holder.container) == ("box.value", "attribute")
 
 
+def test_find_holder_path_through_node_metadata():
+    """A node keeps metadata in its NodeExtras; the path is what the user wrote."""
+    x = torch.ones(2, requires_grad=True)
+    y = x * 2
+    y.grad_fn.metadata["kept"] = torch.zeros(3)
+    holder, chain = find_holder(y.grad_fn.metadata["kept"])
+    del chain
+    assert holder.path == "y.grad_fn.metadata['kept']"
+
+
 def test_sparkline():
     assert sparkline([0, 1, 2, 4]) == "▁▃▅█"
     assert sparkline([0, 0]) == "▁▁"

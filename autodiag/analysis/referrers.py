@@ -203,6 +203,9 @@ _TIDY = (
     (re.compile(r"\._modules\['(\d+)'\]"), r"[\1]"),
     (re.compile(r"\._(?:parameters|buffers|modules)\['([A-Za-z_]\w*)'\]"), r".\1"),
     (re.compile(r"\._hooks\[\d+\]"), " → hook"),
+    # a node's NodeExtras (NOTE [Node layout]) is read through the node's own attributes
+    (re.compile(r"\._x\.metadata\b"), ".metadata"),
+    (re.compile(r"\._x\.(hooks|input_meta|trace)\b"), r"._\1"),
 )
 
 
