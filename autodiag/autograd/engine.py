@@ -379,7 +379,8 @@ def call_node_directly(node, grads):
     """``grad_fn(g)``: run one node's formula on explicit gradients (no graph walk)."""
     arrays = [g._data if isinstance(g, Tensor) else g for g in grads]
     outs = node._apply(ARRAY, arrays)
-    if node._input_meta is not None:
-        outs = _fix_shapes(node, outs, node._input_meta, ARRAY)
+    meta = node._input_meta
+    if meta is not None:
+        outs = _fix_shapes(node, outs, meta, ARRAY)
     res = tuple(None if o is None else wrap(np.asarray(o)) for o in outs)
     return res[0] if len(res) == 1 else res

@@ -36,9 +36,8 @@ from autodiag.trace import events as _events
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
 
 _new_object = object.__new__
-_seq_counter = itertools.count()  # next(_seq_counter) in the hot ops: cheaper than a bound call
-_next_seq = _seq_counter.__next__
-_events._seq_source[0] = _next_seq
+_seq_counter = itertools.count()  # next(_seq_counter): 3.11 specializes it, not a bound __next__
+_events._seq_source[0] = _seq_counter.__next__
 
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
