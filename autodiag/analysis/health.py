@@ -67,11 +67,12 @@ from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
-from autodiag.trace.sites import capture_stack
+from autodiag.trace.sites import capture_stack, live_user_frames
 
 CONVERT_OPS = frozenset({"item", "tolist", "numpy"})
 DETACH_OPS = frozenset({"detach", "detach_"})
 MAX_WALK = 10_000  # nodes walked from a detached/converted tensor to its leaves
+MAX_FRAMES_SCANNED = 16  # user frames whose locals are searched for parameters
 RECENT = 8  # norms kept per parameter for the report
 
 
@@ -103,16 +104,35 @@ class _Leaf:
         "stale",
         "stale_at",
         "hooked",
+        "used",
         "step_norms",
         "bwd_norms",
         "updated_at",
+        "shape",
+        "name",
+        "candidate",
+        "needs_grad",
+        "frozen",
+        "handled",
+        "before",
     )
 
     def __init__(self, t: Tensor):
         self.ref = weakref.ref(t)
+        # NOTE [Findings outlive their tensors]: a training loop inside a function drops its
+        # model when the function returns, before the findings are made; what a finding says
+        # about a parameter (name, shape, whether it requires grad) is copied here while it
+        # lives, so the record can be judged after the tensor is gone.
+        self.shape = list(t.shape)
+        self.name = None  # the name the script's frames gave it (set by GradHealth._adopt)
+        self.candidate = False  # the script means to train it: in an optimizer, model, variable
+        self.needs_grad = t.requires_grad
+        self.frozen = False  # a Parameter with requires_grad False: frozen on purpose
+        self.handled = False  # autograd.grad took it, or it was in a backward call that raised
+        self.before = None  # (version, copy of the value) at its last accumulation
         self.graph = None  # first op that recorded a node with it
         self.no_grad = None  # (mode, stack): first use with grad disabled
-        self.convert = None  # (op, stack)
+        self.convert = None  # (op, stack, of a tensor computed from it or its detach())
         self.detach = None  # stack of a detach whose result fed a recorded op
         self.received = 0  # accumulating backward calls that reached it
         self.nonzero = False
@@ -122,6 +142,7 @@ class _Leaf:
         self.stale = 0
         self.stale_at = None  # (backward stack, update stack) of the first stale accumulation
         self.hooked = False
+        self.used = False  # some op of the run took it as an input
         self.step_norms = None  # _Norms over optimizer steps
         self.bwd_norms = None  # _Norms over backward calls
         self.updated_at = None  # stack of the optimizer step that updates it
@@ -182,12 +203,11 @@ class GradHealth(Tracer):
 
     def __init__(self, thresholds: Thresholds | None = None):
         self.th = thresholds or Thresholds()
-        self._leaves: dict = {}  # id(leaf) -> _Leaf
+        self._leaves: dict = {}  # id(leaf) -> _Leaf of a live leaf (or of one that died)
+        self._retired: list = []  # _Leaf records of dead candidates whose id was reused
         self._detached: dict = {}  # id(detached result) -> (weakref, leaf ids, stack)
         self._tasks: list = []  # [task, backward stack, relu list] of calls in progress
-        self._handled: set = set()  # ids of leaves autograd.grad took, or a failed call held
         self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
-        self._opt_params: dict = {}  # id(param) -> weakref
         self._relus: dict = {}  # (site, ordinal, width) -> _Relu
         self.backward_calls = 0  # accumulating calls that finished
         self.first_backward = None  # stack of the first accumulating backward() call
@@ -196,8 +216,27 @@ class GradHealth(Tracer):
     def _leaf(self, t: Tensor) -> _Leaf:
         rec = self._leaves.get(id(t))
         if rec is None or rec.ref() is not t:
+            if rec is not None and (rec.candidate or rec.stale):
+                self._retired.append(rec)  # its tensor died and the id was reused
             rec = self._leaves[id(t)] = _Leaf(t)
         return rec
+
+    def _adopt(self, t: Tensor, name: str | None) -> None:
+        """``t`` is a parameter the script means to train, known as ``name``."""
+        rec = self._leaf(t)
+        rec.candidate = True
+        rec.needs_grad = t.requires_grad
+        rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+        if rec.name is None and name is not None:
+            rec.name = name
+
+    def _adopt_frames(self) -> None:
+        """Adopt the parameters the user's live frames hold, named as those frames name them:
+        a loop in ``train()`` or ``Trainer.run`` is judged like one at module level."""
+        for i, f in enumerate(live_user_frames(2)):
+            self._adopt_namespace(f.f_locals, with_self=True)
+            if f.f_code.co_name == "<module>" or i >= MAX_FRAMES_SCANNED:
+                break  # the script's module frame: what calls it is not the script
 
     # --- forward: what happens to leaves ---------------------------------------------------
 
@@ -207,11 +246,12 @@ class GradHealth(Tracer):
             if t.grad_fn is None:
                 if t.requires_grad:
                     rec = self._leaf(t)
+                    rec.used = True
                     if node is not None:
                         if rec.graph is None:
                             rec.graph = stack
                     elif op in CONVERT_OPS:
-                        rec.convert = rec.convert or (op, stack)
+                        rec.convert = rec.convert or (op, stack, False)
                     elif op in DETACH_OPS:
                         self._track_detach((id(t),), outputs, stack)
                     elif not grad_mode._state[0] and rec.no_grad is None:
@@ -226,7 +266,7 @@ class GradHealth(Tracer):
                             for lid in d[1]:
                                 rec = self._leaves.get(lid)
                                 if rec is not None and rec.convert is None:
-                                    rec.convert = (op, stack)
+                                    rec.convert = (op, stack, True)
                         elif node is not None:  # the cut value fed the graph: the proof
                             for lid in d[1]:
                                 rec = self._leaves.get(lid)
@@ -242,7 +282,7 @@ class GradHealth(Tracer):
                     for lid in ids:
                         rec = self._leaves.get(lid)
                         if rec is not None and rec.convert is None:
-                            rec.convert = (op, stack)
+                            rec.convert = (op, stack, True)
 
     def _track_detach(self, leaf_ids, outputs, stack) -> None:
         table = self._detached
@@ -279,8 +319,8 @@ class GradHealth(Tracer):
         self._tasks.append([task, stack, []])
         if not task.accumulate and task.inputs is not None:
             for t in task.inputs:
-                if isinstance(t, Tensor):
-                    self._handled.add(id(t))
+                if isinstance(t, Tensor) and t.grad_fn is None:
+                    self._leaf(t).handled = True
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         cls = node.__class__
@@ -300,7 +340,7 @@ class GradHealth(Tracer):
         if var is None:
             return
         if not task.accumulate or (task.leaf_targets is not None and node not in task.leaf_targets):
-            self._handled.add(id(var))
+            self._leaf(var).handled = True
             return
         grad = var._grad
         g = grads[0] if grads else None
@@ -337,7 +377,8 @@ class GradHealth(Tracer):
             # a call that raised: its leaves are the script's error, not unreached parameters
             for r in task.roots:
                 if isinstance(r, Tensor) and r.grad_fn is not None:
-                    self._handled.update(_leaf_ids(r.grad_fn))
+                    for v in _leaf_variables(r.grad_fn):
+                        self._leaf(v).handled = True
             return
         if relus:
             self._relu_call(relus)
@@ -345,6 +386,7 @@ class GradHealth(Tracer):
             self.backward_calls += 1
             if self.first_backward is None:
                 self.first_backward = stack
+            self._adopt_frames()
 
     def _relu_call(self, relus: list) -> None:
         """Fold one call's relu gradients in; sites seen several times in the call are told
@@ -369,9 +411,10 @@ class GradHealth(Tracer):
         known = self._optimizers.get(id(optimizer))
         if known is None or known[0]() is not optimizer:
             known = self._optimizers[id(optimizer)] = (weakref.ref(optimizer), capture_stack(1))
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                self._opt_params[id(p)] = weakref.ref(p)
+            self._adopt_frames()  # name its parameters as the script's frames name them
+        for gi, group in enumerate(optimizer.param_groups):
+            for pi, p in enumerate(group["params"]):
+                self._adopt(p, None)
                 if p.grad is None:
                     continue
                 rec = self._leaf(p)
@@ -384,61 +427,72 @@ class GradHealth(Tracer):
 
     def findings(self, namespace: dict | None = None) -> list[Finding]:
         """The run's findings, parameters named from ``namespace`` (the script's globals)."""
+        from autodiag.analysis.graph import names_by_id
+
         namespace = namespace or {}
-        params, names = self._candidates(namespace)
+        self._adopt_namespace(namespace)
+        names = names_by_id(namespace)
+        every = self._records()
+        records = [r for r in every if r.candidate and not r.handled and not r.frozen]
         out = []
         if self.backward_calls:
-            for p in params:
-                f = self._none_grad(p, names)
+            for rec in records:
+                f = self._none_grad(rec, _name(rec, names))
                 if f is not None:
                     out.append(f)
-        out += self._accumulation(names)
-        for p in params:
-            out += self._norm_findings(p, names)
+        out += self._accumulation(every, names)
+        for rec in records:
+            out += self._norm_findings(rec, _name(rec, names))
         out += self._dead_relus()
         return out
 
-    def _candidates(self, namespace: dict) -> tuple[list, dict]:
-        """Parameters the script means to train, in a stable order, and their names."""
-        from autodiag.analysis.graph import names_by_id
+    def _records(self) -> list:
+        """Every leaf record, of live and of dead tensors (what they said is copied in), with a
+        live tensor's state read afresh."""
+        out = list(self._retired)
+        for rec in self._leaves.values():
+            t = rec.ref()
+            if t is not None:
+                rec.needs_grad = t.requires_grad
+                rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+                rec.shape = list(t.shape)
+            out.append(rec)
+        return out
 
-        names = names_by_id(namespace)
-        found: dict = {}
-        for ref in self._opt_params.values():
-            p = ref()
-            if p is not None:
-                found[id(p)] = p
-        for k, v in namespace.items():
-            if isinstance(v, Optimizer):
-                for gi, group in enumerate(v.param_groups):
-                    for pi, p in enumerate(group["params"]):
-                        found.setdefault(id(p), p)
-                        names.setdefault(id(p), f"{k}.param_groups[{gi}]['params'][{pi}]")
-            elif isinstance(v, Tensor) and not k.startswith("__"):
-                if v.requires_grad and v.grad_fn is None:
-                    found.setdefault(id(v), v)
-            elif callable(getattr(v, "named_parameters", None)) and not isinstance(v, type):
-                try:
-                    for _, p in v.named_parameters():
+    def _adopt_namespace(self, namespace: dict, with_self: bool = False) -> None:
+        """Adopt the parameters ``namespace`` (globals or a frame's locals) holds: its
+        optimizers' parameters, its leaf tensors that require grad, its modules' parameters
+        (with ``with_self``, also those of ``self``'s attributes, one level down)."""
+        for k, v in list(namespace.items()):
+            if k.startswith("__"):
+                continue
+            if k == "self" and with_self:
+                attrs = _attributes(v)
+                if attrs:
+                    self._adopt_namespace({f"self.{a}": x for a, x in attrs.items()})
+                continue
+            try:
+                if isinstance(v, Optimizer):
+                    for gi, group in enumerate(v.param_groups):
+                        for pi, p in enumerate(group["params"]):
+                            self._adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
+                elif isinstance(v, Tensor):
+                    if v.requires_grad and v.grad_fn is None:
+                        self._adopt(v, k)
+                elif not isinstance(v, type) and callable(
+                    getattr(v, "named_parameters", None)
+                ):
+                    for pname, p in v.named_parameters():
                         if p.requires_grad:
-                            found.setdefault(id(p), p)
-                except Exception:  # noqa: BLE001 - a user object with an odd named_parameters
-                    pass
-        params = [
-            p
-            for p in found.values()
-            if id(p) not in self._handled and not (isinstance(p, Parameter) and not p.requires_grad)
-        ]
-        return params, names
+                            self._adopt(p, f"{k}.{pname}")
+            except Exception:  # noqa: BLE001 - a user object with an odd attribute: skip it
+                continue
 
-    def _none_grad(self, p: Tensor, names: dict) -> Finding | None:
-        rec = self._leaves.get(id(p))
-        rec = rec if rec is not None and rec.ref() is p else None
-        name = names.get(id(p), f"a parameter of shape {list(p.shape)}")
+    def _none_grad(self, rec: _Leaf, name: str) -> Finding | None:
         steps = self.backward_calls
         calls = f"{steps} backward call{'s' if steps != 1 else ''}"
         loss = self.first_backward.location() if self.first_backward is not None else None
-        if rec is not None and rec.received:
+        if rec.received:
             if rec.nonzero:
                 return None
             return _make(
@@ -453,33 +507,43 @@ class GradHealth(Tracer):
                 reason="zero",
                 steps=rec.received,
             )
-        if not p.requires_grad:
+        convert = rec.convert
+        if convert is not None and (_read_only(convert[1]) or rec.graph is not None
+                                    and not convert[2]):
+            # NOTE: a read to print or log it is not the cause, nor is a read of the parameter
+            # itself when it also fed the graph (then the graph missed the loss elsewhere)
+            convert = None
+        if not rec.needs_grad:
             reason, stack, msg = (
                 "requires_grad",
                 None,
                 (f"{name} is in an optimizer but requires_grad was never set"),
             )
             hint = f"Create it with requires_grad=True (or call {name}.requires_grad_())."
-        elif rec is not None and rec.detach is not None:
+        elif rec.detach is not None:
             reason, stack = "detach", rec.detach
             msg = f"{name} gets no gradient: detach() cut it from the graph"
             hint = "Use the tensor itself instead of its detach() where it should learn."
-        elif rec is not None and rec.convert is not None:
-            op, stack = rec.convert
+        elif convert is not None:
+            op, stack, _ = convert
             reason = op
             msg = f"{name} gets no gradient: .{op}() turned its value into a non-tensor"
             hint = (
                 f"Keep the computation in tensors: a value taken out with .{op}() carries "
                 f"no gradient."
             )
-        elif rec is not None and rec.graph is None and rec.no_grad is not None:
+        elif rec.graph is None and rec.no_grad is not None:
             mode, stack = rec.no_grad
             reason = mode
             msg = f"{name} gets no gradient: it is used only under {mode}"
             hint = f"Move the computation that should train {name} out of the {mode} block."
-        elif rec is None or rec.graph is None:
+        elif rec.graph is None:
             reason, stack = "unused", self.first_backward
-            what = "no op of the run used it" if rec is None else "no op autograd records used it"
+            what = "no op autograd records used it" if rec.used else "no op of the run used it"
+            if rec.convert is not None:  # read to print it only: say so, it is not the cause
+                read = rec.convert[1].location()
+                at = f" at line {read['line']}" if read else ""
+                what += f" (its value was only read, with .{rec.convert[0]}(){at})"
             msg = f"{name} gets no gradient: {what}"
             hint = (
                 f"Use {name} in the forward pass, or leave it out of the optimizer and the model."
@@ -505,16 +569,15 @@ class GradHealth(Tracer):
             backward=loss,
         )
 
-    def _accumulation(self, names: dict) -> list[Finding]:
+    def _accumulation(self, records: list, names: dict) -> list[Finding]:
         """One finding per backward site whose gradients piled up across updates."""
         by_site: dict = {}
-        for rec in self._leaves.values():
-            p = rec.ref()
-            if p is None or not rec.stale or rec.cleared or rec.hooked:
+        for rec in records:
+            if not rec.stale or rec.cleared or rec.hooked:
                 continue
             bstack, ustack = rec.stale_at
             entry = by_site.setdefault(bstack.site, [bstack, ustack, [], 0])
-            entry[2].append(names.get(id(p), f"a parameter of shape {list(p.shape)}"))
+            entry[2].append(_name(rec, names))
             entry[3] = max(entry[3], rec.stale)
         out = []
         for bstack, ustack, params, stale in by_site.values():
@@ -539,15 +602,11 @@ class GradHealth(Tracer):
             )
         return out
 
-    def _norm_findings(self, p: Tensor, names: dict) -> list[Finding]:
-        rec = self._leaves.get(id(p))
-        if rec is None or rec.ref() is not p:
-            return []
+    def _norm_findings(self, rec: _Leaf, name: str) -> list[Finding]:
         series = rec.step_norms or rec.bwd_norms
         if series is None:
             return []
         unit = "optimizer step" if rec.step_norms is not None else "backward call"
-        name = names.get(id(p), f"a parameter of shape {list(p.shape)}")
         th = self.th
         norms = [float(f"{x:.6g}") for x in series.recent]
         common = {
@@ -643,9 +702,9 @@ def _norm(a: np.ndarray) -> float:
     return math.sqrt(abs(float(np.vdot(r, r))))
 
 
-def _leaf_ids(node) -> set:
-    """ids of the variables of the AccumulateGrad nodes under ``node`` (iterative)."""
-    out, seen, todo = set(), set(), [node]
+def _leaf_variables(node) -> list:
+    """The variables of the AccumulateGrad nodes under ``node`` (iterative)."""
+    out, seen, todo = [], set(), [node]
     while todo:
         n = todo.pop()
         if n in seen:
@@ -653,12 +712,60 @@ def _leaf_ids(node) -> set:
         seen.add(n)
         if n.__class__ is AccumulateGrad:
             if n.variable is not None:
-                out.add(id(n.variable))
+                out.append(n.variable)
             continue
         for e in n._next:
             if e is not None:
                 todo.append(e[0] if e.__class__ is tuple else e)
     return out
+
+
+def _name(rec: _Leaf, names: dict) -> str:
+    """A record's name: its module-level name at the end of the run, else the name a live frame
+    gave it, else its shape."""
+    t = rec.ref()
+    name = names.get(id(t)) if t is not None else None
+    return name or rec.name or f"a parameter of shape {rec.shape}"
+
+
+def _attributes(obj) -> dict:
+    """``obj.__dict__`` when it is a plain dict of attributes (never a user ``__getattr__``)."""
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:  # noqa: BLE001 - no __dict__ (slots, builtins)
+        return {}
+    return d if type(d) is dict else {}
+
+
+# What a line that only *reads* a value looks like: a call of one of these (print(...),
+# logger.info(...), f"{...}", str.format(...)) around the conversion.
+_READERS = frozenset({"print", "format", "repr", "str", "write", "info", "debug", "warning",
+                      "log", "set_postfix", "set_description", "add_scalar"})
+
+
+def _read_only(stack) -> bool:
+    """Whether the line of ``stack`` uses a converted value only to show it (printing,
+    logging, formatting): such a read is not why a parameter got no gradient."""
+    import ast
+
+    loc = stack.location() if stack is not None else None
+    code = loc.get("code") if loc else None
+    if not code:
+        return False
+    try:
+        tree = ast.parse(code.rstrip(":") if code.endswith(":") else code)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            return True
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else None
+            if name in _READERS:
+                return True
+    return False
 
 
 def _make(kind, severity, message, loc, stack, hint, **extra) -> Finding:
