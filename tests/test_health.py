@@ -5,6 +5,7 @@ false positives on the clean samples or on deliberate micro-batch accumulation."
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import textwrap
 
@@ -22,7 +23,10 @@ SAMPLES = os.path.join(ROOT, "samples")
 def health(source: str, thresholds: Thresholds | None = None) -> list:
     """Run ``source`` (lines numbered from 1) under GradHealth; its findings as JSON dicts."""
     namespace = {"torch": torch, "nn": torch.nn}
-    code = compile(textwrap.dedent(source), "snippet.py", "exec")
+    source = textwrap.dedent(source)
+    # as for a script on disk, findings can read the snippet's lines
+    linecache.cache["snippet.py"] = (len(source), None, source.splitlines(True), "snippet.py")
+    code = compile(source, "snippet.py", "exec")
     with tracing(GradHealth(thresholds)) as tracer:
         exec(code, namespace)
     return [f.to_json() for f in tracer.findings(namespace)]
@@ -366,3 +370,25 @@ def test_check_reports_nan_and_inplace_in_the_same_run():
     assert code == 1 and {f["kind"] for f in doc["findings"]} == {"nan_forward", "inf_forward"}
     code, doc = check_json(os.path.join(SAMPLES, "inplace_saved.py"))
     assert code == 1 and [f["kind"] for f in doc["findings"]] == ["inplace_saved_tensor"]
+
+
+# --- a read to print a parameter is not why it got no gradient (issue 15, item 9) -------------
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        # used in the graph, not reached by the loss; printed through .detach().numpy()
+        ("aux = (x * b).sum()\nprint('b is', b.detach().numpy())\nloss = (x @ w).sum()\n"
+         "loss.backward()\n", "not_reached"),
+        ("aux = (x * b).sum()\nprint(f'b={b.item():.3f}')\nloss = (x @ w).sum()\n"
+         "loss.backward()\n", "not_reached"),
+        # never used by an op that records, only printed: unused, and the message says so
+        ("print(b.detach().numpy())\nloss = (x @ w).sum()\nloss.backward()\n", "unused"),
+    ],
+)
+def test_a_print_of_the_parameter_is_not_blamed(body, reason):
+    f = only(health(SETUP + body), "none_grad")
+    assert (f["parameter"], f["reason"]) == ("b", reason), f
+    if reason == "unused":
+        assert "only read, with .numpy() at line 5" in f["message"]

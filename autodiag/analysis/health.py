@@ -205,7 +205,7 @@ class GradHealth(Tracer):
         self.th = thresholds or Thresholds()
         self._leaves: dict = {}  # id(leaf) -> _Leaf of a live leaf (or of one that died)
         self._retired: list = []  # _Leaf records of dead candidates whose id was reused
-        self._detached: dict = {}  # id(detached result) -> (weakref, leaf ids, stack)
+        self._detached: dict = {}  # id(detached result) -> (weakref, leaf ids, stack, derived)
         self._tasks: list = []  # [task, backward stack, relu list] of calls in progress
         self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
         self._relus: dict = {}  # (site, ordinal, width) -> _Relu
@@ -253,7 +253,7 @@ class GradHealth(Tracer):
                     elif op in CONVERT_OPS:
                         rec.convert = rec.convert or (op, stack, False)
                     elif op in DETACH_OPS:
-                        self._track_detach((id(t),), outputs, stack)
+                        self._track_detach((id(t),), outputs, stack, False)
                     elif not grad_mode._state[0] and rec.no_grad is None:
                         rec.no_grad = (
                             "inference_mode" if grad_mode._state[1] else "no_grad",
@@ -266,25 +266,27 @@ class GradHealth(Tracer):
                             for lid in d[1]:
                                 rec = self._leaves.get(lid)
                                 if rec is not None and rec.convert is None:
-                                    rec.convert = (op, stack, True)
+                                    rec.convert = (op, stack, d[3])
                         elif node is not None:  # the cut value fed the graph: the proof
                             for lid in d[1]:
                                 rec = self._leaves.get(lid)
                                 if rec is not None and rec.detach is None:
                                     rec.detach = d[2]
                         else:  # follow it through ops that record nothing (w.detach() * 2)
-                            self._track_detach(d[1], outputs, d[2])
+                            self._track_detach(d[1], outputs, d[2], d[3])
             elif op in DETACH_OPS or op in CONVERT_OPS:
                 ids = self._leaves_of(t.grad_fn)
                 if op in DETACH_OPS:
-                    self._track_detach(ids, outputs, stack)
+                    self._track_detach(ids, outputs, stack, True)
                 else:
                     for lid in ids:
                         rec = self._leaves.get(lid)
                         if rec is not None and rec.convert is None:
                             rec.convert = (op, stack, True)
 
-    def _track_detach(self, leaf_ids, outputs, stack) -> None:
+    def _track_detach(self, leaf_ids, outputs, stack, derived: bool) -> None:
+        """Follow the detached ``outputs`` of the leaves ``leaf_ids`` (``derived``: detached
+        from a tensor computed from them, not from the leaves themselves)."""
         table = self._detached
         for o in outputs:
             key = id(o)
@@ -292,7 +294,7 @@ class GradHealth(Tracer):
             def gone(_, key=key):
                 table.pop(key, None)
 
-            table[key] = (weakref.ref(o, gone), tuple(leaf_ids), stack)
+            table[key] = (weakref.ref(o, gone), tuple(leaf_ids), stack, derived)
 
     def _leaves_of(self, node) -> list:
         """ids of the leaves (already recorded) in the graph of ``node`` (iterative, bounded)."""
