@@ -304,6 +304,7 @@ def test_anomaly_mode_is_restored_after_a_script_turns_it_on(script):
     path = script("""\
         import autodiag as torch
         torch.autograd.set_detect_anomaly(True)
+        (torch.ones(1, requires_grad=True) * 2).sum().backward()  # something to analyse
         """)
     assert cli("anomaly", path).exit_code == 0
     assert not ad.is_anomaly_enabled()

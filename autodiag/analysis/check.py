@@ -68,7 +68,22 @@ def apply_policy(findings: list[Finding], ignore=(), warn_only=()) -> list[Findi
     return out
 
 
+# NaN/Inf findings form one group in the anomaly finder's causal order: the log that made an
+# Inf comes before the mul that turned it into NaN, whatever their kinds.
+_ANOMALY_KINDS = ("nan_forward", "inf_forward", "nan_backward", "inf_backward")
+
+
 def ordered(findings: list[Finding]) -> list[Finding]:
-    """Grouped by kind, in the order of ``KINDS`` (stable within a kind)."""
+    """Grouped by kind, in the order of ``KINDS`` (stable within a kind); NaN/Inf origins are
+    one group, cause first.
+
+    >>> fs = [Finding("nan_forward", "error", "mul"), Finding("inf_forward", "error", "log"),
+    ...       Finding("none_grad", "error", "w")]
+    >>> [f.message for f in ordered(fs[1:] + fs[:1])]
+    ['log', 'mul', 'w']
+    """
     rank = {k: i for i, k in enumerate(KINDS)}
+    first = min(rank[k] for k in _ANOMALY_KINDS)
+    for k in _ANOMALY_KINDS:
+        rank[k] = first
     return sorted(findings, key=lambda f: rank.get(f.kind, len(rank)))

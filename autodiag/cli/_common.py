@@ -17,7 +17,7 @@ from autodiag.report import annotations as gh
 from autodiag.report import junit
 from autodiag.report.output import Sink, check_writable, stderr_console, write_atomic
 from autodiag.target import Run, Target, run
-from autodiag.target.errors import AutodiagError, BadInvocation
+from autodiag.target.errors import AutodiagError, BadInvocation, NothingAnalysed
 from autodiag.trace.sites import short_path
 
 # --- exit codes (DESIGN §4; README lists them) ---------------------------------------------------
@@ -118,9 +118,13 @@ class Command:
         self.sink = Sink(self.output, self.color and sys.stdout.isatty())
         return self.sink
 
-    def run_target(self, target: Target, tracers) -> Run:
+    def run_target(self, target: Target, tracers, need_ops: bool = True) -> Run:
+        """Run ``target`` with ``tracers``. ``need_ops``: the command analyses what the engine
+        records, so a run that recorded no op is refused (exit 2), never a pass."""
         self.target = target
         self.result = run(target, tracers)
+        if need_ops and self.result.analysed_nothing:
+            raise nothing_analysed(target)
         return self.result
 
     def ci_outputs(self, findings: list, error: AutodiagError | None = None,
@@ -190,6 +194,27 @@ class Command:
         if os.environ.get("AUTODIAG_DEBUG") == "1":
             self.err.print(escape("".join(traceback.format_exception(e))))
         return e.exit_code
+
+
+def nothing_analysed(target: Target) -> NothingAnalysed:
+    """Why a run that ran to its end recorded no op, and what to do."""
+    from autodiag.target.script import foreign_imports
+
+    label = target.label
+    if target.expr is not None:
+        return NothingAnalysed(f"the expression {target.expr!r} computed nothing with a tensor",
+                               "Use at least one --var NAME=VALUE in it.")
+    foreign = foreign_imports(target.path)
+    if foreign:
+        libs = ", ".join(f"`{m}` ({lib}) at {short_path(label)}:{line}" for m, lib, line in foreign)
+        return NothingAnalysed(
+            f"{label} ran, but none of its tensors were autodiag tensors: it imported {libs}",
+            "autodiag analyses what runs on its own engine, so nothing was checked. Make the "
+            "script compute with autodiag (`import autodiag as torch`) and run it again.")
+    return NothingAnalysed(
+        f"{label} ran, but autodiag's engine recorded no op: it computed nothing with an "
+        f"autodiag tensor", "Nothing was checked. Run a script that computes with autodiag "
+        "tensors (`import autodiag as torch`), or give an expression with -e.")
 
 
 def guarded(name: str, output: str | None, no_color: bool, body,

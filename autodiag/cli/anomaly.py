@@ -63,12 +63,13 @@ def anomaly(
         result = cmd.run_target(t, [finder])
         findings = finder.findings(names_by_id(result.namespace))
         info = {"target": t.label, "calls": finder.calls, "stopped_at": finder.stopped_at,
+                "ops": result.ops,
                 "propagated": {"forward": finder.propagated_forward,
                                "backward": finder.propagated_backward}}
         docs = [f.to_json() for f in findings]
         if fmt is TextOrJson.json:
             sink.write_json(envelope("anomaly", t.label, findings, error=result.error,
-                                     backward_calls=finder.calls,
+                                     backward_calls=finder.calls, ops=result.ops,
                                      stopped_at_call=finder.stopped_at,
                                      propagated=info["propagated"]))
         else:

@@ -111,6 +111,7 @@ def check(
         findings = detectors.ordered(detectors.apply_policy(found, ignore or (), warn_only or ()))
         health = tracers[0]
         info = {
+            "ops": result.ops,
             "backward_calls": health.backward_calls,
             "optimizer_steps": health.steps,
             "ignored": sorted(set(ignore or ())),
@@ -125,7 +126,7 @@ def check(
                 sink.console(),
                 [f.to_json() for f in findings],
                 t.label,
-                info,
+                dict(info, backward_total=result.backward_calls),  # autograd.grad calls too
                 result.error is not None or result.interrupted,
             )
         explained = any(f.severity == "error" for f in findings)

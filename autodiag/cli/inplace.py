@@ -53,13 +53,14 @@ def inplace(
         result = cmd.run_target(t, [watcher])
         findings, error_is_finding = watcher.findings(result.error)
         if fmt is TextOrJson.json:
-            extra = {"backward_calls": watcher.calls}
+            extra = {"backward_calls": watcher.calls, "ops": result.ops}
             if result.error is not None:
                 extra["error_is_finding"] = error_is_finding
             sink.write_json(envelope("inplace", t.label, findings, error=result.error, **extra))
         else:
             render.render(sink.console(), [f.to_json() for f in findings], t.label,
-                          error_is_finding, result.error is not None or result.interrupted)
+                          error_is_finding, result.error is not None or result.interrupted,
+                          result.backward_calls)
         cmd.ci_outputs(findings, error=None if error_is_finding else result.error)
         if result.interrupted:
             return target_failure(cmd, result)

@@ -15,6 +15,12 @@ def render(console, findings: list[dict], info: dict) -> None:
             console.print(f"no NaN or Inf in {escape(info['target'])} before it stopped "
                           f"({calls} backward call{'s' if calls != 1 else ''}).")
             return
+        if not calls:  # nothing to say about gradients: no ✓
+            ops = info.get("ops", 0)
+            console.print(f"no NaN or Inf in {escape(info['target'])}: every output of its {ops} "
+                          f"op{'s' if ops != 1 else ''} was finite; it made no backward() call, "
+                          f"so no gradient was checked.")
+            return
         console.print(f"[bold green]✓ no NaN or Inf[/] in {escape(info['target'])}: every op "
                       f"output and every gradient of {calls} backward call"
                       f"{'s' if calls != 1 else ''} was finite.")
@@ -24,7 +30,7 @@ def render(console, findings: list[dict], info: dict) -> None:
                   f"{'s' if n != 1 else ''}")
     for f in findings:
         console.print()
-        for line in _finding(f, info["calls"], info["target"]):
+        for line in finding_lines(f, info["calls"], info["target"]):
             console.print(line)
     console.print()
     prop = info["propagated"]
@@ -40,7 +46,12 @@ def render(console, findings: list[dict], info: dict) -> None:
         console.print(f"[dim]{escape(note)}[/]")
 
 
-def _finding(f: dict, calls: int, target: str) -> list[str]:
+KINDS = ("nan_forward", "inf_forward", "nan_backward", "inf_backward")
+
+
+def finding_lines(f: dict, calls: int, target: str) -> list[str]:
+    """One NaN/Inf origin: where, when, the statistics of its inputs and output (or of the
+    gradients), the hint. ``calls``: the run's backward calls."""
     lines = [header(f)]
     forward = f["kind"].endswith("_forward")
     lines += source_lines(f["location"], "at" if forward else "created at", target=target)

@@ -4,24 +4,33 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from autodiag.report import anomaly
 from autodiag.report.findings import header, source_lines, stack_line, where
 
 
 def render(console, findings: list[dict], target: str, info: dict, failed: bool) -> None:
-    """``findings``: Finding.to_json() dicts, grouped by kind; ``info``: the run's counts."""
-    kind = None
+    """``findings``: Finding.to_json() dicts, grouped by kind (NaN/Inf origins as one group, in
+    causal order); ``info``: the run's counts."""
+    group = None
     for f in findings:
-        if f["kind"] != kind:
-            kind = f["kind"]
-            n = sum(1 for g in findings if g["kind"] == kind)
-            console.print(f"[bold]{escape(kind)}[/] ({n})")
-        for line in _finding(f, target):
+        if _group(f) != group:
+            group = _group(f)
+            n = sum(1 for g in findings if _group(g) == group)
+            console.print(f"[bold]{escape(group)}[/] ({n})")
+        for line in _finding(f, target, info):
             console.print(line)
         console.print()
     console.print(summary(findings, target, info, failed))
 
 
-def _finding(f: dict, target: str) -> list[str]:
+def _group(f: dict) -> str:
+    return "NaN/Inf origins" if f["kind"] in anomaly.KINDS else f["kind"]
+
+
+def _finding(f: dict, target: str, info: dict) -> list[str]:
+    if f["kind"] in anomaly.KINDS:  # as `autodiag anomaly` shows it, input statistics too
+        return anomaly.finding_lines(f, info.get("backward_total", info["backward_calls"]),
+                                     target)
     lines = [header(f)]
     lines += source_lines(f["location"], "at", target=target) if f["location"] else []
     lines += stack_line(f["stack"])
@@ -42,6 +51,11 @@ def _finding(f: dict, target: str) -> list[str]:
     return lines
 
 
+def _ops(info: dict) -> str:
+    n = info.get("ops", 0)
+    return f"{n} op{'s' if n != 1 else ''}"
+
+
 def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:
     """One line: counts by severity and kind, and what the run did."""
     calls = info["backward_calls"]
@@ -54,7 +68,15 @@ def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:
         ran += f", {g['checks']} gradcheck{'s' if g['checks'] != 1 else ''}"
     stopped = " before it stopped" if failed else ""
     if not findings:
-        return f"[bold green]✓ no findings[/] in {escape(target)}{stopped} ({ran})."
+        # NOTE: ✓ only for a verdict that was earned: the run ended normally and gradients
+        # were checked (a run that failed or made no backward call is said as it is)
+        if failed:
+            return f"no findings in {escape(target)} before it stopped ({ran})."
+        if not info.get("backward_total", calls):
+            return (f"no findings in {escape(target)}, but it made no backward() call: its "
+                    f"{_ops(info)} were checked for NaN/Inf and in-place writes; gradients were "
+                    f"not checked.")
+        return f"[bold green]✓ no findings[/] in {escape(target)} ({ran})."
     errors = sum(1 for f in findings if f["severity"] == "error")
     warnings = len(findings) - errors
     kinds: dict = {}

@@ -8,7 +8,17 @@ from rich.markup import escape
 from autodiag.analysis.summary import fmt_number
 from autodiag.trace.sites import short_path
 
-KIND_STYLE = {"error": "bold red", "warning": "bold yellow"}
+KIND_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold blue"}
+# Severity is told by the glyph (and, for the milder ones, a word), not only by colour: with
+# NO_COLOR or piped output an error and a warning must still look different.
+GLYPH = {"error": "✗", "warning": "!", "note": "·"}
+
+
+def _label(f) -> tuple[str, str]:
+    """(glyph, kind with its severity word) of a finding (a Finding or its JSON dict)."""
+    sev = f["severity"] if isinstance(f, dict) else f.severity
+    kind = f["kind"] if isinstance(f, dict) else f.kind
+    return GLYPH.get(sev, "·"), kind if sev == "error" else f"{kind} ({sev})"
 
 
 def where(loc: dict | None) -> str:
@@ -19,7 +29,8 @@ def where(loc: dict | None) -> str:
 
 def header(f: dict) -> str:
     style = KIND_STYLE.get(f["severity"], "bold")
-    return f"[{style}]✗ {escape(f['kind'])}[/]  {escape(f['message'])}"
+    glyph, kind = _label(f)
+    return f"[{style}]{glyph} {escape(kind)}[/]  {escape(f['message'])}"
 
 
 def source_lines(loc: dict | None, label: str = "at", indent: str = "  ",
@@ -86,7 +97,8 @@ def plain_text(findings: list) -> str:
     """
     blocks = []
     for f in findings:
-        lines = [f"✗ {f.kind}: {f.message}"]
+        glyph, kind = _label(f)
+        lines = [f"{glyph} {kind}: {f.message}"]
         loc = f.location
         if loc is not None:
             lines.append(f"  at {where(loc)} in {loc['function']}")

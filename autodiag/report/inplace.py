@@ -8,10 +8,15 @@ from autodiag.report.findings import header, source_lines, stack_line, where
 
 
 def render(console, findings: list[dict], target: str, error_is_finding: bool,
-           failed: bool = False) -> None:
+           failed: bool = False, calls: int | None = None) -> None:
+    """``calls``: the run's backward calls (None: not known)."""
     if not findings:
         if failed:
             console.print(f"no in-place hazard in {escape(target)} before it stopped.")
+            return
+        if calls == 0:
+            console.print(f"no in-place hazard in {escape(target)}: no tensor saved for backward "
+                          f"was modified; it made no backward() call, so none was needed yet.")
             return
         console.print(f"[bold green]✓ no in-place hazard[/] in {escape(target)}: no tensor saved "
                       f"for backward was modified before its backward ran.")

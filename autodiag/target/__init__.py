@@ -43,6 +43,14 @@ class Run:
     error: TargetFailed | None = None  # the target failed (the report covers what ran before)
     interrupted: bool = False
     stopped: bool = False  # a tracer ended the run early (trace.StopRun): not a failure
+    ops: int = 0  # outermost ops the engine reported while it ran (tracers installed)
+    backward_calls: int = 0  # backward()/autograd.grad() calls it reported
+
+    @property
+    def analysed_nothing(self) -> bool:
+        """It ran to its end and the engine recorded no op: no verdict can be about it."""
+        return self.ops == 0 and self.error is None and not self.interrupted \
+            and not self.stopped
 
 
 def prepare(target: Target):
@@ -69,11 +77,12 @@ def prepare(target: Target):
 def run(target: Target, tracers=()) -> Run:
     """Run ``target`` with ``tracers`` installed. Load errors raise (nothing runs); a failing
     run is returned with ``error`` set so that commands can report what happened before."""
-    from autodiag.trace import StopRun, tracing
+    from autodiag.trace import StopRun, events, tracing
 
     prepared = prepare(target)
     namespace: dict = {}
     result = Run(target, namespace)
+    ops, calls = events.REPORTED
     try:
         with tracing(*tracers):
             if target.expr is None:
@@ -89,6 +98,9 @@ def run(target: Target, tracers=()) -> Run:
         result.stopped = True
     except KeyboardInterrupt:
         result.interrupted = True
+    finally:
+        result.ops = events.REPORTED[0] - ops
+        result.backward_calls = events.REPORTED[1] - calls
     return result
 
 

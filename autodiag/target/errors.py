@@ -38,6 +38,14 @@ class BadExpression(AutodiagError):
     title = "expression refused"
 
 
+class NothingAnalysed(AutodiagError):
+    """The target ran to its end, but autodiag's engine recorded no op: there is nothing a
+    verdict could be about (DESIGN §4: a run in which the engine recorded nothing is never a
+    pass)."""
+
+    title = "nothing analysed"
+
+
 class TargetFailed(AutodiagError):
     """The target ran but failed for a reason that is not itself a finding: ``exception`` is
     what it raised, ``exit_status`` the status of a non-zero ``sys.exit`` (else None)."""

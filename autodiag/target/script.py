@@ -81,6 +81,42 @@ def load(path: str) -> types.CodeType:
                         "TARGET must be a Python source file.") from None
 
 
+# Array libraries whose tensors autodiag's engine does not see, by top-level module name.
+FOREIGN_ENGINES = {"torch": "PyTorch", "jax": "JAX", "tensorflow": "TensorFlow", "mlx": "MLX",
+                   "tinygrad": "tinygrad", "cupy": "CuPy", "micrograd": "micrograd"}
+
+
+def foreign_imports(path: str) -> list[tuple[str, str, int]]:
+    """``(module, library, line)`` for each import in the script at ``path`` of an array library
+    that is not autodiag (as the import resolved while it ran: ``torch`` may be autodiag's
+    alias), first import of each only."""
+    import ast
+
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            mod = sys.modules.get(top)
+            if top not in FOREIGN_ENGINES or mod is None or top in found:
+                continue
+            where = getattr(mod, "__file__", None) or ""
+            if not os.path.abspath(where).startswith(pkg + os.sep):
+                found[top] = (top, FOREIGN_ENGINES[top], node.lineno)
+    return sorted(found.values(), key=lambda x: x[2])
+
+
 class _ClosedStdin(io.TextIOBase):
     """Standard input of the target: reading it fails with a clear reason."""
 

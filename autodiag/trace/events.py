@@ -26,6 +26,9 @@ from autodiag.trace.sites import Stack, capture_stack, note_saver
 TRACERS: list = []
 # How many traced op calls are running (nested calls inside an op are not reported).
 _depth = [0]
+# What the engine reported while a tracer was installed: [outermost ops, backward/grad calls].
+# The target runner reads them: a run in which nothing was recorded analysed nothing.
+REPORTED = [0, 0]
 # Sequence number source of graph nodes (set by autograd.graph; nodes made during an op have a
 # sequence number above the mark taken before it).
 _seq_source: list = [None]
@@ -152,6 +155,7 @@ _AFTER_LEAVES = 1 << 62  # AccumulateGrad's sequence number: never an op's own n
 def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
     """Report one op: ``name``, the node it recorded (None if none), its tensor inputs/outputs.
     ``skip``: frames from here to the caller of the op's wrapper."""
+    REPORTED[0] += 1
     T = _T[0] or _load()
     if out.__class__ is T:  # the common case, without the generic walk
         outputs = (out,)
@@ -231,6 +235,7 @@ def emit_inplace(tensor, op_name: str) -> None:
 
 
 def emit_backward_begin(call) -> None:
+    REPORTED[1] += 1
     for t in LISTENERS["on_backward_begin"]:
         t.on_backward_begin(call)
 
