@@ -88,6 +88,9 @@ class Case:
     error: str = ""  # the full exception text
     exception: str = ""  # its type name
     diagnoses: list = dataclasses.field(default_factory=list)  # Diagnosis
+    # a Jacobian mismatch: per differentiable input, entries compared and wrong
+    comparison: list = dataclasses.field(default_factory=list)
+    arg_names: list = dataclasses.field(default_factory=list)  # forward's argument names
     worst: dict | None = None
     location: dict | None = None
     stack: list = dataclasses.field(default_factory=list)
@@ -98,6 +101,10 @@ class Case:
     @property
     def failed(self) -> bool:
         return self.verdict in ("fail", "error")
+
+    def arg_name(self, position: int) -> str | None:
+        """forward's name for the argument at ``position`` (None when unknown)."""
+        return self.arg_names[position] if position < len(self.arg_names) else None
 
     @property
     def where(self) -> str:
@@ -111,6 +118,7 @@ class Case:
                 "max_error": self.max_error, "message": self.message, "error": self.error,
                 "exception": self.exception or None,
                 "diagnoses": [diagnosis_json(d) for d in self.diagnoses],
+                "comparison": self.comparison,
                 "worst": self.worst, "location": self.location, "settings": self.settings,
                 "notes": self.notes, "seconds": round(self.seconds, 6)}
 
@@ -190,6 +198,8 @@ def _record_failure(case: Case, e: Exception) -> None:
     text = str(e)
     case.error = text
     case.diagnoses = diagnoses
+    case.comparison = [dict(c, name=case.arg_name(c["position"]))
+                       for c in getattr(e, "comparison", None) or []]
     failure = getattr(e, "failure", None) or {}
     worst = failure.get("worst")
     if worst is not None:
