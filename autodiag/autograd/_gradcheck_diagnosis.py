@@ -348,7 +348,8 @@ def _swapped_inputs(run, failure: dict):
     for k in range(len(analytical)):
         if k == j or analytical[j].shape != numerical[k].shape:
             continue
-        if np.all(_close(analytical[j], numerical[k], run)) and                 np.all(_close(analytical[k], numerical[j], run)):
+        if np.all(_close(analytical[j], numerical[k], run)) and \
+                np.all(_close(analytical[k], numerical[j], run)):
             pj, pk = run.diff_pos[j], run.diff_pos[k]
             return Diagnosis(
                 "swapped_inputs",

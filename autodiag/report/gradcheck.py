@@ -81,12 +81,12 @@ def details(console, cases: list[Case]) -> None:
         console.print(f"[yellow]-[/] {escape(c.name)}{where}: {escape(c.message)}")
 
 
-# What the report says when no diagnosis was verified: which rule shapes were ruled out, so the
+# What the report says when no diagnosis was verified: which rule shapes were tried, so the
 # user knows what is left to look at.
-NO_CAUSE = ("no known cause verified (tried, where they apply: a constant factor or sign, a kink within eps, "
-            "low precision, a transposed or swapped gradient, a dropped product-rule term, the "
-            "forward value returned as derivative, one wrong sign branch): compare the "
-            "backward's formula with the derivative of forward term by term")
+NO_CAUSE = ("no known cause verified (tried, where they apply: a constant factor or sign, a "
+            "kink within eps, low precision, a transposed or swapped gradient, a dropped "
+            "product-rule term, the forward value returned as derivative, one wrong sign "
+            "branch): compare the backward's formula with the derivative of forward term by term")
 NO_CAUSE_SHORT = ("no specific cause found: the backward formula itself is likely wrong; "
                   "compare it with the derivative of forward")
 
