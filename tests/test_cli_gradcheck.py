@@ -170,13 +170,15 @@ def test_wrong_factor_fails_with_constant_factor_diagnosis(script):
     assert "FAIL" in row and "constant_factor" in row
     assert "Jacobian mismatch for output 0 with respect to input 0" in r.stdout
     assert "worst element" in r.stdout and "off by a factor of 0.666667" in r.stdout
-    assert f"s.py:{line_of(path, 'class WrongCubic')}" in r.stdout
+    # the failure points at the backward's return line (the class line stays in the stack)
+    assert f"s.py:{line_of(path, 'return grad * 2 * x ** 2')}" in r.stdout
 
     code, doc = run_json(path)
     assert code == 1 and doc["status"] == "findings"
     (f,) = doc["findings"]
-    assert f["location"]["line"] == line_of(path, "class WrongCubic")
-    assert f["location"]["code"].startswith("class WrongCubic")
+    assert f["location"]["line"] == line_of(path, "return grad * 2 * x ** 2")
+    assert f["location"]["code"].startswith("return grad * 2 * x ** 2")
+    assert f["stack"][0]["code"].startswith("class WrongCubic")
     assert f["diagnoses"][0]["kind"] == "constant_factor"
     assert f["diagnoses"][0]["details"]["factor"] == pytest.approx(2 / 3, rel=1e-4)
     assert f["worst"]["difference"] > f["worst"]["tolerance"]
@@ -556,6 +558,139 @@ def test_bad_backward_sample_fails_with_its_diagnosis():
     assert set(by_fn) == {"Cube", "Square"}
     assert by_fn["Square"]["diagnoses"][0]["kind"] == "constant_factor"
     assert "off by a factor of 0.5" in by_fn["Square"]["hint"]
-    assert by_fn["Square"]["location"]["line"] == 27
+    assert by_fn["Square"]["location"]["line"] == 36  # its backward's return line
     assert by_fn["Cube"]["diagnoses"] == [] or by_fn["Cube"]["diagnoses"][0]["kind"] != \
         "constant_factor"
+
+
+# --- issue 15 item 7: multi-input Functions, the return line, rule-shape diagnoses ------------
+
+MATVEC = """\
+class MatVec(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A, v):
+        ctx.save_for_backward(A, v)
+        return A @ v
+
+    @staticmethod
+    def backward(ctx, grad):
+        A, v = ctx.saved_tensors
+        return grad.unsqueeze(-1) * v, A.T @ grad
+"""
+
+
+def test_matrix_vector_function_is_checked_at_the_scripts_inputs(script):
+    path = script(MATVEC, """\
+A = torch.randn(3, 4, requires_grad=True)
+v = torch.randn(4, requires_grad=True)
+MatVec.apply(A, v).sum().backward()
+MatVec.apply(A, v)
+""")
+    code, doc = run_json(path)
+    assert code == 0, doc
+    (c,) = doc["cases"]
+    assert c["name"] == "MatVec[script inputs]" and c["verdict"] == "pass"
+    assert c["inputs"] == ["(3, 4) float64", "(4,) float64"] and not c["generated"]
+    assert c["recorded"]["line"] == line_of(path, "MatVec.apply(A, v).sum()")
+    assert "the first of 2 calls" in c["notes"][0]
+    assert "float32 converted to float64" in c["notes"][1]
+
+
+def test_never_called_matrix_vector_function_says_how_to_give_inputs(script):
+    r = cli(script(MATVEC), "--no-color")
+    assert r.exit_code == 2  # nothing could be checked: not a pass, not a bare error
+    assert "error" not in r.stdout.split("Skipped")[0].split("\n", 2)[2]
+    assert "both arguments to matmul" in r.stdout
+    assert "sample_inputs()" in r.stdout and "call MatVec.apply in the script" in r.stdout
+
+
+def test_large_script_inputs_are_cut_consistently(script):
+    path = script(MATVEC, """\
+A = torch.randn(40, 60, requires_grad=True)
+v = torch.randn(60, requires_grad=True)
+MatVec.apply(A, v)
+""")
+    code, doc = run_json(path)
+    assert code == 0
+    (c,) = doc["cases"]
+    assert c["inputs"] == ["(6, 7) float64", "(7,) float64"]
+    assert "40 -> 6, 60 -> 7" in c["notes"][-1]
+
+
+def test_failure_points_at_the_return_line_that_ran(script):
+    two_returns = """\
+class Branchy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if grad is None:
+            return None
+        return (grad * 2
+                * x ** 2)  # BUG: 3 * x**2
+"""
+    path = script(two_returns)
+    code, doc = run_json(path)
+    assert code == 1
+    (f,) = doc["findings"]
+    assert f["location"]["line"] == line_of(path, "return (grad * 2")
+    assert f["location"]["function"] == "Branchy.backward"
+    assert [s["line"] for s in f["stack"]] == [line_of(path, "class Branchy"),
+                                               f["location"]["line"]]
+    r = cli(path, "--no-color")
+    assert f"s.py:{f['location']['line']}  return (grad * 2" in r.stdout
+
+
+SILU = """\
+class SiLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x)  # BUG: misses x * s * (1 - s)
+"""
+
+
+def test_silu_missing_product_term_is_diagnosed(script):
+    path = script(SILU, "x = torch.randn(5, requires_grad=True)\nSiLU.apply(x).sum().backward()\n")
+    r = cli(path, "--no-color")
+    assert r.exit_code == 1
+    assert "missing_product_term" in r.stdout and "no specific cause" not in r.stdout
+    assert "drops the x·g'(x) term of the product rule" in r.stdout
+    code, doc = run_json(path)
+    (f,) = doc["findings"]
+    assert f["diagnoses"][0]["kind"] == "missing_product_term"
+    assert f["location"]["code"].startswith("return grad * torch.sigmoid(x)")
+
+
+def test_unexplained_mismatch_says_which_input_is_wrong_and_claims_no_cause(script):
+    two = """\
+class Two(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x.sin() * x ** 2 * y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return grad * x ** 3 * y, grad * x.sin() * x ** 2
+"""
+    path = script(two)
+    r = cli(path, "--no-color")
+    assert r.exit_code == 1
+    assert "input 0 (x) (2, 3): analytical gradient wrong at 6 of 36 Jacobian entries" in r.stdout
+    assert "input 1 (y) (2, 3): analytical gradient matches numerical" in r.stdout
+    assert "no known cause verified" in r.stdout
+    code, doc = run_json(path)
+    (c,) = doc["cases"]
+    assert c["diagnoses"] == []
+    assert [(e["name"], e["wrong"]) for e in c["comparison"]] == [("x", 6), ("y", 0)]

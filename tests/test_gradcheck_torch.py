@@ -602,3 +602,115 @@ def test_fast_failure_that_slow_mode_would_pass_says_so():
     assert text.startswith("Jacobian mismatch for output 0 with respect to input 0,\n")
     assert "numerical:2.0\nanalytical:1.0\n" in text
     assert "Fast gradcheck failed but element-wise differences are small." in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Rule shapes: wrong backwards that are known mistakes, named only when verified
+# ---------------------------------------------------------------------------------------------
+
+
+def _elementwise_function(m, fwd, bwd):
+    class Elementwise(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return fwd(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return bwd(g, x)
+
+    return Elementwise
+
+
+def _failure(func, inputs):
+    with pytest.raises(_gradcheck.GradcheckError) as info:
+        ad.autograd.gradcheck(func, inputs)
+    return info.value
+
+
+RULE_SHAPES = {
+    # SiLU = x·sigmoid(x); its derivative is s + x·s·(1 - s)
+    "silu_without_x_g_prime": (lambda x: x * ad.sigmoid(x), lambda g, x: g * ad.sigmoid(x),
+                               "missing_product_term"),
+    "silu_without_g": (lambda x: x * ad.sigmoid(x),
+                       lambda g, x: g * x * ad.sigmoid(x) * (1 - ad.sigmoid(x)),
+                       "missing_product_term"),
+    "sigmoid_times_result": (ad.sigmoid, lambda g, x: g * ad.sigmoid(x), "returns_forward_value"),
+    "leaky_relu_wrong_slope": (lambda x: ad.where(x > 0, x, 0.01 * x),
+                               lambda g, x: g * ad.where(x > 0, ad.ones_like(x),
+                                                         0.1 * ad.ones_like(x)),
+                               "wrong_on_branch"),
+}
+
+
+@pytest.mark.parametrize("name", list(RULE_SHAPES))
+def test_rule_shape_diagnoses(name):
+    fwd, bwd, kind = RULE_SHAPES[name]
+    x = x64(ad, (0.5, -1.25, 2.0, 0.3, -0.7))
+    err = _failure(_elementwise_function(ad, fwd, bwd).apply, (x,))
+    assert [d.kind for d in err.diagnoses] == [kind]
+    assert err.comparison == [{"input": 0, "position": 0, "shape": [5], "entries": 25,
+                               "wrong": err.comparison[0]["wrong"],
+                               "max_difference": pytest.approx(err.failure["worst"]
+                                                               ["difference"])}]
+    assert err.comparison[0]["wrong"] > 0
+
+
+def test_silu_missing_term_names_the_dropped_term():
+    fwd, bwd, _ = RULE_SHAPES["silu_without_x_g_prime"]
+    err = _failure(_elementwise_function(ad, fwd, bwd).apply, (x64(ad),))
+    d = err.diagnosis
+    assert d.details["returned"] == "g" and d.details["missing"] == "x*g'"
+    assert "drops the x·g'(x) term of the product rule" in d.hint
+
+
+def test_a_wrong_backward_with_no_known_shape_names_no_cause():
+    # d/dx sin(x)·x² is not x³ by any of the known mistakes: no cause may be claimed
+    func = _elementwise_function(ad, lambda x: x.sin() * x ** 2, lambda g, x: g * x ** 3).apply
+    err = _failure(func, (x64(ad),))
+    assert err.diagnoses == [] and err.comparison[0]["wrong"] > 0
+
+
+def test_transposed_and_swapped_gradients():
+    class MatMul(ad.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a @ b
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            return (g @ b.T).T, a.T @ g  # BUG: the gradient of a, transposed
+
+    class Swapped(ad.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b.exp()
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            return g * a * b.exp(), g * b.exp()  # BUG: the order of the two gradients
+
+    ad.manual_seed(0)
+    a, b = (ad.randn(3, 3, dtype=ad.float64, requires_grad=True) for _ in range(2))
+    err = _failure(MatMul.apply, (a, b))
+    assert [d.kind for d in err.diagnoses] == ["transposed_grad"]
+    assert [c["wrong"] > 0 for c in err.comparison] == [True, False]  # b's gradient is right
+    err = _failure(Swapped.apply, (x64(ad), x64(ad, (1.5, 2, -1, 3))))
+    assert [d.kind for d in err.diagnoses] == ["swapped_inputs"]
+    assert err.diagnosis.details == {"input": 0, "other": 1, "positions": [0, 1]}
+
+
+def test_rule_shapes_agree_with_torch_that_the_check_fails(torch):
+    # the oracle: each rule-shape case is a real gradcheck failure in PyTorch too
+    for fwd_name, bwd in (("silu", lambda m, g, x: g * m.sigmoid(x)),
+                          ("sigmoid", lambda m, g, x: g * m.sigmoid(x))):
+        for m in (ad, torch):
+            fwd = (lambda x, m=m: x * m.sigmoid(x)) if fwd_name == "silu" else m.sigmoid
+            func = _elementwise_function(m, fwd, lambda g, x, m=m: bwd(m, g, x)).apply
+            assert not m.autograd.gradcheck(func, (x64(m),), raise_exception=False)

@@ -82,12 +82,16 @@ class Case:
     generated: bool = False
     function: str | None = None  # the Function class, for source "function"
     sample: int | None = None  # index in sample_inputs()
+    recorded: dict | None = None  # the script's call whose inputs are checked
     verdict: str = "pass"
     max_error: float | None = None
     message: str = ""  # what failed, in one paragraph (or why the case was skipped)
     error: str = ""  # the full exception text
     exception: str = ""  # its type name
     diagnoses: list = dataclasses.field(default_factory=list)  # Diagnosis
+    # a Jacobian mismatch: per differentiable input, entries compared and wrong
+    comparison: list = dataclasses.field(default_factory=list)
+    arg_names: list = dataclasses.field(default_factory=list)  # forward's argument names
     worst: dict | None = None
     location: dict | None = None
     stack: list = dataclasses.field(default_factory=list)
@@ -99,6 +103,10 @@ class Case:
     def failed(self) -> bool:
         return self.verdict in ("fail", "error")
 
+    def arg_name(self, position: int) -> str | None:
+        """forward's name for the argument at ``position`` (None when unknown)."""
+        return self.arg_names[position] if position < len(self.arg_names) else None
+
     @property
     def where(self) -> str:
         loc = self.location
@@ -107,10 +115,12 @@ class Case:
     def to_json(self) -> dict:
         return {"name": self.name, "source": self.source, "api": self.api, "order": self.order,
                 "function": self.function, "sample": self.sample, "inputs": self.inputs,
-                "generated": self.generated, "verdict": self.verdict,
+                "generated": self.generated, "recorded": self.recorded,
+                "verdict": self.verdict,
                 "max_error": self.max_error, "message": self.message, "error": self.error,
                 "exception": self.exception or None,
                 "diagnoses": [diagnosis_json(d) for d in self.diagnoses],
+                "comparison": self.comparison,
                 "worst": self.worst, "location": self.location, "settings": self.settings,
                 "notes": self.notes, "seconds": round(self.seconds, 6)}
 
@@ -190,6 +200,8 @@ def _record_failure(case: Case, e: Exception) -> None:
     text = str(e)
     case.error = text
     case.diagnoses = diagnoses
+    case.comparison = [dict(c, name=case.arg_name(c["position"]))
+                       for c in getattr(e, "comparison", None) or []]
     failure = getattr(e, "failure", None) or {}
     worst = failure.get("worst")
     if worst is not None:
@@ -267,6 +279,8 @@ class CallRecorder:
     def __init__(self):
         self.cases: list[Case] = []
         self.script_globals: dict | None = None  # __main__'s globals, seen at a call
+        # the first call of each Function the script defines, and how many calls it made
+        self.function_calls: dict[type, RecordedCall] = {}
         self._saved: list = []
         self._busy = False
 
@@ -280,6 +294,9 @@ class CallRecorder:
                 if getattr(module, name, None) is fn:
                     self._saved.append((module, name, fn))
                     setattr(module, name, wrappers[name])
+        apply = Function.__dict__["apply"]
+        self._saved.append((Function, "apply", apply))
+        Function.apply = classmethod(self._record_apply(apply.__func__))
         return self
 
     def __exit__(self, *exc) -> bool:
@@ -287,6 +304,22 @@ class CallRecorder:
             setattr(module, name, fn)
         self._saved = []
         return False
+
+    def _record_apply(self, apply):
+        """Function.apply, keeping a copy of the inputs of the first call of each Function
+        the script defines (not the calls a recorded gradcheck makes)."""
+
+        @functools.wraps(apply)  # callable_name() still says Cubic.apply
+        def recording_apply(cls, *args, **kwargs):
+            if not self._busy and cls.__module__ == "__main__":
+                rec = self.function_calls.get(cls)
+                if rec is None:
+                    self.function_calls[cls] = RecordedCall.of(args, kwargs, capture_stack(1))
+                else:
+                    rec.calls += 1
+            return apply(cls, *args, **kwargs)
+
+        return recording_apply
 
     def _wrap(self, api: str, fn):
         sig = inspect.signature(fn)
@@ -325,6 +358,26 @@ class CallRecorder:
                     inputs=[describe(x) for x in _gc._as_tuple(inputs)], location=location,
                     stack=stack.frames(), settings=_settings_of(api, arguments))
         return run_check(case, func, inputs, arguments, grad_outputs)
+
+
+@dataclasses.dataclass
+class RecordedCall:
+    """The inputs a script passed to a Function, copied when it called ``apply`` (before
+    forward could modify them in place): tensors as detached copies of their values, with
+    whether each required grad; other arguments as they were."""
+
+    args: tuple
+    kwargs: dict
+    requires_grad: tuple
+    location: dict | None
+    calls: int = 1
+
+    @classmethod
+    def of(cls, args: tuple, kwargs: dict, stack) -> RecordedCall:
+        copied = tuple(Tensor._make(np.array(a._data)) if isinstance(a, Tensor) else a
+                       for a in args)
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        return cls(copied, dict(kwargs), needs, stack.location())
 
 
 def callable_name(func) -> str:
@@ -425,6 +478,68 @@ def class_location(cls: type) -> dict | None:
             "code": linecache.getline(path, line).strip()}
 
 
+def _point_at_backward(case: Case, func, inputs: tuple) -> None:
+    """A failed Function check points at the line of its backward that returned (or raised):
+    the gradient came from there. The class line stays in the stack, outermost."""
+    cls = getattr(func, "func", func).__self__  # functools.partial(cls.apply, ...) or apply
+    loc = backward_return_location(cls, func, inputs)
+    if loc is not None:
+        case.stack = [f for f in (case.location, loc) if f]
+        case.location = loc
+
+
+def backward_return_location(cls: type, func, inputs: tuple) -> dict | None:
+    """{'file', 'line', 'function', 'code'} of the statement of ``cls.backward`` that returned
+    when backward ran once at (copies of) ``inputs``: traced, so the branch that really ran
+    is the one named; None when backward did not run."""
+    import autodiag as ad
+    from autodiag.autograd import grad
+
+    fn = inspect.unwrap(getattr(cls, "backward", None) or cls.vjp)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    lines: list = []
+
+    def local(frame, event, arg):
+        if event == "return":
+            lines.append(frame.f_lineno)
+        return local
+
+    def on_call(frame, event, arg):
+        return local if frame.f_code is code else None
+
+    copies = tuple(ad.tensor(x._data.copy(), requires_grad=x.requires_grad)
+                   if isinstance(x, Tensor) else x for x in inputs)
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outs = [o for o in _gc._as_tuple(func(*copies))
+                    if isinstance(o, Tensor) and o.requires_grad]
+            diff = [x for x in copies if isinstance(x, Tensor) and x.requires_grad]
+            grad([o.sum() for o in outs], diff, allow_unused=True)
+    except Exception:  # noqa: BLE001 - the line it raised at (traced above) is the answer
+        pass
+    finally:
+        sys.settrace(previous)
+    if not lines:
+        return None
+    path, line = code.co_filename, lines[0]
+    try:
+        tree = ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None:  # the first line of a return statement written over several lines
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Return) and node.lineno <= line <= (node.end_lineno or 0):
+                line = node.lineno
+                break
+    return {"file": path, "line": line, "function": f"{cls.__name__}.{fn.__name__}",
+            "code": linecache.getline(path, line).strip()}
+
+
 @dataclasses.dataclass
 class Planned:
     """A check to run: the case (filled in when run) and its arguments."""
@@ -434,29 +549,117 @@ class Planned:
     inputs: tuple
 
 
-def plan_functions(classes: list[type], settings: Settings) -> list:
+def plan_functions(classes: list[type], settings: Settings,
+                   recorded: dict | None = None) -> list:
     """Cases for ``classes``: a ``Planned`` per input tuple and order, or a finished ``Case``
-    (an error or a skip) when inputs cannot be had."""
+    (an error or a skip) when inputs cannot be had. Inputs come from ``sample_inputs()``,
+    else from the script's first call of the Function (``recorded``, from a
+    ``CallRecorder``), else they are generated."""
     out: list = []
+    recorded = recorded or {}
     for cls in classes:
         loc = class_location(cls)
         base = {"source": "function", "function": cls.__name__, "location": loc,
-                "stack": [loc] if loc else [], "settings": settings.kwargs()}
-        samples, generated, problem = _inputs_for(cls, settings)
+                "stack": [loc] if loc else [], "settings": settings.kwargs(),
+                "arg_names": _arg_names(cls)}
+        func = cls.apply
+        if getattr(cls, "sample_inputs", None) is None and cls in recorded:
+            rec = recorded[cls]
+            samples, generated, problem = _recorded_inputs(cls, rec)
+            label = "script inputs"
+            if rec.kwargs:
+                func = functools.partial(cls.apply, **rec.kwargs)
+        else:
+            samples, generated, problem = _inputs_for(cls, settings)
+            label = None
         if problem is not None:
             verdict, message, exception = problem
             out.append(Case(name=f"{cls.__name__}", verdict=verdict, message=message,
                             exception=exception, **base))
             continue
         for k, (inputs, notes) in enumerate(samples):
-            label = "generated" if generated else f"sample {k}"
+            lab = label or ("generated" if generated else f"sample {k}")
             for order in range(1, settings.order + 1):
-                case = Case(name=f"{cls.__name__}[{label}]", api="gradcheck" if order == 1
+                case = Case(name=f"{cls.__name__}[{lab}]", api="gradcheck" if order == 1
                             else "gradgradcheck", order=order,
                             inputs=[describe(x) for x in inputs], generated=generated,
-                            sample=None if generated else k, notes=list(notes), **base)
-                out.append(Planned(case, cls.apply, inputs))
+                            sample=None if generated or label else k, notes=list(notes),
+                            recorded=recorded[cls].location if label else None, **base)
+                out.append(Planned(case, func, inputs))
     return out
+
+
+def _arg_names(cls: type) -> list:
+    """forward's argument names after ctx (all of them with setup_context)."""
+    try:
+        params = list(inspect.signature(cls.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    if not _has_setup_context(cls):
+        params = params[1:]
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+# The script's inputs are checked element by element (slow mode: two forward calls per input
+# element, one backward per output element): above this many elements in the tensors checked,
+# each dimension is cut to a few leading entries, the same cut for every dimension of one size.
+MAX_RECORDED_NUMEL = 1024
+_CUT_FROM = 5  # dimensions of at most this many entries are kept whole
+
+
+def _recorded_inputs(cls: type, rec: RecordedCall):
+    """([(inputs, notes)], False, None) from the script's first call, float64 for finite
+    differences, or ([], False, (verdict, message, exception)) when they cannot be used."""
+    import autodiag as ad
+
+    where = f"{short_path(rec.location['file'])}:{rec.location['line']}" if rec.location \
+        else "its call"
+    calls = f"the first of {rec.calls} calls" if rec.calls > 1 else "its only call"
+    notes = [f"inputs of the script's call at {where} ({calls}): copies of the values, shapes "
+             f"and requires_grad it passed"]
+    checked = [isinstance(a, Tensor) and rg for a, rg in zip(rec.args, rec.requires_grad)]
+    if not any(checked):
+        checked = [isinstance(a, Tensor) and a.is_floating_point() for a in rec.args]
+        if any(checked):
+            notes.append("no input required grad in the script: checked w.r.t. every "
+                         "floating-point tensor")
+    if not any(checked):
+        return [], False, ("skip", f"the script called {cls.__name__} with no floating-point "
+                           f"tensor at {where}: nothing to differentiate; give it a "
+                           f"sample_inputs() static method returning a list of input tuples",
+                           "")
+    args = list(rec.args)
+    # every floating-point tensor goes to float64, checked or not: ops such as matmul want
+    # their operands in one dtype
+    low = sorted({a.dtype.name for a in args if isinstance(a, Tensor) and
+                  a.is_floating_point() and a._data.dtype != np.float64})
+    if low:
+        notes.append(f"{', '.join(low)} converted to float64 for finite differences")
+    numel = sum(a._data.size for a, c in zip(args, checked) if c)
+    if numel > MAX_RECORDED_NUMEL:
+        args, cut = _cut(args)
+        notes.append(f"the script's inputs have {numel} elements to check: each is cut to "
+                     f"its leading entries ({cut}), the same cut for dimensions of one size")
+    inputs = []
+    for a, c in zip(args, checked):
+        if isinstance(a, Tensor):
+            data = a._data.astype(np.float64) if a.is_floating_point() else np.array(a._data)
+            a = ad.tensor(data, requires_grad=c) if c else Tensor._make(data)
+        inputs.append(a)
+    return [(tuple(inputs), notes)], False, None
+
+
+def _cut(args: list) -> tuple[list, str]:
+    """Leading slices of the tensors: each dimension longer than _CUT_FROM gets a new length
+    above _CUT_FROM, distinct per original length (so sizes that matched still match and
+    sizes that differed still differ)."""
+    sizes = sorted({n for a in args if isinstance(a, Tensor) for n in a._data.shape
+                    if n > _CUT_FROM})
+    new = {n: _CUT_FROM + 1 + k for k, n in enumerate(sizes)}
+    out = [Tensor._make(np.array(a._data[tuple(slice(0, new.get(n, n))
+                                                for n in a._data.shape)]))
+           if isinstance(a, Tensor) else a for a in args]
+    return out, ", ".join(f"{n} -> {m}" for n, m in new.items())
 
 
 def run_checks(plan: list, settings: Settings, progress=None) -> list[Case]:
@@ -472,6 +675,12 @@ def run_checks(plan: list, settings: Settings, progress=None) -> list[Case]:
                 # gradgradcheck draws its random grad_outputs from autodiag's generator
                 factories.manual_seed(settings.seed)
                 run_check(item.case, item.func, item.inputs, settings.kwargs())
+                if item.case.failed and item.case.source == "function":
+                    _point_at_backward(item.case, item.func, item.inputs)
+                if item.case.generated and item.case.verdict == "error":
+                    item.case.notes.append(
+                        f"the inputs were generated, and may be what {item.case.function} "
+                        f"cannot take: {_how_to_give_inputs(item.case.function)}")
                 item = item.case
             cases.append(item)
             if progress is not None:
@@ -557,8 +766,7 @@ def _generated(cls: type, settings: Settings):
     """float64 inputs that fit forward (it runs, gives finite outputs that require grad, and
     backward returns a gradient for each)."""
     names, reason = _tensor_params(cls)
-    hint = f"; give {cls.__name__} a sample_inputs() static method returning a list of " \
-           f"input tuples"
+    hint = f"; {_how_to_give_inputs(cls.__name__)}"
     if names is None:
         return [], False, ("skip", f"cannot generate inputs: {reason}{hint}", "")
     import autodiag as ad
@@ -586,6 +794,18 @@ def _generated(cls: type, settings: Settings):
         tried.append(f"{shape}: {why}")
     return [], True, ("skip", "cannot generate inputs: no shape fits ("
                       + "; ".join(tried) + ")" + hint, "")
+
+
+def _how_to_give_inputs(name: str) -> str:
+    return (f"give {name} a sample_inputs() static method returning a list of input tuples "
+            f"(e.g. [(A, v)] for forward(ctx, A, v)), or call {name}.apply in the script: "
+            f"autodiag then checks it at the inputs of the script's first call")
+
+
+# A backward error of this kind on generated inputs says the shapes do not fit each other
+# (matmul of a vector with a scalar, say), not that the backward is wrong.
+_SHAPE_ERROR = re.compile(r"shape|dimension|\bsize|broadcast|\b\d+D\b|mat\d|align",
+                          re.IGNORECASE)
 
 
 def _signs(rng, shape) -> np.ndarray:
@@ -616,7 +836,13 @@ def _fits(cls: type, names: list, arrays: list) -> str | None:
         return "non-finite output"
     try:
         grads = grad([o.sum() for o in diff], xs, allow_unused=True)
-    except Exception:  # noqa: BLE001 - a broken backward is for gradcheck to report
+    except Exception as e:  # noqa: BLE001 - a broken backward is for gradcheck to report
+        from autodiag.autograd._gradcheck_diagnosis import _engine_error
+
+        # ... unless it is the shapes: try the next; the engine's checks of the returned
+        # gradients (count, shape, type) are the backward's fault, whatever the inputs
+        if _SHAPE_ERROR.search(str(e)) and not _engine_error(str(e)):
+            return f"backward raised {type(e).__name__}: {str(e).splitlines()[0]}"
         return None
     missing = [n for n, g in zip(names, grads) if g is None]
     if missing:

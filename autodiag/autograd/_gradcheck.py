@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from autodiag.autograd._gradcheck_diagnosis import Diagnosis, diagnose
+from autodiag.autograd._gradcheck_diagnosis import Diagnosis, compare, diagnose
 from autodiag.autograd.graph import Node
 from autodiag.ops._core import edge, wrap
 from autodiag.tensor import Tensor
@@ -46,6 +46,8 @@ class GradcheckError(RuntimeError):
         super().__init__(msg)
         self.failure = failure or {}  # what failed, for the diagnosis (internal)
         self.diagnoses: list = []
+        # a Jacobian mismatch: per input, how many entries are wrong (see diagnosis.compare)
+        self.comparison: list = []
 
     @property
     def diagnosis(self):
@@ -702,6 +704,11 @@ def _attach_diagnosis(err: Exception, run: _Run) -> None:
             found = diagnose(err, run)
         except Exception:  # noqa: BLE001 - a diagnosis must never hide the real failure
             found = []
+        if isinstance(err, GradcheckError):
+            try:
+                err.comparison = compare(run, err.failure)
+            except Exception:  # noqa: BLE001 - likewise
+                err.comparison = []
     err.diagnoses = found
     if not isinstance(err, GradcheckError):
         err.diagnosis = found[0] if found else None

@@ -19,7 +19,19 @@ Kinds (a documented contract, most specific first in ``err.diagnoses``):
 ``not_multiplied``          a zero grad_output gives a non-zero gradient
 ``undefined_grad``          backward cannot handle undefined (None) output gradients
 ``no_differentiable_output`` no output requires grad, yet the function changes with the input
+``missing_product_term``    elementwise: analytical = forward/x (or numerical - analytical =
+                            forward/x): one term of the product rule d[x·g] = g + x·g' is missing
+``returns_forward_value``   elementwise: the analytical derivative equals the forward output
+``wrong_on_branch``         elementwise: right where the input is positive (negative), wrong at
+                            every element of the other sign: one branch of the rule is wrong
+``transposed_grad``         the gradient for a square matrix input is the right one transposed
+``swapped_inputs``          the gradient returned for input j is the one of input k
 ==========================  ===================================================================
+
+The rule-shape kinds (the last five) are only tried when nothing above explains a Jacobian
+mismatch, and each is verified numerically on every element before it is reported.
+``compare(run, failure)`` adds a per-input summary (which inputs' gradients are wrong, at how
+many Jacobian entries) for every mismatch, explained or not.
 
 Probes call ``func`` again (on copies of the inputs where they can); any error inside a probe
 only drops that probe.
@@ -132,6 +144,17 @@ def _mismatch(run, failure: dict) -> list:
             d = None
         if d is not None:
             found.append(d)
+    if found or run.mutated:
+        return found
+    # nothing simple explains it: try the shapes of known wrong rules, most specific first
+    for probe in (_swapped_inputs, _transposed, _product_rule, _forward_value, _branch):
+        try:
+            d = probe(run, failure)
+        except Exception:  # noqa: BLE001 - a probe that cannot run says nothing
+            d = None
+        if d is not None:
+            found.append(d)
+            break  # one verified rule shape is the answer; others would only repeat it
     return found
 
 
@@ -166,6 +189,195 @@ def _factor(run, failure: dict):
         "constant_factor",
         f"The analytical Jacobian is the numerical one times {c:.6g} at every element: the "
         f"backward is off by a factor of {c:.6g}.", {"factor": c})
+
+
+# ---------------------------------------------------------------------------------------------
+# Rule shapes: a wrong gradient that is a known mistake, verified element by element
+# ---------------------------------------------------------------------------------------------
+
+# Rule-shape probes compute the whole Jacobian of the failing output (every input); above this
+# many entries they stay silent rather than slow the report down.
+MAX_JACOBIAN_ENTRIES = 1_000_000
+
+
+def _close(a: np.ndarray, b: np.ndarray, run) -> np.ndarray:
+    """gradcheck's own element test: |a - b| <= atol + rtol·|b|."""
+    return np.abs(a - b) <= run.atol + run.rtol * np.abs(b)
+
+
+def _blocks(run, i: int):
+    """(analytical, numerical) Jacobians of differentiable output ``i`` w.r.t. every
+    differentiable input, float64, shape (input numel, output numel) each; None when too big.
+    Computed once per run."""
+    cached = getattr(run, "_rule_blocks", None)
+    if cached is not None and cached[0] == i:
+        return cached[1]
+    from autodiag.autograd._gradcheck import (_differentiable_outputs, analytical_jacobian,
+                                              numerical_jacobian)
+
+    outs = _differentiable_outputs(run.func(*run.inputs))
+    out = outs[i]
+    if sum(x._data.size for x in run.diff_inputs) * out._data.size > MAX_JACOBIAN_ENTRIES:
+        return None
+    analytical = [a.astype(np.float64) for a in analytical_jacobian(run, out, check=False)]
+    numerical = [numerical_jacobian(run, j)[run.keep[i]].astype(np.float64)
+                 for j in range(len(run.diff_pos))]
+    run._rule_blocks = (i, (analytical, numerical))
+    return analytical, numerical
+
+
+def _elementwise(run, failure: dict):
+    """(x, f, analytical diagonal, numerical diagonal) when the failing block is elementwise
+    (input and output of the same shape, both Jacobians diagonal), else None."""
+    from autodiag.autograd._gradcheck import _differentiable_outputs
+
+    j, i = failure["input"], failure["output"]
+    a, n = failure["analytical"].astype(np.float64), failure["numerical"].astype(np.float64)
+    x = run.inputs[run.diff_pos[j]]
+    out = _differentiable_outputs(run.func(*_probe_inputs(run)))[i]
+    if x._data.shape != out._data.shape or a.shape[0] != a.shape[1] or a.shape[0] < 2:
+        return None
+    off = ~np.eye(a.shape[0], dtype=bool)
+    if np.any(np.abs(n[off]) > run.atol) or np.any(np.abs(a[off]) > run.atol):
+        return None
+    return (x._data.astype(np.float64).reshape(-1), out._data.astype(np.float64).reshape(-1),
+            np.diag(a).copy(), np.diag(n).copy())
+
+
+def _product_rule(run, failure: dict):
+    """forward = x·g(x) elementwise, so d/dx = g + x·g' with g = forward/x. A backward that
+    returns g alone (analytical == forward/x) or x·g' alone (numerical - analytical ==
+    forward/x) dropped one term. Verified at every element where |x| is not tiny."""
+    e = _elementwise(run, failure)
+    if e is None:
+        return None
+    x, f, a, n = e
+    ok = np.abs(x) > 1e-3
+    if ok.sum() < 2:
+        return None
+    g = f[ok] / x[ok]
+    j = failure["input"]
+    wrong = ~_close(a, n, run)
+    missing = n - a
+    if np.all(_close(a[ok], g, run)):
+        return Diagnosis(
+            "missing_product_term",
+            f"For input {j}, the analytical derivative equals forward(x)/x at every element: "
+            f"writing forward as x·g(x), the backward returns only g(x) and drops the x·g'(x) "
+            f"term of the product rule d[x·g(x)]/dx = g(x) + x·g'(x) (numerical - analytical "
+            f"is that term, up to {np.max(np.abs(missing)):.3g}): add it.",
+            {"input": j, "returned": "g", "missing": "x*g'", "elements": int(wrong.sum()),
+             "max_missing": float(np.max(np.abs(missing)))})
+    if np.all(_close(missing[ok], g, run)):
+        return Diagnosis(
+            "missing_product_term",
+            f"For input {j}, numerical - analytical equals forward(x)/x at every element: "
+            f"writing forward as x·g(x), the backward returns only x·g'(x) and drops the g(x) "
+            f"term of the product rule d[x·g(x)]/dx = g(x) + x·g'(x): add it.",
+            {"input": j, "returned": "x*g'", "missing": "g", "elements": int(wrong.sum()),
+             "max_missing": float(np.max(np.abs(missing)))})
+    return None
+
+
+def _forward_value(run, failure: dict):
+    """The analytical derivative equals the forward output itself (right only for exp)."""
+    e = _elementwise(run, failure)
+    if e is None:
+        return None
+    x, f, a, n = e
+    if not np.all(_close(a, f, run)):
+        return None
+    j = failure["input"]
+    return Diagnosis(
+        "returns_forward_value",
+        f"For input {j}, the analytical derivative equals the forward output at every element "
+        f"(d/dx f = f holds only for exp): the backward multiplies grad by the result instead of "
+        f"by the derivative.", {"input": j})
+
+
+def _branch(run, failure: dict):
+    """Elementwise, the analytical derivative is right for one sign of x and wrong at every
+    element of the other: one branch (a where/mask/slope) of the rule is wrong."""
+    e = _elementwise(run, failure)
+    if e is None:
+        return None
+    x, f, a, n = e
+    wrong = ~_close(a, n, run)
+    j = failure["input"]
+    for side, mask in (("negative", x < 0), ("positive", x > 0)):
+        if mask.any() and (~mask).any() and np.array_equal(wrong, mask):
+            other = "positive" if side == "negative" else "negative"
+            return Diagnosis(
+                "wrong_on_branch",
+                f"For input {j}, the analytical derivative is right at every {other} element "
+                f"and wrong at every {side} one ({int(mask.sum())} of {mask.size}): the branch "
+                f"of the backward for {side} inputs (a where(), mask or slope) is wrong.",
+                {"input": j, "side": side, "elements": int(mask.sum())})
+    return None
+
+
+def _transposed(run, failure: dict):
+    """For a square matrix input, the analytical gradient is the numerical one transposed."""
+    j = failure["input"]
+    x = run.inputs[run.diff_pos[j]]
+    shape = x._data.shape
+    if len(shape) != 2 or shape[0] != shape[1] or shape[0] < 2:
+        return None
+    a, n = failure["analytical"].astype(np.float64), failure["numerical"].astype(np.float64)
+    m = a.shape[1]
+    a_t = a.reshape(shape[0], shape[1], m).transpose(1, 0, 2).reshape(-1, m)
+    if np.all(_close(a, n, run)) or not np.all(_close(a_t, n, run)):
+        return None
+    return Diagnosis(
+        "transposed_grad",
+        f"The analytical gradient for input {j} (a {shape[0]}x{shape[1]} matrix) is the "
+        f"numerical one transposed at every element: transpose it (a .T missing or extra in "
+        f"the backward's matrix product).", {"input": j})
+
+
+def _swapped_inputs(run, failure: dict):
+    """The gradient returned for input j is the one of another input k (and vice versa):
+    the backward returns its gradients in the wrong order."""
+    if len(run.diff_pos) < 2:
+        return None
+    blocks = _blocks(run, failure["output"])
+    if blocks is None:
+        return None
+    analytical, numerical = blocks
+    j = failure["input"]
+    for k in range(len(analytical)):
+        if k == j or analytical[j].shape != numerical[k].shape:
+            continue
+        if np.all(_close(analytical[j], numerical[k], run)) and \
+                np.all(_close(analytical[k], numerical[j], run)):
+            pj, pk = run.diff_pos[j], run.diff_pos[k]
+            return Diagnosis(
+                "swapped_inputs",
+                f"The analytical gradient for input {j} is the numerical one of input {k}, and "
+                f"the other way round: backward returns the gradients in the wrong order (return "
+                f"one per forward argument, in forward's order: argument {pj} then {pk}).",
+                {"input": j, "other": k, "positions": [pj, pk]})
+    return None
+
+
+def compare(run, failure: dict) -> list:
+    """Per differentiable input, how the analytical gradient of the failing output compares
+    with the numerical one: ``[{input, position, shape, entries, wrong, max_difference}]``
+    (``wrong`` = entries beyond gradcheck's tolerance). Empty when that costs too much."""
+    if failure.get("kind") != "mismatch" or run.mutated:
+        return []
+    blocks = _blocks(run, failure["output"])
+    if blocks is None:
+        return []
+    out = []
+    for j, (a, n) in enumerate(zip(*blocks)):
+        x = run.inputs[run.diff_pos[j]]
+        wrong = ~_close(a, n, run)
+        diff = np.abs(a - n)
+        out.append({"input": j, "position": run.diff_pos[j], "shape": list(x._data.shape),
+                    "entries": int(a.size), "wrong": int(wrong.sum()),
+                    "max_difference": float(np.max(diff)) if diff.size else 0.0})
+    return out
 
 
 def _probe_inputs(run) -> tuple:

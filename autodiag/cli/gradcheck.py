@@ -153,7 +153,7 @@ def _plan_functions(result, recorder, settings, names: list[str] | None) -> list
                                 f"autograd.Function named {unknown[0]!r}",
                                 f"Functions it defines: {defined}.")
         classes = [c for c in classes if c.__name__ in names]
-    return checks.plan_functions(classes, settings)
+    return checks.plan_functions(classes, settings, recorder.function_calls)
 
 
 def _explained(cases: list, result):

@@ -65,9 +65,11 @@ def details(console, cases: list[Case]) -> None:
                           f"{w['difference']:.3g} (tolerance {w['tolerance']:.3g})")
         for d in c.diagnoses:
             console.print(f"  [yellow]diagnosis[/] [bold]{escape(d.kind)}[/]: {escape(d.hint)}")
+        if len(c.comparison) > 1 or (c.comparison and not c.diagnoses):
+            for line in comparison_lines(c):
+                console.print(f"  {escape(line)}")
         if not c.diagnoses and c.verdict == "fail":
-            console.print("  [dim]no specific cause found: the backward formula itself is "
-                          "likely wrong; compare it with the derivative of forward[/]")
+            console.print(f"  [dim]{escape(NO_CAUSE if c.comparison else NO_CAUSE_SHORT)}[/]")
         for n in c.notes:
             console.print(f"  [dim]note: {escape(n)}[/]")
     skipped = [c for c in cases if c.verdict == "skip"]
@@ -77,6 +79,30 @@ def details(console, cases: list[Case]) -> None:
     for c in skipped:
         where = f" ({escape(c.where)})" if c.where else ""
         console.print(f"[yellow]-[/] {escape(c.name)}{where}: {escape(c.message)}")
+
+
+# What the report says when no diagnosis was verified: which rule shapes were tried, so the
+# user knows what is left to look at.
+NO_CAUSE = ("no known cause verified (tried, where they apply: a constant factor or sign, a "
+            "kink within eps, low precision, a transposed or swapped gradient, a dropped "
+            "product-rule term, the forward value returned as derivative, one wrong sign "
+            "branch): compare the backward's formula with the derivative of forward term by term")
+NO_CAUSE_SHORT = ("no specific cause found: the backward formula itself is likely wrong; "
+                  "compare it with the derivative of forward")
+
+
+def comparison_lines(c: Case) -> list[str]:
+    """Per input: does its analytical gradient match (for the failing output)?"""
+    out = []
+    for e in c.comparison:
+        name = f" ({e['name']})" if e.get("name") else ""
+        shape = "(" + ", ".join(map(str, e["shape"])) + ("," if len(e["shape"]) == 1 else "") \
+            + ")"
+        what = "matches numerical" if not e["wrong"] else \
+            f"wrong at {e['wrong']} of {e['entries']} Jacobian entries (max difference " \
+            f"{e['max_difference']:.3g})"
+        out.append(f"input {e['input']}{name} {shape}: analytical gradient {what}")
+    return out
 
 
 def summary_line(cases: list[Case]) -> str:
