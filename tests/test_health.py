@@ -223,7 +223,7 @@ for k in range(5):
 def test_exploding_growth_and_configurable_thresholds():
     f = only(health(GROWING.format(base=100.0)), "exploding_grad")
     assert f["parameter"] == "w" and f["per"] == "backward call" and f["steps"] == 5
-    assert f["first"] == 3  # norm 1.4e4 > 1e3 first at the third call
+    assert f["first"] == 4  # 4 norms of strict growth, the last > 10x the first, at call 4
     assert f["norms"][-1] == pytest.approx(np.sqrt(2) * 1e8, rel=1e-5)
     # 2x per call is 8x over 3 calls: under the default growth (10x); over 3x in 2 calls
     assert health(GROWING.format(base=2.0)) == []
@@ -392,3 +392,60 @@ def test_a_print_of_the_parameter_is_not_blamed(body, reason):
     assert (f["parameter"], f["reason"]) == ("b", reason), f
     if reason == "unused":
         assert "only read, with .numpy() at line 5" in f["message"]
+
+
+# --- exploding_grad is relative: the update against the parameter (issue 15, item 8) ---------
+
+POLYNOMIAL = """\
+import math
+import autodiag as torch
+# PyTorch's "Learning PyTorch with Examples" tutorial: a sum-reduced loss over 2000 points, raw
+# gradient norms in the thousands, a learning rate to match; it trains fine
+x = torch.linspace(-math.pi, math.pi, 2000)
+y = torch.sin(x)
+torch.manual_seed(0)
+a, b, c, d = (torch.randn((), requires_grad=True) for _ in range(4))
+for t in range(200):
+    loss = (a + b * x + c * x ** 2 + d * x ** 3 - y).pow(2).sum()
+    loss.backward()
+    with torch.no_grad():
+        for p in (a, b, c, d):
+            p -= {lr} * p.grad
+            p.grad = None
+"""
+
+
+def test_a_sum_reduced_tutorial_that_trains_is_not_exploding():
+    found = health(POLYNOMIAL.format(lr=1e-6))
+    assert [f["kind"] for f in found] == [], found
+    # its raw gradient norms are large: an absolute threshold of 1e3 would have fired
+    with tracing(GradHealth()) as tracer:
+        ns = {}
+        exec(compile(POLYNOMIAL.format(lr=1e-6), "poly.py", "exec"), ns)
+    assert max(r.bwd_norms.max for r in tracer._records() if r.bwd_norms) > 1e3
+
+
+def test_a_learning_rate_too_high_is_exploding():
+    found = health(POLYNOMIAL.format(lr=1e-3))
+    kinds = {f["kind"] for f in found}
+    assert "exploding_grad" in kinds, found
+    f = next(f for f in found if f["kind"] == "exploding_grad")
+    assert f["max_update_ratio"] > 1 and "its own norm" in f["message"]
+
+
+def test_an_optimizer_step_that_outgrows_the_parameter_is_exploding():
+    src = """\
+    import autodiag as torch
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr={lr})
+    x, y = torch.randn(64, 4) * 10, torch.randn(64, 1)
+    for _ in range(5):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    """
+    assert health(src.format(lr=1e-3)) == []
+    found = health(src.format(lr=1.0))
+    f = next(f for f in found if f["kind"] == "exploding_grad")
+    assert f["parameter"] in ("model.weight", "model.bias") and f["per"] == "optimizer step"

@@ -19,9 +19,11 @@
   step, or a manual ``p -= lr * p.grad``, bumped the parameter's version in between), and that
   parameter's gradient was never cleared in the whole run.
 * ``exploding_grad`` / ``vanishing_grad`` (warning): per-parameter gradient norms, at every
-  optimizer step (or at every backward for parameters no optimizer steps): above
-  ``max_norm``, growing more than ``growth`` times over ``growth_steps`` steps of strict growth,
-  or nonzero and below ``min_norm``.
+  optimizer step (or at every backward for parameters no optimizer steps): exploding when an
+  update moved the parameter by more than ``max_update`` times its own norm (the step outgrew
+  the parameter: relative, so a sum-reduced loss with a small learning rate is not flagged for
+  its large raw norms), or when the norm grew more than ``growth`` times over ``growth_steps``
+  steps of strict growth; vanishing when nonzero and below ``min_norm``.
 * ``dead_relu`` (warning): units (last dimension) of a ``relu`` call site through which no
   gradient passed — exactly zero for every sample — in each of at least ``dead_steps`` backward
   calls.
@@ -80,7 +82,7 @@ RECENT = 8  # norms kept per parameter for the report
 class Thresholds:
     """When norms are exploding or vanishing, and how long a ReLU unit must stay silent."""
 
-    max_norm: float = 1e3
+    max_update: float = 1.0  # ||p_new - p_old|| / ||p_old|| of one update
     min_norm: float = 1e-7
     growth: float = 10.0
     growth_steps: int = 3
@@ -115,6 +117,7 @@ class _Leaf:
         "frozen",
         "handled",
         "before",
+        "updates",
     )
 
     def __init__(self, t: Tensor):
@@ -129,7 +132,9 @@ class _Leaf:
         self.needs_grad = t.requires_grad
         self.frozen = False  # a Parameter with requires_grad False: frozen on purpose
         self.handled = False  # autograd.grad took it, or it was in a backward call that raised
-        self.before = None  # (version, copy of the value) at its last accumulation
+        self.before = None  # (version, copy of the value, largest norm yet) at its last
+        # accumulation
+        self.updates = None  # [updates measured, above max_update, first such, max ratio]
         self.graph = None  # first op that recorded a node with it
         self.no_grad = None  # (mode, stack): first use with grad disabled
         self.convert = None  # (op, stack, of a tensor computed from it or its detach())
@@ -151,13 +156,12 @@ class _Leaf:
 class _Norms:
     """A norm series, judged as it grows (no list of every norm is kept)."""
 
-    __slots__ = ("n", "first", "recent", "above", "below", "growth_at", "max")
+    __slots__ = ("n", "first", "recent", "below", "growth_at", "max")
 
     def __init__(self):
         self.n = 0
         self.first = None  # the first nonzero norm: what "growth" is measured against
         self.recent: deque = deque(maxlen=RECENT)
-        self.above = []  # [count, first step]
         self.below = []
         self.growth_at = None
         self.max = 0.0
@@ -168,9 +172,7 @@ class _Norms:
         self.max = max(self.max, norm)
         if self.first is None and norm > 0:
             self.first = norm
-        if norm > th.max_norm:
-            self.above = [self.above[0] + 1, self.above[1]] if self.above else [1, self.n]
-        elif 0 < norm < th.min_norm:
+        if 0 < norm < th.min_norm:
             self.below = [self.below[0] + 1, self.below[1]] if self.below else [1, self.n]
         k = th.growth_steps
         if self.growth_at is None and len(self.recent) > k:
@@ -365,11 +367,34 @@ class GradHealth(Tracer):
                 if rec.stale_at is None:
                     rec.stale_at = (entry[1], rec.updated_at)
         rec.grad_ref = weakref.ref(grad)
+        self._measure_update(rec, var)
         rec.version = var._version
         if not self._optimizers:  # no optimizer (yet): norms per backward call
             if rec.bwd_norms is None:
                 rec.bwd_norms = _Norms()
             rec.bwd_norms.add(_norm(data), self.th)
+
+    def _measure_update(self, rec: _Leaf, var: Tensor) -> None:
+        """How far the parameter moved since its last accumulation, relative to its norm (the
+        update/weight ratio of whatever updated it: an optimizer or a manual step)."""
+        value = var._data
+        before = rec.before
+        # NOTE: against the largest norm the parameter has had, not its last one: a scalar
+        # crossing zero on its way to the optimum moves by many times its (tiny) current norm
+        size = max(before[2], _norm(value)) if before is not None else _norm(value)
+        if before is not None and before[0] != var._version and before[1].shape == value.shape \
+                and before[2] > 0:
+            ratio = _norm(value - before[1]) / before[2]
+            u = rec.updates
+            if u is None:
+                u = rec.updates = [0, 0, None, 0.0]
+            u[0] += 1
+            u[3] = max(u[3], ratio)
+            if ratio > self.th.max_update:
+                u[1] += 1
+                if u[2] is None:
+                    u[2] = u[0]
+        rec.before = (var._version, value.copy(), size)
 
     def on_backward_end(self, task):
         if not self._tasks or self._tasks[-1][0] is not task:
@@ -619,13 +644,16 @@ class GradHealth(Tracer):
             "per": unit,
         }
         out = []
-        if series.above or series.growth_at is not None:
-            if series.above:
-                n, first = series.above
+        upd = rec.updates
+        if upd is not None:
+            common["max_update_ratio"] = float(f"{upd[3]:.6g}")
+        if (upd is not None and upd[1]) or series.growth_at is not None:
+            if upd is not None and upd[1]:
+                n, first = upd[1], upd[2]
                 msg = (
-                    f"{name}: gradient norm above {th.max_norm:g} at {n} {unit}"
-                    f"{'s' if n != 1 else ''} (first at {unit} {first}, max "
-                    f"{series.max:.4g})"
+                    f"{name}: an update moved it by up to {upd[3]:.3g}x its own norm ({n} of "
+                    f"{upd[0]} update{'s' if upd[0] != 1 else ''} above {th.max_update:g}x, "
+                    f"first at update {first}; gradient norm up to {series.max:.4g})"
                 )
             else:
                 first = series.growth_at
@@ -640,8 +668,9 @@ class GradHealth(Tracer):
                     msg,
                     None,
                     None,
-                    "Lower the learning rate, clip gradients "
-                    "(nn.utils.clip_grad_norm_) or normalise the inputs.",
+                    "A step larger than the parameter itself overwrites what it learned: lower "
+                    "the learning rate, clip gradients (nn.utils.clip_grad_norm_) or normalise "
+                    "the inputs.",
                     first=first,
                     **common,
                 )
