@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
 from autodiag.cli._common import (
@@ -27,6 +26,7 @@ from autodiag.cli._common import (
 )
 from autodiag.report import graph as render
 from autodiag.report.output import envelope
+from autodiag.report.table import print_table
 from autodiag.target.errors import BadInvocation, BadTarget
 from autodiag.tensor import Tensor
 
@@ -193,17 +193,11 @@ def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
     console = sink.console()
     for s in snaps:
         if view.order == "tree":
-            text, n_left = render.tree_text(s, view)
+            text, n_left = render.tree_text(s, view, console.width)
             console.print(text, end="")
         else:
             rows, n_left = render.table_rows(s, view)
-            table = Table(title=f"{view.order} order", show_lines=False, box=None,
-                          title_justify="left")
-            for col in ("#", "id", "node", "inputs", "created at"):
-                table.add_column(col, no_wrap=col != "node")
-            for r in rows:
-                table.add_row(*r)
-            console.print(table)
+            print_table(console, render.GRAPH_COLUMNS, rows, title=f"{view.order} order")
         left = max(left, n_left)
         line = render.summary_line(s, calls)
         if n_left:
