@@ -29,7 +29,7 @@ from autodiag.cli._common import (
 )
 from autodiag.report import table
 from autodiag.report.output import envelope
-from autodiag.target.errors import BadInvocation, BadTarget
+from autodiag.target.errors import BadInvocation, NothingToShow
 from autodiag.trace.sites import short_path
 
 
@@ -47,7 +47,7 @@ def trace(
     annotations: AnnotationsOpt = None,
     call: Annotated[int | None, typer.Option("--call", help="Trace the N-th backward/grad "
                                                 "call (default: the last).", min=1,
-                                                show_default=False)] = None,
+                                                metavar="N", show_default=False)] = None,
 ) -> None:
     """Walk through a backward pass: per node, in execution order, its forward value, the
     gradient it received, the local derivative, and the gradients it passed on.
@@ -67,9 +67,9 @@ def trace(
             if call is not None and rec.calls:
                 raise BadInvocation(f"--call {call}: the target made {rec.calls} backward/grad "
                                     f"calls", "Pick a call number between 1 and that count.")
-            raise BadTarget(f"{t.label}: nothing to trace: no backward() or autograd.grad() "
-                            f"call", "Call loss.backward() in the script (expressions are "
-                            "differentiated automatically).")
+            raise NothingToShow(f"{t.label} ran, but there is nothing to trace: it made no "
+                                f"backward() or autograd.grad() call", "Call loss.backward() in "
+                                "the script (expressions are differentiated automatically).")
         rec.name_leaves(names_by_id(result.namespace))
         if fmt is TextOrJson.json:
             sink.write_json(envelope("trace", t.label, [], error=result.error,
