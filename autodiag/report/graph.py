@@ -118,12 +118,24 @@ def _root_name(snap: GraphSnapshot, i: int) -> str | None:
 
 
 def _plain_label(snap: GraphSnapshot, i: int) -> str:
+    """A node's label for DOT and Mermaid: its name (leaves: variable name, shape, dtype) and,
+    where known, the line that created it (``model.py:38``: the file name only, to keep boxes
+    small)."""
     lf = snap.leaf[i]
     if lf is not None:
         name = snap.labels.get(i) or "AccumulateGrad"
-        return f"{name}\n{_size_str(lf[1])} {lf[2]}"
-    root = _root_name(snap, i)
-    return f"{root} = {snap.names[i]}" if root else snap.names[i]
+        label = f"{name}\n{_size_str(lf[1])} {lf[2]}"
+    else:
+        root = _root_name(snap, i)
+        label = f"{root} = {snap.names[i]}" if root else snap.names[i]
+    st = snap.sites[i]
+    if st is not None and st.site is not None:
+        code, line = st.site
+        label += f"\n{os.path.basename(code.co_filename)}:{line}"
+    return label
+
+
+LEAF_COLOR, ROOT_COLOR = "#aed6f1", "#a9dfbf"  # blue leaves, green roots (README)
 
 
 def to_dot(snap: GraphSnapshot, view: View) -> str:
@@ -135,7 +147,7 @@ def to_dot(snap: GraphSnapshot, view: View) -> str:
     for i in ids:
         label = _plain_label(snap, i).replace("\\", "\\\\").replace('"', '\\"').replace(
             "\n", "\\n")
-        color = "#aed6f1" if snap.leaf[i] is not None else "#a9dfbf" if i in roots else \
+        color = LEAF_COLOR if snap.leaf[i] is not None else ROOT_COLOR if i in roots else \
             "#eeeeee"
         out.append(f'  n{i} [label="{label}", fillcolor="{color}"];')
     for i in ids:
@@ -151,11 +163,16 @@ def to_dot(snap: GraphSnapshot, view: View) -> str:
 def to_mermaid(snap: GraphSnapshot, view: View) -> str:
     ids, left = visible(snap, view)
     shown = set(ids)
-    out = ["flowchart BT"]
+    out = ["flowchart BT",
+           # the colours of to_dot: leaves blue, roots green
+           f"  classDef leaf fill:{LEAF_COLOR},stroke:#5499c7,color:#000",
+           f"  classDef root fill:{ROOT_COLOR},stroke:#52be80,color:#000"]
+    roots = set(snap.roots)
     for i in ids:
         label = _plain_label(snap, i).replace('"', "#quot;").replace("\n", "<br/>")
         shape = ('(["', '"])') if snap.leaf[i] is not None else ('["', '"]')
-        out.append(f"  n{i}{shape[0]}{label}{shape[1]}")
+        cls = ":::leaf" if snap.leaf[i] is not None else ":::root" if i in roots else ""
+        out.append(f"  n{i}{shape[0]}{label}{shape[1]}{cls}")
     for i in ids:
         for e in snap.next[i]:
             if e is not None and e[0] in shown:
