@@ -5,9 +5,11 @@ This package and ``report/`` are the only places that import typer and rich.
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from autodiag._version import __version__
 from autodiag.cli import anomaly as _anomaly
@@ -18,22 +20,65 @@ from autodiag.cli import inplace as _inplace
 from autodiag.cli import leaks as _leaks
 from autodiag.cli import trace as _trace
 
+class _Help:
+    """Help that reads well at any width.
+
+    Paragraphs are reflowed: in rich markup mode typer keeps a docstring's line breaks, so a
+    paragraph wrapped at 100 columns in the source broke mid-sentence on screen ("its forward
+    value, the" / "gradient it received"). And no type labels (``<bool>``, ``<str>``,
+    ``<list[str]>``): a flag shows none, an option its metavar (FILE, N, SECONDS, NAME=VALUE:
+    set where it is declared) or its choices (``text|json``), an argument only its name."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        if self.help:
+            self.help = _reflow(self.help)
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for p in params:
+            if isinstance(p, TyperArgument):
+                p.display_type_rich = _no_type  # the argument's name says it all
+            elif p.is_flag:
+                p.metavar = ""
+            elif p.metavar is None:
+                label = p.display_type(ctx).strip("<>")
+                p.metavar = label if p.type_descriptor.is_choice else p.name.upper()
+        return params
+
+
+def _no_type(ctx) -> None:
+    return None
+
+
+def _reflow(text: str) -> str:
+    """Join the lines of each paragraph (``\\b`` paragraphs keep theirs, as in click)."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n"))
+                       for p in paragraphs)
+
+
+class _Group(_Help, TyperGroup):
+    pass
+
+
+class _Command(_Help, TyperCommand):
+    pass
+
+
 app = typer.Typer(
     name="autodiag",
-    help="A graph inspector and gradient debugger for autograd.",
     add_completion=False,
-    no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    cls=_Group,
 )
 
-app.command("graph", no_args_is_help=True)(_graph.graph)
-app.command("trace", no_args_is_help=True)(_trace.trace)
-app.command("gradcheck", no_args_is_help=True)(_gradcheck.gradcheck)
-app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
-app.command("inplace", no_args_is_help=True)(_inplace.inplace)
-app.command("leaks", no_args_is_help=True)(_leaks.leaks)
-app.command("check", no_args_is_help=True)(_check.check)
+for _name, _fn in (("graph", _graph.graph), ("trace", _trace.trace),
+                   ("gradcheck", _gradcheck.gradcheck), ("anomaly", _anomaly.anomaly),
+                   ("inplace", _inplace.inplace), ("leaks", _leaks.leaks),
+                   ("check", _check.check)):
+    app.command(_name, no_args_is_help=True, cls=_Command)(_fn)
 
 
 def _version(value: bool) -> None:
@@ -50,8 +95,11 @@ def main_callback(
 ) -> None:
     """A graph inspector and gradient debugger for autograd.
 
-    The engine is importable as [bold]import autodiag as torch[/bold]. Exit codes: 0 nothing
-    found, 1 findings, 2 bad invocation or target, 3 the target failed, 130 interrupted.
+    The engine is importable as [bold]import autodiag as torch[/bold].
+
+    Exit codes (every command): [bold]0[/bold] nothing found, [bold]1[/bold] findings,
+    [bold]2[/bold] bad invocation or target, [bold]3[/bold] the target failed, [bold]130[/bold]
+    interrupted.
     """
     if ctx.invoked_subcommand is None and not version:
         typer.echo(ctx.get_help())

@@ -43,15 +43,16 @@ ExprOpt = Annotated[str | None, typer.Option(
     show_default=False)]
 VarOpt = Annotated[list[str] | None, typer.Option(
     "--var", help="NAME=VALUE for -e: a number or nested list; a leaf with requires_grad.",
-    show_default=False)]
+    metavar="NAME=VALUE", show_default=False)]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="dtype of --var leaves: float64 or "
                                        "float32.")]
 OutputOpt = Annotated[str | None, typer.Option(
     "-o", "--output", help="Write the report to FILE (atomically) instead of stdout.",
-    show_default=False)]
+    metavar="FILE", show_default=False)]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="Plain text without colour.")]
 TimeoutOpt = Annotated[float | None, typer.Option(
-    "--timeout", help="Stop the target after SECONDS.", show_default=False, min=0.001)]
+    "--timeout", help="Stop the target after SECONDS.", metavar="SECONDS", show_default=False,
+    min=0.001)]
 
 
 class Annotations(str, enum.Enum):
@@ -65,7 +66,8 @@ class Annotations(str, enum.Enum):
 JunitOpt = Annotated[str | None, typer.Option(
     "--junit-xml", help="Also write a JUnit XML report to FILE, for CI: a failing test case per "
     "finding (gradcheck: a case per check), an error case if the target fails, else one "
-    "passing case (graph and trace have no findings: always one case).", show_default=False)]
+    "passing case (graph and trace have no findings: always one case).", metavar="FILE",
+    show_default=False)]
 AnnotationsOpt = Annotated[Annotations | None, typer.Option(
     "--annotations", help="github: print a GitHub Actions annotation per finding on stderr; "
     "none: never. Default: github when GITHUB_ACTIONS=true.", show_default=False)]

@@ -221,7 +221,7 @@ def _report(cmd, sink, fmt, label: str, cases: list, settings, script_error,
                                  **render.to_json(cases, settings)))
         return
     console = sink.console()
-    console.print(render.table(cases, f"gradcheck {label} ({render.settings_line(settings)})"))
+    render.print_table(console, cases, f"gradcheck {label} ({render.settings_line(settings)})")
     render.details(console, cases)
     console.print()
     console.print(f"[dim]{escape(render.summary_line(cases))}[/]")

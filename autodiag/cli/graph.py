@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
 from autodiag.cli._common import (
@@ -27,7 +26,8 @@ from autodiag.cli._common import (
 )
 from autodiag.report import graph as render
 from autodiag.report.output import envelope
-from autodiag.target.errors import BadInvocation, BadTarget
+from autodiag.report.table import print_table
+from autodiag.target.errors import BadInvocation, NothingToShow
 from autodiag.tensor import Tensor
 
 
@@ -71,12 +71,12 @@ def graph(
     annotations: AnnotationsOpt = None,
     call: Annotated[int | None, typer.Option("--call", help="Show the graph of the N-th "
                                                 "backward/grad call (default: the last).",
-                                                min=1, show_default=False)] = None,
+                                                min=1, metavar="N", show_default=False)] = None,
     all_calls: Annotated[bool, typer.Option("--all", help="Show the graph of every backward "
                                             "call.")] = False,
     root: Annotated[str | None, typer.Option("--root", help="Show the graph of this "
                                                 "module-level variable.",
-                                                show_default=False)] = None,
+                                                metavar="NAME", show_default=False)] = None,
     show_saved: Annotated[bool, typer.Option("--show-saved", help="List saved tensors (shape, "
                                              "dtype, version).")] = False,
     values: Annotated[bool, typer.Option("--values", help="Summarise each node's forward "
@@ -85,10 +85,10 @@ def graph(
                                         "received in backward.")] = False,
     max_nodes: Annotated[int | None, typer.Option("--max-nodes", help="Show at most N nodes "
                                                      "(text default 500).", min=1,
-                                                     show_default=False)] = None,
+                                                     metavar="N", show_default=False)] = None,
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Stop N edges below "
                                                      "the roots.", min=0,
-                                                     show_default=False)] = None,
+                                                     metavar="N", show_default=False)] = None,
 ) -> None:
     """Show the grad_fn graph: of the last backward() call, or of the module-level tensors.
 
@@ -158,10 +158,10 @@ def _select(cap: GraphCapture, result, call: int | None, root: str | None):
         return [snap]
     if result.error is not None or result.interrupted:
         return None
-    raise BadTarget(f"{result.target.label}: nothing to show: it made no backward() or "
-                    f"autograd.grad() call and left no module-level tensor with a grad_fn",
-                    "Compute something from a tensor with requires_grad=True (and call "
-                    "backward()), or use --root NAME.")
+    raise NothingToShow(f"{result.target.label} ran, but made no backward() or autograd.grad() "
+                        f"call and left no module-level tensor with a grad_fn",
+                        "Compute something from a tensor with requires_grad=True (and call "
+                        "backward()), or use --root NAME.")
 
 
 def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
@@ -193,17 +193,11 @@ def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
     console = sink.console()
     for s in snaps:
         if view.order == "tree":
-            text, n_left = render.tree_text(s, view)
+            text, n_left = render.tree_text(s, view, console.width)
             console.print(text, end="")
         else:
             rows, n_left = render.table_rows(s, view)
-            table = Table(title=f"{view.order} order", show_lines=False, box=None,
-                          title_justify="left")
-            for col in ("#", "id", "node", "inputs", "created at"):
-                table.add_column(col, no_wrap=col != "node")
-            for r in rows:
-                table.add_row(*r)
-            console.print(table)
+            print_table(console, render.GRAPH_COLUMNS, rows, title=f"{view.order} order")
         left = max(left, n_left)
         line = render.summary_line(s, calls)
         if n_left:

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from autodiag.analysis.backward_trace import BackwardTrace
 from autodiag.analysis.graph import names_by_id
@@ -28,8 +27,9 @@ from autodiag.cli._common import (
     make_target,
     target_failure,
 )
+from autodiag.report import table
 from autodiag.report.output import envelope
-from autodiag.target.errors import BadInvocation, BadTarget
+from autodiag.target.errors import BadInvocation, NothingToShow
 from autodiag.trace.sites import short_path
 
 
@@ -47,7 +47,7 @@ def trace(
     annotations: AnnotationsOpt = None,
     call: Annotated[int | None, typer.Option("--call", help="Trace the N-th backward/grad "
                                                 "call (default: the last).", min=1,
-                                                show_default=False)] = None,
+                                                metavar="N", show_default=False)] = None,
 ) -> None:
     """Walk through a backward pass: per node, in execution order, its forward value, the
     gradient it received, the local derivative, and the gradients it passed on.
@@ -67,9 +67,9 @@ def trace(
             if call is not None and rec.calls:
                 raise BadInvocation(f"--call {call}: the target made {rec.calls} backward/grad "
                                     f"calls", "Pick a call number between 1 and that count.")
-            raise BadTarget(f"{t.label}: nothing to trace: no backward() or autograd.grad() "
-                            f"call", "Call loss.backward() in the script (expressions are "
-                            "differentiated automatically).")
+            raise NothingToShow(f"{t.label} ran, but there is nothing to trace: it made no "
+                                f"backward() or autograd.grad() call", "Call loss.backward() in "
+                                "the script (expressions are differentiated automatically).")
         rec.name_leaves(names_by_id(result.namespace))
         if fmt is TextOrJson.json:
             sink.write_json(envelope("trace", t.label, [], error=result.error,
@@ -83,26 +83,36 @@ def trace(
     guarded("trace", output, no_color, body, junit_xml, annotations)
 
 
+# Narrow terminals lose the forward value first, then the local derivative and the incoming
+# gradient; the node and where it was created always stay (report/table.py).
+TRACE_COLUMNS = [
+    table.Column("#", keep=60, justify="right"),
+    table.Column("node"),
+    table.Column("forward value", keep=10),
+    table.Column("grad in", keep=30),
+    table.Column("local grad", keep=20, paired=True),
+    table.Column("grad out", keep=40, paired=True),
+    table.Column("created at", kind="path"),
+]
+
+
 def _text(console, rec: BackwardTrace, call: int) -> None:
     roots = ", ".join(n for n in getattr(rec, "root_names", []) if n) or "the output"
-    table = Table(title=f"backward of {roots} (call {call} of {rec.calls}), in execution order",
-                  title_justify="left", box=None, pad_edge=False)
-    with_sites = any(row.get("created_at") for row in rec.rows)
-    for col in ("#", "node", "forward value", "grad in", "local grad", "grad out", "created at"):
-        if col != "created at" or with_sites:
-            table.add_column(col, overflow="fold", no_wrap=col in ("#", "node", "grad out"))
+    rows = []
     for row in rec.rows:
         name = escape(row["node"])
         if "variable" in row:
             name += f" [bold green]{escape(row['variable'])}[/]"
-        incoming = escape(", ".join(fmt_summary(g) for g in row["incoming"]))
-        local = "\n".join(escape(fmt_summary(o["local"])) if o["local"] else "-"
-                          for o in row["outgoing"]) or "-"
-        out = "\n".join(f"→ {escape(o['to'])}: {escape(fmt_summary(o['grad']))}"
-                        for o in row["outgoing"]) or ("[green]accumulated into .grad[/]"
-                                                      if row["node"] == "AccumulateGrad" else "-")
+        incoming = ", ".join(fmt_summary(g) for g in row["incoming"])
+        local = [fmt_summary(o["local"]) if o["local"] else "-" for o in row["outgoing"]]
+        out = [f"→ {escape(o['to'])}: {escape(fmt_summary(o['grad']))}"
+               for o in row["outgoing"]] or (["[green]accumulated into .grad[/]"]
+                                             if row["node"] == "AccumulateGrad" else ["-"])
         loc = row.get("created_at")
-        site = escape(f"{short_path(loc['file'])}:{loc['line']}") if loc else ""
-        cells = [str(row["step"]), name, escape(fmt_summary(row["value"])), incoming, local, out]
-        table.add_row(*cells, *([site] if with_sites else []))
-    console.print(table)
+        site = f"{short_path(loc['file'])}:{loc['line']}" if loc else ""
+        rows.append([table.plain(str(row["step"])), table.cell(name),
+                     table.plain(fmt_summary(row["value"])), table.plain(incoming),
+                     table.plain(*local) if local else table.plain("-"), table.cell(*out),
+                     table.plain(site)])
+    table.print_table(console, TRACE_COLUMNS, rows, title=f"backward of {roots} (call {call} "
+                      f"of {rec.calls}), in execution order")

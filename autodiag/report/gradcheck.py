@@ -4,9 +4,9 @@ document, and JUnit test cases."""
 from __future__ import annotations
 
 from rich.markup import escape
-from rich.table import Table
 
 from autodiag.analysis.gradcheck import Case, totals
+from autodiag.report import table
 from autodiag.report.junit import TestCase
 from autodiag.trace.sites import short_path
 
@@ -23,21 +23,30 @@ def settings_line(settings) -> str:
             f"{'fast' if settings.fast_mode else 'slow'} mode, order {settings.order}")
 
 
-def table(cases: list[Case], title: str) -> Table:
-    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
-    for col in ("case", "inputs", "order", "max error", "verdict", "diagnosis"):
-        t.add_column(col, no_wrap=col in ("order", "max error", "verdict"),
-                     justify="right" if col in ("order", "max error") else "left",
-                     overflow="fold")
+# Narrow terminals lose the inputs, then the order and the diagnosis; the case and its verdict
+# always stay, and no name or number is cut (report/table.py).
+COLUMNS = [
+    table.Column("case"),
+    table.Column("inputs", keep=10, max_lines=0),
+    table.Column("order", keep=20, justify="right"),
+    table.Column("max error", keep=50, justify="right"),
+    table.Column("verdict"),
+    table.Column("diagnosis", keep=30, max_lines=0),
+]
+
+
+def print_table(console, cases: list[Case], title: str) -> None:
+    rows = []
     for c in cases:
         inputs = ", ".join(c.inputs) or "-"
         if c.generated:
             inputs = f"generated {inputs}"
         diag = ", ".join(d.kind for d in c.diagnoses) or ("-" if c.verdict != "error"
                                                            else c.exception or "-")
-        t.add_row(escape(c.name), escape(inputs), str(c.order), fmt_error(c.max_error),
-                  _VERDICT[c.verdict], escape(diag))
-    return t
+        rows.append([table.plain(c.name), table.plain(inputs), table.plain(str(c.order)),
+                     table.plain(fmt_error(c.max_error)), table.cell(_VERDICT[c.verdict]),
+                     table.plain(diag)])
+    table.print_table(console, COLUMNS, rows, title=title)
 
 
 def details(console, cases: list[Case]) -> None:

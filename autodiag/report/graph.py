@@ -14,6 +14,7 @@ from rich.text import Text
 
 from autodiag.analysis.graph import GraphSnapshot
 from autodiag.analysis.summary import fmt_bytes, fmt_summary
+from autodiag.report import table
 from autodiag.tensor import _size_str
 from autodiag.trace.sites import format_site, short_path
 
@@ -117,12 +118,24 @@ def _root_name(snap: GraphSnapshot, i: int) -> str | None:
 
 
 def _plain_label(snap: GraphSnapshot, i: int) -> str:
+    """A node's label for DOT and Mermaid: its name (leaves: variable name, shape, dtype) and,
+    where known, the line that created it (``model.py:38``: the file name only, to keep boxes
+    small)."""
     lf = snap.leaf[i]
     if lf is not None:
         name = snap.labels.get(i) or "AccumulateGrad"
-        return f"{name}\n{_size_str(lf[1])} {lf[2]}"
-    root = _root_name(snap, i)
-    return f"{root} = {snap.names[i]}" if root else snap.names[i]
+        label = f"{name}\n{_size_str(lf[1])} {lf[2]}"
+    else:
+        root = _root_name(snap, i)
+        label = f"{root} = {snap.names[i]}" if root else snap.names[i]
+    st = snap.sites[i]
+    if st is not None and st.site is not None:
+        code, line = st.site
+        label += f"\n{os.path.basename(code.co_filename)}:{line}"
+    return label
+
+
+LEAF_COLOR, ROOT_COLOR = "#aed6f1", "#a9dfbf"  # blue leaves, green roots (README)
 
 
 def to_dot(snap: GraphSnapshot, view: View) -> str:
@@ -134,7 +147,7 @@ def to_dot(snap: GraphSnapshot, view: View) -> str:
     for i in ids:
         label = _plain_label(snap, i).replace("\\", "\\\\").replace('"', '\\"').replace(
             "\n", "\\n")
-        color = "#aed6f1" if snap.leaf[i] is not None else "#a9dfbf" if i in roots else \
+        color = LEAF_COLOR if snap.leaf[i] is not None else ROOT_COLOR if i in roots else \
             "#eeeeee"
         out.append(f'  n{i} [label="{label}", fillcolor="{color}"];')
     for i in ids:
@@ -150,11 +163,16 @@ def to_dot(snap: GraphSnapshot, view: View) -> str:
 def to_mermaid(snap: GraphSnapshot, view: View) -> str:
     ids, left = visible(snap, view)
     shown = set(ids)
-    out = ["flowchart BT"]
+    out = ["flowchart BT",
+           # the colours of to_dot: leaves blue, roots green
+           f"  classDef leaf fill:{LEAF_COLOR},stroke:#5499c7,color:#000",
+           f"  classDef root fill:{ROOT_COLOR},stroke:#52be80,color:#000"]
+    roots = set(snap.roots)
     for i in ids:
         label = _plain_label(snap, i).replace('"', "#quot;").replace("\n", "<br/>")
         shape = ('(["', '"])') if snap.leaf[i] is not None else ('["', '"]')
-        out.append(f"  n{i}{shape[0]}{label}{shape[1]}")
+        cls = ":::leaf" if snap.leaf[i] is not None else ":::root" if i in roots else ""
+        out.append(f"  n{i}{shape[0]}{label}{shape[1]}{cls}")
     for i in ids:
         for e in snap.next[i]:
             if e is not None and e[0] in shown:
@@ -166,25 +184,47 @@ def to_mermaid(snap: GraphSnapshot, view: View) -> str:
 
 # --- text ---------------------------------------------------------------------------------------
 
+CODE_MAX = 48  # a creation line's source is cut here (with …) even when the terminal is wide
 
-def _site_text(snap: GraphSnapshot, i: int) -> str:
+
+def _site(snap: GraphSnapshot, i: int) -> tuple[str, str]:
+    """(``path:line``, source code) of the line that created node ``i``; ("", "") if unknown."""
     st = snap.sites[i]
     if st is None or st.site is None:
-        return ""
+        return "", ""
     loc = format_site(st.site)
-    code = loc["code"] if len(loc["code"]) <= 48 else loc["code"][:45] + "..."
-    return f"{short_path(loc['file'])}:{loc['line']}" + (f"  {code}" if code else "")
+    code = loc["code"] if len(loc["code"]) <= CODE_MAX else loc["code"][:CODE_MAX - 1] + "…"
+    return f"{short_path(loc['file'])}:{loc['line']}", code
 
 
-def _node_markup(snap: GraphSnapshot, i: int) -> str:
+def _fit_site(where: str, code: str, room: int) -> str:
+    """``path:line  code`` in ``room`` characters: the code is cut (or left out) first, then
+    the path is shortened from the left; the file name and line always stay."""
+    if not where:
+        return ""
+    full = f"{where}  {code}" if code else where
+    if len(full) <= room:
+        return full
+    if code and room - len(where) - 2 >= table.CLIP_MIN:
+        return f"{where}  {code[:room - len(where) - 3]}…"
+    return table.shorten_path(where, room)
+
+
+def _node_atoms(snap: GraphSnapshot, i: int) -> list[str]:
+    """The node's label as markup words: ``AccumulateGrad`` and the leaf's name (or ``leaf``),
+    shape and dtype; or ``root =`` and the node's name."""
     lf = snap.leaf[i]
     if lf is not None:
         name = snap.labels.get(i)
         who = f"[bold green]{escape(name)}[/]" if name else "[green]leaf[/]"
-        return f"[cyan]AccumulateGrad[/] {who} [dim]{_size_str(lf[1])} {lf[2]}[/]"
+        return ["[cyan]AccumulateGrad[/]", who, f"[dim]{_size_str(lf[1])} {lf[2]}[/]"]
     text = f"[bold]{escape(snap.names[i])}[/]"
     root = _root_name(snap, i)
-    return f"[bold magenta]{escape(root)}[/] = {text}" if root else text
+    return [f"[bold magenta]{escape(root)}[/] =", text] if root else [text]
+
+
+def _node_markup(snap: GraphSnapshot, i: int) -> str:
+    return " ".join(_node_atoms(snap, i))
 
 
 def _extras(snap: GraphSnapshot, i: int, view: View) -> list[str]:
@@ -206,11 +246,29 @@ def _extras(snap: GraphSnapshot, i: int, view: View) -> list[str]:
     return lines
 
 
-def tree_text(snap: GraphSnapshot, view: View) -> tuple[Text, int]:
-    """The indented tree (walk_grad_fn style) and how many nodes were left out."""
+def _shared(snap: GraphSnapshot) -> bytearray:
+    """Nodes the tree reaches more than once (by two edges, or as a root and by an edge)."""
+    count = bytearray(len(snap.names))
+    for i in snap.roots:
+        count[i] = 1
+    for nexts in snap.next:
+        for e in nexts:
+            if e is not None:
+                count[e[0]] = min(count[e[0]] + 1, 2)
+    return bytearray(c > 1 for c in count)
+
+
+def tree_text(snap: GraphSnapshot, view: View, width: int | None = None) -> tuple[Text, int]:
+    """The indented tree (walk_grad_fn style) and how many nodes were left out.
+
+    With a ``width``, each line fits it: the indentation is capped (deeper lines say their
+    depth), then the creation line loses its source code and its path's leading folders; the
+    node's label is never cut. A node reached again is a back-reference that repeats its
+    label and id (``(id 4, shared, shown above)``); its first line carries the id too."""
     out = Text()
     shown = 0
-    indent_cap = 40
+    indent_cap = 40 if width is None else max(2, min(40, (width - 30) // 3))
+    shared = _shared(snap)
     for i, depth, _nr, first, last, guides in snap.tree_lines(view.max_depth):
         if first and view.max_nodes is not None and shown >= view.max_nodes:
             break
@@ -224,30 +282,52 @@ def tree_text(snap: GraphSnapshot, view: View) -> tuple[Text, int]:
                 prefix = f"[{depth}] " + prefix
         if first:
             shown += 1
-            site = _site_text(snap, i)
-            line = f"{escape(prefix)}{_node_markup(snap, i)}"
+            line = Text(prefix)
+            line.append_text(Text.from_markup(_node_markup(snap, i)))
+            if shared[i]:
+                line.append(f" (id {i})", style="dim")
+            where, code = _site(snap, i)
+            room = (width - line.cell_len - 2) if width is not None else 10**9
+            site = _fit_site(where, code, room)
             if site:
-                line += f"  [dim]{escape(site)}[/]"
-            out.append_text(Text.from_markup(line + "\n"))
+                line.append(f"  {site}", style="dim")
+            out.append_text(line)
+            out.append("\n")
             pad = prefix.replace("└─ ", "   ").replace("├─ ", "│  ")
             for extra in _extras(snap, i, view):
                 out.append_text(Text.from_markup(f"{escape(pad)}   {extra}\n"))
         else:
-            label = snap.labels.get(i) or snap.names[i]
-            out.append_text(Text.from_markup(
-                f"{escape(prefix)}[dim]↑ {escape(label)} (shared, shown above)[/]\n"))
+            label = Text.from_markup(_node_markup(snap, i))
+            line = Text(prefix)
+            line.append("↑ ", style="dim")
+            line.append_text(label)
+            line.append(f" (id {i}, shared, shown above)", style="dim")
+            out.append_text(line)
+            out.append("\n")
     return out, len(snap) - shown
 
 
-def table_rows(snap: GraphSnapshot, view: View) -> tuple[list[list[str]], int]:
-    """Rows for the bfs/dfs/topo table: step, id, node, inputs, created at (+ extras)."""
+GRAPH_COLUMNS = [
+    table.Column("#", keep=20, justify="right"),
+    table.Column("id", keep=40, justify="right"),
+    table.Column("node"),
+    table.Column("inputs", keep=30, max_lines=0),
+    table.Column("created at", kind="path"),
+    table.Column("code", keep=10, kind="clip"),
+]
+
+
+def table_rows(snap: GraphSnapshot, view: View) -> tuple[list[list[table.Cell]], int]:
+    """Rows for the bfs/dfs/topo table (``GRAPH_COLUMNS``): step, id, node (+ extras),
+    inputs, created at, code."""
     ids, left = visible(snap, view)
     rows = []
     for k, i in enumerate(ids, 1):
         inputs = ", ".join(str(e[0]) if e is not None else "-" for e in snap.next[i])
-        extras = _extras(snap, i, view)
-        node = _node_markup(snap, i) + ("".join("\n  " + x for x in extras))
-        rows.append([str(k), str(i), node, inputs, escape(_site_text(snap, i))])
+        node = [_node_markup(snap, i)] + ["  " + x for x in _extras(snap, i, view)]
+        where, code = _site(snap, i)
+        rows.append([table.plain(str(k)), table.plain(str(i)), table.cell(*node),
+                     table.plain(inputs), table.plain(where), table.plain(code)])
     return rows, left
 
 

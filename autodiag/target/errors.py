@@ -32,6 +32,13 @@ class BadTarget(AutodiagError):
     title = "cannot load the target"
 
 
+class NothingToShow(AutodiagError):
+    """The target ran (or the expression was evaluated) but left nothing the command reports
+    on: no backward() call for ``trace``, no graph at all for ``graph``."""
+
+    title = "nothing to show"
+
+
 class BadExpression(AutodiagError):
     """An expression that is malformed or uses something outside the allow-list."""
 

@@ -193,9 +193,11 @@ def _exec(code, namespace) -> None:
 def _failed(path: str, e: BaseException) -> TargetFailed:
     tb = _user_traceback(e.__traceback__, path)
     exc = "".join(traceback.format_exception_only(type(e), e)).strip()
-    return TargetFailed(f"{path} raised {exc}", "The traceback above shows the script's frames; "
-                        "fix the error or run the script with plain python to reproduce it.", tb,
-                        exception=e)
+    # The hint holds in both formats: the text report prints the traceback (details) before
+    # it, the JSON envelope carries it as error.traceback.
+    where = "The traceback shows the script's own frames; " if tb else ""
+    return TargetFailed(f"{path} raised {exc}", f"{where}fix the error, or run the script with "
+                        "plain python to reproduce it.", tb, exception=e)
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:
