@@ -50,6 +50,8 @@ OutputOpt = Annotated[str | None, typer.Option(
     "-o", "--output", help="Write the report to FILE (atomically) instead of stdout.",
     metavar="FILE", show_default=False)]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="Plain text without colour.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr "
+                                        "while the target runs.")]
 TimeoutOpt = Annotated[float | None, typer.Option(
     "--timeout", help="Stop the target after SECONDS.", metavar="SECONDS", show_default=False,
     min=0.001)]
@@ -98,8 +100,10 @@ class Command:
     got past ``start()`` — one passing case, or an error case for the failure it reported."""
 
     def __init__(self, name: str, output: str | None, no_color: bool,
-                 junit_xml: str | None = None, annotations: Annotations | None = None):
+                 junit_xml: str | None = None, annotations: Annotations | None = None,
+                 quiet: bool = False):
         self.name = name
+        self.quiet = quiet
         self.output = output
         self.color = not no_color and not os.environ.get("NO_COLOR")
         self.err = stderr_console(self.color and sys.stderr.isatty())
@@ -123,8 +127,11 @@ class Command:
     def run_target(self, target: Target, tracers, need_ops: bool = True) -> Run:
         """Run ``target`` with ``tracers``. ``need_ops``: the command analyses what the engine
         records, so a run that recorded no op is refused (exit 2), never a pass."""
+        from autodiag.report.progress import Progress
+
         self.target = target
-        self.result = run(target, tracers)
+        with Progress(target.label, not self.quiet and sys.stderr.isatty()):
+            self.result = run(target, tracers)
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(target)
         return self.result
@@ -220,10 +227,11 @@ def nothing_analysed(target: Target) -> NothingAnalysed:
 
 
 def guarded(name: str, output: str | None, no_color: bool, body,
-            junit_xml: str | None = None, annotations: Annotations | None = None) -> None:
+            junit_xml: str | None = None, annotations: Annotations | None = None,
+            quiet: bool = False) -> None:
     """Run a command body ``body(cmd) -> exit code`` with the failure table applied, write the
     CI outputs if the body did not, and exit."""
-    cmd = Command(name, output, no_color, junit_xml, annotations)
+    cmd = Command(name, output, no_color, junit_xml, annotations, quiet)
     try:
         code = body(cmd)
         if cmd.sink is not None:

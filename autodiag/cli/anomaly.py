@@ -17,6 +17,7 @@ from autodiag.cli._common import (
     FormatOpt,
     JunitOpt,
     NoColorOpt,
+    QuietOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
@@ -43,6 +44,7 @@ def anomaly(
     timeout: TimeoutOpt = None,
     junit_xml: JunitOpt = None,
     annotations: AnnotationsOpt = None,
+    quiet: QuietOpt = False,
     keep_going: Annotated[bool, typer.Option("--keep-going", help="Keep running after the "
                                              "first NaN/Inf in backward (default: stop "
                                              "there).")] = False,
@@ -83,4 +85,4 @@ def anomaly(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("anomaly", output, no_color, body, junit_xml, annotations)
+    guarded("anomaly", output, no_color, body, junit_xml, annotations, quiet)

@@ -19,6 +19,7 @@ from autodiag.cli._common import (
     FormatOpt,
     JunitOpt,
     NoColorOpt,
+    QuietOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
@@ -53,6 +54,7 @@ def check(
     timeout: TimeoutOpt = None,
     junit_xml: JunitOpt = None,
     annotations: AnnotationsOpt = None,
+    quiet: QuietOpt = False,
     ignore: Annotated[
         list[str] | None,
         typer.Option(
@@ -143,4 +145,4 @@ def check(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("check", output, no_color, body, junit_xml, annotations)
+    guarded("check", output, no_color, body, junit_xml, annotations, quiet)

@@ -20,6 +20,7 @@ from autodiag.cli._common import (
     FormatOpt,
     JunitOpt,
     NoColorOpt,
+    QuietOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
@@ -63,6 +64,7 @@ def gradcheck(
                                       "gradgradcheck's random grad_outputs.")] = 0,
     junit_xml: JunitOpt = None,
     annotations: AnnotationsOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check gradients against finite differences, and explain failures.
 
@@ -138,7 +140,7 @@ def gradcheck(
                                       "returning a list of input tuples."))
         return EXIT_OK
 
-    guarded("gradcheck", output, no_color, body, junit_xml, annotations)
+    guarded("gradcheck", output, no_color, body, junit_xml, annotations, quiet)
 
 
 def _plan_functions(result, recorder, settings, names: list[str] | None) -> list:

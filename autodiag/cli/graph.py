@@ -15,6 +15,7 @@ from autodiag.cli._common import (
     ExprOpt,
     JunitOpt,
     NoColorOpt,
+    QuietOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
@@ -69,6 +70,7 @@ def graph(
     timeout: TimeoutOpt = None,
     junit_xml: JunitOpt = None,
     annotations: AnnotationsOpt = None,
+    quiet: QuietOpt = False,
     call: Annotated[int | None, typer.Option("--call", help="Show the graph of the N-th "
                                                 "backward/grad call (default: the last).",
                                                 min=1, metavar="N", show_default=False)] = None,
@@ -125,7 +127,7 @@ def graph(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("graph", output, no_color, body, junit_xml, annotations)
+    guarded("graph", output, no_color, body, junit_xml, annotations, quiet)
 
 
 def _select(cap: GraphCapture, result, call: int | None, root: str | None):

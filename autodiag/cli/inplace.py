@@ -12,6 +12,7 @@ from autodiag.cli._common import (
     FormatOpt,
     JunitOpt,
     NoColorOpt,
+    QuietOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
@@ -38,6 +39,7 @@ def inplace(
     timeout: TimeoutOpt = None,
     junit_xml: JunitOpt = None,
     annotations: AnnotationsOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Find in-place writes to tensors that backward still needs.
 
@@ -71,4 +73,4 @@ def inplace(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("inplace", output, no_color, body, junit_xml, annotations)
+    guarded("inplace", output, no_color, body, junit_xml, annotations, quiet)

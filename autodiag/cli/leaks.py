@@ -16,6 +16,7 @@ from autodiag.cli._common import (
     FormatOpt,
     JunitOpt,
     NoColorOpt,
+    QuietOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
@@ -42,6 +43,7 @@ def leaks(
     timeout: TimeoutOpt = None,
     junit_xml: JunitOpt = None,
     annotations: AnnotationsOpt = None,
+    quiet: QuietOpt = False,
     grow_steps: Annotated[int, typer.Option(
         "--grow-steps", min=2, help="Consecutive steps of growth that make a leak.")] = 3,
 ) -> None:
@@ -73,4 +75,4 @@ def leaks(
             return failed
         return EXIT_FINDINGS if findings else EXIT_OK
 
-    guarded("leaks", output, no_color, body, junit_xml, annotations)
+    guarded("leaks", output, no_color, body, junit_xml, annotations, quiet)

@@ -17,6 +17,7 @@ from autodiag.cli._common import (
     FormatOpt,
     JunitOpt,
     NoColorOpt,
+    QuietOpt,
     OutputOpt,
     ScriptArgs,
     TargetArg,
@@ -45,6 +46,7 @@ def trace(
     timeout: TimeoutOpt = None,
     junit_xml: JunitOpt = None,
     annotations: AnnotationsOpt = None,
+    quiet: QuietOpt = False,
     call: Annotated[int | None, typer.Option("--call", help="Trace the N-th backward/grad "
                                                 "call (default: the last).", min=1,
                                                 metavar="N", show_default=False)] = None,
@@ -80,7 +82,7 @@ def trace(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("trace", output, no_color, body, junit_xml, annotations)
+    guarded("trace", output, no_color, body, junit_xml, annotations, quiet)
 
 
 # Narrow terminals lose the forward value first, then the local derivative and the incoming

@@ -82,7 +82,7 @@ def run(target: Target, tracers=()) -> Run:
     prepared = prepare(target)
     namespace: dict = {}
     result = Run(target, namespace)
-    ops, calls = events.REPORTED
+    ops, calls, _ = events.REPORTED
     try:
         with tracing(*tracers):
             if target.expr is None:

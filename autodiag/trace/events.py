@@ -26,9 +26,10 @@ from autodiag.trace.sites import Stack, capture_stack, note_saver
 TRACERS: list = []
 # How many traced op calls are running (nested calls inside an op are not reported).
 _depth = [0]
-# What the engine reported while a tracer was installed: [outermost ops, backward/grad calls].
-# The target runner reads them: a run in which nothing was recorded analysed nothing.
-REPORTED = [0, 0]
+# What the engine reported while a tracer was installed: [outermost ops, backward/grad calls,
+# optimizer steps]. The target runner reads them (a run in which nothing was recorded analysed
+# nothing), and so does the CLI's progress line.
+REPORTED = [0, 0, 0]
 # Sequence number source of graph nodes (set by autograd.graph; nodes made during an op have a
 # sequence number above the mark taken before it).
 _seq_source: list = [None]
@@ -251,6 +252,7 @@ def emit_backward_end(call) -> None:
 
 
 def emit_optimizer_step(optimizer) -> None:
+    REPORTED[2] += 1
     for t in LISTENERS["on_optimizer_step"]:
         t.on_optimizer_step(optimizer)
 

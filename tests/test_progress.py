@@ -1,0 +1,80 @@
+"""The progress line of a long run (issue 15): on a terminal, a transient status line on stderr
+with the elapsed time and the backward calls and optimizer steps so far, erased before the
+script writes and at the end; nothing with --quiet or when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+
+import pytest
+from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli_width import _entry_point
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "openpty") or sys.platform == "win32",
+                                reason="needs a POSIX pseudo-terminal")
+
+SLOW = """\
+import time
+import autodiag as torch
+w = torch.ones(3, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.01)
+for step in range(8):
+    opt.zero_grad()
+    (w * w).sum().backward()
+    opt.step()
+    time.sleep(0.25)
+print("script says hi")
+"""
+
+
+def run_on_terminal(args: list[str]) -> bytes:
+    """The raw bytes the entry point wrote with stdout and stderr on one pseudo-terminal."""
+    master, slave = os.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CI")}
+    env["TERM"] = "xterm-256color"
+    proc = subprocess.Popen(_entry_point() + args, stdin=slave, stdout=slave, stderr=slave,
+                            env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            if not ready:
+                raise AssertionError("no output for 60 s")
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        proc.wait(timeout=60)
+        os.close(master)
+    return b"".join(chunks)
+
+
+def test_a_long_run_shows_progress_and_erases_it(script):
+    out = run_on_terminal(["check", script(SLOW), "--no-color"])
+    text = out.decode("utf-8", "replace")
+    assert "autodiag: running" in text and "backward call" in text, text
+    assert "optimizer step" in text
+    # the line is erased before the script's own output and before the report
+    before_hi = text[:text.index("script says hi")]
+    assert before_hi.rstrip(" \n").endswith("\x1b[2K") or "\x1b[2K" in before_hi[-20:], \
+        repr(before_hi[-80:])
+    report = text[text.index("script says hi"):]
+    assert "✓ no findings" in report and "autodiag: running" not in report
+
+
+def test_quiet_shows_no_progress(script):
+    text = run_on_terminal(["check", script(SLOW), "--quiet", "--no-color"]).decode()
+    assert "autodiag: running" not in text and "✓ no findings" in text
+
+
+def test_no_progress_when_stderr_is_not_a_terminal(script):
+    r = cli("check", script(SLOW))
+    assert r.exit_code == 0 and "autodiag: running" not in r.stderr
