@@ -28,9 +28,10 @@ ALWAYS = 1_000  # ``keep`` of the columns that are never left out
 GAP = 2  # spaces between columns (rich's padding of 1 on each side, none at the edges)
 CLIP_MIN = 12  # a clipped column (source code) is not worth showing narrower than this
 
-# One atom: an arrow with its target node, a short bracketed group (a shape, a few values), a
-# statistic with its number, or any other run of non-spaces.
-_ATOM = re.compile(r"→ \S+|\[[^\[\]]{0,24}\]|(?:min|max|mean) \S+|\S+")
+# One atom: an arrow with its target node, a short bracketed group with the word it belongs to
+# (a shape, a few values, a case name such as ``Cube[script inputs]``), a statistic with its
+# number, or any other run of non-spaces.
+_ATOM = re.compile(r"→ \S+|\S*\[[^\[\]]{0,24}\]\S*|(?:min|max|mean) \S+|\S+")
 
 
 @dataclasses.dataclass
