@@ -17,6 +17,7 @@ from autodiag.cli import graph as _graph
 from autodiag.cli import inplace as _inplace
 from autodiag.cli import leaks as _leaks
 from autodiag.cli import trace as _trace
+from autodiag.cli._common import with_engine
 
 app = typer.Typer(
     name="autodiag",
@@ -27,13 +28,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-app.command("graph", no_args_is_help=True)(_graph.graph)
-app.command("trace", no_args_is_help=True)(_trace.trace)
-app.command("gradcheck", no_args_is_help=True)(_gradcheck.gradcheck)
-app.command("anomaly", no_args_is_help=True)(_anomaly.anomaly)
-app.command("inplace", no_args_is_help=True)(_inplace.inplace)
-app.command("leaks", no_args_is_help=True)(_leaks.leaks)
-app.command("check", no_args_is_help=True)(_check.check)
+app.command("graph", no_args_is_help=True)(with_engine(_graph.graph))
+app.command("trace", no_args_is_help=True)(with_engine(_trace.trace))
+app.command("gradcheck", no_args_is_help=True)(with_engine(_gradcheck.gradcheck))
+app.command("anomaly", no_args_is_help=True)(with_engine(_anomaly.anomaly))
+app.command("inplace", no_args_is_help=True)(with_engine(_inplace.inplace))
+app.command("leaks", no_args_is_help=True)(with_engine(_leaks.leaks))
+app.command("check", no_args_is_help=True)(with_engine(_check.check))
 
 
 def _version(value: bool) -> None:

@@ -4,7 +4,8 @@ What the script sees is what ``python script.py ARGS`` gives it: ``sys.argv``, i
 on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. What differs, on
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
-``--timeout`` stops it. ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
+``--timeout`` stops it; ``import torch`` gives autodiag (``autodiag.torch_alias``), and a
+``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2). ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
 the working directory, stdin/stdout, grad mode, anomaly mode and the default dtype are restored
 afterwards.
 """
@@ -22,6 +23,7 @@ import types
 from autodiag import dtypes
 from autodiag.autograd import anomaly, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
+from autodiag.torch_alias import missing_name, torch_alias
 from autodiag.trace import StopRun, sites
 
 
@@ -117,7 +119,7 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
     sys.stdin = _ClosedStdin()
     alarm = _Alarm(timeout)
     try:
-        with contextlib.redirect_stdout(sys.stderr), alarm:
+        with contextlib.redirect_stdout(sys.stderr), alarm, torch_alias():
             _exec(code, module.__dict__)
     except SystemExit as e:
         status = e.code
@@ -144,6 +146,11 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
                                _user_traceback(e.__traceback__, path)) from None
         raise _failed(path, e) from None
     except BaseException as e:  # noqa: BLE001 - any error of the user's script is reported
+        name = missing_name(e)
+        if name is not None:  # outside the engine's subset: exit 2, no verdict
+            from autodiag.target.alias import not_provided
+
+            raise not_provided(e, name) from None
         raise _failed(path, e) from None
     finally:
         saved.restore()
