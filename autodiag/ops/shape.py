@@ -436,6 +436,10 @@ class IndexBackward0(SelectBackward0):
 def _basic(x: Tensor, index: tuple, cls) -> Tensor:
     d = x._data
     out = d[index]
+    if type(out) is not np.ndarray:
+        # NOTE: an integer for every dim gives a numpy scalar, a copy; x[i] must be a 0-d view
+        # (x[i] += 1, x[i].add_(1) write into x)
+        out = d[index + (Ellipsis,)]
     node = None
     if _state[0] and x.requires_grad:
         node = cls((edge(x),))
