@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from autodiag import dtypes
+from autodiag import _device, dtypes
 from autodiag.autograd import grad_mode, graph
 from autodiag.autograd.graph import AccumulateGrad, _add_hook, _HookDict
 from autodiag.trace import events as _events
@@ -142,7 +142,11 @@ class Tensor:
 
     @property
     def device(self):
-        return "cpu"
+        return _device.CPU
+
+    @property
+    def is_cpu(self) -> bool:
+        return True
 
     @property
     def is_cuda(self) -> bool:

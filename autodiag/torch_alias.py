@@ -39,6 +39,12 @@ __all__ = ["torch_alias", "NotProvided", "ModuleNotProvided", "missing_name", "T
 # ``torch.trace`` is a function in PyTorch, not autodiag's tracing API.
 TORCH_MODULES = {
     "torch": "autodiag",
+    "torch.accelerator": "autodiag.accelerator",
+    "torch.backends": "autodiag.backends",
+    "torch.backends.cudnn": "autodiag.backends.cudnn",
+    "torch.backends.mps": "autodiag.backends.mps",
+    "torch.cuda": "autodiag.cuda",
+    "torch.serialization": "autodiag.serialization",
     "torch.autograd": "autodiag.autograd",
     "torch.autograd.function": "autodiag.autograd.function",
     "torch.autograd.functional": "autodiag.autograd.functional",
