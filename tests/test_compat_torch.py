@@ -212,3 +212,17 @@ def test_save_refuses_arbitrary_objects_and_load_never_unpickles(torch, tmp_path
     (tmp_path / "junk.pt").write_bytes(b"not a zip")
     with pytest.raises(RuntimeError, match="not a file written by autodiag"):
         ad.load(tmp_path / "junk.pt")
+
+
+def test_module_to_a_device(torch):
+    out = {}
+    for name, T in both(torch):
+        T.manual_seed(0)
+        m = T.nn.Linear(2, 1)
+        r = m.to(T.device("cpu"))
+        r2 = m.to("cpu", T.float64)
+        with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+            m.to(T.device("cuda"))
+        out[name] = (r is m, r2 is m, str(m.weight.dtype).split(".")[-1],
+                     str(m.weight.device))
+    assert out["autodiag"] == out["torch"]
