@@ -53,6 +53,12 @@ from autodiag.size import Size  # noqa: E402
 from autodiag.tensor import Tensor  # noqa: E402
 from autodiag.ops.nn_ops import addmm  # noqa: E402
 from autodiag import nn, optim, utils  # noqa: E402  (after the ops: they build on them)
+from autodiag import accelerator, backends, cuda  # noqa: E402 - all absent: CPU only
+from autodiag._device import device  # noqa: E402
+from autodiag.compat import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,  # noqa: E402
+                             FloatTensor, HalfTensor, IntTensor, LongTensor, ShortTensor,
+                             get_default_device, set_default_device)
+from autodiag.serialization import load, save  # noqa: E402
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 

@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from autodiag import dtypes
+from autodiag import _device, dtypes
 from autodiag.autograd import grad_mode, graph
 from autodiag.autograd.graph import AccumulateGrad, _add_hook, _HookDict
 from autodiag.trace import events as _events
@@ -142,7 +142,11 @@ class Tensor:
 
     @property
     def device(self):
-        return "cpu"
+        return _device.CPU
+
+    @property
+    def is_cpu(self) -> bool:
+        return True
 
     @property
     def is_cuda(self) -> bool:
@@ -188,11 +192,11 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self.grad_fn is not None:
-            msg = "you can only change requires_grad flags of leaf variables."
-            if not requires_grad:
-                msg += (" If you want to use a computed variable in a subgraph that doesn't "
-                        "require differentiation use var_no_grad = var.detach().")
-            raise RuntimeError(msg)
+            if requires_grad:  # a non-leaf already requires grad: a no-op, as in PyTorch
+                return self
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
+                               "you want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
         if requires_grad and self._inference and not _grad_state[1]:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "
                                "InferenceMode is not allowed.")

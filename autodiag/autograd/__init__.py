@@ -21,6 +21,8 @@ from autodiag.autograd.grad_mode import (
 from autodiag.ops._core import edge, wrap
 from autodiag.tensor import Tensor
 
+from autodiag.compat import Variable  # noqa: E402 - torch.autograd.Variable: a tensor
+
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable", "graph",
            "functional", "gradcheck", "gradgradcheck", "GradcheckError",
            "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",

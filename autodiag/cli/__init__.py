@@ -19,6 +19,7 @@ from autodiag.cli import graph as _graph
 from autodiag.cli import inplace as _inplace
 from autodiag.cli import leaks as _leaks
 from autodiag.cli import trace as _trace
+from autodiag.cli._common import with_engine
 
 class _Help:
     """Help that reads well at any width.
@@ -78,7 +79,7 @@ for _name, _fn in (("graph", _graph.graph), ("trace", _trace.trace),
                    ("gradcheck", _gradcheck.gradcheck), ("anomaly", _anomaly.anomaly),
                    ("inplace", _inplace.inplace), ("leaks", _leaks.leaks),
                    ("check", _check.check)):
-    app.command(_name, no_args_is_help=True, cls=_Command)(_fn)
+    app.command(_name, no_args_is_help=True, cls=_Command)(with_engine(_fn))
 
 
 def _version(value: bool) -> None:

@@ -4,7 +4,10 @@ the failure table, and the run pipeline (parse -> run target with tracers -> ana
 
 from __future__ import annotations
 
+import contextvars
 import enum
+import functools
+import inspect
 import os
 import sys
 import traceback
@@ -57,6 +60,41 @@ TimeoutOpt = Annotated[float | None, typer.Option(
     min=0.001)]
 
 
+class Engine(str, enum.Enum):
+    """--engine: which autograd engine runs the target (DESIGN §4)."""
+
+    autodiag = "autodiag"
+    torch = "torch"
+
+
+EngineOpt = Annotated[Engine, typer.Option(
+    "--engine", help="autodiag: run the target on autodiag's engine, with `import torch` "
+    "resolving to it. torch (real PyTorch) is planned, not available yet.")]
+_engine: contextvars.ContextVar = contextvars.ContextVar("engine", default=Engine.autodiag)
+
+
+def with_engine(command):
+    """``command`` with the --engine option added (every command takes it, declared once
+    here). The choice reaches ``make_target``, so it is checked inside the command's failure
+    handling like any other option."""
+
+    @functools.wraps(command)
+    def wrapper(*args, engine: Engine = Engine.autodiag, **kwargs):
+        token = _engine.set(engine)
+        try:
+            return command(*args, **kwargs)
+        finally:
+            _engine.reset(token)
+
+    sig = inspect.signature(command, eval_str=True)
+    extra = inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY,
+                              default=Engine.autodiag, annotation=EngineOpt)
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])
+    wrapper.__annotations__ = {**inspect.get_annotations(command, eval_str=True),
+                               "engine": EngineOpt}
+    return wrapper
+
+
 class Annotations(str, enum.Enum):
     """--annotations: which CI's annotation syntax to print on stderr."""
 
@@ -84,6 +122,11 @@ def make_target(target: str | None, script_args, expr, var, dtype, timeout) -> T
         raise BadInvocation("no target: give a script path or -e EXPR",
                             "For example: autodiag graph samples/model.py, or autodiag graph "
                             "-e '(3*x+2)**2' --var x=1.")
+    if _engine.get() is Engine.torch:
+        raise BadInvocation("--engine torch is not available yet: this version of autodiag "
+                            "runs targets on its own engine only",
+                            "Use --engine autodiag (the default): `import torch` in the script "
+                            "then resolves to autodiag's engine.")
     return Target(path=target, args=list(script_args or []), expr=expr, vars=list(var or []),
                   dtype=dtype, timeout=timeout)
 
@@ -133,7 +176,7 @@ class Command:
         with Progress(target.label, not self.quiet and sys.stderr.isatty()):
             self.result = run(target, tracers)
         if need_ops and self.result.analysed_nothing:
-            raise nothing_analysed(target)
+            raise nothing_analysed(self.result)
         return self.result
 
     def ci_outputs(self, findings: list, error: AutodiagError | None = None,
@@ -205,15 +248,16 @@ class Command:
         return e.exit_code
 
 
-def nothing_analysed(target: Target) -> NothingAnalysed:
+def nothing_analysed(result: Run) -> NothingAnalysed:
     """Why a run that ran to its end recorded no op, and what to do."""
     from autodiag.target.script import foreign_imports
 
+    target = result.target
     label = target.label
     if target.expr is not None:
         return NothingAnalysed(f"the expression {target.expr!r} computed nothing with a tensor",
                                "Use at least one --var NAME=VALUE in it.")
-    foreign = foreign_imports(target.path)
+    foreign = foreign_imports(target.path, result.libraries)
     if foreign:
         libs = ", ".join(f"`{m}` ({lib}) at {short_path(label)}:{line}" for m, lib, line in foreign)
         return NothingAnalysed(

@@ -7,11 +7,12 @@ same stream as PyTorch's (tests copy values across instead of relying on seeds).
 
 from __future__ import annotations
 
+import collections.abc
 import numbers
 
 import numpy as np
 
-from autodiag import dtypes
+from autodiag import _device, dtypes
 from autodiag.ops._core import register, wrap
 from autodiag.tensor import Tensor
 
@@ -38,13 +39,16 @@ def _infer_np_dtype(data) -> np.dtype:
     """PyTorch's inference: bools -> bool, ints -> int64, any float -> default dtype."""
     flat = data
     kinds = set()
+    np_floats: list = []
     stack = [flat]
     while stack:
         x = stack.pop()
         if isinstance(x, Tensor):
             kinds.add(x._data.dtype.kind)
-        elif isinstance(x, (list, tuple)):
+        elif isinstance(x, _SEQUENCES) or _is_sequence(x):
             stack.extend(x)
+        elif isinstance(x, np.floating):  # a numpy scalar keeps its precision, as in PyTorch
+            np_floats.append(x.dtype)
         elif isinstance(x, (bool, np.bool_)):
             kinds.add("b")
         elif isinstance(x, numbers.Integral):
@@ -55,6 +59,9 @@ def _infer_np_dtype(data) -> np.dtype:
             raise NotImplementedError("autodiag: complex tensors are not supported")
         else:
             raise TypeError(f"new(): invalid data type '{type(x).__name__}'")
+    if np_floats:
+        default = [dtypes.get_default_dtype().np] if "f" in kinds else []
+        return np.result_type(*np_floats, *default)
     if "f" in kinds:
         return dtypes.get_default_dtype().np
     if "i" in kinds or "u" in kinds:
@@ -64,10 +71,18 @@ def _infer_np_dtype(data) -> np.dtype:
     return dtypes.get_default_dtype().np
 
 
+_SEQUENCES = (list, tuple, range)
+
+
+def _is_sequence(x) -> bool:
+    """Any other sequence PyTorch reads as data (a deque, a user's Sequence); not a string."""
+    return isinstance(x, collections.abc.Sequence) and not isinstance(x, (str, bytes))
+
+
 def _to_nested(x):
     if isinstance(x, Tensor):
         return x._data
-    if isinstance(x, (list, tuple)):
+    if isinstance(x, _SEQUENCES) or _is_sequence(x):
         return [_to_nested(i) for i in x]
     return x
 
@@ -93,6 +108,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
     >>> torch.tensor([[1, 2], [3, 4]]).dtype
     autodiag.int64
     """
+    if device is not None:
+        _device.check(device)
     if isinstance(data, Tensor):
         arr = data._data.copy()
     elif isinstance(data, np.ndarray):

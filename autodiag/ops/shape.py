@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag import dtypes
+from autodiag import _device, dtypes
 from autodiag.autograd.graph import Node
 from autodiag.ops._core import (
     IdentityBackward,
@@ -436,6 +436,10 @@ class IndexBackward0(SelectBackward0):
 def _basic(x: Tensor, index: tuple, cls) -> Tensor:
     d = x._data
     out = d[index]
+    if type(out) is not np.ndarray:
+        # NOTE: an integer for every dim gives a numpy scalar, a copy; x[i] must be a 0-d view
+        # (x[i] += 1, x[i].add_(1) write into x)
+        out = d[index + (Ellipsis,)]
     node = None
     if _state[0] and x.requires_grad:
         node = cls((edge(x),))
@@ -880,13 +884,16 @@ def _to_dtype(x: Tensor, dt: dtypes.dtype, copy: bool = False) -> Tensor:
 def to(input, *args, **kwargs):
     dt = kwargs.get("dtype")
     copy = kwargs.get("copy", False)
+    _device.check(kwargs.get("device"))
     for a in args:
         if isinstance(a, dtypes.dtype):
             dt = a
         elif isinstance(a, Tensor):
             dt = a.dtype
-        elif isinstance(a, str) and a not in ("cpu",) and not a.startswith("cpu"):
-            raise RuntimeError(f"autodiag runs on the CPU only; cannot move a tensor to '{a}'")
+        elif isinstance(a, (str, _device.device, int)) and not isinstance(a, bool):
+            _device.check(a)  # the CPU, or a clear error
+        elif a is not None and not isinstance(a, bool):  # bools: non_blocking, copy
+            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
     if dt is None:
         return clone(input) if copy else input
     return _to_dtype(input, dt, copy)
@@ -913,10 +920,21 @@ def type_as(input, other):
 def _type(self, dtype=None):
     if dtype is None:
         return self.dtype.legacy_type_name
+    if isinstance(dtype, str):  # x.type("torch.DoubleTensor")
+        dtype = next((d for d in dtypes._BY_NP.values() if d.legacy_type_name == dtype), dtype)
+    if not isinstance(dtype, dtypes.dtype):
+        dtype = getattr(dtype, "dtype", dtype)  # x.type(torch.DoubleTensor)
+    if not isinstance(dtype, dtypes.dtype):
+        raise ValueError(f"invalid type: {dtype!r}")
     return _to_dtype(self, dtype)
 
 
 Tensor.type = _type
 Tensor.cpu = lambda self: self
-Tensor.cuda = lambda self, *a, **k: (_ for _ in ()).throw(
-    RuntimeError("autodiag runs on the CPU only"))
+
+
+def _cuda(self, *args, **kwargs):
+    raise AssertionError(_device.NO_CUDA)
+
+
+Tensor.cuda = _cuda

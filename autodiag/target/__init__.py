@@ -45,6 +45,7 @@ class Run:
     stopped: bool = False  # a tracer ended the run early (trace.StopRun): not a failure
     ops: int = 0  # outermost ops the engine reported while it ran (tracers installed)
     backward_calls: int = 0  # backward()/autograd.grad() calls it reported
+    libraries: dict = dataclasses.field(default_factory=dict)  # array libraries it ran with
 
     @property
     def analysed_nothing(self) -> bool:

@@ -65,3 +65,10 @@ class TargetFailed(AutodiagError):
         super().__init__(message, hint, details)
         self.exception = exception
         self.exit_status = exit_status
+
+
+class NotProvidedByEngine(AutodiagError):
+    """A PyTorch script uses a ``torch`` name that autodiag's engine does not provide (exit 2:
+    the script is outside what the engine can run, which is no finding about it)."""
+
+    title = "outside autodiag's engine"

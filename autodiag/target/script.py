@@ -4,7 +4,8 @@ What the script sees is what ``python script.py ARGS`` gives it: ``sys.argv``, i
 on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. What differs, on
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
-``--timeout`` stops it. ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
+``--timeout`` stops it; ``import torch`` gives autodiag (``autodiag.torch_alias``), and a
+``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2). ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
 the working directory, stdin/stdout, grad mode, anomaly mode and the default dtype are restored
 afterwards.
 """
@@ -22,6 +23,7 @@ import types
 from autodiag import dtypes
 from autodiag.autograd import anomaly, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
+from autodiag.torch_alias import missing_name, torch_alias
 from autodiag.trace import StopRun, sites
 
 
@@ -86,10 +88,16 @@ FOREIGN_ENGINES = {"torch": "PyTorch", "jax": "JAX", "tensorflow": "TensorFlow",
                    "tinygrad": "tinygrad", "cupy": "CuPy", "micrograd": "micrograd"}
 
 
-def foreign_imports(path: str) -> list[tuple[str, str, int]]:
+def _libraries() -> dict:
+    """The array libraries in ``sys.modules`` now: top-level name -> the module's file."""
+    return {name: getattr(sys.modules[name], "__file__", None) or ""
+            for name in FOREIGN_ENGINES if name in sys.modules}
+
+
+def foreign_imports(path: str, libraries: dict) -> list[tuple[str, str, int]]:
     """``(module, library, line)`` for each import in the script at ``path`` of an array library
-    that is not autodiag (as the import resolved while it ran: ``torch`` may be autodiag's
-    alias), first import of each only."""
+    that was not autodiag while it ran (``libraries``: name -> file, as ``_libraries`` saw them
+    at the end of the run; ``torch`` is autodiag's alias then), first import of each only."""
     import ast
 
     try:
@@ -108,11 +116,9 @@ def foreign_imports(path: str) -> list[tuple[str, str, int]]:
             continue
         for name in names:
             top = name.split(".")[0]
-            mod = sys.modules.get(top)
-            if top not in FOREIGN_ENGINES or mod is None or top in found:
+            if top not in libraries or top in found:
                 continue
-            where = getattr(mod, "__file__", None) or ""
-            if not os.path.abspath(where).startswith(pkg + os.sep):
+            if not os.path.abspath(libraries[top]).startswith(pkg + os.sep):
                 found[top] = (top, FOREIGN_ENGINES[top], node.lineno)
     return sorted(found.values(), key=lambda x: x[2])
 
@@ -153,8 +159,10 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
     sys.stdin = _ClosedStdin()
     alarm = _Alarm(timeout)
     try:
-        with contextlib.redirect_stdout(sys.stderr), alarm:
+        with contextlib.redirect_stdout(sys.stderr), alarm, torch_alias():
             _exec(code, module.__dict__)
+            if stopped is not None:  # which array libraries it ran with, as it saw them
+                stopped.libraries = _libraries()
     except SystemExit as e:
         status = e.code
         if status not in (None, 0):
@@ -180,6 +188,11 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
                                _user_traceback(e.__traceback__, path)) from None
         raise _failed(path, e) from None
     except BaseException as e:  # noqa: BLE001 - any error of the user's script is reported
+        name = missing_name(e)
+        if name is not None:  # outside the engine's subset: exit 2, no verdict
+            from autodiag.target.alias import not_provided
+
+            raise not_provided(e, name) from None
         raise _failed(path, e) from None
     finally:
         saved.restore()

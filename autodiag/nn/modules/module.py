@@ -20,7 +20,7 @@ import itertools
 import warnings
 from collections import OrderedDict, namedtuple
 
-from autodiag import dtypes
+from autodiag import _device, dtypes
 from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import RemovableHandle
 from autodiag.nn.parameter import Buffer, Parameter
@@ -436,11 +436,11 @@ class Module:
                 dtype = a
             elif isinstance(a, Tensor):
                 dtype = a.dtype
-            elif a not in ("cpu", None):
-                raise NotImplementedError(f"autodiag: only the cpu device exists (got {a!r})")
-        if kwargs.get("device") not in (None, "cpu"):
-            raise NotImplementedError(f"autodiag: only the cpu device exists (got "
-                                      f"{kwargs['device']!r})")
+            elif isinstance(a, (str, _device.device, int)) and not isinstance(a, bool):
+                _device.check(a)  # the CPU (a string or torch.device), or a clear error
+            elif a is not None and not isinstance(a, bool):  # bools: non_blocking
+                raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+        _device.check(kwargs.get("device"))
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got "
                             f"desired dtype={dtype}")

@@ -1,0 +1,42 @@
+"""The error for a PyTorch script that steps outside autodiag's engine: which ``torch`` name,
+on which line of the user's code, and what to do instead (DESIGN §4, ``--engine``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import linecache
+import traceback
+
+from autodiag.target.errors import NotProvidedByEngine
+from autodiag.trace import sites
+
+
+def _torch_installed() -> bool:
+    """Is real PyTorch importable? Asked without importing it (call with the alias off)."""
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken install, or a torch module without a spec
+        return False
+
+
+def not_provided(exc: BaseException, name: str, cli: bool = True) -> NotProvidedByEngine:
+    """The error for ``exc``, raised because the script used ``name`` (``torch.nn.Conv2d``).
+    ``cli``: the hint may point at CLI options (else it is for ``python -m autodiag.run``)."""
+    where, code = "the script", ""
+    frames = [fs for fs, _ in traceback.walk_tb(exc.__traceback__)
+              if sites._user(fs.f_code) and not fs.f_code.co_filename.startswith("<frozen")]
+    if frames:
+        f = frames[-1]
+        where = f"{sites.short_path(f.f_code.co_filename)}:{f.f_lineno}"
+        code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    if _torch_installed():
+        hint = ("PyTorch itself is installed: run the script with plain python to use it. "
+                "Debugging it on PyTorch itself with `--engine torch` is planned for a later "
+                "version of autodiag; it is not available yet.")
+        if not cli:
+            hint = "PyTorch itself is installed: run the script with plain python to use it."
+    else:
+        hint = ("autodiag runs `import torch` scripts that stay inside the subset of PyTorch "
+                "it implements (README, \"PyTorch scripts\"); this name is outside it.")
+    return NotProvidedByEngine(f"{where} uses `{name}`, which autodiag's engine does not "
+                               "provide", hint, f"    {code}" if code else "")
