@@ -151,3 +151,10 @@ def test_severities_differ_without_colour(script):
     err = next(x for x in lines if "none_grad" in x and "gets no gradient" in x)
     warn = next(x for x in lines if "dead_relu" in x and "relu units" in x)
     assert err.startswith("✗ none_grad ") and warn.startswith("! dead_relu (warning) ")
+
+
+def test_an_aliased_torch_is_not_blamed_as_pytorch(script):
+    # the caller has real PyTorch imported; the script's `import torch` is autodiag's alias
+    pytest.importorskip("torch")
+    r = cli("check", script("import torch\nprint(torch.float32)\n"))
+    assert r.exit_code == 2 and "recorded no op" in r.stderr and "PyTorch" not in r.stderr
