@@ -449,3 +449,23 @@ def test_an_optimizer_step_that_outgrows_the_parameter_is_exploding():
     found = health(src.format(lr=1.0))
     f = next(f for f in found if f["kind"] == "exploding_grad")
     assert f["parameter"] in ("model.weight", "model.bias") and f["per"] == "optimizer step"
+
+
+def test_dead_relu_in_a_sequential_is_named_by_its_module_path():
+    src = """\
+    import autodiag as torch
+    import autodiag.nn as nn
+    model = nn.Sequential(nn.Linear(1, 3), nn.ReLU(), nn.Linear(3, 3), nn.ReLU())
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[1.0], [-1.0], [1.0]]))
+        model[0].bias.zero_()
+        model[2].weight.copy_(torch.eye(3))
+        model[2].bias.copy_(torch.tensor([0.0, 0.0, -100.0]))
+    for _ in range(5):
+        model(torch.rand(8, 1)).sum().backward()
+    """
+    found = [f for f in health(src) if f["kind"] == "dead_relu"]
+    # unit 2 of model.1 passes nothing either: model.3 stops its gradient
+    assert [(f["module"], f["units"]) for f in found] == [("model.1", [1, 2]), ("model.3", [1, 2])]
+    assert "relu units of model.3 passed no gradient" in found[1]["message"]
+    assert "on this line" not in found[1]["message"]

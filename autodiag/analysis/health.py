@@ -68,7 +68,7 @@ from autodiag.nn.parameter import Parameter
 from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
-from autodiag.trace import Tracer
+from autodiag.trace import Tracer, events
 from autodiag.trace.sites import capture_stack, live_user_frames
 
 CONVERT_OPS = frozenset({"item", "tolist", "numpy"})
@@ -192,10 +192,11 @@ class _Norms:
 class _Relu:
     """One relu call site (and its position among that site's relus in a backward call)."""
 
-    __slots__ = ("stack", "alive", "calls", "ordinal")
+    __slots__ = ("stack", "alive", "calls", "ordinal", "module")
 
-    def __init__(self, stack, width: int, ordinal: int):
+    def __init__(self, stack, width: int, ordinal: int, module):
         self.stack, self.ordinal = stack, ordinal
+        self.module = module  # (id of the outermost module, path in it) of an nn.ReLU, or None
         self.alive = np.zeros(width, dtype=bool)
         self.calls = 0
 
@@ -210,7 +211,10 @@ class GradHealth(Tracer):
         self._detached: dict = {}  # id(detached result) -> (weakref, leaf ids, stack, derived)
         self._tasks: list = []  # [task, backward stack, relu list] of calls in progress
         self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
-        self._relus: dict = {}  # (site, ordinal, width) -> _Relu
+        self._relus: dict = {}  # (site, module, ordinal, width) -> _Relu
+        self._relu_modules: dict = {}  # id(relu node) -> (id(root module), path), until backward
+        self._module_paths: dict = {}  # id(root module) -> (weakref, {id(submodule): path})
+        self._module_names: dict = {}  # id(module) -> (weakref, the name the script gave it)
         self.backward_calls = 0  # accumulating calls that finished
         self.first_backward = None  # stack of the first accumulating backward() call
         self.steps = 0  # optimizer steps
@@ -243,6 +247,11 @@ class GradHealth(Tracer):
     # --- forward: what happens to leaves ---------------------------------------------------
 
     def on_op(self, op, node, inputs, outputs, stack):
+        if op == "relu" and node is not None:
+            if events.MODULES:
+                self._relu_modules[id(node)] = self._module_path(events.MODULES)
+            else:
+                self._relu_modules.pop(id(node), None)
         detached = self._detached
         for t in inputs:
             if t.grad_fn is None:
@@ -335,7 +344,8 @@ class GradHealth(Tracer):
             a = g if g.__class__ is np.ndarray else np.asarray(getattr(g, "_data", g))
             if a.ndim and node._trace is not None:
                 alive = (a != 0).reshape(-1, a.shape[-1]).any(axis=0)
-                self._tasks[-1][2].append((node._trace, alive))
+                module = self._relu_modules.pop(id(node), None)
+                self._tasks[-1][2].append((node._trace, alive, module))
 
     def _accumulated(self, node, grads) -> None:
         entry = self._tasks[-1]
@@ -419,19 +429,33 @@ class GradHealth(Tracer):
         """Fold one call's relu gradients in; sites seen several times in the call are told
         apart by forward order (backward runs them last first)."""
         per_site: dict = {}
-        for st, _ in relus:
-            per_site[st.site] = per_site.get(st.site, 0) + 1
+        for st, _, module in relus:
+            per_site[st.site, module] = per_site.get((st.site, module), 0) + 1
         seen: dict = {}
-        for st, alive in relus:
-            k = seen.get(st.site, 0)
-            seen[st.site] = k + 1
-            ordinal = per_site[st.site] - 1 - k
-            key = (st.site, ordinal, alive.shape[0])
+        for st, alive, module in relus:
+            site = (st.site, module)
+            k = seen.get(site, 0)
+            seen[site] = k + 1
+            ordinal = per_site[site] - 1 - k
+            key = (st.site, module, ordinal, alive.shape[0])
             r = self._relus.get(key)
             if r is None:
-                r = self._relus[key] = _Relu(st, alive.shape[0], ordinal)
+                r = self._relus[key] = _Relu(st, alive.shape[0], ordinal, module)
             r.alive |= alive
             r.calls += 1
+
+    def _module_path(self, modules: list) -> tuple:
+        """(id of the outermost module running, the innermost one's path in it: "3")."""
+        root, inner = modules[0], modules[-1]
+        known = self._module_paths.get(id(root))
+        if known is None or known[0]() is not root or id(inner) not in known[1]:
+            paths = {}
+            try:
+                paths = {id(m): name for name, m in root.named_modules()}
+            except Exception:  # noqa: BLE001 - a user module with an odd named_modules
+                pass
+            known = self._module_paths[id(root)] = (weakref.ref(root), paths)
+        return (id(root), known[1].get(id(inner), ""))
 
     def on_optimizer_step(self, optimizer):
         self.steps += 1
@@ -509,6 +533,8 @@ class GradHealth(Tracer):
                 elif not isinstance(v, type) and callable(
                     getattr(v, "named_parameters", None)
                 ):
+                    if id(v) not in self._module_names:
+                        self._module_names[id(v)] = (weakref.ref(v), k)
                     for pname, p in v.named_parameters():
                         if p.requires_grad:
                             self._adopt(p, f"{k}.{pname}")
@@ -696,16 +722,34 @@ class GradHealth(Tracer):
             )
         return out
 
+    def _module_name(self, module) -> str | None:
+        """``model.3``: a relu's module path, from the name the script gave the outermost
+        module (its class name when none did)."""
+        if module is None:
+            return None
+        root_id, path = module
+        known = self._module_paths.get(root_id)
+        root = known[0]() if known is not None else None
+        named = self._module_names.get(root_id)
+        name = named[1] if named is not None and root is not None and named[0]() is root \
+            else type(root).__name__ if root is not None else "a module"
+        return f"{name}.{path}" if path else name
+
     def _dead_relus(self) -> list[Finding]:
         out = []
-        for r in sorted(self._relus.values(), key=lambda r: r.ordinal):
+        # forward order: backward met (and recorded) the relus last first
+        for r in sorted(reversed(self._relus.values()), key=lambda r: r.ordinal):
             if r.calls < self.th.dead_steps:
                 continue
             dead = np.flatnonzero(~r.alive).tolist()
             if not dead:
                 continue
             width = r.alive.shape[0]
-            nth = f" (relu #{r.ordinal + 1} on this line)" if r.ordinal else ""
+            module = self._module_name(r.module)
+            if module is not None:
+                nth = f" of {module}" + (f" (call #{r.ordinal + 1})" if r.ordinal else "")
+            else:
+                nth = f" (relu #{r.ordinal + 1} on this line)" if r.ordinal else ""
             msg = (
                 f"{len(dead)} of {width} relu units{nth} passed no gradient for any sample "
                 f"in {r.calls} backward calls"
@@ -723,6 +767,7 @@ class GradHealth(Tracer):
                     width=width,
                     steps=r.calls,
                     ordinal=r.ordinal,
+                    module=module,
                 )
             )
         return out

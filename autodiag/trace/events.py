@@ -30,6 +30,9 @@ _depth = [0]
 # optimizer steps]. The target runner reads them (a run in which nothing was recorded analysed
 # nothing), and so does the CLI's progress line.
 REPORTED = [0, 0, 0]
+# The nn.Module calls in progress while a tracer is installed, outermost first (nn.Module's
+# __call__ keeps it): an analysis names a module's ops by its path in the outermost one.
+MODULES: list = []
 # Sequence number source of graph nodes (set by autograd.graph; nodes made during an op have a
 # sequence number above the mark taken before it).
 _seq_source: list = [None]

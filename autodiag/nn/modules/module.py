@@ -25,6 +25,7 @@ from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import RemovableHandle
 from autodiag.nn.parameter import Buffer, Parameter
 from autodiag.tensor import Tensor
+from autodiag.trace import events
 
 __all__ = ["Module"]
 
@@ -644,6 +645,15 @@ class Module:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, *args, **kwargs):
+        if events.TRACERS:  # analyses name what a module's ops did by its path (model.3)
+            events.MODULES.append(self)
+            try:
+                return self._call(args, kwargs)
+            finally:
+                events.MODULES.pop()
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
