@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 
 import pytest
-from typer.testing import CliRunner
+from test_cli import cli, script  # noqa: F401 - script is a fixture
 
-from autodiag.cli import app
 
-runner = CliRunner()
 
 TWO_LOCAL_LEAVES = """\
 import autodiag as torch
@@ -28,18 +25,6 @@ make().backward()
 """
 
 
-def cli(*args, **kw):
-    return runner.invoke(app, list(args), catch_exceptions=False, **kw)
-
-
-@pytest.fixture
-def script(tmp_path):
-    def make(source: str, name: str = "s.py") -> str:
-        p = tmp_path / name
-        p.write_text(textwrap.dedent(source))
-        return str(p)
-
-    return make
 
 
 def test_tree_back_references_say_which_node(script):

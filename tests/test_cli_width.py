@@ -162,19 +162,22 @@ def _entry_point() -> list[str]:
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "autodiag"]
 
 
-def run_in_pty(args: list[str], columns: int, rows: int = 50) -> str:
-    """Run the autodiag entry point with stdout on a pseudo-terminal of the given size; its
-    output without escape sequences."""
+def pty_output(args: list[str], columns: int = 80, rows: int = 50,
+               stderr: bool = False) -> bytes:
+    """Run the autodiag entry point with stdout (and, with ``stderr``, stderr) on a
+    pseudo-terminal of the given size; the raw bytes it wrote there."""
     import fcntl
     import struct
     import termios
 
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COLUMNS", "LINES", "NO_COLOR", "CI")}
     env["TERM"] = "xterm-256color"
     proc = subprocess.Popen(_entry_point() + args, stdin=slave, stdout=slave,
-                            stderr=subprocess.DEVNULL, env=env, close_fds=True, cwd=ROOT)
+                            stderr=slave if stderr else subprocess.DEVNULL, env=env,
+                            close_fds=True, cwd=ROOT)
     os.close(slave)
     chunks = []
     try:
@@ -192,7 +195,12 @@ def run_in_pty(args: list[str], columns: int, rows: int = 50) -> str:
     finally:
         proc.wait(timeout=120)
         os.close(master)
-    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return b"".join(chunks)
+
+
+def run_in_pty(args: list[str], columns: int, rows: int = 50) -> str:
+    """``pty_output`` of stdout as text, without escape sequences."""
+    text = pty_output(args, columns, rows).decode("utf-8", "replace").replace("\r\n", "\n")
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", text)
 
 

@@ -5,13 +5,11 @@ script writes and at the end; nothing with --quiet or when stderr is not a termi
 from __future__ import annotations
 
 import os
-import select
-import subprocess
 import sys
 
 import pytest
 from test_cli import cli, script  # noqa: F401 - script is a fixture
-from test_cli_width import _entry_point
+from test_cli_width import pty_output
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty") or sys.platform == "win32",
                                 reason="needs a POSIX pseudo-terminal")
@@ -32,29 +30,7 @@ print("script says hi")
 
 def run_on_terminal(args: list[str]) -> bytes:
     """The raw bytes the entry point wrote with stdout and stderr on one pseudo-terminal."""
-    master, slave = os.openpty()
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CI")}
-    env["TERM"] = "xterm-256color"
-    proc = subprocess.Popen(_entry_point() + args, stdin=slave, stdout=slave, stderr=slave,
-                            env=env, close_fds=True)
-    os.close(slave)
-    chunks = []
-    try:
-        while True:
-            ready, _, _ = select.select([master], [], [], 60)
-            if not ready:
-                raise AssertionError("no output for 60 s")
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        proc.wait(timeout=60)
-        os.close(master)
-    return b"".join(chunks)
+    return pty_output(args, stderr=True)
 
 
 def test_a_long_run_shows_progress_and_erases_it(script):

@@ -11,27 +11,13 @@ import sys
 import textwrap
 
 import pytest
-from typer.testing import CliRunner
+from test_cli import cli, script  # noqa: F401 - script is a fixture
 
-from autodiag.cli import app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-runner = CliRunner()
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def cli(*args):
-    return runner.invoke(app, list(args), catch_exceptions=False)
-
-
-@pytest.fixture
-def script(tmp_path):
-    def make(source: str, name: str = "s.py") -> str:
-        p = tmp_path / name
-        p.write_text(textwrap.dedent(source))
-        return str(p)
-
-    return make
 
 
 BUGGY = """\
