@@ -1,13 +1,13 @@
 """``default_collate`` and ``default_convert``: a list of samples -> a batch, as PyTorch's.
 
 Tensors are stacked; Python ints become int64 tensors (bools: bool), floats float64 tensors;
-numpy arrays and scalars become tensors of their dtype; strings and bytes stay a list; mappings,
-namedtuples and sequences are collated field by field (a tuple of fields gives a list, as in
-PyTorch).
+numpy arrays and scalars become tensors of their dtype; strings and bytes are kept (the
+batch's list, or the tuple of a field); mappings, namedtuples and sequences are collated field
+by field (a tuple of fields gives a list, as in PyTorch).
 
 >>> from autodiag.utils.data import default_collate
 >>> default_collate([(0, 1.5, "a"), (2, 3.5, "b")])
-[tensor([0, 2]), tensor([1.5000, 3.5000], dtype=torch.float64), ['a', 'b']]
+[tensor([0, 2]), tensor([1.5000, 3.5000], dtype=torch.float64), ('a', 'b')]
 """
 
 from __future__ import annotations
@@ -92,14 +92,14 @@ def collate(batch, *, collate_fn_map=None):
             return {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
                     for key in elem}
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return elem_type(*(collate(list(samples), collate_fn_map=collate_fn_map)
+        return elem_type(*(collate(samples, collate_fn_map=collate_fn_map)
                            for samples in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         it = iter(batch)
         elem_size = len(next(it))
         if not all(len(e) == elem_size for e in it):
             raise RuntimeError("each element in list of batch should be of equal size")
-        transposed = [list(s) for s in zip(*batch)]
+        transposed = list(zip(*batch))  # tuples: strings inside stay a tuple, as in PyTorch
         if isinstance(elem, tuple):
             return [collate(samples, collate_fn_map=collate_fn_map) for samples in transposed]
         try:
@@ -127,7 +127,9 @@ def collate_numpy_array_fn(batch, *, collate_fn_map=None):
 
 
 def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
-    return factories.as_tensor(batch)
+    # NOTE: through np.array, which keeps the scalars' dtype (int32 stays int32, as PyTorch's
+    # as_tensor of numpy scalars does)
+    return factories.as_tensor(np.array(batch))
 
 
 def collate_float_fn(batch, *, collate_fn_map=None):

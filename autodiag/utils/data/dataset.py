@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import bisect
+import collections.abc
 import itertools
 import math
 import warnings
@@ -40,11 +41,9 @@ class Dataset:
         return cls
 
 
-class IterableDataset(Dataset):
-    """An iterable-style dataset: subclasses define ``__iter__``; ``a + b`` chains them."""
-
-    def __iter__(self):
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+class IterableDataset(Dataset, collections.abc.Iterable):
+    """An iterable-style dataset: subclasses define ``__iter__`` (abstract, as in PyTorch);
+    ``a + b`` chains them."""
 
     def __add__(self, other: Dataset) -> ChainDataset:
         return ChainDataset([self, other])
