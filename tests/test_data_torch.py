@@ -324,10 +324,13 @@ def test_shuffle_is_a_permutation_each_epoch_and_seeded():
     assert [_epoch(again), _epoch(again)] == [e1, e2]
     # without a generator: seeded by torch.manual_seed, as in PyTorch
     ad.manual_seed(5)
-    a = _epoch(add.DataLoader(ds, batch_size=8, shuffle=True))
+    unseeded = add.DataLoader(ds, batch_size=8, shuffle=True)
+    a, b = _epoch(unseeded), _epoch(unseeded)
     ad.manual_seed(5)
-    assert _epoch(add.DataLoader(ds, batch_size=8, shuffle=True)) == a
-    assert sorted(a) == list(range(50))
+    assert [_epoch(unseeded), _epoch(unseeded)] == [a, b]
+    assert sorted(a) == sorted(b) == list(range(50)) and a != b  # each epoch draws anew
+    ad.manual_seed(6)
+    assert _epoch(unseeded) != a
 
 
 def test_random_samplers():
