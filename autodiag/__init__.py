@@ -59,6 +59,7 @@ from autodiag.compat import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,  
                              FloatTensor, HalfTensor, IntTensor, LongTensor, ShortTensor,
                              get_default_device, set_default_device)
 from autodiag.serialization import load, save  # noqa: E402
+from autodiag.generator import Generator, default_generator  # noqa: E402
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 

@@ -59,6 +59,10 @@ TORCH_MODULES = {
     "torch.optim.optimizer": "autodiag.optim.optimizer",
     "torch.utils": "autodiag.utils",
     "torch.utils.checkpoint": "autodiag.utils.checkpoint",
+    "torch.utils.data": "autodiag.utils.data",
+    "torch.utils.data.dataset": "autodiag.utils.data.dataset",
+    "torch.utils.data.sampler": "autodiag.utils.data.sampler",
+    "torch.utils.data.dataloader": "autodiag.utils.data.dataloader",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

@@ -19,6 +19,12 @@ MODULES = [
     "autodiag.report.annotations",
     "autodiag.report.junit",
     "autodiag.autograd.graph",
+    "autodiag.generator",
+    "autodiag.utils.data",
+    "autodiag.utils.data.dataset",
+    "autodiag.utils.data.sampler",
+    "autodiag.utils.data.dataloader",
+    "autodiag.utils.data._collate",
 ]
 
 

@@ -1,7 +1,8 @@
-"""``autodiag.utils``: ``checkpoint`` (activation checkpointing), as ``torch.utils``."""
+"""``autodiag.utils``: ``checkpoint`` (activation checkpointing) and ``data`` (datasets and
+``DataLoader``), as ``torch.utils``."""
 
 from __future__ import annotations
 
-from autodiag.utils import checkpoint
+from autodiag.utils import checkpoint, data
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "data"]
