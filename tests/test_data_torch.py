@@ -400,3 +400,26 @@ def test_import_torch_training_loop_with_a_data_loader(script):
     fixed = LOOP.replace("        loss = nn", "        opt.zero_grad()\n        loss = nn")
     r = cli("check", script(fixed, "fixed.py"), "-f", "json")
     assert "unplanned_accumulation" not in {f["kind"] for f in json.loads(r.stdout)["findings"]}
+
+
+def test_random_factories_draw_from_their_generator():
+    # a Generator passed to a factory is used, never silently replaced by the global stream
+    import autodiag as ad
+
+    def draws(seed):
+        g = ad.Generator().manual_seed(seed)
+        w = ad.empty(4)
+        ad.nn.init.uniform_(w, generator=g)
+        return [ad.rand(3, generator=g), ad.randn(2, 2, generator=g),
+                ad.randint(0, 100, (5,), generator=g), ad.randperm(6, generator=g),
+                ad.normal(0.0, 1.0, (3,), generator=g), ad.rand_like(w, generator=g),
+                ad.empty(3).normal_(generator=g), w]
+
+    ad.manual_seed(0)
+    first = draws(7)
+    ad.manual_seed(123)  # the global stream must not matter
+    again = draws(7)
+    other = draws(8)
+    for a, b, c in zip(first, again, other):
+        assert np.array_equal(a.numpy(), b.numpy())
+        assert not np.array_equal(a.numpy(), c.numpy())

@@ -202,14 +202,24 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
     return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), requires_grad)
 
 
+def _stream(generator):
+    """The numpy stream to draw from: the global one, or a ``torch.Generator``'s."""
+    if generator is None:
+        return _rng[0]
+    from autodiag.generator import rng_of
+
+    return rng_of(generator)
+
+
 @register(method=False)
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_rng[0].random(_shape(size)).astype(_dt(dtype)), requires_grad)
+    return _finish(_stream(generator).random(_shape(size)).astype(_dt(dtype)), requires_grad)
 
 
 @register(method=False)
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_rng[0].standard_normal(_shape(size)).astype(_dt(dtype)), requires_grad)
+    return _finish(_stream(generator).standard_normal(_shape(size)).astype(_dt(dtype)),
+                   requires_grad)
 
 
 @register(method=False)
@@ -219,25 +229,27 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
-    out = _rng[0].integers(low, high, size=_shape((size,)))
+    out = _stream(generator).integers(low, high, size=_shape((size,)))
     return _finish(out.astype(_dt(dtype, np.dtype(np.int64))), requires_grad)
 
 
 @register(method=False)
-def randperm(n: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_rng[0].permutation(n).astype(_dt(dtype, np.dtype(np.int64))), requires_grad)
+def randperm(n: int, *, generator=None, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    return _finish(_stream(generator).permutation(n).astype(_dt(dtype, np.dtype(np.int64))), requires_grad)
 
 
 @register(method=False)
 def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
-    return wrap(_rng[0].normal(mean, std, size=_shape((size,))).astype(
+    return wrap(_stream(generator).normal(mean, std, size=_shape((size,))).astype(
         dtypes.get_default_dtype().np))
 
 
 def _like(maker):
     def like(input, *, dtype=None, device=None, requires_grad: bool = False, **kw):
         dt = dtype if dtype is not None else input.dtype
-        return maker(*input._data.shape, dtype=dt, requires_grad=requires_grad)
+        extra = {"generator": kw["generator"]} if kw.get("generator") is not None else {}
+        return maker(*input._data.shape, dtype=dt, requires_grad=requires_grad, **extra)
 
     return like
 
@@ -283,8 +295,9 @@ def _random_inplace(name, draw):
     setattr(Tensor, name, method)
 
 
-_random_inplace("uniform_", lambda shape, a=0.0, b=1.0, generator=None: _rng[0].uniform(a, b,
-                                                                                        shape))
-_random_inplace("normal_", lambda shape, mean=0.0, std=1.0, generator=None: _rng[0].normal(
-    mean, std, shape))
-_random_inplace("bernoulli_", lambda shape, p=0.5, generator=None: _rng[0].random(shape) < p)
+_random_inplace("uniform_", lambda shape, a=0.0, b=1.0, generator=None: _stream(
+    generator).uniform(a, b, shape))
+_random_inplace("normal_", lambda shape, mean=0.0, std=1.0, generator=None: _stream(
+    generator).normal(mean, std, shape))
+_random_inplace("bernoulli_", lambda shape, p=0.5, generator=None: _stream(generator).random(
+    shape) < p)
