@@ -226,3 +226,28 @@ def test_module_to_a_device(torch):
         out[name] = (r is m, r2 is m, str(m.weight.dtype).split(".")[-1],
                      str(m.weight.device))
     assert out["autodiag"] == out["torch"]
+
+
+# --- numpy's argument names, which PyTorch's argument parser takes too --------------------------
+
+
+@pytest.mark.parametrize("call", [
+    "t.argmax(axis=1)", "t.argmin(axis=0)", "t.sum(axis=0)", "T.sum(t, axis=1)",
+    "t.mean(axis=1, keepdims=True)", "t.amax(axis=0)", "t.max(axis=1).values",
+    "t.min(axis=1).indices", "t.std(axis=1)", "t.var(axis=1)", "t.prod(axis=1)",
+    "t.softmax(axis=1)", "t.logsumexp(axis=1, keepdims=True)", "t.all(axis=1)",
+    "T.cat([t, t], axis=0)", "t.sum(axis=(0, 1))",
+])
+def test_numpy_argument_names(torch, call):
+    x = [[1.0, 5.0, 2.0], [4.0, 0.0, 3.0]]
+    got = {}
+    for T in (ad, torch):
+        t = T.tensor(x)
+        got[T] = eval(call, {"T": T, "t": t}).numpy()
+    np.testing.assert_allclose(got[ad], got[torch], rtol=1e-6)
+    assert got[ad].dtype == got[torch].dtype
+
+
+def test_numpy_and_torch_names_together_are_refused():
+    with pytest.raises(TypeError, match="multiple values for argument 'dim'"):
+        ad.tensor([1.0, 2.0]).sum(axis=0, dim=0)

@@ -10,6 +10,8 @@ written with operators and ``xp.*`` serves both.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 
@@ -41,13 +43,40 @@ def register(name: str | None = None, method: bool | str = True):
             op = fn  # it reports itself (trace.events.self_traced)
         else:
             # an alias of a registered op is wrapped once, under its own name
-            op = traced(n, getattr(fn, "__wrapped__", fn))
+            op = traced(n, _numpy_names(inspect.unwrap(fn)))
         REGISTRY[n] = op
         if method:
             setattr(Tensor, n if method is True else method, op)
         return op
 
     return deco
+
+
+def _numpy_names(fn):
+    """``fn`` taking numpy's argument names too, as PyTorch's argument parser does: ``axis`` for
+    ``dim`` and ``keepdims`` for ``keepdim`` (``x.sum(axis=0)``, ``x.argmax(axis=1)``). Only ops
+    with a ``dim``/``keepdim`` parameter get the extra call."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn
+    pairs = tuple((alias, real) for alias, real in (("axis", "dim"), ("keepdims", "keepdim"))
+                  if real in params and alias not in params)
+    if not pairs:
+        return fn
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        if kwargs:
+            for alias, real in pairs:
+                if alias in kwargs:
+                    if real in kwargs:
+                        raise TypeError(f"{fn.__name__}() got multiple values for argument "
+                                        f"'{real}'")
+                    kwargs[real] = kwargs.pop(alias)
+        return fn(*args, **kwargs)
+
+    return op
 
 
 # ---------------------------------------------------------------------------------------------
