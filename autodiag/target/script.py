@@ -5,8 +5,9 @@ on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. Wh
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
 ``--timeout`` stops it. ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
-the working directory, stdin/stdout, grad mode, anomaly mode and the default dtype are restored
-afterwards.
+the working directory, stdin/stdout, grad mode, anomaly mode, the default dtype and the engine's
+count of backward calls (a script's calls are numbered from 1, as in its own process) are
+restored afterwards.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import traceback
 import types
 
 from autodiag import dtypes
-from autodiag.autograd import anomaly, grad_mode
+from autodiag.autograd import anomaly, engine, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
 from autodiag.trace import StopRun, sites
 
@@ -111,6 +112,7 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
     module.__file__ = abspath
     module.__builtins__ = __builtins__
     saved = _Saved(folder)
+    engine.backward_calls[0] = 0
     sys.argv = [path, *args]
     sys.path.insert(0, folder)
     sys.modules["__main__"] = module
@@ -218,6 +220,7 @@ class _Saved:
         self.grad = list(grad_mode._state)
         self.dtype = dtypes.get_default_dtype()
         self.anomaly = tuple(anomaly._state)
+        self.backward_calls = engine.backward_calls[0]
 
     def restore(self) -> None:
         sys.argv = self.argv
@@ -234,6 +237,7 @@ class _Saved:
             os.chdir(self.cwd)
         sys.stdin = self.stdin
         grad_mode._state[:] = self.grad
+        engine.backward_calls[0] = self.backward_calls
         dtypes.set_default_dtype(self.dtype)
         if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
             anomaly.set_anomaly_enabled(*self.anomaly)

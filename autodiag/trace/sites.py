@@ -66,6 +66,11 @@ def _user_frame(f):
     return None
 
 
+def user_frame(skip: int = 1):
+    """The innermost frame outside the autodiag package from ``skip`` frames up, or None."""
+    return _user_frame(sys._getframe(skip))
+
+
 def user_site(skip: int = 1):
     """(code, lineno) of the innermost frame outside the autodiag package, or None."""
     f = _user_frame(sys._getframe(skip))
