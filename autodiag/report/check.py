@@ -35,11 +35,28 @@ def _finding(f: dict, target: str) -> list[str]:
         details.append(f"last norms (per {f['per']}): {norms}")
     if f.get("units") is not None:
         details.append(f"dead units: {', '.join(map(str, f['units']))}")
+    if f["kind"] == "freed_graph":
+        details += _freed_details(f)
     if details:
         lines.append(f"  [dim]{escape(' · '.join(details))}[/]")
     if f.get("hint"):
         lines.append(f"  [yellow]hint:[/] {escape(f['hint'])}")
     return lines
+
+
+def _freed_details(f: dict) -> list[str]:
+    """Where the freed node was made, which call freed it, which tensor led back to it."""
+    out = []
+    if f.get("node"):
+        out.append(f"{f['node']} created at {where(f['created_at'])}")
+    if f.get("freed_by"):
+        out.append(f"freed by backward call {f['freed_by']['call']} at "
+                   f"{where(f['freed_by']['location'])}")
+    through = f.get("through")
+    if through:
+        name = through["name"] or f"the output of {through['node']}"
+        out.append(f"reached through {name} ({where(through['location'])})")
+    return out
 
 
 def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:
