@@ -27,8 +27,9 @@ from autodiag.autograd.graph import AccumulateGrad, Freed, children
 from autodiag.ops._core import ARRAY, TENSOR, sum_to_array, wrap
 from autodiag.tensor import Tensor
 from autodiag.trace import events
-from autodiag.trace.sites import user_frame
+from autodiag.trace.sites import user_code_site
 
+_new_freed = object.__new__
 # Backward calls so far (``execute`` runs one per backward()/autograd.grad() call; the target
 # runner counts a script's calls from 0): the number the "second time" error gives a call.
 backward_calls = [0]
@@ -204,13 +205,15 @@ def _freed_marker(call: int, root_nodes) -> Freed:
     """The marker the call's nodes get when it frees them (NOTE [Freed graphs]): the call's
     number, the user's line that made it (execute's caller outwards), the newest node of its
     graph (roots are newer than everything below them)."""
-    f = user_frame(3)
+    m = _new_freed(Freed)  # no __init__ frame: this runs once per backward call
+    m.call = call
+    m.code, m.lasti = user_code_site(3) or (None, -1)
     last = -1
     for n in root_nodes:
         if n is not None and n.__class__ is not AccumulateGrad and n._seq > last:
             last = n._seq
-    return Freed(call, f.f_code if f is not None else None, f.f_lasti if f is not None else -1,
-                 last)
+    m.last_seq = last
+    return m
 
 
 def _run_node(node, grads, task: GraphTask, xp):

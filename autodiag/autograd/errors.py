@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import weakref
 
 from autodiag.trace.sites import saver_site, site_text
 
@@ -91,7 +92,7 @@ class FreedInfo:
         self.through = None  # the name of the tensor it got there through, if frames name it
         self.through_node = None  # that tensor's grad_fn name (the frontier of the freed part)
         self.through_at = None
-        self._node = node  # until the engine has explained the error
+        self._node = weakref.ref(node)  # until the engine has explained the error
         self._last_seq = freed.last_seq
 
 
@@ -166,7 +167,9 @@ def explain_freed(err: RuntimeError, call: int, root_nodes) -> None:
     from autodiag.trace.sites import live_user_frames
 
     info = err.autodiag_freed
-    node, info._node = info._node, None
+    node, info._node = info._node(), None
+    if node is None:  # pragma: no cover - the engine holds the node it runs
+        return
     frames = live_user_frames(1)  # innermost first: the frame that called backward/grad first
     info.call = call
     if frames:

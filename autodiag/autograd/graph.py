@@ -207,13 +207,11 @@ class Freed:
     """``Node._saved`` of a node whose saved tensors a backward call released (NOTE [Freed
     graphs]): one per call, shared by every node it freed."""
 
+    # ``call``: the backward call's number (engine.backward_calls); ``code``/``lasti``: the
+    # user's frame that made it (None/-1 if unknown) and its instruction offset there;
+    # ``last_seq``: the newest node sequence number of the call's graph. Made by
+    # engine._freed_marker (without an __init__ frame: it runs once per backward call).
     __slots__ = ("call", "code", "lasti", "last_seq")
-
-    def __init__(self, call: int, code, lasti: int, last_seq: int):
-        self.call = call  # the backward call's number (engine.backward_calls)
-        self.code = code  # the user's frame that made the call (None if unknown) ...
-        self.lasti = lasti  # ... and its instruction offset there
-        self.last_seq = last_seq  # the newest node sequence number of the call's graph
 
     def __repr__(self) -> str:
         return f"<freed by backward call {self.call}>"
