@@ -13,6 +13,7 @@ formula, gradient shape/dtype fix-up (``_input_meta``), node post-hooks.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import sys
@@ -189,7 +190,10 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
         task.error = e
         info = getattr(e, "autodiag_freed", None)
         if info is not None and info.call is None:
-            explain_freed(e, call, root_nodes)  # the error of a node an earlier call freed
+            # the error of a node an earlier call freed: say how this call got there (best
+            # effort: should the explanation fail, PyTorch's error stands as raised)
+            with contextlib.suppress(Exception):
+                explain_freed(e, call, root_nodes)
         if _anomaly[0] and node is not None:
             # PyTorch's anomaly mode: warn with the forward stack of the failing node
             report_backward_error(node, e)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import weakref
 
-from autodiag.trace.sites import saver_site, site_text
+from autodiag.trace.sites import saver_site, short_path, site_text
 
 _BACKWARD_SUFFIX = re.compile(r"Backward(\d*)$")
 
@@ -142,9 +142,11 @@ def freed_message(info: FreedInfo) -> str:
         return (f"{ERR_BACKWARD_TWICE} autodiag: the saved tensors of {info.node} ({created}) "
                 f"were freed by {freed_by}. Fix: pass retain_graph=True to backward call {k} to "
                 f"read them after it.")
+    if info.freed_at is not None and info.freed_at == info.call_at:
+        freed_by = f"backward call {k}, made by the same line"  # a loop, most often
     msg = (f"{ERR_BACKWARD_TWICE} autodiag: backward call {info.call} {_at(info.call_at)} "
-           f"reached {info.node}, {created}, whose saved tensors {freed_by} freed. It got "
-           f"there through ")
+           f"reached {info.node}, {created}, whose saved tensors were freed by {freed_by}. It "
+           f"got there through ")
     if info.through is not None:
         what = f"`{info.through}`"
         msg += f"{what} (grad_fn {info.through_node})"
@@ -152,7 +154,10 @@ def freed_message(info: FreedInfo) -> str:
         what = "that tensor"
         msg += f"the output of {info.through_node}"
     if info.through_at is not None:
-        msg += f", computed {_at(info.through_at)}"
+        # the line's code only once: the node's own line is already quoted above
+        msg += (f", computed at {short_path(info.through_at[0].co_filename)}:"
+                f"{info.through_at[1]}" if info.through_at == info.created_at else
+                f", computed {_at(info.through_at)}")
     msg += (f" before backward call {k}. Fix: recompute {what} for each backward (inside the "
             f"loop), detach() it if no gradient should flow back through it, or pass "
             f"retain_graph=True to backward call {k} if backpropagating through it twice is "
