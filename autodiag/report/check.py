@@ -24,7 +24,9 @@ def render(console, findings: list[dict], target: str, info: dict, failed: bool)
 def _finding(f: dict, target: str) -> list[str]:
     lines = [header(f)]
     lines += source_lines(f["location"], "at", target=target) if f["location"] else []
-    lines += stack_line(f["stack"])
+    # a freed_graph finding's stack is the failing backward call's, not a forward op's
+    lines += stack_line(f["stack"], label="stack" if f["kind"] == "freed_graph" else
+                        "forward stack")
     details = []
     if f.get("reason"):
         details.append(f"reason: {f['reason']}")
