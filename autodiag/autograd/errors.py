@@ -188,8 +188,9 @@ def explain_freed(err: RuntimeError, call: int, root_nodes) -> None:
 
 
 def _through(node, last_seq: int, root_nodes, frames):
-    """(name or None, node, code of the frame that names it or None): the tensor, made before the freeing call, through which a backward
-    from ``root_nodes`` reaches ``node``. Of the nodes on a path from a root to ``node`` those
+    """(name or None, its grad_fn, the code of the frame that names it or None): the tensor,
+    made before the freeing call, through which a backward from ``root_nodes`` reaches
+    ``node``. Of the nodes on a path from a root to ``node`` those
     numbered up to ``last_seq`` existed before the freeing call; the frontier of that old part
     (old nodes that are roots or children of new ones) is where the new graph entered the old
     one. Prefer a named tensor whose grad_fn is on the frontier, then the newest old one."""
