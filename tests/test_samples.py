@@ -1,7 +1,8 @@
 """Every script in ``samples/`` runs as ``python samples/X.py`` and prints what it promises.
 
 The deliberately buggy samples run to completion (their bug is silent) except
-``inplace_saved.py``, which must die with PyTorch's in-place RuntimeError.
+``inplace_saved.py``, which must die with PyTorch's in-place RuntimeError, and
+``reused_graph.py``, which must die with its "backward through the graph a second time".
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ EXPECTED = {
     "inplace_saved.py": (1, ["RuntimeError: one of the variables needed for gradient "
                              "computation has been modified by an inplace operation",
                              "samples/inplace_saved.py:16"]),
+    "reused_graph.py": (1, ["step 0 loss", "RuntimeError: Trying to backward through the graph "
+                            "a second time", "reached TanhBackward0, created at "
+                            "samples/reused_graph.py:22", "through `features`"]),
     "bad_backward.py": (0, ["x.grad = [2.0, 4.0, 6.0]", "x.grad = [1.0, 2.0, 3.0]"]),
     "no_zero_grad.py": (0, ["step 30", "weight.grad norm"]),
     "detached_param.py": (0, ["w1.grad is None: False", "w2.grad is None: True"]),

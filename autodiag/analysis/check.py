@@ -5,7 +5,7 @@ one is one entry in ``DETECTORS``:
 
 >>> from autodiag.analysis.check import DETECTORS
 >>> [d.name for d in DETECTORS]
-['health', 'inplace', 'leaks', 'anomaly']
+['health', 'inplace', 'freed', 'leaks', 'anomaly']
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from autodiag.analysis.anomaly import AnomalyFinder
 from autodiag.analysis.findings import KINDS, Finding
+from autodiag.analysis.freed import FreedGraphWatcher
 from autodiag.analysis.graph import names_by_id
 from autodiag.analysis.health import GradHealth
 from autodiag.analysis.inplace import InplaceWatcher
@@ -36,6 +37,7 @@ class Detector:
 DETECTORS: list[Detector] = [
     Detector("health", GradHealth, lambda t, run: t.findings(run.namespace)),
     Detector("inplace", InplaceWatcher, lambda t, run: t.findings(run.error)[0]),
+    Detector("freed", FreedGraphWatcher, lambda t, run: t.findings(run.error)),
     Detector("leaks", LeakFinder, lambda t, run: t.findings()),
     Detector(
         "anomaly",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 KINDS = ("nan_forward", "inf_forward", "nan_backward", "inf_backward", "inplace_saved_tensor",
-         "inplace_leaf", "graph_leak", "retained_graph", "gradcheck_failed", "none_grad",
-         "unplanned_accumulation", "exploding_grad", "vanishing_grad", "dead_relu")
+         "inplace_leaf", "freed_graph", "graph_leak", "retained_graph", "gradcheck_failed",
+         "none_grad", "unplanned_accumulation", "exploding_grad", "vanishing_grad", "dead_relu")
 
 
 @dataclasses.dataclass

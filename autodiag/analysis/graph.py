@@ -14,7 +14,7 @@ import heapq
 import weakref
 
 from autodiag.analysis.summary import dtype_name, summarize
-from autodiag.autograd.graph import FREED, AccumulateGrad, SavedTensor, children
+from autodiag.autograd.graph import AccumulateGrad, Freed, SavedTensor, children
 from autodiag.ops._core import edge
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
@@ -113,7 +113,7 @@ class GraphSnapshot:
             if s is None:
                 add_saved(_NO_SAVED)
                 add_freed(False)
-            elif s is FREED:
+            elif s.__class__ is Freed:
                 add_saved(_NO_SAVED)
                 add_freed(True)
             else:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 
 from autodiag.analysis.findings import Finding
-from autodiag.autograd.graph import FREED, AccumulateGrad
+from autodiag.autograd.graph import AccumulateGrad, Freed
 from autodiag.ops.inplace import LEAF_ERROR, VIEW_OF_LEAF_ERROR
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import Tracer
@@ -79,7 +79,7 @@ class InplaceWatcher(Tracer):
 
         for ref, version, is_output in list(entry[1].values()):
             node = ref()
-            if node is None or node in self._ran or node._saved is FREED or \
+            if node is None or node in self._ran or node._saved.__class__ is Freed or \
                     node._saved is None or version == vc[0]:
                 continue
             self._record(op, stack, node, version, vc[0], tensor, is_output,
@@ -137,7 +137,7 @@ class InplaceWatcher(Tracer):
         for k in list(self._watch):
             vc, entries = self._watch[k]
             for nid in [nid for nid, e in entries.items()
-                        if (n := e[0]()) is None or n in ran or n._saved is FREED]:
+                        if (n := e[0]()) is None or n in ran or n._saved.__class__ is Freed]:
                 del entries[nid]
             if not entries:
                 del self._watch[k]

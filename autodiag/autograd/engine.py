@@ -13,6 +13,7 @@ formula, gradient shape/dtype fix-up (``_input_meta``), node post-hooks.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import sys
@@ -22,10 +23,17 @@ import numpy as np
 from autodiag.autograd import grad_mode
 from autodiag.autograd.anomaly import _state as _anomaly
 from autodiag.autograd.anomaly import report_backward_error
-from autodiag.autograd.graph import AccumulateGrad, children
+from autodiag.autograd.errors import explain_freed
+from autodiag.autograd.graph import AccumulateGrad, Freed, children
 from autodiag.ops._core import ARRAY, TENSOR, sum_to_array, wrap
 from autodiag.tensor import Tensor
 from autodiag.trace import events
+from autodiag.trace.sites import user_code_site
+
+_new_freed = object.__new__
+# Backward calls so far (``execute`` runs one per backward()/autograd.grad() call; the target
+# runner counts a script's calls from 0): the number the "second time" error gives a call.
+backward_calls = [0]
 
 _state = grad_mode._state
 
@@ -34,7 +42,7 @@ class GraphTask:
     """Options and results of one backward call."""
 
     __slots__ = ("retain_graph", "create_graph", "accumulate", "targets", "captured", "needed",
-                 "execute", "leaf_targets", "roots", "inputs", "current", "error")
+                 "execute", "leaf_targets", "roots", "inputs", "current", "error", "freed")
 
     def __init__(self, retain_graph, create_graph, accumulate, roots=(), inputs=None):
         self.roots = roots  # the tensors backward starts from (for tracers)
@@ -49,6 +57,7 @@ class GraphTask:
         self.leaf_targets = None  # AccumulateGrad nodes allowed to accumulate (inputs=...)
         self.current = None  # the node being run (kept only while tracing, for tracers)
         self.error = None  # the exception that ended the call (seen by on_backward_end)
+        self.freed = None  # without retain_graph: what the nodes it runs are freed to (a Freed)
 
 
 def _count_dependencies(roots) -> dict:
@@ -105,6 +114,9 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
     create_graph = task.create_graph
     xp = TENSOR if create_graph else ARRAY
     root_nodes = [e[0] for e in root_edges]
+    call = backward_calls[0] = backward_calls[0] + 1
+    if not task.retain_graph:
+        task.freed = _freed_marker(call, root_nodes)
     deps = _count_dependencies(root_nodes)
     needed = task.needed
     buffers: dict = {}
@@ -176,6 +188,12 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             outs = g = None  # NOTE [Gradient stealing]: drop our references before the leaves run
     except Exception as e:
         task.error = e
+        info = getattr(e, "autodiag_freed", None)
+        if info is not None and info.call is None:
+            # the error of a node an earlier call freed: say how this call got there (best
+            # effort: should the explanation fail, PyTorch's error stands as raised)
+            with contextlib.suppress(Exception):
+                explain_freed(e, call, root_nodes)
         if _anomaly[0] and node is not None:
             # PyTorch's anomaly mode: warn with the forward stack of the failing node
             report_backward_error(node, e)
@@ -185,6 +203,21 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
         if tracing:
             task.current = None
             events.emit_backward_end(task)
+
+
+def _freed_marker(call: int, root_nodes) -> Freed:
+    """The marker the call's nodes get when it frees them (NOTE [Freed graphs]): the call's
+    number, the user's line that made it (execute's caller outwards), the newest node of its
+    graph (roots are newer than everything below them)."""
+    m = _new_freed(Freed)  # no __init__ frame: this runs once per backward call
+    m.call = call
+    m.code, m.lasti = user_code_site(3) or (None, -1)
+    last = -1
+    for n in root_nodes:
+        if n is not None and n.__class__ is not AccumulateGrad and n._seq > last:
+            last = n._seq
+    m.last_seq = last
+    return m
 
 
 def _run_node(node, grads, task: GraphTask, xp):
@@ -215,8 +248,9 @@ def _run_node(node, grads, task: GraphTask, xp):
             outs = _fix_shapes(node, outs, meta, xp)
     if hooks is not None and hooks.post:
         outs = _run_post_hooks(hooks, outs, grads, xp)
-    if not task.retain_graph:
-        node._release()
+    freed = task.freed
+    if freed is not None:
+        node._release(freed)
     return outs
 
 

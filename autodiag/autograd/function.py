@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import ERR_BACKWARD_TWICE, FREED, Node, SavedTensor
+from autodiag.autograd.graph import Freed, Node, SavedTensor, raise_freed
 from autodiag.ops._core import NO_EDGE, edge, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
@@ -42,8 +42,8 @@ class FunctionCtx:
     @property
     def saved_tensors(self) -> tuple:
         saved = self._saved
-        if saved is FREED:
-            raise RuntimeError(ERR_BACKWARD_TWICE)
+        if saved.__class__ is Freed:
+            raise_freed(self)
         if saved is None:
             return ()
         return tuple(None if s is None else s.unpack_tensor(self) for s in saved)
@@ -113,9 +113,9 @@ class BackwardCFunction(Node, FunctionCtx):
             result.append(g if not xp.arrays else g._data)
         return tuple(result)
 
-    def _release(self) -> None:
+    def _release(self, freed: Freed) -> None:
         if self._saved is not None:
-            self._saved = FREED
+            self._saved = freed
 
 
 def _check_dirty(t: Tensor) -> None:

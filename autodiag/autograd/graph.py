@@ -23,6 +23,16 @@ offset of the user's frame that recorded it (``trace.sites.note_saver``: one fra
 slots, no new object); the line is decoded only when the error is raised. The hot ops
 (``pointwise.binary_op``/``unary_op``) call it themselves, every other public op through its
 ``traced`` wrapper, and ``autograd.Function.apply`` for custom functions.
+
+NOTE [Freed graphs]
+A backward call without ``retain_graph`` frees the saved tensors of every node it runs by
+setting ``node._saved`` to the call's ``Freed`` marker: one small object per call, shared by all
+the nodes it frees, which records the call's number, the user's line that made it (code object
+and instruction offset, decoded only when reported, as NOTE [Saving sites]) and the newest
+sequence number of its graph. A node is freed when ``node._saved.__class__ is Freed``. So when a
+later backward reaches such a node, the "backward through the graph a second time" error can
+say which call freed it and where, and (engine.py) through which tensor, made before that call,
+the new backward got there: nodes numbered up to the marker's ``last_seq`` existed before it.
 """
 
 from __future__ import annotations
@@ -193,7 +203,26 @@ class saved_tensors_hooks:
 # ---------------------------------------------------------------------------------------------
 
 
-FREED = ("<freed>",)  # Node._saved after release: unpacking raises ERR_BACKWARD_TWICE
+class Freed:
+    """``Node._saved`` of a node whose saved tensors a backward call released (NOTE [Freed
+    graphs]): one per call, shared by every node it freed."""
+
+    # ``call``: the backward call's number (engine.backward_calls); ``code``/``lasti``: the
+    # user's frame that made it (None/-1 if unknown) and its instruction offset there;
+    # ``last_seq``: the newest node sequence number of the call's graph. Made by
+    # engine._freed_marker (without an __init__ frame: it runs once per backward call).
+    __slots__ = ("call", "code", "lasti", "last_seq")
+
+    def __repr__(self) -> str:
+        return f"<freed by backward call {self.call}>"
+
+
+def raise_freed(node):
+    """Raise PyTorch's "backward through the graph a second time" error for a freed ``node``,
+    with what autodiag knows about it (autograd/errors.py)."""
+    from autodiag.autograd import errors
+
+    raise errors.freed_error(node)
 
 
 def compact_edge(e):
@@ -373,8 +402,8 @@ class Node:
     def _saved_attr(self, name: str, raw: bool):
         names = type(self)._saved_names
         if name in names:
-            if self._saved is FREED:
-                raise RuntimeError(ERR_BACKWARD_TWICE)
+            if self._saved.__class__ is Freed:
+                raise_freed(self)
             s = self._saved[names.index(name)]
             if isinstance(s, _tensor_cls[0]):
                 s = SavedTensor.compact(s)
@@ -395,9 +424,12 @@ class Node:
     def saved(self, xp, i: int):
         """Saved tensor ``i`` for the backward formula: an array, or a Tensor under create_graph."""
         saved = self._saved
-        if saved is FREED:
-            raise RuntimeError(ERR_BACKWARD_TWICE)
-        s = saved[i]
+        try:
+            s = saved[i]
+        except TypeError:  # NOTE: a Freed marker is not subscriptable (a zero-cost check)
+            if saved.__class__ is Freed:
+                raise_freed(self)
+            raise
         if s.__class__ is SavedTensor:
             return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
         if isinstance(s, _tensor_cls[0]):
@@ -416,10 +448,10 @@ class Node:
     def backward(self, xp, grad):  # pragma: no cover - every op overrides it
         raise NotImplementedError(f"the derivative of {self.name()} is not implemented")
 
-    def _release(self) -> None:
-        """Free saved tensors after a backward without retain_graph."""
+    def _release(self, freed: Freed) -> None:
+        """Free saved tensors after a backward without retain_graph (NOTE [Freed graphs])."""
         if self._saved is not None:
-            self._saved = FREED
+            self._saved = freed
 
 
 class AccumulateGrad(Node):

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import ERR_BACKWARD_TWICE, FREED, Node
+from autodiag.autograd.graph import Freed, Node, raise_freed
 from autodiag.ops._core import (
     ARRAY,
     _state,
@@ -708,8 +708,8 @@ class NativeLayerNormBackward0(Node):
 
     def _saved_attr(self, name: str, raw: bool):
         if name in ("result1", "result2"):
-            if self._saved is FREED:
-                raise RuntimeError(ERR_BACKWARD_TWICE)
+            if self._saved.__class__ is Freed:
+                raise_freed(self)
             return wrap(self._saved[3 if name == "result1" else 4])
         return super()._saved_attr(name, raw)
 

@@ -13,7 +13,7 @@ from sys import _getframe
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import FREED, Node, _saved_hooks_stack, _seq_counter
+from autodiag.autograd.graph import Freed, Node, _saved_hooks_stack, _seq_counter
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
@@ -743,7 +743,7 @@ class _Binary(Node):
 
     def _saved_attr(self, name: str, raw: bool):
         saved = self._saved
-        other = saved[1] if saved is not None and saved is not FREED else None
+        other = saved[1] if saved is not None and saved.__class__ is not Freed else None
         if name == "other" and not raw and isinstance(other, (int, float, bool)):
             # PyTorch shows a saved Python number as a 0-d tensor: float64, int64 or bool
             return wrap(np.asarray(other))

@@ -33,7 +33,9 @@ def _finding(f: dict, target: str, info: dict) -> list[str]:
                                      target)
     lines = [header(f)]
     lines += source_lines(f["location"], "at", target=target) if f["location"] else []
-    lines += stack_line(f["stack"])
+    # a freed_graph finding's stack is the failing backward call's, not a forward op's
+    lines += stack_line(f["stack"], label="stack" if f["kind"] == "freed_graph" else
+                        "forward stack")
     details = []
     if f.get("reason"):
         details.append(f"reason: {f['reason']}")
@@ -44,6 +46,8 @@ def _finding(f: dict, target: str, info: dict) -> list[str]:
         details.append(f"last norms (per {f['per']}): {norms}")
     if f.get("units") is not None:
         details.append(f"dead units: {', '.join(map(str, f['units']))}")
+    if f["kind"] == "freed_graph":
+        details += _freed_details(f)
     if details:
         lines.append(f"  [dim]{escape(' · '.join(details))}[/]")
     if f.get("hint"):
@@ -54,6 +58,21 @@ def _finding(f: dict, target: str, info: dict) -> list[str]:
 def _ops(info: dict) -> str:
     n = info.get("ops", 0)
     return f"{n} op{'s' if n != 1 else ''}"
+
+
+def _freed_details(f: dict) -> list[str]:
+    """Where the freed node was made, which call freed it, which tensor led back to it."""
+    out = []
+    if f.get("node"):
+        out.append(f"{f['node']} created at {where(f['created_at'])}")
+    if f.get("freed_by"):
+        out.append(f"freed by backward call {f['freed_by']['call']} at "
+                   f"{where(f['freed_by']['location'])}")
+    through = f.get("through")
+    if through:
+        name = through["name"] or f"the output of {through['node']}"
+        out.append(f"reached through {name} ({where(through['location'])})")
+    return out
 
 
 def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:

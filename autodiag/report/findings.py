@@ -46,12 +46,12 @@ def source_lines(loc: dict | None, label: str = "at", indent: str = "  ",
     return out
 
 
-def stack_line(frames: list[dict], indent: str = "  ") -> list[str]:
+def stack_line(frames: list[dict], indent: str = "  ", label: str = "forward stack") -> list[str]:
     """The user's stack, outermost first, when it has more than the innermost frame."""
     if len(frames) < 2:
         return []
     parts = [f"{where(fr)} {fr['function']}" for fr in frames]
-    return [f"{indent}[dim]forward stack:[/] {escape(' → '.join(parts))}"]
+    return [f"{indent}[dim]{label}:[/] {escape(' → '.join(parts))}"]
 
 
 def stats_text(s: dict | None) -> str:

@@ -5,9 +5,10 @@ on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. Wh
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
 ``--timeout`` stops it; ``import torch`` gives autodiag (``autodiag.torch_alias``), and a
-``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2). ``sys.argv``, ``sys.path``, the modules it imported from its own folder,
-the working directory, stdin/stdout, grad mode, anomaly mode and the default dtype are restored
-afterwards.
+``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2). ``sys.argv``,
+``sys.path``, the modules it imported from its own folder, the working directory, stdin/stdout,
+grad mode, anomaly mode, the default dtype and the engine's count of backward calls (a script's
+calls are numbered from 1, as in its own process) are restored afterwards.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import traceback
 import types
 
 from autodiag import dtypes
-from autodiag.autograd import anomaly, grad_mode
+from autodiag.autograd import anomaly, engine, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
 from autodiag.torch_alias import missing_name, torch_alias
 from autodiag.trace import StopRun, sites
@@ -153,6 +154,7 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
     module.__file__ = abspath
     module.__builtins__ = __builtins__
     saved = _Saved(folder)
+    engine.backward_calls[0] = 0
     sys.argv = [path, *args]
     sys.path.insert(0, folder)
     sys.modules["__main__"] = module
@@ -269,6 +271,7 @@ class _Saved:
         self.grad = list(grad_mode._state)
         self.dtype = dtypes.get_default_dtype()
         self.anomaly = tuple(anomaly._state)
+        self.backward_calls = engine.backward_calls[0]
 
     def restore(self) -> None:
         sys.argv = self.argv
@@ -285,6 +288,7 @@ class _Saved:
             os.chdir(self.cwd)
         sys.stdin = self.stdin
         grad_mode._state[:] = self.grad
+        engine.backward_calls[0] = self.backward_calls
         dtypes.set_default_dtype(self.dtype)
         if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
             anomaly.set_anomaly_enabled(*self.anomaly)

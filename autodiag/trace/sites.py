@@ -66,6 +66,23 @@ def _user_frame(f):
     return None
 
 
+def user_code_site(skip: int = 1):
+    """``(code, instruction offset)`` of the innermost user frame from ``skip`` frames up, or
+    None: ``_user_frame`` inlined, for the engine's once-per-backward-call capture (NOTE [Freed
+    graphs]); the line is decoded only when reported."""
+    f = sys._getframe(skip)
+    kind = _kind
+    while f is not None:
+        code = f.f_code
+        k = kind.get(id(code))
+        if k is None:
+            k = _classify(code)
+        if k:
+            return (code, f.f_lasti) if k == _USER else None
+        f = f.f_back
+    return None
+
+
 def user_site(skip: int = 1):
     """(code, lineno) of the innermost frame outside the autodiag package, or None."""
     f = _user_frame(sys._getframe(skip))
