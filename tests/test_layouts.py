@@ -73,6 +73,13 @@ BUGS = {
         entropy = -(p * torch.log(p)).sum()  # BUG
         entropy.backward()
         """, "inf_forward", "log"),
+    "freed": ("check", """\
+        w = torch.ones(3, requires_grad=True)
+        h = torch.tanh(w * 2)
+        for step in range(2):
+            loss = (h * step).sum()
+            loss.backward()  # BUG
+        """, "freed_graph", "TanhBackward0"),
     "inplace": ("inplace", """\
         x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
         s = torch.sigmoid(x)
