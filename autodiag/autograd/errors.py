@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import weakref
 
-from autodiag.trace.sites import saver_site, short_path, site_text
+from autodiag.trace.sites import code_site, saver_site, short_path, site_text
 
 _BACKWARD_SUFFIX = re.compile(r"Backward(\d*)$")
 
@@ -86,7 +86,7 @@ class FreedInfo:
         self.node = node.name()
         self.created_at = node_site(node)
         self.freed_call = freed.call
-        self.freed_at = _code_site(freed.code, freed.lasti)
+        self.freed_at = code_site(freed.code, freed.lasti)
         self.call = None  # the backward call that reached the node (None: a direct access)
         self.call_at = None
         self.through = None  # the name of the tensor it got there through, if frames name it
@@ -103,17 +103,6 @@ def node_site(node):
     if trace is not None and trace.site is not None:
         return trace.site
     return saver_site(node)
-
-
-def _code_site(code, lasti: int):
-    if code is None:
-        return None
-    line = code.co_firstlineno
-    for start, end, ln in code.co_lines():
-        if start <= lasti < end and ln is not None:
-            line = ln
-            break
-    return (code, line)
 
 
 def freed_error(node) -> RuntimeError:

@@ -106,9 +106,14 @@ def note_saver(node, skip: int = 2) -> None:
 def saver_site(node):
     """``(code, line)`` that ``note_saver`` remembered for ``node``, or None."""
     code = getattr(node, "_src_code", None)
+    return code_site(code, node._src_lasti) if code is not None else None
+
+
+def code_site(code, lasti: int):
+    """``(code, line)`` of the instruction at offset ``lasti`` in ``code`` (None for no code):
+    sites are remembered as offsets, decoded to lines only when reported."""
     if code is None:
         return None
-    lasti = node._src_lasti
     line = code.co_firstlineno
     for start, end, ln in code.co_lines():
         if start <= lasti < end and ln is not None:
