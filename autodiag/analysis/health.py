@@ -404,7 +404,11 @@ class GradHealth(Tracer):
                 u[1] += 1
                 if u[2] is None:
                     u[2] = u[0]
-        rec.before = (var._version, value.copy(), size)
+        if rec.candidate or not self.backward_calls:
+            # NOTE: copies only of parameters (adopted at the end of each backward call; the
+            # first call's are not known yet): a loop that makes a fresh input leaf with
+            # requires_grad each step must not keep a copy of every one
+            rec.before = (var._version, value.copy(), size)
 
     def on_backward_end(self, task):
         if not self._tasks or self._tasks[-1][0] is not task:
