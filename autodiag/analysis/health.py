@@ -467,8 +467,8 @@ class GradHealth(Tracer):
         if known is None or known[0]() is not optimizer:
             known = self._optimizers[id(optimizer)] = (weakref.ref(optimizer), capture_stack(1))
             self._adopt_frames()  # name its parameters as the script's frames name them
-        for gi, group in enumerate(optimizer.param_groups):
-            for pi, p in enumerate(group["params"]):
+        for group in optimizer.param_groups:
+            for p in group["params"]:
                 self._adopt(p, None)
                 if p.grad is None:
                     continue

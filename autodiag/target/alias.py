@@ -4,10 +4,9 @@ on which line of the user's code, and what to do instead (DESIGN §4, ``--engine
 from __future__ import annotations
 
 import importlib.util
-import linecache
-import traceback
 
 from autodiag.target.errors import NotProvidedByEngine
+from autodiag.target.script import user_frames
 from autodiag.trace import sites
 
 
@@ -23,12 +22,12 @@ def not_provided(exc: BaseException, name: str, cli: bool = True) -> NotProvided
     """The error for ``exc``, raised because the script used ``name`` (``torch.nn.Conv2d``).
     ``cli``: the hint may point at CLI options (else it is for ``python -m autodiag.run``)."""
     where, code = "the script", ""
-    frames = [fs for fs, _ in traceback.walk_tb(exc.__traceback__)
-              if sites._user(fs.f_code) and not fs.f_code.co_filename.startswith("<frozen")]
+    # the import machinery's frames (<frozen importlib...>) are not the user's
+    frames = [f for f in user_frames(exc.__traceback__) if not f.filename.startswith("<frozen")]
     if frames:
         f = frames[-1]
-        where = f"{sites.short_path(f.f_code.co_filename)}:{f.f_lineno}"
-        code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+        where = f"{sites.short_path(f.filename)}:{f.lineno}"
+        code = (f.line or "").strip()
     if _torch_installed():
         hint = ("PyTorch itself is installed: run the script with plain python to use it. "
                 "Debugging it on PyTorch itself with `--engine torch` is planned for a later "

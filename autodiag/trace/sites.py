@@ -68,19 +68,9 @@ def _user_frame(f):
 
 def user_code_site(skip: int = 1):
     """``(code, instruction offset)`` of the innermost user frame from ``skip`` frames up, or
-    None: ``_user_frame`` inlined, for the engine's once-per-backward-call capture (NOTE [Freed
-    graphs]); the line is decoded only when reported."""
-    f = sys._getframe(skip)
-    kind = _kind
-    while f is not None:
-        code = f.f_code
-        k = kind.get(id(code))
-        if k is None:
-            k = _classify(code)
-        if k:
-            return (code, f.f_lasti) if k == _USER else None
-        f = f.f_back
-    return None
+    None (NOTE [Freed graphs]: the line is decoded only when reported)."""
+    f = _user_frame(sys._getframe(skip))
+    return (f.f_code, f.f_lasti) if f is not None else None
 
 
 def user_site(skip: int = 1):
