@@ -62,7 +62,8 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     recording = _state[0] and (t.requires_grad or any(
         isinstance(o, Tensor) and o.requires_grad for o in others))
     if recording and t._base is not None:
-        raise RuntimeError(
+        # a refusal, so NotImplementedError (a RuntimeError, as this was before)
+        raise NotImplementedError(
             f"autodiag: in-place {op_name} on a view of a tensor that takes part in autograd is "
             f"not supported (PyTorch rebases the base's history through CopySlices). Write the "
             f"operation out of place, e.g. build the new tensor with torch.cat/torch.where, or "

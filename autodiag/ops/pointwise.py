@@ -1054,7 +1054,8 @@ class PowBackward2(Node):
             # Written the same way so that double backward agrees too (nan, as in PyTorch).
             p = self.saved(xp, 1)
             return (g * xp.where(p >= 0, r * 0, r * -math.inf),)
-        return (g * (r * math.log(b)),)
+        # NOTE: np.log, not math.log: a negative base gives NaN (as in PyTorch), not ValueError
+        return (g * (r * float(np.log(b))),)
 
     def _saved_extra(self):
         return {"self": self.base}
