@@ -21,7 +21,7 @@ from fuzz import fuzzer as fz
 from fuzz.campaign import Campaign
 
 FUZZ_SEED = 2024
-FUZZ_PROGRAMS = int(os.environ.get("FUZZ_PROGRAMS", "500"))
+FUZZ_PROGRAMS = int(os.environ.get("FUZZ_PROGRAMS", "300"))
 
 
 def test_fuzz_budget(torch):

@@ -38,7 +38,7 @@ KNOWN_ISSUES: list[KnownIssue] = [
     KnownIssue(_M, _MASKED, r"^grad2? value: nan vs",
                "0*inf -> NaN in backward of relu/clamp/floor/round/trunc/sign/max()/min()/abs/"
                "where/maximum/minimum"),
-    KnownIssue(_M, r"^(sum|mean|var|std)$", r"^forward shape: .* vs \(", "sum(dim=())"),
+    KnownIssue(_M, r"^(sum|mean|var|std)$", r"^forward shape", "sum(dim=())"),
     KnownIssue(_M, r"(^|\+)(var|std)(\+|$)", r"^(forward|grad2?) value",
                "var/std with correction >= n and std grad at n=1"),
     KnownIssue(_M, r"^sign$", r"^forward value: nan vs 0", "sign(nan)"),
@@ -76,6 +76,16 @@ KNOWN_ISSUES: list[KnownIssue] = [
     KnownIssue(_E, r".", r"^grad2? none: ", "None vs empty gradient"),
     KnownIssue(_E, r"^binary_cross_entropy_with_logits$", r"^forward dtype",
                "bce_with_logits dtype promotion"),
+    # ---- found by the fuzzer, open (no branch yet; see /work/briefs/fuzz-findings.md) --------
+    KnownIssue("open", r".", r"^(grad2?|forward) value: -?0 vs -?0$",
+               "sign of a zero differs (gradient formulas, matmul sums, clamp); values equal"),
+    KnownIssue("open", r"(^|\+)(mul_|div_|sub_|add_|copy_|sigmoid_|pow_|exp_|tanh_)(\+|$)",
+               r"^grad2? exception: ok vs RuntimeError",
+               "a saved tensor modified in place is not detected in some cases: PyTorch raises "
+               "'modified by an inplace operation' at backward, autodiag returns a gradient"),
+    KnownIssue("open", r"^layer_norm$", r"^forward value",
+               "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
+               "autodiag's are finite"),
 ]
 
 
