@@ -438,8 +438,10 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     out = np.asarray(out, dtype=d.dtype)
     if _state[0] and x.requires_grad:
         r = _record_reduce(cls, x, out, dims, unreduce, ("self", "result") if sqrt else ("self",))
-        r.grad_fn.correction, r.grad_fn.n = c, n
-        r.grad_fn.whole = dim is None or d.ndim == 0
+        r.grad_fn.correction, r.grad_fn.whole = c, dim is None or d.ndim == 0
+        # NOTE: with dim=() PyTorch reduces everything, but its var_backward counts the elements
+        # of the listed dims: none, so n = 1 and 2 / (1 - correction). Kept, to give its numbers.
+        r.grad_fn.n = 1 if isinstance(dim, (tuple, list)) and not dim else n
         return r
     return result(out, None)
 
