@@ -159,7 +159,7 @@ class ZeroBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * 0,)
+        return (xp.zeros_like(g),)  # PyTorch's zeros_like(grad) (NOTE [Masked gradients])
 
 
 class FillBackward2(ZeroBackward0):
@@ -178,7 +178,7 @@ class FillBackward3(Node):
         gv = None
         if nf[1] is not None:
             gv = np.asarray(g.sum()) if xp.arrays else g.sum()
-        return (g * 0 if nf[0] is not None else None, gv)
+        return (xp.zeros_like(g) if nf[0] is not None else None, gv)
 
 
 def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
@@ -220,7 +220,7 @@ class CopyBackwards(Node):
     def backward(self, xp, g):
         nf = self._next
         gs = xp.sum_to(g, self.src_shape) if nf[1] is not None else None
-        return (g * 0 if nf[0] is not None else None, gs)
+        return (xp.zeros_like(g) if nf[0] is not None else None, gs)
 
 
 def _copy_result(t: Tensor, src) -> Tensor:
@@ -262,9 +262,9 @@ class CopySlices(Node):
                 gx = g.copy()
                 gx[idx] = 0
             else:
-                mask = np.ones(g._data.shape, dtype=bool)
-                mask[idx] = False
-                gx = g * mask
+                keep = np.ones(g._data.shape, dtype=bool)
+                keep[idx] = False
+                gx = xp.mask(keep, g)
         if nf[1] is not None:
             gv = xp.sum_to(g[idx], self.src_shape)
         return (gx, gv)

@@ -906,8 +906,10 @@ class LeakyReluBackward1(Node):
     _saved_names = ("result",)
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
-        return (xp.where(r > 0, g, g * self.negative_slope),)
+        from autodiag.ops.pointwise import LeakyReluBackwardBackward0, _select_backward
+
+        return (_select_backward(xp, g, self.saved(xp, 0), 0, self.negative_slope,
+                                 LeakyReluBackwardBackward0),)
 
     def _saved_extra(self):
         return {"negative_slope": self.negative_slope}

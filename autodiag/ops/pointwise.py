@@ -27,6 +27,7 @@ from autodiag.ops._core import (
     save,
     save_output,
     set_broadcast_meta,
+    sign_array,
     wrap,
 )
 from autodiag.tensor import Tensor, _new
@@ -335,17 +336,76 @@ sigmoid = register()(unary_op("sigmoid", _np_sigmoid, SigmoidBackward0, _RESULT)
 # --- piecewise functions (zero or undefined derivative at the kinks, as PyTorch) ------------
 
 
+# NOTE [Recorded select backward]
+# PyTorch computes the backward of relu and leaky_relu with ops of their own
+# (``threshold_backward(grad, result, 0)``, ``leaky_relu_backward(grad, self, slope)``), which
+# autograd records under create_graph with an edge to the tensor the mask is read from; their
+# derivative along that edge is zeros. So the first gradient of ``relu(x).sum()`` requires grad
+# (through ``result``) even though the incoming gradient does not, and differentiating it again
+# gives zeros rather than "does not require grad". ``_select_backward`` records the same node.
+
+
+class _SelectBackwardBackward(Node):
+    """``where(self > threshold, grad, grad * slope)``, recorded; no gradient reaches ``self``."""
+
+    __slots__ = ("threshold", "slope")
+    _saved_names = ("self",)
+
+    def backward(self, xp, gg):
+        nf = self._next
+        s = self.saved(xp, 0)
+        return (_select_backward(xp, gg, s, self.threshold, self.slope, type(self))
+                if nf[0] is not None else None,
+                xp.zeros_like(gg) if nf[1] is not None else None)
+
+
+class ThresholdBackwardBackward0(_SelectBackwardBackward):
+    __slots__ = ()
+
+    def _saved_extra(self):
+        return {"threshold": self.threshold}
+
+
+class LeakyReluBackwardBackward0(_SelectBackwardBackward):
+    __slots__ = ()
+
+    def _saved_extra(self):
+        return {"negative_slope": self.slope}
+
+
+def _select_backward(xp, g, s, threshold, slope, cls):
+    """``g`` where ``s > threshold``; elsewhere 0 (``slope`` None: PyTorch's threshold_backward,
+    a select) or ``g * slope`` (leaky_relu_backward). Under create_graph the op is recorded as
+    ``cls`` (NOTE [Recorded select backward])."""
+    if xp.arrays:
+        if slope is None:
+            return ARRAY.mask(~(s <= threshold), g)  # NaN passes the gradient, as in PyTorch
+        return np.where(s > threshold, g, g * slope)
+    gd, sd = g._data, s._data
+    out = ARRAY.mask(~(sd <= threshold), gd) if slope is None else \
+        np.where(sd > threshold, gd, gd * slope)
+    if _state[0] and (g.requires_grad or s.requires_grad):
+        node = cls((edge(g), edge(s)))
+        node.threshold, node.slope = threshold, slope
+        node._saved = (save(s),)
+        set_broadcast_meta(node, out, g, s)
+        return result(out, node)
+    return result(out, None)
+
+
 class ReluBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * (self.saved(xp, 0) > 0),)
+        return (_select_backward(xp, g, self.saved(xp, 0), 0, None, ThresholdBackwardBackward0),)
 
 
 def _np_relu(a):
     if a.dtype.kind == "b":
         raise RuntimeError("Boolean inputs not supported for relu")
-    return np.maximum(a, 0)
+    # NOTE: PyTorch keeps the input on ties, so relu(-0.0) is -0.0; numpy's maximum returns its
+    # second argument on ties, hence the order.
+    return np.maximum(a.dtype.type(0), a)
 
 
 relu = register()(unary_op("relu", _np_relu, ReluBackward0, _RESULT, float_only=False))
@@ -355,8 +415,8 @@ class LeakyReluBackward0(_Unary):
     __slots__ = ("negative_slope",)
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        return (xp.where(x > 0, g, g * self.negative_slope),)
+        return (_select_backward(xp, g, self.saved(xp, 0), 0, self.negative_slope,
+                                 LeakyReluBackwardBackward0),)
 
     def _saved_extra(self):
         return {"negative_slope": self.negative_slope}
@@ -460,12 +520,12 @@ class ClampBackward1(_Unary):
 
     def backward(self, xp, g):
         x = self.saved(xp, 0)
-        mask = True
-        if self.min is not None:
-            mask = x >= self.min
-        if self.max is not None:
-            mask = (x <= self.max) & mask
-        return (g * mask,)
+        lo, hi = self.min, self.max
+        if lo is not None and hi is not None:
+            keep = (x >= lo) & (x <= hi)
+        else:
+            keep = x >= lo if lo is not None else x <= hi
+        return (xp.mask(keep, g),)
 
     def _saved_extra(self):
         return {"min": self.min, "max": self.max}
@@ -483,7 +543,18 @@ def _clamp_fwd(a, min, max):  # noqa: A002
     # NOTE: an integer tensor clamped to a float bound is promoted, as PyTorch does
     if a.dtype.kind in "biu" and any(isinstance(v, float) for v in (min, max)):
         a = a.astype(dtypes.get_default_dtype().np)
-    return np.clip(a, min, max).astype(a.dtype)
+    return _clamp_array(a, min, max).astype(a.dtype, copy=False)
+
+
+def _clamp_array(a, lo, hi):
+    """min(max(a, lo), hi) as PyTorch computes it: a tie keeps ``a`` (clamp(-0.0, min=0) is
+    -0.0; numpy's maximum/minimum return their second argument on ties), NaN propagates, and
+    ``lo > hi`` gives ``hi``."""
+    if lo is not None:
+        a = np.maximum(lo, a)
+    if hi is not None:
+        a = np.minimum(hi, a)
+    return a
 
 
 @register()
@@ -498,13 +569,52 @@ def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
     return r
 
 
+class ClampBackward0(Node):
+    """clamp with tensor bounds (PyTorch's clamp_backward and clamp_backward_min_max)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "min", "max")
+
+    def backward(self, xp, g):
+        nf = self._next
+        x, lo, hi = self.saved(xp, 0), self.saved(xp, 1), self.saved(xp, 2)
+        gx = glo = ghi = None
+        if lo is not None and hi is not None:
+            if nf[0] is not None:
+                gx = xp.mask((x >= lo) & (x <= hi), g)
+            if nf[1] is not None:
+                glo = xp.mask((x < lo) & (lo < hi), g)
+            if nf[2] is not None:
+                ghi = xp.mask((x > hi) | (hi < lo), g)
+        elif lo is not None:
+            gx = xp.mask(x >= lo, g) if nf[0] is not None else None
+            glo = xp.mask(x < lo, g) if nf[1] is not None else None
+        else:
+            gx = xp.mask(x <= hi, g) if nf[0] is not None else None
+            ghi = xp.mask(x > hi, g) if nf[2] is not None else None
+        return (gx, glo, ghi)
+
+
 def _clamp_tensor(input, min, max):  # noqa: A002
-    out = input
-    if min is not None:
-        out = maximum(out, min)
-    if max is not None:
-        out = minimum(out, max)
-    return out
+    x = as_tensor_operand(input)
+    lo = None if min is None else as_tensor_operand(min)
+    hi = None if max is None else as_tensor_operand(max)
+    present = [t for t in (x, lo, hi) if t is not None]
+    dt = dtypes.result_type(tuple(present)).np
+    try:
+        shape = np.broadcast_shapes(*(t._data.shape for t in present))
+    except ValueError:
+        raise RuntimeError(broadcast_error(x._data.shape, (lo if lo is not None else hi)
+                                           ._data.shape)) from None
+    out = np.broadcast_to(_clamp_array(
+        x._data.astype(dt, copy=False), None if lo is None else lo._data.astype(dt, copy=False),
+        None if hi is None else hi._data.astype(dt, copy=False)), shape).copy()
+    if _state[0] and any(t.requires_grad for t in present):
+        node = ClampBackward0(tuple(NO_EDGE if t is None else edge(t) for t in (x, lo, hi)))
+        node._saved = tuple(None if t is None else save(t) for t in (x, lo, hi))
+        set_broadcast_meta(node, out, x, lo, hi)
+        return result(out, node)
+    return result(out, None)
 
 
 clip = register("clip")(clamp)
@@ -522,7 +632,7 @@ def clamp_max(input, max):  # noqa: A002
 
 def _zero_grad_node(name: str):
     def backward(self, xp, g):
-        return (g * 0,)
+        return (xp.zeros_like(g),)  # NOTE [Masked gradients]: not g * 0
 
     return type(name, (Node,), {"__slots__": (), "backward": backward})
 
@@ -549,11 +659,7 @@ def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
     return _unary(input, lambda a: np.round(a, d), cls, _NONE, float_only=False)
 
 
-def _np_sign(a):
-    return a.copy() if a.dtype.kind == "b" else np.sign(a)  # numpy has no bool loop
-
-
-sign = register()(unary_op("sign", _np_sign, SignBackward0, _NONE, float_only=False))
+sign = register()(unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False))
 
 
 floor = register()(
@@ -920,26 +1026,66 @@ class DivBackward2(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * 0, None)
+        nf = self._next
+        return (xp.zeros_like(g) if nf[0] is not None else None,
+                xp.zeros_like(g) if len(nf) > 1 and nf[1] is not None else None)
 
 
 def _div_rounded(input, other, mode):
     if mode not in ("trunc", "floor"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{mode}'")
-    q = div(input, other) if (isinstance(input, Tensor) and input._data.dtype.kind == "f") or \
-        (isinstance(other, Tensor) and other._data.dtype.kind == "f") or \
-        isinstance(other, float) else None
-    if q is None:
-        a = as_tensor_operand(input)
-        b = other._data if isinstance(other, Tensor) else other
-        fn = np.floor_divide if mode == "floor" else lambda x, y: np.trunc(x / y).astype(x.dtype)
-        return result(np.asarray(fn(a._data, b)), None)
-    out = np.floor(q._data) if mode == "floor" else np.trunc(q._data)
-    if q.grad_fn is not None:
+    is_float = any(isinstance(t, Tensor) and t._data.dtype.kind == "f" or isinstance(t, float)
+                   for t in (input, other))
+    if isinstance(input, Tensor):
+        ad, bd = _operands(input, other, true_divide=is_float)
+    else:
+        bd, ad = _operands(as_tensor_operand(other), input, true_divide=is_float)
+    if not is_float:
+        _check_int_divisor(bd)
+        q = np.floor_divide(ad, bd)
+        if mode == "trunc":  # C division: round toward zero
+            q = q + ((np.remainder(ad, bd) != 0) & ((ad < 0) != (bd < 0)))
+        return result(np.asarray(q, dtype=np.result_type(ad, bd)), None)
+    out = div_floor_array(ad, bd) if mode == "floor" else np.trunc(np.true_divide(ad, bd))
+    tensors = [t for t in (input, other) if isinstance(t, Tensor)]
+    if _state[0] and any(t.requires_grad for t in tensors):
         node = DivBackward2(edges_of(input, other))
+        set_broadcast_meta(node, out, *(t if isinstance(t, Tensor) else None
+                                        for t in (input, other)))
         return result(out, node)
     return result(out, None)
+
+
+def _check_int_divisor(b) -> None:
+    """Integer division by zero has no IEEE answer: PyTorch raises (numpy would give 0)."""
+    if np.any(np.asarray(b) == 0):
+        raise RuntimeError("ZeroDivisionError")
+
+
+def div_floor_array(a, b):
+    """PyTorch's floating floor division (``div_floor_floating``): ``(a - fmod(a, b)) / b``,
+    corrected toward the floor; unlike ``floor(a / b)`` it agrees with Python's ``//``
+    (``1 // 0.1 == 9``), keeps the sign of a zero quotient, and gives ``a / b`` for ``b == 0``."""
+    mod = np.fmod(a, b)
+    q = (a - mod) / b
+    q = np.where((mod != 0) & ((np.asarray(b) < 0) != (mod < 0)), q - 1, q)
+    fl = np.floor(q)
+    fl = np.where(q - fl > 0.5, fl + 1, fl)
+    ratio = np.true_divide(a, b)
+    out = np.where(q != 0, fl, np.copysign(np.zeros_like(ratio), ratio))
+    return np.asarray(np.where(np.asarray(b) == 0, ratio, out), dtype=ratio.dtype)
+
+
+def _remainder_array(a, b):
+    """PyTorch's remainder: the sign of the divisor, from ``fmod`` so that a zero keeps the
+    dividend's sign (remainder(-0.0, 1) is -0.0; numpy's mod gives 0.0)."""
+    if np.result_type(a, b).kind in "iu":
+        _check_int_divisor(b)
+        return np.mod(a, b)
+    m = np.fmod(a, b)
+    return np.asarray(np.where((m != 0) & ((np.asarray(b) < 0) != (m < 0)), m + b, m),
+                      dtype=m.dtype)
 
 
 def edges_of(*xs):
@@ -986,7 +1132,9 @@ class RemainderBackward1(_Binary):
         nf = self._next
         gb = None
         if nf[1] is not None:
-            gb = -g * xp.floor(self.saved(xp, 0) / self.saved(xp, 1))
+            # div with rounding_mode="floor", as PyTorch: its derivative is zero, where
+            # floor(a / b) would send 0 / b (NaN at b = 0) back into the divisor
+            gb = -g * xp.div_floor(self.saved(xp, 0), self.saved(xp, 1))
         return (g if nf[0] is not None else None, gb)
 
 
@@ -994,7 +1142,7 @@ class RemainderBackward1(_Binary):
 def remainder(input, other):
     a = as_tensor_operand(input)
     ad, bd = _operands(a, other)
-    out = np.mod(ad, bd)
+    out = _remainder_array(ad, bd)
     b_is_t = isinstance(other, Tensor)
     if _state[0] and (a.requires_grad or b_is_t and other.requires_grad):
         if not b_is_t:
@@ -1018,7 +1166,7 @@ class PowBackward0(_Unary):
     def backward(self, xp, g):
         p = self.exponent
         if p == 0:
-            return (g * 0,)
+            return (xp.zeros_like(g),)
         x = self.saved(xp, 0)
         return (g * (p * x ** (p - 1)),)
 
@@ -1035,10 +1183,11 @@ class PowBackward1(Node):
         x, p = self.saved(xp, 0), self.saved(xp, 1)
         gx = gp = None
         if nf[0] is not None:
-            gx = xp.where(p == 0, g * 0, g * (p * x ** (p - 1)))
+            gx = xp.mask(p != 0, g * (p * x ** (p - 1)))
         if nf[1] is not None:
             r = self.saved(xp, 2)
-            gp = xp.where((x == 0) & (p >= 0), g * 0, g * (r * xp.log(x)))
+            # PyTorch multiplies here (grad * where(...)): an inf grad at 0 ** p gives NaN
+            gp = g * xp.mask((x != 0) | ~(p >= 0), r * xp.log(x))
         return (gx, gp)
 
 
@@ -1053,7 +1202,7 @@ class PowBackward2(Node):
             # PyTorch's formula (pow_backward_exponent): 0 where p >= 0, else result * log(0).
             # Written the same way so that double backward agrees too (nan, as in PyTorch).
             p = self.saved(xp, 1)
-            return (g * xp.where(p >= 0, r * 0, r * -math.inf),)
+            return (g * xp.mask(~(p >= 0), r * -math.inf),)
         # NOTE: np.log, not math.log: a negative base gives NaN (as in PyTorch), not ValueError
         return (g * (r * float(np.log(b))),)
 
@@ -1120,9 +1269,10 @@ class MaximumBackward0(_Binary):
     def backward(self, xp, g):
         a, b = self.saved(xp, 0), self.saved(xp, 1)
         nf = self._next
-        ga = xp.where(a == b, g / 2, g * (a > b)) if nf[0] is not None else None
-        gb = xp.where(a == b, g / 2, g * (a < b)) if nf[1] is not None else None
-        return (ga, gb)
+        # PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0); NaN keeps the gradient
+        split = xp.where(a == b, g / 2, g)
+        return (xp.mask(~(a < b), split) if nf[0] is not None else None,
+                xp.mask(~(a > b), split) if nf[1] is not None else None)
 
 
 class MinimumBackward0(_Binary):
@@ -1131,9 +1281,9 @@ class MinimumBackward0(_Binary):
     def backward(self, xp, g):
         a, b = self.saved(xp, 0), self.saved(xp, 1)
         nf = self._next
-        ga = xp.where(a == b, g / 2, g * (a < b)) if nf[0] is not None else None
-        gb = xp.where(a == b, g / 2, g * (a > b)) if nf[1] is not None else None
-        return (ga, gb)
+        split = xp.where(a == b, g / 2, g)
+        return (xp.mask(~(a > b), split) if nf[0] is not None else None,
+                xp.mask(~(a < b), split) if nf[1] is not None else None)
 
 
 def _min_max(input, other, fn, cls):
@@ -1149,14 +1299,16 @@ def _min_max(input, other, fn, cls):
     return result(out, None)
 
 
+# NOTE: PyTorch's maximum(a, b) returns a on ties (maximum(-0.0, 0.0) is -0.0); numpy's returns
+# its second argument, so the operands go in swapped.
 @register()
 def maximum(input, other):
-    return _min_max(input, other, np.maximum, MaximumBackward0)
+    return _min_max(input, other, lambda a, b: np.maximum(b, a), MaximumBackward0)
 
 
 @register()
 def minimum(input, other):
-    return _min_max(input, other, np.minimum, MinimumBackward0)
+    return _min_max(input, other, lambda a, b: np.minimum(b, a), MinimumBackward0)
 
 
 
@@ -1168,9 +1320,8 @@ class WhereBackward0(Node):
     def backward(self, xp, g):
         c = self.saved(xp, 0)
         nf = self._next
-        z = g * 0
-        return (xp.where(c, g, z) if nf[0] is not None else None,
-                xp.where(c, z, g) if nf[1] is not None else None)
+        return (xp.mask(c, g) if nf[0] is not None else None,
+                xp.mask(~c, g) if nf[1] is not None else None)
 
 
 @register()

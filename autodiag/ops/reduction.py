@@ -8,6 +8,8 @@ full reductions and amax/amin, all to the selected index for ``max(dim)``.
 from __future__ import annotations
 
 import builtins
+import math
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -30,6 +32,8 @@ from autodiag.tensor import Tensor
 
 
 def _reduced_shape_dims(x: Tensor, dim, keepdim: bool):
+    if isinstance(dim, (tuple, list)) and not dim:
+        dim = None  # NOTE: PyTorch reduces over every dim for dim=() and dim=[]
     dims = normalize_dims(dim, x._data.ndim)
     return dims, (() if keepdim else dims)
 
@@ -193,10 +197,12 @@ class MaxBackward1(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
+        # PyTorch's evenly_distribute_backward: a NaN maximum selects the NaNs; the gradient is
+        # a select (NOTE [Masked gradients]), so g = inf does not leak NaN into the others
         x, r = self.saved(xp, 0), self.saved(xp, 1)
-        mask = x == r
-        count = mask.sum() if xp.arrays else mask.sum()
-        return (g * mask / count,)
+        keep = xp.isnan(x) if np.isnan(r if xp.arrays else r._data) else x == r
+        count = int(keep.sum()) if xp.arrays else keep.sum()
+        return (xp.mask(keep, g / count),)
 
 
 class MinBackward1(MaxBackward1):
@@ -369,13 +375,29 @@ def _correction(unbiased, correction) -> float:
 
 
 class VarBackward0(_Reduce):
-    __slots__ = ("correction", "n")
+    __slots__ = ("correction", "n", "whole")
 
     def backward(self, xp, g):
+        return (self.var_backward(xp, g),)
+
+    def var_backward(self, xp, g):
+        """PyTorch's var_backward: ``2 / (n - correction) * grad * (x - mean)``. A reduction of
+        the whole tensor with no degrees of freedom left gives inf (NaN where x == mean) rather
+        than a signed or NaN factor; with ``dim`` the factor is taken as it comes (negative when
+        correction > n), exactly as PyTorch does."""
         x = self.saved(xp, 0)
-        mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else x.mean(self.dims,
-                                                                            keepdim=True)
-        return (self.expand(xp, g) * (2 * (x - mu) / (self.n - self.correction)),)
+        if self.whole:
+            mu = x.mean() if xp.arrays else x.mean()
+            dof = self.n - self.correction
+            if dof <= 0:
+                return g * xp.where(x == mu, math.nan, math.inf)
+        else:
+            mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else \
+                x.mean(self.dims, keepdim=True)
+            dof = self.n - self.correction
+            g = self.expand(xp, g)
+        factor = 2.0 / dof if dof else math.copysign(math.inf, dof)
+        return factor * g * (x - mu)
 
     def _saved_extra(self):
         return {"dim": self.dims, "correction": self.correction}
@@ -386,11 +408,9 @@ class StdBackward0(VarBackward0):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
-        mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else x.mean(self.dims,
-                                                                            keepdim=True)
-        return (self.expand(xp, g) * (x - mu) / ((self.n - self.correction) * r),)
+        # PyTorch's std_backward: var_backward of grad / (2 * std), zeroed where std == 0
+        r = self.saved(xp, 1)
+        return (self.var_backward(xp, xp.mask(r != 0, g / (2 * r))),)
 
 
 def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
@@ -401,16 +421,27 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     d = x._data
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     n = int(np.prod([d.shape[i] for i in dims])) if d.ndim else 1
-    with np.errstate(all="ignore"):
-        out = np.asarray(d.var(axis=dims, keepdims=keepdim, ddof=0) * (n / (n - c))
-                         if n - c > 0 else np.full(
-                             np.var(d, axis=dims, keepdims=keepdim).shape, np.nan),
-                         dtype=d.dtype)
-        if sqrt:
-            out = np.sqrt(out)
+    if n - c <= 0:
+        name = "std" if sqrt else "var"
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
+                      f"than the reduction factor (input numel divided by output numel).",
+                      UserWarning, stacklevel=3)
+    # NOTE: PyTorch accumulates float32 in float64 here (a float32 sum of squares overflows past
+    # ~1.8e19), and divides by max(0, n - correction): inf, or NaN for a zero sum.
+    acc = d.astype(np.float64) if d.dtype.kind == "f" and d.dtype.itemsize < 8 else d
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice is NaN
+        ss = np.square(acc - acc.mean(axis=dims, keepdims=True)).sum(axis=dims, keepdims=keepdim)
+    out = np.true_divide(ss, builtins.max(0, n - c))
+    if sqrt:
+        out = np.sqrt(out)
+    out = np.asarray(out, dtype=d.dtype)
     if _state[0] and x.requires_grad:
         r = _record_reduce(cls, x, out, dims, unreduce, ("self", "result") if sqrt else ("self",))
-        r.grad_fn.correction, r.grad_fn.n = c, n
+        r.grad_fn.correction, r.grad_fn.whole = c, dim is None or d.ndim == 0
+        # NOTE: with dim=() PyTorch reduces everything, but its var_backward counts the elements
+        # of the listed dims: none, so n = 1 and 2 / (1 - correction). Kept, to give its numbers.
+        r.grad_fn.n = 1 if isinstance(dim, (tuple, list)) and not dim else n
         return r
     return result(out, None)
 
@@ -430,25 +461,29 @@ class LinalgVectorNormBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
+        # PyTorch's norm_backward, form by form: selects where it masks (masked_fill), products
+        # where it multiplies (NOTE [Masked gradients])
+        p = self.ord
+        if p == 0:
+            return (None,)  # PyTorch's gradient is undefined: none reaches the input
         x = self.saved(xp, 0)
         r = self.expand(xp, self.saved(xp, 1))
         g = self.expand(xp, g)
-        p = self.ord
-        if p == 2:
-            # NOTE: at a zero norm PyTorch's subgradient is 0, not nan.
-            return (xp.where(r == 0, g * 0, g * x / xp.where(r == 0, r + 1, r)),)
         if p == 1:
-            return (g * xp.sign(x),)
-        if p in (float("inf"), float("-inf")):
-            mask = xp.abs(x) == r
-            cnt = mask.sum(axis=self.dims, keepdims=True) if xp.arrays else \
-                (mask * 1.0).sum(self.dims, keepdim=True)
-            return (g * xp.sign(x) * mask / cnt,)
-        if p == 0:
-            return (g * 0,)
-        ax = xp.abs(x)
-        return (xp.where(r == 0, g * 0, g * xp.sign(x) * ax ** (p - 1) /
-                         xp.where(r == 0, r + 1, r) ** (p - 1)),)
+            return (xp.sign(x) * g,)
+        if p == 2:
+            return (g * xp.mask(r != 0, x / r),)
+        if p in (math.inf, -math.inf):
+            # the entries at the max (min) |x|, NaN ones when the norm is NaN, share the grad
+            at = (xp.abs(x) == r) | (xp.isnan(x) & xp.isnan(r))
+            at = at.astype(x.dtype) if xp.arrays else at.to(x.dtype)
+            count = xp.sum(at, self.dims, keepdim=True)
+            return (xp.sign(x) * at * (g / count),)
+        if p < 1:
+            scaled = xp.sign(x) * xp.mask(x != 0, xp.abs(x) ** (p - 1))
+            return (scaled * g * r ** (1 - p),)
+        scaled = xp.sign(x) * xp.abs(x) ** (p - 1) if p < 2 else x * xp.abs(x) ** (p - 2)
+        return (scaled * xp.mask(r != 0, g / r ** (p - 1)),)
 
     def _saved_extra(self):
         return {"ord": self.ord, "dim": self.dims}
@@ -471,7 +506,12 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
                            f"input. Got {x.dtype.scalar_name}")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     a = np.abs(d)
-    if ord == float("inf"):
+    if ord != 0 and builtins.all(d.shape[i] == 1 for i in dims):
+        # NOTE: PyTorch's norm of a single element is its absolute value, with no power taken
+        # (float32 norm(p=3) of 3e19 is 3e19, not inf); larger reductions overflow as PyTorch's
+        out = a if keepdim else a.reshape(tuple(s for i, s in enumerate(d.shape)
+                                                  if i not in dims))
+    elif ord == float("inf"):
         out = a.max(axis=dims, keepdims=keepdim)
     elif ord == float("-inf"):
         out = a.min(axis=dims, keepdims=keepdim)
@@ -504,6 +544,10 @@ def logsumexp(input, dim, keepdim: bool = False):
     x = as_tensor_operand(input)
     d = x._data if x._data.dtype.kind == "f" else x._data.astype(
         dtypes.get_default_dtype().np)
+    if isinstance(dim, (tuple, list)) and not dim:
+        # PyTorch 2.13 fails here too (with "output with shape [] doesn't match the broadcast
+        # shape [1]"); reducing over everything, as other reductions do, would be a guess
+        raise RuntimeError("logsumexp(): dim=() is not supported; pass the dims to reduce")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     m = d.max(axis=dims, keepdims=True) if d.size else np.zeros((1,) * d.ndim, d.dtype)
     m = np.where(np.isfinite(m), m, 0)
@@ -525,10 +569,11 @@ class SoftmaxBackward0(Node):
     _saved_names = ("result",)
 
     def backward(self, xp, g):
+        # PyTorch's _softmax_backward_data: result * (grad - sum(grad * result)), in this order
         r = self.saved(xp, 0)
         gr = g * r
         s = gr.sum(axis=self.dim, keepdims=True) if xp.arrays else gr.sum(self.dim, keepdim=True)
-        return (gr - r * s,)
+        return (r * (g - s),)
 
     def _saved_extra(self):
         return {"dim": self.dim}
@@ -555,8 +600,10 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
                            f"'{x.dtype.scalar_name}'")
     dim = wrap_dim(dim, d.ndim)
     ax = dim if d.ndim else None
+    # NOTE: an infinite maximum is subtracted as it is, as PyTorch does: a row holding +inf is
+    # all NaN (inf - inf), a row of -inf too; logsumexp is the one that guards infinities.
     m = d.max(axis=ax, keepdims=True) if d.size else d
-    z = d - np.where(np.isfinite(m), m, 0)
+    z = d - m
     e = np.exp(z)
     s = e.sum(axis=ax, keepdims=True)
     out = (z - np.log(s)) if log else e / s

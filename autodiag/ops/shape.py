@@ -808,7 +808,7 @@ class MaskedFillBackward0(Node):
 
     def backward(self, xp, g):
         m = self.saved(xp, 0)
-        return (xp.where(m, g * 0, g),)
+        return (xp.mask(~m, g),)  # NOTE [Masked gradients]
 
 
 class MaskedFillBackward1(Node):
@@ -820,8 +820,9 @@ class MaskedFillBackward1(Node):
 
     def backward(self, xp, g):
         m = self.saved(xp, 0)
-        z = g * 0
-        return (xp.where(m, z, g), xp.where(m, g, z))
+        nf = self._next
+        return (xp.mask(~m, g) if nf[0] is not None else None,
+                xp.mask(m, g) if nf[1] is not None else None)
 
 
 @register()

@@ -28,32 +28,9 @@ class KnownIssue:
         return re.search(self.ops, ops) is not None and re.search(self.diff, diff) is not None
 
 
-_MASKED = r"(^|\+)(relu|relu_|clamp|clamp_|floor|ceil|round|trunc|sign|max|min|amax|amin|abs|abs_|" \
-          r"where|maximum|minimum|masked_fill)(\.|\+|$)"
-_M = "masks"
 _E = "errors"
 
 KNOWN_ISSUES: list[KnownIssue] = [
-    # ---- branch masks ------------------------------------------------------------------------
-    KnownIssue(_M, _MASKED, r"^grad2? value: nan vs",
-               "0*inf -> NaN in backward of relu/clamp/floor/round/trunc/sign/max()/min()/abs/"
-               "where/maximum/minimum"),
-    KnownIssue(_M, r"^(sum|mean|var|std)$", r"^forward shape", "sum(dim=())"),
-    KnownIssue(_M, r"(^|\+)(var|std)(\+|$)", r"^(forward|grad2?) value",
-               "var/std with correction >= n and std grad at n=1"),
-    KnownIssue(_M, r"^sign$", r"^forward value: nan vs 0", "sign(nan)"),
-    KnownIssue(_M, r"(^|\+)(log_)?softmax(\.functional)?(\+|$)", r"value: (nan|-?inf) vs",
-               "softmax/log_softmax with inf"),
-    KnownIssue(_M, r"(^|\+)gelu(\+|$)", r"value: nan vs", "gelu(inf)"),
-    KnownIssue(_M, r"^(relu|relu_|relu\.functional)$", r"^forward value: -?0 vs -?0$",
-               "relu(-0.) sign"),
-    KnownIssue(_M, r"(^|\+)norm(\+|$)", r"value: (inf|nan) vs", "float32 norm overflow"),
-    KnownIssue(_M, r"(^|\+)remainder(\+|$)", r"^grad2 value: nan vs",
-               "remainder(x,x) second derivative at -0.0"),
-    KnownIssue(_M, _MASKED, r"^grad2 exception: RuntimeError vs ok",
-               "second grad of relu raising 'does not require grad'"),
-    KnownIssue(_M, r"^remainder$", r"^forward value: -?0 vs -?0$",
-               "remainder: PyTorch's sign of zero (fmod-based; on masks with remainder(x,x))"),
     # ---- branch errors -----------------------------------------------------------------------
     KnownIssue(_E, r"^(gather|max|min|transpose|mT|index_select|unflatten)$",
                r"exception: .* vs (ok|IndexError|RuntimeError)$",
