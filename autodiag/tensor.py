@@ -197,7 +197,7 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
                                "you want to use a computed variable in a subgraph that doesn't "
                                "require differentiation use var_no_grad = var.detach().")
-        if requires_grad and self._inference and not _grad_state[1]:
+        if requires_grad and self._inference and not _grad_state.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "
                                "InferenceMode is not allowed.")
         if requires_grad and self._data.dtype.kind not in "fc":
@@ -297,13 +297,13 @@ class Tensor:
         return self._data.tolist()
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        if self.requires_grad and _grad_state[0] and not force:
+        if self.requires_grad and _grad_state.record and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if self.requires_grad and _grad_state[0]:
+        if self.requires_grad and _grad_state.record:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         return self._data if dtype is None else self._data.astype(dtype)
@@ -382,7 +382,7 @@ def _init(t, data, grad_fn, requires_grad, vc, output_nr) -> None:
     t._vc = vc
     if output_nr:
         t._output_nr = output_nr
-    if _grad_state[1]:
+    if _grad_state.inference:
         t._inference = True
 
 

@@ -33,9 +33,9 @@ INFERENCE_ERROR = (
 
 def check_inplace(t: Tensor, op_name: str) -> None:
     """PyTorch's checks before any write (nothing is modified when they raise)."""
-    if t._inference and not _state[1]:
+    if t._inference and not _state.inference:
         raise RuntimeError(INFERENCE_ERROR)
-    if _state[0] and t.requires_grad:
+    if _state.record and t.requires_grad:
         if t.grad_fn is None and t._base is None:
             raise RuntimeError(LEAF_ERROR)
         base = t._base
@@ -59,7 +59,7 @@ def bump_version(t: Tensor, op_name: str) -> None:
 def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
     check_inplace(t, op_name)
-    recording = _state[0] and (t.requires_grad or any(
+    recording = _state.record and (t.requires_grad or any(
         isinstance(o, Tensor) and o.requires_grad for o in others))
     if recording and t._base is not None:
         raise RuntimeError(
@@ -186,14 +186,14 @@ def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value._data.ndim} dimensions.")
         out = np.full(t._data.shape, value._data, dtype=t._data.dtype)
-        if _state[0] and (t.requires_grad or value.requires_grad):
+        if _state.record and (t.requires_grad or value.requires_grad):
             node = FillBackward3((edge(t), edge(value)))
             if value._data.dtype != out.dtype:
                 node._input_meta = (None, ((), value._data.dtype))
             return result(out, node)
         return result(out, None)
     out = np.full(t._data.shape, value, dtype=t._data.dtype)
-    if _state[0] and t.requires_grad:
+    if _state.record and t.requires_grad:
         return result(out, cls((edge(t),)))
     return result(out, None)
 
@@ -225,7 +225,7 @@ class CopyBackwards(Node):
 def _copy_result(t: Tensor, src) -> Tensor:
     s = as_tensor_operand(src)
     out = np.broadcast_to(s._data, t._data.shape).astype(t._data.dtype, copy=True)
-    if _state[0] and (t.requires_grad or s.requires_grad):
+    if _state.record and (t.requires_grad or s.requires_grad):
         node = CopyBackwards((edge(t), edge(s)))
         node.src_shape, node.src_dtype = s._data.shape, s._data.dtype
         if s._data.dtype != t._data.dtype:
@@ -315,7 +315,7 @@ def _setitem_result(t: Tensor, index, value) -> Tensor:
         raise RuntimeError(f"shape mismatch: value tensor of shape "
                            f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
                            f"indexing result ({e})") from None
-    if _state[0] and (t.requires_grad or v.requires_grad):
+    if _state.record and (t.requires_grad or v.requires_grad):
         node = _setitem_node_class(index)((edge(t), edge(v)))
         node.index, node.src_shape = index, v._data.shape
         if v._data.dtype != out.dtype:

@@ -119,9 +119,9 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
             out = np.asarray(out)
         r = _new(Tensor)
         r._data, r._vc = out, None
-        if not _state[0] or not x.requires_grad:
+        if not _state.record or not x.requires_grad:
             r.grad_fn, r.requires_grad = None, False
-            if _state[1]:
+            if _state.inference:
                 r._inference = True  # made in inference_mode
             return r
         # NOTE [Hot path]; an input at version 0 is saved as itself (NOTE [Compact saves])
@@ -627,7 +627,7 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
         raise RuntimeError(broadcast_error(ad.shape, bd.shape)) from None
     if out.__class__ is not _ndarray:
         out = np.asarray(out)  # numpy hands back scalars for 0-d results
-    if _state[0] and (a.requires_grad or (b_is_t and b.requires_grad)):
+    if _state.record and (a.requires_grad or (b_is_t and b.requires_grad)):
         # edge() inlined for the common case (hot path)
         fa = a.grad_fn
         ea = fa if fa is not None and not a._output_nr else edge(a)
@@ -690,9 +690,9 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
         r = _new(Tensor)
         r._vc = None
         r._data = out
-        if not _state[0] or not (a.requires_grad or b_grad):
+        if not _state.record or not (a.requires_grad or b_grad):
             r.grad_fn, r.requires_grad = None, False
-            if _state[1]:
+            if _state.inference:
                 r._inference = True  # made in inference_mode
             return r
         # NOTE [Hot path]; an input at version 0 is saved as itself (NOTE [Compact saves])
@@ -856,7 +856,7 @@ def rsub(input, other, *, alpha=1):
         input = as_tensor_operand(input)
     ad, od = _operands(input, other)
     out = np.subtract(od, ad * alpha if alpha != 1 else ad)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = RsubBackward1((edge(input),))
         node.alpha = alpha
         if out.dtype != ad.dtype:
@@ -959,14 +959,14 @@ NotImplementedBackward = type("NotImplemented", (Node,), {
 
 @register()
 def floor_divide(input, other):
-    with_grad = _state[0] and any(isinstance(t, Tensor) and t.requires_grad
+    with_grad = _state.record and any(isinstance(t, Tensor) and t.requires_grad
                                   for t in (input, other))
-    grad_mode_state = _state[0]
-    _state[0] = False
+    grad_mode_state = _state.record
+    _state.record = False
     try:
         out = div(input, other, rounding_mode="floor")._data
     finally:
-        _state[0] = grad_mode_state
+        _state.record = grad_mode_state
     if with_grad:
         node = NotImplementedBackward(edges_of(input, other) if isinstance(other, Tensor)
                                       else edges_of(input))
@@ -996,7 +996,7 @@ def remainder(input, other):
     ad, bd = _operands(a, other)
     out = np.mod(ad, bd)
     b_is_t = isinstance(other, Tensor)
-    if _state[0] and (a.requires_grad or b_is_t and other.requires_grad):
+    if _state.record and (a.requires_grad or b_is_t and other.requires_grad):
         if not b_is_t:
             node = RemainderBackward0((edge(a),))
             if out.dtype != ad.dtype:
@@ -1068,7 +1068,7 @@ def pow(input, exponent):  # noqa: A001
         ad, bd = _operands(input, exponent)
         with np.errstate(all="ignore"):
             out = np.power(ad, bd)
-        if _state[0] and (input.requires_grad or exponent.requires_grad):
+        if _state.record and (input.requires_grad or exponent.requires_grad):
             node = PowBackward1((edge(input), edge(exponent)))
             r = result(out, node)
             se = save(exponent)  # PyTorch saves the exponent first (pack-hook order)
@@ -1080,7 +1080,7 @@ def pow(input, exponent):  # noqa: A001
     if ad.dtype.kind in "iu" and isinstance(bd, (int, np.integer)) and bd < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     out = np.power(ad, bd)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = PowBackward0((edge(input),))
         node.exponent = exponent
         node._saved = (save(input),)
@@ -1102,7 +1102,7 @@ def _scalar_pow(base, exponent: Tensor):
         out = np.power(bd, ed)
     if out.__class__ is not np.ndarray or out.dtype != ed.dtype:
         out = np.asarray(out, dtype=ed.dtype if ed.dtype.kind == "f" else None)
-    if _state[0] and exponent.requires_grad:
+    if _state.record and exponent.requires_grad:
         node = PowBackward2((edge(exponent),))
         node.base = base
         r = result(out, node)
@@ -1140,7 +1140,7 @@ def _min_max(input, other, fn, cls):
     b = as_tensor_operand(other)
     ad, bd = _operands(a, b)
     out = fn(ad, bd)
-    if _state[0] and (a.requires_grad or b.requires_grad):
+    if _state.record and (a.requires_grad or b.requires_grad):
         node = cls((edge(a), edge(b)))
         node._saved = (save(a), save(b))
         set_broadcast_meta(node, out, a, b)
@@ -1199,7 +1199,7 @@ def where(condition, input=None, other=None):
         out = out.astype(ad.dtype if isinstance(ad, np.ndarray) else bd.dtype)
     ra = ta and input.requires_grad
     rb = tb and other.requires_grad
-    if _state[0] and (ra or rb):
+    if _state.record and (ra or rb):
         node = WhereBackward0((edge(a) if ta else NO_EDGE, edge(b) if tb else NO_EDGE))
         node._saved = (save(cond),)
         set_broadcast_meta(node, out, a if ta else None, b if tb else None)

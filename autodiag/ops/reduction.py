@@ -79,7 +79,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.sum(axis=dims, keepdims=keepdim, dtype=npdt))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims,
                               unreduce)
     return result(out, None)
@@ -121,7 +121,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims,
                            unreduce)
         r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
@@ -175,7 +175,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.prod(axis=dims, keepdims=keepdim, dtype=npdt))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(ProdBackward0 if dim is None else ProdBackward1, x, out, dims,
                               unreduce, ("self", "result"))
     return result(out, None)
@@ -237,7 +237,7 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
                                f"input.numel() == 0. Specify the reduction dim with the 'dim' "
                                f"argument.")
         out = np.asarray(np_red(d))
-        if _state[0] and x.requires_grad:
+        if _state.record and x.requires_grad:
             return _record_reduce(full_cls, x, out, tuple(range(d.ndim)), tuple(range(d.ndim)),
                                   ("self", "result"))
         return result(out, None)
@@ -250,7 +250,7 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
     elif keepdim and d.ndim:
         idx = np.expand_dims(idx, dim)
     indices = wrap(idx)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = dim_cls((edge(x),))
         node.dim, node.keepdim, node.in_shape = dim, keepdim, d.shape
         node._saved = (save(indices),)
@@ -299,7 +299,7 @@ def _amax_amin(input, dim, keepdim, np_red, cls):
     if dim == ():
         dims, unreduce = _reduced_shape_dims(x, None, keepdim)
     out = np.asarray(np_red(x._data, axis=dims, keepdims=keepdim))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(cls, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
 
@@ -408,7 +408,7 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
                          dtype=d.dtype)
         if sqrt:
             out = np.sqrt(out)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         r = _record_reduce(cls, x, out, dims, unreduce, ("self", "result") if sqrt else ("self",))
         r.grad_fn.correction, r.grad_fn.n = c, n
         return r
@@ -482,7 +482,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
     else:
         out = (a ** ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         r = _record_reduce(LinalgVectorNormBackward0, x, out, dims, unreduce, ("self", "result"))
         r.grad_fn.ord = ord
         return r
@@ -512,7 +512,7 @@ def logsumexp(input, dim, keepdim: bool = False):
     if not keepdim:
         out = out.squeeze(dims) if dims else out
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(LogsumexpBackward0, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
 
@@ -561,7 +561,7 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
     s = e.sum(axis=ax, keepdims=True)
     out = (z - np.log(s)) if log else e / s
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.dim = ax
         r = result(out, node)

@@ -81,7 +81,7 @@ class UnsqueezeBackward0(_ShapeNode):
 
 def _shape_op(x: Tensor, data: np.ndarray, cls, is_view: bool = True) -> Tensor:
     node = None
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.in_shape = x._data.shape
     if is_view:
@@ -227,7 +227,7 @@ def transpose(input, dim0: int, dim1: int):
     d = input._data
     d0, d1 = wrap_dim(dim0, d.ndim), wrap_dim(dim1, d.ndim)
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = TransposeBackward0((edge(input),))
         node.dim0, node.dim1 = d0, d1
     return _make_view(input, np.swapaxes(d, d0, d1) if d.ndim else d.view(), node)
@@ -241,7 +241,7 @@ def t(input):
     d = input._data
     if d.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {d.ndim}D")
-    node = TBackward0((edge(input),)) if _state[0] and input.requires_grad else None
+    node = TBackward0((edge(input),)) if _state.record and input.requires_grad else None
     return _make_view(input, d.T, node)
 
 
@@ -269,7 +269,7 @@ def permute(input, *dims):
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = PermuteBackward0((edge(input),))
         node.dims = dims
     return _make_view(input, d.transpose(dims), node)
@@ -317,7 +317,7 @@ def expand(input, *sizes):
                                f"{i + lead}.  Target sizes: [{', '.join(map(str, sizes))}].  "
                                f"Tensor sizes: [{', '.join(map(str, d.shape))}]")
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = ExpandBackward0((edge(input),))
         node.in_shape = d.shape
     return _make_view(input, np.broadcast_to(d, shape), node)
@@ -360,7 +360,7 @@ def repeat(input, *repeats):
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
                            "of dimensions of tensor")
     out = np.tile(d.reshape((1,) * (len(repeats) - d.ndim) + d.shape), repeats)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = RepeatBackward0((edge(input),))
         node.repeats, node.in_shape = tuple(repeats), d.shape
         return result(out, node)
@@ -394,7 +394,7 @@ def embed(xp, g, shape, index, accumulate: bool, cls=IndexPutBackward0):
         z[index] = gd
     if xp.arrays:
         return z
-    if _state[0] and g.requires_grad:
+    if _state.record and g.requires_grad:
         node = cls((edge(g),))
         node.index = index
         return result(z, node)
@@ -441,7 +441,7 @@ def _basic(x: Tensor, index: tuple, cls) -> Tensor:
         # (x[i] += 1, x[i].add_(1) write into x)
         out = d[index + (Ellipsis,)]
     node = None
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.in_shape, node.index = d.shape, index
     return _make_view(x, out, node)
@@ -549,7 +549,7 @@ def getitem(self: Tensor, index, _cls=None):
         out = d[full_t]
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
-    if _state[0] and t.requires_grad:
+    if _state.record and t.requires_grad:
         node = (_cls or IndexBackward0)((edge(t),))
         node.in_shape, node.index = d.shape, full_t
         node.accumulate = any(a.dtype != np.bool_ for a in (x for x in full_t
@@ -611,7 +611,7 @@ def cat(tensors, dim: int = 0):
                                    f"Expected size {ref._data.shape[k]} but got size "
                                    f"{t._data.shape[k]} for tensor number {i} in the list.")
     out = np.concatenate(datas, axis=dim) if datas else np.zeros((0,), dt)
-    if _state[0] and any(t.requires_grad for t in ts):
+    if _state.record and any(t.requires_grad for t in ts):
         node = CatBackward0(tuple(edge(t) for t in ts))
         node.dim = dim
         node.sizes = tuple((0 if (t.ndim == 1 and t.numel() == 0) else t._data.shape[dim],
@@ -652,7 +652,7 @@ def stack(tensors, dim: int = 0):
     dim = wrap_dim(dim, ts[0].ndim + 1)
     dt = dtypes.result_type(ts).np
     out = np.stack([t._data.astype(dt, copy=False) for t in ts], axis=dim)
-    if _state[0] and any(t.requires_grad for t in ts):
+    if _state.record and any(t.requires_grad for t in ts):
         node = StackBackward0(tuple(edge(t) for t in ts))
         node.dim = dim
         if any(t._data.dtype != dt for t in ts):
@@ -704,7 +704,7 @@ def split(tensor, split_size_or_sections, dim: int = 0):
                                f"split_sizes=[{', '.join(map(str, sizes))}]")
         cls = SplitWithSizesBackward0
     node = None
-    if _state[0] and tensor.requires_grad:
+    if _state.record and tensor.requires_grad:
         node = cls((edge(tensor),))
         node.dim, node.sizes, node.in_shape = dim, tuple(sizes), d.shape
         node._num_outputs = len(sizes)
@@ -748,7 +748,7 @@ def unbind(input, dim: int = 0):
     d = input._data
     dim = wrap_dim(dim, d.ndim)
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = UnbindBackward0((edge(input),))
         node.dim, node.in_shape, node._num_outputs = dim, d.shape, d.shape[dim]
     outs = []
@@ -781,7 +781,7 @@ def gather(input, dim: int, index):
     if idx.ndim != d.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     out = np.take_along_axis(d, idx._data, axis=dim) if d.ndim else d[()]
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = GatherBackward0((edge(input),))
         node.dim, node.in_shape = dim, d.shape
         node._saved = (save(idx),)
@@ -830,7 +830,7 @@ def masked_fill(input, mask, value):
     v = value._data if isinstance(value, Tensor) else value
     out = np.where(m._data, np.asarray(v, dtype=input._data.dtype), input._data)
     v_grad = isinstance(value, Tensor) and value.requires_grad
-    if _state[0] and (input.requires_grad or v_grad):
+    if _state.record and (input.requires_grad or v_grad):
         if isinstance(value, Tensor):
             node = MaskedFillBackward1((edge(input), edge(value)))
             set_broadcast_meta(node, out, input, value)
@@ -853,7 +853,7 @@ class CloneBackward0(IdentityBackward):
 def clone(input, *, memory_format=None):
     d = input._data
     out = np.array(d, copy=True, order="C")
-    node = CloneBackward0((edge(input),)) if _state[0] and input.requires_grad else None
+    node = CloneBackward0((edge(input),)) if _state.record and input.requires_grad else None
     return result(out, node)
 
 
@@ -873,7 +873,7 @@ def _to_dtype(x: Tensor, dt: dtypes.dtype, copy: bool = False) -> Tensor:
     if d.dtype == dt.np and not copy:
         return x
     out = d.astype(dt.np)
-    if _state[0] and x.requires_grad and dt.is_floating_point:
+    if _state.record and x.requires_grad and dt.is_floating_point:
         node = ToCopyBackward0((edge(x),))
         node._input_meta = ((d.shape, d.dtype),)
         return result(out, node)
