@@ -8,6 +8,8 @@ version counter (NOTE [Version counters] in autograd/graph.py) and set ``_base``
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from autodiag import _device, dtypes
@@ -175,8 +177,23 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
 @register()
 def unflatten(input, dim: int, sizes):
     d = input._data
+    if d.ndim == 0:
+        # PyTorch's own wording (its dim wrapping fails inside unflatten)
+        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
+                           f"but tensor has no dimensions")
     dim = wrap_dim(dim, d.ndim)
-    return reshape(input, d.shape[:dim] + tuple(sizes) + d.shape[dim + 1:])
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = d.shape[dim]
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if sizes.count(-1) > 1:
+        raise RuntimeError("unflatten got an unexpected error:\nonly one dimension can be "
+                           "inferred")
+    if (known != n if -1 not in sizes else (known == 0 or n % known)):
+        raise RuntimeError(f"unflatten: Provided sizes [{', '.join(map(str, sizes))}] don't "
+                           f"multiply up to the size of dim {dim} ({n}) in the input tensor")
+    return reshape(input, d.shape[:dim] + sizes + d.shape[dim + 1:])
 
 
 @register()
@@ -211,7 +228,8 @@ class TransposeBackward0(Node):
 
 def _swap(xp, g, d0, d1):
     if xp.arrays:
-        return np.swapaxes(g, d0, d1)
+        # a 0-d tensor accepts dims 0 and -1 (nothing to swap); numpy has no axis 0 there
+        return np.swapaxes(g, d0, d1) if g.ndim else g
     return g.transpose(d0, d1)
 
 
@@ -284,7 +302,20 @@ def _T(self):
 
 
 Tensor.T = property(_T)
-Tensor.mT = property(lambda self: transpose(self, -2, -1))
+def _mT(self):
+    nd = self._data.ndim
+    if nd == 0:
+        # NOTE: PyTorch returns the tensor itself (deprecated; a warning says so)
+        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in "
+                      "these cases.", UserWarning, stacklevel=2)
+        return self
+    if nd == 1:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                           "Got 1-D tensor.")
+    return transpose(self, -2, -1)
+
+
+Tensor.mT = property(_mT)
 
 
 class ExpandBackward0(Node):
@@ -404,6 +435,11 @@ def embed(xp, g, shape, index, accumulate: bool, cls=IndexPutBackward0):
 def scatter_into_zeros(xp, g, dim: int, idx, shape):
     """Adjoint of ``gather(x, dim, idx)``: add ``g`` into zeros of ``shape`` at ``idx``."""
     idx = idx if xp.arrays else idx._data
+    if len(shape) <= 1 and idx.ndim <= 1:
+        # 0-d and 1-d tensors mix freely in gather (PyTorch): work on 1-d views
+        flat = embed(xp, xp.reshape(g, (idx.size,)), (shape[0] if shape else 1,),
+                     (idx.reshape(-1),), True)
+        return xp.reshape(flat, shape)
     grid = list(np.indices(idx.shape, sparse=True))
     grid[dim] = idx
     return embed(xp, g, shape, tuple(grid), True)
@@ -461,6 +497,8 @@ def select(input, dim: int, index: int):
 
 @register()
 def narrow(input, dim: int, start: int, length: int):
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     dim = wrap_dim(dim, input.ndim)
     return _basic(input, (slice(None),) * dim + (slice(start, start + length),), SliceBackward0)
 
@@ -690,6 +728,8 @@ class SplitWithSizesBackward0(SplitBackward0):
 @register()
 def split(tensor, split_size_or_sections, dim: int = 0):
     d = tensor._data
+    if d.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     dim = wrap_dim(dim, d.ndim)
     n = d.shape[dim]
     if isinstance(split_size_or_sections, int):
@@ -721,6 +761,8 @@ def split(tensor, split_size_or_sections, dim: int = 0):
 
 @register()
 def chunk(input, chunks: int, dim: int = 0):
+    if input.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     n = input._data.shape[wrap_dim(dim, input.ndim)]
     size = -(-n // chunks) if n else 1
     return split(input, max(size, 1), dim)
@@ -746,6 +788,8 @@ class UnbindBackward0(Node):
 @register()
 def unbind(input, dim: int = 0):
     d = input._data
+    if d.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     dim = wrap_dim(dim, d.ndim)
     node = None
     if _state.record and input.requires_grad:
@@ -778,9 +822,28 @@ def gather(input, dim: int, index):
     if idx._data.dtype != np.int64:
         raise RuntimeError("gather(): Expected dtype int64 for index")
     dim = wrap_dim(dim, d.ndim)
-    if idx.ndim != d.ndim:
+    ix = idx._data
+    if ix.ndim != d.ndim and (ix.ndim > 1 or d.ndim > 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    out = np.take_along_axis(d, idx._data, axis=dim) if d.ndim else d[()]
+    n = d.shape[dim] if d.ndim else 1
+    if ix.ndim == d.ndim:
+        for k in range(d.ndim):
+            if k != dim and ix.shape[k] > d.shape[k]:
+                raise RuntimeError(
+                    f"Size does not match at dimension {k} expected index "
+                    f"[{', '.join(map(str, ix.shape))}] to be no larger than self "
+                    f"[{', '.join(map(str, d.shape))}] apart from dimension {dim}")
+    if ix.size and (ix.min() < 0 or ix.max() >= n):
+        bad = ix.min() if ix.min() < 0 else ix.max()
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
+    if d.ndim <= 1 and ix.ndim <= 1:
+        # 0-d and 1-d tensors mix freely (PyTorch): the result has the index's shape
+        out = d.reshape(-1)[ix.reshape(-1)].reshape(ix.shape)
+    else:
+        # the index may be smaller than the input in the other dims: gather from that corner
+        # (take_along_axis alone would broadcast the index instead)
+        corner = tuple(slice(None) if k == dim else slice(0, s) for k, s in enumerate(ix.shape))
+        out = np.take_along_axis(d[corner], ix, axis=dim)
     if _state.record and input.requires_grad:
         node = GatherBackward0((edge(input),))
         node.dim, node.in_shape = dim, d.shape
@@ -795,9 +858,26 @@ class IndexSelectBackward0(IndexBackward0):
 
 @register()
 def index_select(input, dim: int, index):
-    dim = wrap_dim(dim, input.ndim)
-    return getitem(input, (slice(None),) * dim + (as_tensor_operand(index),),
-                   _cls=IndexSelectBackward0)
+    d = input._data
+    idx = as_tensor_operand(index)._data
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if idx.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    dim = wrap_dim(dim, d.ndim)
+    idx = idx.reshape(-1)  # a 0-d index selects like a 1-element one (PyTorch)
+    if d.ndim == 0 and idx.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                           f"{idx.size} value(s)")
+    if idx.size and (idx.min() < 0 or idx.max() >= (d.shape[dim] if d.ndim else 1)):
+        raise IndexError("index out of range in self")
+    if d.ndim:
+        return getitem(input, (slice(None),) * dim + (idx,), _cls=IndexSelectBackward0)
+    node = None
+    if _state.record and input.requires_grad:
+        node = IndexSelectBackward0((edge(input),))
+        node.in_shape, node.index, node.accumulate = (), (), False
+    return result(d.copy(), node)
 
 
 class MaskedFillBackward0(Node):
