@@ -185,3 +185,187 @@ def test_dim_ops_on_0d(torch, op, dim):
         return [y] + (_grads(m, y, x) if y.requires_grad else [])
 
     run_both(f, torch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Empty tensors
+# ---------------------------------------------------------------------------------------------
+
+
+def _empty_grads(m, y, x):
+    """y, its node name, and x's gradient (shape, requires_grad) with create_graph."""
+    g = m.autograd.grad(y.sum(), x, create_graph=True, allow_unused=True)[0]
+    return [y, type(y.grad_fn).__name__, None if g is None else (tuple(g.shape), g.requires_grad)]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_empty(torch, reduction):
+    # 'mean' raised a raw ZeroDivisionError in backward; PyTorch gives nan and an empty grad
+    def f(m):
+        x = m.zeros(3, 1, 0, requires_grad=True)
+        y = m.nn.functional.mse_loss(x, m.zeros(3, 1, 0), reduction=reduction)
+        y.backward(m.ones_like(y))
+        return [y, x.grad]
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("loss", ["mse", "bce_with_logits", "cross_entropy_index",
+                                  "cross_entropy_probs", "cross_entropy_smoothing"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_on_empty_input(torch, loss, reduction):
+    def f(m):
+        F = m.nn.functional
+        x = m.zeros(0, 3, dtype=m.float64, requires_grad=True)
+        probs, labels = m.zeros(0, 3, dtype=m.float64), m.zeros(0, dtype=m.int64)
+        y = {"mse": lambda: F.mse_loss(x, probs, reduction=reduction),
+             "bce_with_logits": lambda: F.binary_cross_entropy_with_logits(
+                 x, probs, reduction=reduction),
+             "cross_entropy_index": lambda: F.cross_entropy(x, labels, reduction=reduction),
+             "cross_entropy_probs": lambda: F.cross_entropy(x, probs, reduction=reduction),
+             "cross_entropy_smoothing": lambda: F.cross_entropy(
+                 x, labels, reduction=reduction, label_smoothing=0.1)}[loss]()
+        y.sum().backward()
+        return [y, type(y.grad_fn).__name__, x.grad]
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("op", ["mean", "mean0", "sum", "logsumexp0", "softmax0", "norm",
+                                "norm0", "prod", "prod0", "prod1", "amax1", "max1", "argmax1"])
+def test_reductions_on_empty(torch, op):
+    def f(m):
+        x = m.zeros(0, 3, dtype=m.float64, requires_grad=True)
+        y = {"mean": lambda: x.mean(), "mean0": lambda: x.mean(0), "sum": lambda: x.sum(),
+             "logsumexp0": lambda: x.logsumexp(0), "softmax0": lambda: x.softmax(0),
+             "norm": lambda: x.norm(), "norm0": lambda: x.norm(dim=0),
+             "prod": lambda: x.prod(), "prod0": lambda: x.prod(0), "prod1": lambda: x.prod(1),
+             "amax1": lambda: x.amax(1), "max1": lambda: x.max(1)[0],
+             "argmax1": lambda: x.argmax(1)}[op]()
+        if not y.requires_grad:
+            return [y]
+        out = _empty_grads(m, y, x)
+        x.grad = None
+        y.sum().backward()
+        return out + [x.grad]
+
+    run_both(f, torch)
+
+
+def test_prod_of_empty_backward(torch):
+    # raised "ValueError: cannot reshape array of size 1 into shape (0,3)"
+    def f(m):
+        x = m.zeros(0, 3, requires_grad=True)
+        y = x.prod()
+        y.backward()
+        return [y, x.grad]
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.zeros(0).split(2), lambda m: m.zeros(0).split(0),
+    lambda m: m.zeros(0).split([0]), lambda m: m.zeros(0).chunk(3),
+    lambda m: m.zeros(0, 2).split(1, 0), lambda m: m.zeros(2, 0).chunk(2, 1),
+    lambda m: m.zeros(5).split(2), lambda m: m.zeros(6).chunk(4), lambda m: m.zeros(5).chunk(3),
+], ids=["split", "split0", "split_sizes", "chunk", "split_2d", "chunk_2d", "split_5_by_2",
+        "chunk_6_in_4", "chunk_5_in_3"])
+def test_split_and_chunk_pieces(torch, call):
+    # zeros(0).split(2) gave () where PyTorch gives one empty piece
+    run_both(lambda m: list(call(m)), torch)
+
+
+def test_split_of_empty_backward(torch):
+    def f(m):
+        x = m.zeros(0, requires_grad=True)
+        parts = x.split(2)
+        m.cat(parts).sum().backward()
+        return [len(parts), type(parts[0].grad_fn).__name__, x.grad]
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("call, phrase", [
+    (lambda m: m.zeros(3).split(0), "split_size can only be 0 if dimension size is 0"),
+    (lambda m: m.zeros(3).split(-1), "split expects split_size be non-negative"),
+    (lambda m: m.zeros(3).chunk(0), "chunk expects `chunks` to be greater than 0, got: 0"),
+], ids=["split0", "split_negative", "chunk0"])
+def test_split_and_chunk_errors(torch, call, phrase):
+    same_error(call, torch, phrase)
+
+
+def test_cat_of_empty_gives_empty_gradients(torch):
+    # the 1-D empty inputs PyTorch skips in cat got gradient None; PyTorch gives empty tensors
+    def f(m):
+        a, b = m.zeros(0, requires_grad=True), m.zeros(0, requires_grad=True)
+        c = m.ones(2, requires_grad=True)
+        y = m.cat([a, c, b])
+        y.sum().backward()
+        return [y, a.grad, b.grad, c.grad]
+
+    run_both(f, torch)
+
+
+def test_cat_of_empty_double_backward(torch):
+    def f(m):
+        a = m.zeros(0, dtype=m.float64, requires_grad=True)
+        c = m.ones(2, 2, dtype=m.float64, requires_grad=True)
+        y = m.cat([a, c.sin()])
+        ga, gc = m.autograd.grad(y.sum(), [a, c], create_graph=True)
+        return [ga, ga.requires_grad, gc, m.autograd.grad(gc.sum(), c)[0]]
+
+    run_both(f, torch)
+
+
+@pytest.mark.parametrize("call, phrase", [
+    (lambda m: m.zeros(0).max(), "Expected reduction dim to be specified for input.numel() == 0"),
+    (lambda m: m.zeros(0).min(), "Specify the reduction dim with the 'dim' argument"),
+    (lambda m: m.zeros(0).amax(), "amax(): Expected reduction dim to be specified"),
+    (lambda m: m.zeros(0, 3).amin(), "amin(): Expected reduction dim to be specified"),
+    (lambda m: m.zeros(0).argmax(), "argmax(): Expected reduction dim to be specified"),
+    (lambda m: m.zeros(0).argmin(), "argmin(): Expected reduction dim to be specified"),
+    (lambda m: m.zeros(0, 3).max(0), "max(): Expected reduction dim 0 to have non-zero size"),
+    (lambda m: m.zeros(3, 0).min(-1), "min(): Expected reduction dim 1 to have non-zero size"),
+    (lambda m: m.zeros(0, 3).max(0, keepdim=True), "Expected reduction dim 0 to have non-zero"),
+    (lambda m: m.zeros(0, 3).amax(0), "amax(): Expected reduction dim 0 to have non-zero size"),
+    (lambda m: m.zeros(0, 0).amax((1, 0)), "amax(): Expected reduction dim 1 to have non-zero"),
+    (lambda m: m.zeros(0, 0).norm(p=float("inf"), dim=(1, 0)), "norm on the dimension 1because"),
+    (lambda m: m.zeros(0, 3).argmax(0), "argmax(): Expected reduction dim 0 to have non-zero"),
+    (lambda m: m.zeros(0, 3).argmin(-2), "argmin(): Expected reduction dim 0 to have non-zero"),
+    (lambda m: m.zeros(0).norm(p=float("inf")), "cannot compute the inf norm on an empty"),
+    (lambda m: m.zeros(0, 2).norm(p=float("-inf")), "cannot compute the -inf norm on an empty"),
+    (lambda m: m.zeros(3, 0).norm(p=float("inf"), dim=1), "norm on the dimension 1because"),
+])
+def test_reductions_without_identity_on_empty(torch, call, phrase):
+    # numpy's ValueError leaked ("zero-size array to reduction operation maximum ...")
+    same_error(call, torch, phrase)
+
+
+def test_norm_inf_over_a_nonempty_dim_of_an_empty_tensor(torch):
+    run_both(lambda m: m.zeros(0, 3).norm(p=float("inf"), dim=1), torch)
+
+
+# ---------------------------------------------------------------------------------------------
+# prod's double backward through zeros
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", [[1.0, 0.0, 3.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.0],
+                                    [[1.0, 0.0, 3.0], [0.0, 0.0, 2.0]],
+                                    [[0.0, 2.0], [3.0, 4.0], [5.0, 0.0]]])
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (0, False), (0, True), (-1, False),
+                                          (-1, True)])
+def test_prod_double_backward_through_zeros(torch, values, dim, keepdim):
+    # raised NotImplementedError; PyTorch handles zeros in prod's double backward
+
+    def f(m):
+        x = m.tensor(values, dtype=m.float64, requires_grad=True)
+        y = x.prod() if dim is None else x.prod(dim, keepdim=keepdim)
+        w = m.arange(1.0, y.numel() + 1, dtype=m.float64).reshape(y.shape)
+        g, = m.autograd.grad((y * w).sum(), x, create_graph=True)
+        v = m.arange(2.0, x.numel() + 2, dtype=m.float64).reshape(x.shape)
+        h, = m.autograd.grad((g * v).sum(), x, create_graph=True)
+        h3, = m.autograd.grad((h * v).sum(), x)
+        return [y, g, h, h3]
+
+    run_both(f, torch)

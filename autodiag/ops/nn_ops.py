@@ -69,6 +69,8 @@ def _size(shape) -> str:
 
 def _reduce(a: np.ndarray, r: int) -> np.ndarray:
     if r == 1:
+        if a.size == 0:  # the mean of nothing is nan (PyTorch), without numpy's warning
+            return np.asarray(np.nan, dtype=a.dtype)
         return np.asarray(a.mean(dtype=a.dtype))
     if r == 2:
         return np.asarray(a.sum(dtype=a.dtype))
@@ -267,7 +269,8 @@ class MseLossBackward0(Node):
     def backward(self, xp, g):
         nf = self._next
         # NOTE: PyTorch's form: norm * (input - target) * grad, norm = 2/numel for 'mean'
-        norm = 2.0 / self.count if self.reduction == 1 else 2.0
+        # (an empty input has an empty gradient: any norm will do, and 2/0 would raise)
+        norm = 2.0 / self.count if self.reduction == 1 and self.count else 2.0
         gx = (self.saved(xp, 0) - self.saved(xp, 1)) * norm * g
         return (gx if nf[0] is not None else None, -gx if nf[1] is not None else None)
 
@@ -538,7 +541,7 @@ def _ce_probabilities(logp, target, weight, r, label_smoothing, cdim):
     if r == 2:
         return -prod.sum()
     if logp._data.size == 0:
-        return -prod.sum() * math.nan
+        return -prod.sum().fill_(math.nan)  # ATen fills the sum in place
     return div_scalar(-prod.sum(), logp._data.size // n_classes)
 
 

@@ -34,6 +34,22 @@ def _reduced_shape_dims(x: Tensor, dim, keepdim: bool):
     return dims, (() if keepdim else dims)
 
 
+def check_reducible(name: str, d: np.ndarray, dims, full: bool, exc=RuntimeError) -> None:
+    """Reductions without an identity (max, amin, argmax, ...) refuse to reduce over nothing,
+    with PyTorch's errors: ``exc`` for a full reduction of an empty tensor, IndexError naming
+    the first empty dim otherwise (numpy would raise a ValueError of its own)."""
+    if full:
+        if d.size == 0:
+            tail = "" if exc is IndexError else (" Specify the reduction dim with the 'dim' "
+                                                 "argument.")
+            raise exc(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
+                      f"{tail}")
+        return
+    for k in sorted(dims, reverse=True):  # PyTorch names the last empty one
+        if d.shape[k] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {k} to have non-zero size.")
+
+
 class _Reduce(Node):
     """A reduction over ``dims``; ``unreduce`` = dims to reinsert (empty with keepdim)."""
 
@@ -120,7 +136,11 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
-    out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
+    if d.size:
+        out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
+    else:  # the mean of nothing is nan (PyTorch), without numpy's "Mean of empty slice"
+        with np.errstate(all="ignore"):
+            out = np.asarray(d.sum(axis=dims, keepdims=keepdim) / 0, dtype=d.dtype)
     if _state.record and x.requires_grad:
         r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims,
                            unreduce)
@@ -131,6 +151,8 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 def _prod_of_others(x: np.ndarray, axis: int) -> np.ndarray:
     """For each element, the product of the other elements along ``axis`` (zero-safe)."""
+    if x.shape[axis] == 0:
+        return x.copy()  # nothing to multiply: an empty gradient
     x = np.moveaxis(x, axis, -1)
     ones = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)
     before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
@@ -155,11 +177,24 @@ class ProdBackward0(_Reduce):
                 return (g * _prod_of_others(x, axes[0]),)
             flat = x.reshape(-1)
             return (g * _prod_of_others(flat, 0).reshape(x.shape),)
-        r = self.expand(xp, self.saved(xp, 1))
-        if bool((x._data == 0).any()):
-            raise NotImplementedError("double backward of prod through a zero element is not "
-                                      "supported yet")
-        return (g * r / x,)
+        if not bool((x._data == 0).any()):
+            return (g * self.expand(xp, self.saved(xp, 1)) / x,)
+        # NOTE: result / x is 0/0 at a zero. Zero-safe and differentiable: the product of the
+        # others is the product of a row of an (n, n) matrix of x with 1 on its diagonal
+        # (O(n^2) memory, paid only when x has a zero; PyTorch branches on zeros too).
+        if len(self.dims) == 1 and x.ndim > 1:
+            d = self.dims[0]
+            return (g * _prod_of_others_tensor(x.transpose(d, -1)).transpose(d, -1),)
+        return (g * _prod_of_others_tensor(x.reshape(-1)).reshape(x.shape),)
+
+
+def _prod_of_others_tensor(x: Tensor) -> Tensor:
+    """For each element, the product of the others along the last dim (recorded ops)."""
+    from autodiag.ops.pointwise import where
+
+    n = x.shape[-1]
+    rows = x.unsqueeze(-2).expand(*x.shape[:-1], n, n)
+    return where(wrap(np.eye(n, dtype=np.bool_)), 1.0, rows).prod(-1)
 
 
 class ProdBackward1(ProdBackward0):
@@ -242,6 +277,8 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
                                   ("self", "result"))
         return result(out, None)
     dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible(name, d, (dim,), False)
     idx = np.asarray(np_arg(d, axis=dim)) if d.ndim else np.zeros((), dtype=np.int64)
     idx = idx.astype(np.int64)
     vals = np.take_along_axis(d, np.expand_dims(idx, dim), dim) if d.ndim else d.copy()
@@ -293,11 +330,12 @@ class AminBackward0(AmaxBackward0):
     __slots__ = ()
 
 
-def _amax_amin(input, dim, keepdim, np_red, cls):
+def _amax_amin(input, dim, keepdim, np_red, cls, name):
     x = as_tensor_operand(input)
     dims, unreduce = _reduced_shape_dims(x, () if dim == () else dim, keepdim)
     if dim == ():
         dims, unreduce = _reduced_shape_dims(x, None, keepdim)
+    check_reducible(name, x._data, dims, dim == () or dim is None)
     out = np.asarray(np_red(x._data, axis=dims, keepdims=keepdim))
     if _state.record and x.requires_grad:
         return _record_reduce(cls, x, out, dims, unreduce, ("self", "result"))
@@ -306,30 +344,38 @@ def _amax_amin(input, dim, keepdim, np_red, cls):
 
 @register()
 def amax(input, dim=(), keepdim: bool = False):
-    return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0)
+    return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0, "amax")
 
 
 @register()
 def amin(input, dim=(), keepdim: bool = False):
-    return _amax_amin(input, dim, keepdim, np.min, AminBackward0)
+    return _amax_amin(input, dim, keepdim, np.min, AminBackward0, "amin")
 
 
 @register()
 def argmax(input, dim=None, keepdim: bool = False):
     d = as_tensor_operand(input)._data
     if dim is None:
+        check_reducible("argmax", d, (), True, IndexError)
         out = np.asarray(np.argmax(d))
         return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
-    return result(np.asarray(np.argmax(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+    dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible("argmax", d, (dim,), False)
+    return result(np.asarray(np.argmax(d, axis=dim if d.ndim else None, keepdims=keepdim)), None)
 
 
 @register()
 def argmin(input, dim=None, keepdim: bool = False):
     d = as_tensor_operand(input)._data
     if dim is None:
+        check_reducible("argmin", d, (), True, IndexError)
         out = np.asarray(np.argmin(d))
         return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
-    return result(np.asarray(np.argmin(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+    dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible("argmin", d, (dim,), False)
+    return result(np.asarray(np.argmin(d, axis=dim if d.ndim else None, keepdims=keepdim)), None)
 
 
 def _any_all(input, dim, keepdim: bool, np_red):
@@ -470,6 +516,17 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {x.dtype.scalar_name}")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    if ord in (float("inf"), float("-inf")) and d.size == 0:
+        # NOTE: max/min have no identity; PyTorch's message (its missing space included)
+        p = "inf" if ord > 0 else "-inf"
+        if dim is None:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on an empty "
+                               f"tensor because the operation does not have an identity")
+        for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):  # as written
+            if d.shape[wrap_dim(k, d.ndim)] == 0:
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on the "
+                                   f"dimension {wrap_dim(k, d.ndim)}because this dimension is empty and the "
+                                   f"operation does not have an identity")
     a = np.abs(d)
     if ord == float("inf"):
         out = a.max(axis=dims, keepdims=keepdim)

@@ -611,10 +611,12 @@ class CatBackward0(Node):
 
     def backward(self, xp, g):
         out, start = [], 0
-        for (size, keep) in self.sizes:
+        for (size, keep), nxt in zip(self.sizes, self._next):
             if keep:
                 idx = (slice(None),) * self.dim + (slice(start, start + size),)
                 out.append(g[idx])
+            elif nxt is not None:
+                out.append(xp.zeros((0,), g))  # a skipped 1-D empty input: an empty gradient
             else:
                 out.append(None)
             start += size
@@ -734,7 +736,15 @@ def split(tensor, split_size_or_sections, dim: int = 0):
     n = d.shape[dim]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
-        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s > 0 else [n]
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got "
+                               f"split_size={s}")
+        if s == 0 and n:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
+        # as ATen: at least one piece (an empty dim splits into one empty piece)
+        count = max(-(-n // s), 1) if s else 1
+        sizes = [s] * (count - 1) + [n - s * (count - 1)]
         cls = SplitBackward0
     else:
         sizes = list(split_size_or_sections)
@@ -763,9 +773,12 @@ def split(tensor, split_size_or_sections, dim: int = 0):
 def chunk(input, chunks: int, dim: int = 0):
     if input.ndim == 0:
         raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input._data.shape[wrap_dim(dim, input.ndim)]
-    size = -(-n // chunks) if n else 1
-    return split(input, max(size, 1), dim)
+    if n == 0:
+        return split(input, [0] * chunks, dim)  # ATen: ``chunks`` empty pieces
+    return split(input, -(-n // chunks), dim)
 
 
 class UnbindBackward0(Node):
