@@ -369,3 +369,57 @@ def test_prod_double_backward_through_zeros(torch, values, dim, keepdim):
         return [y, g, h, h3]
 
     run_both(f, torch)
+
+
+# ---------------------------------------------------------------------------------------------
+# No numpy exception reaches the user: shapes that do not broadcast
+# ---------------------------------------------------------------------------------------------
+
+BROADCAST_CLASHES = {
+    "add": lambda m, a, b: a + b, "pow": lambda m, a, b: a ** b,
+    "rpow": lambda m, a, b: b.__rpow__(a), "mod": lambda m, a, b: a % b,
+    "remainder": lambda m, a, b: m.remainder(a, b), "maximum": lambda m, a, b: m.maximum(a, b),
+    "minimum": lambda m, a, b: m.minimum(a, b), "max_other": lambda m, a, b: m.max(a, b),
+    "min_other": lambda m, a, b: m.min(a, b), "where": lambda m, a, b: m.where(a > 0, a, b),
+    "where_condition": lambda m, a, b: m.where(b > 0, a, a),
+    "where_scalar": lambda m, a, b: m.where(b > 0, a, 0.0),
+    "eq": lambda m, a, b: a == b, "ne": lambda m, a, b: a != b, "lt": lambda m, a, b: a < b,
+    "ge": lambda m, a, b: a >= b, "and": lambda m, a, b: (a > 0) & (b > 0),
+    "or": lambda m, a, b: (a > 0) | (b > 0), "xor": lambda m, a, b: (a > 0) ^ (b > 0),
+    "logical_and": lambda m, a, b: m.logical_and(a, b),
+    "bitwise_and": lambda m, a, b: a.long() & b.long(), "isclose": lambda m, a, b: m.isclose(a, b),
+    "allclose": lambda m, a, b: m.allclose(a, b), "clamp_min": lambda m, a, b: a.clamp(min=b),
+    "clamp_max": lambda m, a, b: a.clamp(max=b), "masked_fill": lambda m, a, b: a.masked_fill(
+        b > 0, 0.0), "pow_": lambda m, a, b: a.clone().pow_(b),
+    "clamp_": lambda m, a, b: a.clone().clamp_(min=b), "copy_": lambda m, a, b: a.clone().copy_(b),
+    "mse_loss": lambda m, a, b: m.nn.functional.mse_loss(a, b),
+}
+
+
+@pytest.mark.parametrize("op", sorted(BROADCAST_CLASHES))
+def test_shapes_that_do_not_broadcast(torch, op):
+    # pow, maximum, minimum, remainder, where ... raised numpy's ValueError
+    def f(m):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # mse_loss warns about the sizes first
+            return BROADCAST_CLASHES[op](m, m.ones(2, 3, requires_grad=True), m.ones(4))
+
+    ea, et = same_error(f, torch, "must match the size of tensor b")
+    assert str(ea) == str(et)
+
+
+def test_copy_into_a_smaller_tensor(torch):
+    same_error(lambda m: m.ones(3).copy_(m.ones(2, 3)), torch,
+               "output with shape [3] doesn't match the broadcast shape [2, 3]")
+
+
+@pytest.mark.parametrize("index", ["slice", "int", "tensor", "mask", "int_slice"])
+def test_setitem_value_that_does_not_broadcast(torch, index):
+    def f(m):
+        a = m.ones(2, 3)
+        key = {"slice": slice(None), "int": 0, "tensor": m.tensor([0, 1]), "mask": a > 0,
+               "int_slice": (0, slice(None))}[index]
+        a[key] = m.ones(2, 3) if index == "int_slice" else m.ones(4)
+
+    ea, et = same_error(f, torch)
+    assert str(ea) == str(et)

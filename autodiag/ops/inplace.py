@@ -16,7 +16,7 @@ import numpy as np
 
 from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
-from autodiag.ops._core import _state, as_tensor_operand, edge, result
+from autodiag.ops._core import _state, as_tensor_operand, check_broadcast, edge, result
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -224,7 +224,14 @@ class CopyBackwards(Node):
 
 def _copy_result(t: Tensor, src) -> Tensor:
     s = as_tensor_operand(src)
-    out = np.broadcast_to(s._data, t._data.shape).astype(t._data.dtype, copy=True)
+    ts, ss = t._data.shape, s._data.shape
+    if ts != ss:
+        check_broadcast(ts, ss)  # PyTorch's error for shapes that clash
+        shape = np.broadcast_shapes(ts, ss)
+        if shape != ts:
+            raise RuntimeError(f"output with shape [{', '.join(map(str, ts))}] doesn't match "
+                               f"the broadcast shape [{', '.join(map(str, shape))}]")
+    out = np.broadcast_to(s._data, ts).astype(t._data.dtype, copy=True)
     if _state.record and (t.requires_grad or s.requires_grad):
         node = CopyBackwards((edge(t), edge(s)))
         node.src_shape, node.src_dtype = s._data.shape, s._data.dtype
@@ -311,10 +318,17 @@ def _setitem_result(t: Tensor, index, value) -> Tensor:
     out = t._data.copy()
     try:
         out[index] = v._data
-    except ValueError as e:
-        raise RuntimeError(f"shape mismatch: value tensor of shape "
-                           f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
-                           f"indexing result ({e})") from None
+    except ValueError:
+        target = out[index].shape
+        if any(isinstance(it, np.ndarray) for it in index):  # advanced: index_put_'s error
+            raise RuntimeError(f"shape mismatch: value tensor of shape "
+                               f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
+                               f"indexing result of shape [{', '.join(map(str, target))}]"
+                               ) from None
+        from autodiag.ops.shape import expand
+
+        expand(v.detach(), target)  # basic: PyTorch copies into a view (expand's error)
+        raise
     if _state.record and (t.requires_grad or v.requires_grad):
         node = _setitem_node_class(index)((edge(t), edge(v)))
         node.index, node.src_shape = index, v._data.shape

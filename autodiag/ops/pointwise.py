@@ -21,6 +21,8 @@ from autodiag.ops._core import (
     _state,
     as_tensor_operand,
     broadcast_error,
+    broadcasting,
+    check_broadcast,
     edge,
     register,
     result,
@@ -994,7 +996,7 @@ class RemainderBackward1(_Binary):
 def remainder(input, other):
     a = as_tensor_operand(input)
     ad, bd = _operands(a, other)
-    out = np.mod(ad, bd)
+    out = broadcasting(np.mod, ad, bd)
     b_is_t = isinstance(other, Tensor)
     if _state.record and (a.requires_grad or b_is_t and other.requires_grad):
         if not b_is_t:
@@ -1067,7 +1069,7 @@ def pow(input, exponent):  # noqa: A001
     if isinstance(exponent, Tensor):
         ad, bd = _operands(input, exponent)
         with np.errstate(all="ignore"):
-            out = np.power(ad, bd)
+            out = broadcasting(np.power, ad, bd)
         if _state.record and (input.requires_grad or exponent.requires_grad):
             node = PowBackward1((edge(input), edge(exponent)))
             r = result(out, node)
@@ -1139,7 +1141,7 @@ def _min_max(input, other, fn, cls):
     a = as_tensor_operand(input)
     b = as_tensor_operand(other)
     ad, bd = _operands(a, b)
-    out = fn(ad, bd)
+    out = broadcasting(fn, ad, bd)
     if _state.record and (a.requires_grad or b.requires_grad):
         node = cls((edge(a), edge(b)))
         node._saved = (save(a), save(b))
@@ -1194,7 +1196,7 @@ def where(condition, input=None, other=None):
         a = as_tensor_operand(input)
         b = None
         ad, bd = _operands(a, other)
-    out = np.where(cond._data, ad, bd)
+    out = broadcasting(np.where, cond._data, ad, bd)
     if out.dtype != (ad.dtype if isinstance(ad, np.ndarray) else bd.dtype):
         out = out.astype(ad.dtype if isinstance(ad, np.ndarray) else bd.dtype)
     ra = ta and input.requires_grad
@@ -1217,7 +1219,7 @@ def _compare(fn):
             ad, bd = _operands(a, other)
         else:
             ad, bd = a._data, other
-        return result(np.asarray(fn(ad, bd)), None)
+        return result(np.asarray(broadcasting(fn, ad, bd)), None)
 
     return op
 
@@ -1241,7 +1243,7 @@ def _logical(fn, bitwise):
         b = as_tensor_operand(other)
         if bitwise and (a._data.dtype.kind == "f" or b._data.dtype.kind == "f"):
             raise RuntimeError(f"\"{fn.__name__}_cpu\" not implemented for 'Float'")
-        return result(np.asarray(fn(a._data, b._data)), None)
+        return result(np.asarray(broadcasting(fn, a._data, b._data)), None)
 
     return op
 
@@ -1285,12 +1287,14 @@ def isfinite(input):
 @register()
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = as_tensor_operand(input), as_tensor_operand(other)
+    check_broadcast(a._data.shape, b._data.shape)
     return result(np.isclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan), None)
 
 
 @register()
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     a, b = as_tensor_operand(input), as_tensor_operand(other)
+    check_broadcast(a._data.shape, b._data.shape)
     return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

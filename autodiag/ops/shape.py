@@ -18,6 +18,7 @@ from autodiag.ops._core import (
     IdentityBackward,
     _state,
     as_tensor_operand,
+    broadcasting,
     edge,
     register,
     result,
@@ -921,7 +922,7 @@ class MaskedFillBackward1(Node):
 def masked_fill(input, mask, value):
     m = as_tensor_operand(mask)
     v = value._data if isinstance(value, Tensor) else value
-    out = np.where(m._data, np.asarray(v, dtype=input._data.dtype), input._data)
+    out = broadcasting(np.where, m._data, np.asarray(v, dtype=input._data.dtype), input._data)
     v_grad = isinstance(value, Tensor) and value.requires_grad
     if _state.record and (input.requires_grad or v_grad):
         if isinstance(value, Tensor):
