@@ -28,6 +28,9 @@ NONLEAF_GRAD_WARNING = (
 )
 
 
+# PyTorch's message from factories (requires_grad=True) and Parameter
+REQUIRES_GRAD_DTYPE_ERROR = "Only Tensors of floating point and complex dtype can require gradients"
+
 class Tensor:
     """A multi-dimensional array that records the operations applied to it.
 
@@ -201,8 +204,10 @@ class Tensor:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "
                                "InferenceMode is not allowed.")
         if requires_grad and self._data.dtype.kind not in "fc":
-            raise RuntimeError("only Tensors of floating point and complex dtype can require "
-                               "gradients")
+            # NOTE: PyTorch words this differently per entry point: requires_grad_() says
+            # "floating point dtype", factories and Parameter "Only ... and complex dtype",
+            # the attribute "only ... and complex dtype" (REQUIRES_GRAD_DTYPE_ERROR)
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -211,6 +216,12 @@ class Tensor:
         ref = self._acc
         acc = ref() if ref is not None else None
         if acc is None:
+            if self._data.dtype.kind not in "fc":
+                # ``t.requires_grad = True`` on an integer tensor: PyTorch refuses the
+                # assignment; a slot cannot check it without slowing every read of the flag,
+                # so the leaf is refused when it first enters a graph, with PyTorch's message
+                raise RuntimeError(REQUIRES_GRAD_DTYPE_ERROR.lower()[0] +
+                                   REQUIRES_GRAD_DTYPE_ERROR[1:])
             acc = AccumulateGrad(self)
             self._acc = weakref.ref(acc)
         return acc

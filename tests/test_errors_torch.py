@@ -423,3 +423,38 @@ def test_setitem_value_that_does_not_broadcast(torch, index):
 
     ea, et = same_error(f, torch)
     assert str(ea) == str(et)
+
+
+# ---------------------------------------------------------------------------------------------
+# requires_grad on integer and bool tensors: PyTorch's message per entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def _set_attribute_then_use(m):
+    t = m.tensor([1, 2])
+    t.requires_grad = True  # PyTorch refuses here; autodiag when t first enters a graph
+    (t * 2).sum().backward()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.tensor([1, 2]).requires_grad_(),
+     "only Tensors of floating point dtype can require gradients"),
+    (lambda m: m.tensor([True]).requires_grad_(),
+     "only Tensors of floating point dtype can require gradients"),
+    (lambda m: m.tensor([1, 2], requires_grad=True),
+     "Only Tensors of floating point and complex dtype can require gradients"),
+    (lambda m: m.ones(2, dtype=m.int64, requires_grad=True),
+     "Only Tensors of floating point and complex dtype can require gradients"),
+    (lambda m: m.arange(3, requires_grad=True),
+     "Only Tensors of floating point and complex dtype can require gradients"),
+    (lambda m: m.zeros_like(m.tensor([1]), requires_grad=True),
+     "Only Tensors of floating point and complex dtype can require gradients"),
+    (lambda m: m.nn.Parameter(m.tensor([1, 2])),
+     "Only Tensors of floating point and complex dtype can require gradients"),
+    (_set_attribute_then_use,
+     "only Tensors of floating point and complex dtype can require gradients"),
+], ids=["requires_grad_", "requires_grad_bool", "tensor", "ones", "arange", "zeros_like",
+        "Parameter", "attribute"])
+def test_requires_grad_on_integer_tensors(torch, call, message):
+    ea, et = same_error(call, torch, message)
+    assert str(ea) == str(et) == message
