@@ -458,3 +458,111 @@ def _set_attribute_then_use(m):
 def test_requires_grad_on_integer_tensors(torch, call, message):
     ea, et = same_error(call, torch, message)
     assert str(ea) == str(et) == message
+
+
+# ---------------------------------------------------------------------------------------------
+# Node names (and the gradients behind them): rsub, clamp with tensor bounds, whole setitem
+# ---------------------------------------------------------------------------------------------
+
+
+def _graph(t):
+    """Node names reachable from t.grad_fn, depth first, with their next_functions' names."""
+    out, stack = [], [t.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None:
+            continue
+        nxt = [n for n, _ in fn.next_functions]
+        out.append((fn.name(), [None if n is None else n.name() for n in nxt]))
+        stack.extend(reversed(nxt))
+    return out
+
+
+RSUB = {
+    "scalar_minus_tensor": lambda m, x, y: 1.5 - x, "rsub_scalar": lambda m, x, y: m.rsub(x, 2),
+    "rsub_tensors": lambda m, x, y: m.rsub(x, y), "rsub_constant": lambda m, x, y: m.rsub(
+        x, m.ones(3, dtype=m.float64)), "dunder_rsub": lambda m, x, y: x.__rsub__(y),
+    "rsub_alpha": lambda m, x, y: m.rsub(x, y, alpha=2), "rsub_broadcast": lambda m, x, y: m.rsub(
+        x, y[:1]), "sub_alpha": lambda m, x, y: m.sub(x, y, alpha=2),
+}
+
+
+@pytest.mark.parametrize("op", sorted(RSUB))
+def test_rsub_node_and_gradients(torch, op):
+    # rsub(x, y) recorded SubBackward0 with its edges swapped; PyTorch RsubBackward0(x, y)
+    def f(m):
+        x = m.tensor([1.0, -2.0, 3.0], dtype=m.float64, requires_grad=True)
+        y = m.tensor([0.5, 4.0, -1.0], dtype=m.float64, requires_grad=True)
+        r = RSUB[op](m, x, y)
+        gx, gy = m.autograd.grad((r * r).sum(), [x, y], allow_unused=True)
+        return [_graph(r), r, gx, gy]
+
+    run_both(f, torch)
+
+
+CLAMPS = {
+    "min_t": lambda m, x, lo, hi: x.clamp(min=lo), "max_t": lambda m, x, lo, hi: x.clamp(max=hi),
+    "both_t": lambda m, x, lo, hi: x.clamp(lo, hi), "clip_t": lambda m, x, lo, hi: x.clip(lo, hi),
+    "crossed": lambda m, x, lo, hi: x.clamp(hi, lo),
+    "clamp_min_t": lambda m, x, lo, hi: m.clamp_min(x, lo),
+    "clamp_max_t": lambda m, x, lo, hi: m.clamp_max(x, hi),
+    "method_clamp_min": lambda m, x, lo, hi: x.clamp_min(lo),
+    "broadcast": lambda m, x, lo, hi: x.clamp(lo[:1], hi[1:2]),
+    "inplace": lambda m, x, lo, hi: (x * 1).clamp_(min=lo, max=hi),
+    "min_s": lambda m, x, lo, hi: x.clamp(min=0.0), "both_s": lambda m, x, lo, hi: x.clamp(0.0, 1.0),
+    "clamp_min_s": lambda m, x, lo, hi: m.clamp_min(x, 0.0),
+}
+
+
+@pytest.mark.parametrize("op", sorted(CLAMPS))
+def test_clamp_node_and_gradients(torch, op):
+    # tensor bounds recorded MaximumBackward0/MinimumBackward0 (and split the gradient at ties);
+    # PyTorch records ClampBackward0(self, min, max) / ClampMinBackward1 / ClampMaxBackward1
+    def f(m):
+        x = m.tensor([-1.0, 0.0, 0.5, 1.0, 2.0], dtype=m.float64, requires_grad=True)
+        lo = m.tensor([0.0, 0.0, 0.7, -1.0, 3.0], dtype=m.float64, requires_grad=True)
+        hi = m.tensor([1.0, 0.5, 0.6, 1.0, 2.5], dtype=m.float64, requires_grad=True)
+        r = CLAMPS[op](m, x, lo, hi)
+        w = m.arange(1.0, 6.0, dtype=m.float64)
+        grads = m.autograd.grad((r * w).sum(), [x, lo, hi], allow_unused=True, create_graph=True)
+        return [_graph(r), r, list(grads), [g is not None and g.requires_grad for g in grads]]
+
+    run_both(f, torch)
+
+
+def test_clamp_mixed_scalar_and_tensor_bounds_refused(torch):
+    same_error(lambda m: m.ones(3).clamp(min=m.zeros(3), max=1.0), torch,
+               "clamp() received an invalid combination of arguments")
+
+
+SETITEMS = {
+    "0d_empty_tuple": ((), (), "sum"), "0d_ellipsis": ((), Ellipsis, "sum"),
+    "1d_ellipsis": ((3,), Ellipsis, "x"), "1d_full_slice": ((3,), slice(None), "x"),
+    "1d_slice_0_to_end": ((3,), slice(0, None), "x"), "1d_slice_past_end": ((3,), slice(None, 5),
+                                                                             "x"),
+    "2d_broadcast_slice": ((2, 3), slice(None), "x"), "2d_two_full_slices": (
+        (2, 3), (slice(None), slice(None)), "x"),
+    "2d_leading_ones": ((2, 3), Ellipsis, "x_1_1_3"), "1d_scalar_value": ((3,), Ellipsis, 2.0),
+    "0d_scalar_value": ((), (), 2.0), "1d_0d_tensor": ((3,), (), "sum"),
+    "partial_slice": ((3,), slice(1, None), "x2"), "int": ((3,), 0, "sum"),
+    "none": ((), None, "sum"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SETITEMS))
+def test_setitem_node_names(torch, case):
+    # a whole-tensor index (), ..., full slices records CopyBackwards/FillBackward3 in PyTorch
+    # (copy into the tensor itself), not CopySlices
+    shape, index, value = SETITEMS[case]
+
+    def f(m):
+        x = m.tensor([1.0, 2.0, 3.0], dtype=m.float64, requires_grad=True)
+        base = m.zeros(shape, dtype=m.float64, requires_grad=True)
+        z = base.clone()
+        v = {"sum": lambda: x.sum(), "x": lambda: x, "x_1_1_3": lambda: x.reshape(1, 1, 3),
+             "x2": lambda: x[:2]}.get(value, lambda: value)()
+        z[index] = v
+        gb, gx = m.autograd.grad((z * z).sum(), [base, x], allow_unused=True)
+        return [_graph(z), z, gb, gx, z._version]
+
+    run_both(f, torch)

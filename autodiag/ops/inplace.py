@@ -16,7 +16,7 @@ import numpy as np
 
 from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
-from autodiag.ops._core import _state, as_tensor_operand, check_broadcast, edge, result
+from autodiag.ops._core import _state, as_tensor_operand, check_broadcast, edge, result, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -265,7 +265,7 @@ class CopySlices(Node):
         idx = self.index
         if nf[0] is not None:
             if xp.arrays:
-                gx = g.copy()
+                gx = np.array(g)  # a copy, and an array even for a numpy scalar (0-d grads)
                 gx[idx] = 0
             else:
                 mask = np.ones(g._data.shape, dtype=bool)
@@ -338,8 +338,44 @@ def _setitem_result(t: Tensor, index, value) -> Tensor:
     return result(out, None)
 
 
+def _whole(index: tuple, shape: tuple) -> bool:
+    """True for an index that selects the whole tensor without a view (``()``, ``...``, full
+    slices): PyTorch then copies into the tensor itself (CopyBackwards, not CopySlices)."""
+    if any(not (it is Ellipsis or isinstance(it, slice)) for it in index):
+        return False
+    if index.count(Ellipsis) > 1 or len(index) - index.count(Ellipsis) > len(shape):
+        return False
+    slices = [it for it in index if it is not Ellipsis]  # an Ellipsis only adds full slices
+    if Ellipsis not in index:
+        slices += [slice(None)] * (len(shape) - len(slices))
+    else:
+        at = index.index(Ellipsis)
+        slices[at:at] = [slice(None)] * (len(shape) - len(slices))
+    return all(it.start in (None, 0) and it.step in (None, 1) and (it.stop is None or
+               it.stop >= n) for it, n in zip(slices, shape))
+
+
+def _copy_to(t: Tensor, value) -> None:
+    """``t[whole] = value`` as PyTorch's ``copy_to``: copy_ for the same shape, fill_ for a 0-d
+    value, else copy_ of the value viewed without leading 1s and expanded (View, Expand)."""
+    v = value if isinstance(value, Tensor) else wrap(np.asarray(value, dtype=t._data.dtype))
+    vs = v._data.shape
+    if vs == t._data.shape:
+        copy_(t, v)
+    elif not vs:
+        fill_(t, v)
+    else:
+        from autodiag.ops.shape import expand, view
+
+        k = next((i for i, s in enumerate(vs) if s != 1), len(vs))
+        copy_(t, expand(view(v, vs[k:]), t._data.shape))
+
+
 def setitem(self, index, value):
     idx = _normalize_index(index, self)
+    if _whole(idx, self._data.shape):
+        _copy_to(self, value)
+        return
     apply_inplace(self, "__setitem__", lambda t: _setitem_result(t, idx, value), value)
 
 

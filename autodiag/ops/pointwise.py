@@ -500,25 +500,101 @@ def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
     return r
 
 
-def _clamp_tensor(input, min, max):  # noqa: A002
-    out = input
+class ClampBackward0(Node):
+    """clamp with tensor bounds: edges (self, min, max), ``(None, 0)`` for a missing bound.
+
+    PyTorch's subgradients (clamp_backward, clamp_backward_min_max): self gets the gradient
+    where min <= self <= max (ties included); min where self < min (and min < max); max where
+    self > max (or max < min, when max wins)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "min", "max")
+
+    def backward(self, xp, g):
+        nf = self._next
+        x = self.saved(xp, 0)
+        lo = self.saved(xp, 1) if self._saved[1] is not None else None
+        hi = self.saved(xp, 2) if len(self._saved) > 2 and self._saved[2] is not None else None
+        zero = g * 0
+        gx = gmin = gmax = None
+        if nf[0] is not None:
+            keep = x >= lo if lo is not None else None
+            if hi is not None:
+                keep = (x <= hi) if keep is None else keep & (x <= hi)
+            gx = xp.where(keep, g, zero)
+        if len(nf) > 1 and nf[1] is not None:
+            below = x < lo
+            gmin = xp.where(below & (lo < hi) if hi is not None else below, g, zero)
+        if len(nf) > 2 and nf[2] is not None:
+            above = x > hi
+            gmax = xp.where(above | (hi < lo) if lo is not None else above, g, zero)
+        return (gx, gmin, gmax)
+
+
+class ClampMinBackward1(ClampBackward0):
+    """clamp_min(self, min tensor): edges (self, min)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "min")
+
+
+class ClampMaxBackward1(Node):
+    """clamp_max(self, max tensor): edges (self, max)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "max")
+
+    def backward(self, xp, g):
+        nf = self._next
+        x, hi = self.saved(xp, 0), self.saved(xp, 1)
+        zero = g * 0
+        return (xp.where(x <= hi, g, zero) if nf[0] is not None else None,
+                xp.where(x > hi, g, zero) if nf[1] is not None else None)
+
+
+def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
+    if not all(b is None or isinstance(b, Tensor) for b in (min, max)):
+        got = ", ".join(f"{k}={type(v).__name__ if not isinstance(v, Tensor) else 'Tensor'}"
+                        for k, v in (("max", max), ("min", min)) if v is not None)
+        raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}, ), "
+                        f"but expected one of:\n * (Tensor input, Tensor min = None, Tensor max "
+                        f"= None)\n * (Tensor input, Number min = None, Number max = None)")
+    x = as_tensor_operand(input)
+    bounds = [b for b in (min, max) if b is not None]
+    dt = dtypes.result_type([x] + bounds).np
+    out = x._data.astype(dt, copy=False)
     if min is not None:
-        out = maximum(out, min)
+        out = broadcasting(np.maximum, out, min._data.astype(dt, copy=False))
     if max is not None:
-        out = minimum(out, max)
-    return out
+        out = broadcasting(np.minimum, out, max._data.astype(dt, copy=False))
+    if out is x._data:
+        out = out.copy()
+    if not (_state.record and any(t.requires_grad for t in [x] + bounds)):
+        return result(out, None)
+    if cls is ClampBackward0:
+        operands = (x, min, max)
+    else:
+        operands = (x, min if cls is ClampMinBackward1 else max)
+    node = cls(tuple(edge(t) if t is not None else NO_EDGE for t in operands))
+    node._saved = tuple(save(t) if t is not None else None for t in operands)
+    set_broadcast_meta(node, out, *operands)
+    return result(out, node)
 
 
 clip = register("clip")(clamp)
 
 
-@register(method=False)
+@register()
 def clamp_min(input, min):  # noqa: A002
+    if isinstance(min, Tensor):
+        return _clamp_tensor(input, min, None, ClampMinBackward1)
     return clamp(input, min=min, _cls=ClampMinBackward0)
 
 
-@register(method=False)
+@register()
 def clamp_max(input, max):  # noqa: A002
+    if isinstance(max, Tensor):
+        return _clamp_tensor(input, None, max, ClampMaxBackward1)
     return clamp(input, max=max, _cls=ClampMaxBackward0)
 
 
@@ -838,6 +914,10 @@ def sub(input, other, *, alpha=1):
 subtract = register("subtract")(sub)
 
 
+def _reversed_subtract(x, y):
+    return np.subtract(y, x)
+
+
 class RsubBackward1(Node):
     __slots__ = ("alpha",)
 
@@ -848,12 +928,32 @@ class RsubBackward1(Node):
         return {"alpha": self.alpha}
 
 
+class RsubBackward0(AddBackward0):
+    """``rsub(input, other)`` with a tensor ``other``: edges in argument order (input, other)."""
+
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self._next
+        return ((-g if self.alpha == 1 else g * -self.alpha) if nf[0] is not None else None,
+                g if nf[1] is not None else None)
+
+
 @register(method=False)
 def rsub(input, other, *, alpha=1):
-    """``other - alpha * input``; with a scalar ``other`` this is PyTorch's ``RsubBackward1``."""
-    if isinstance(other, Tensor):
-        return sub(other, input, alpha=alpha)
+    """``other - alpha * input``: PyTorch's ``RsubBackward0`` (tensor ``other``, edges in
+    argument order) or ``RsubBackward1`` (scalar ``other``)."""
     _check_bool_sub(input, other)
+    if isinstance(other, Tensor):
+        if not isinstance(input, Tensor):
+            return sub(other, input, alpha=alpha)
+        if alpha == 1:
+            return _binary(input, other, _reversed_subtract, RsubBackward0, 0, 0)
+        r = _binary(input, other, lambda x, y: np.subtract(y, x * alpha),
+                    _with_alpha(RsubBackward0), 0, 0)
+        if r.grad_fn is not None:
+            r.grad_fn.alpha = alpha
+        return r
     if not isinstance(input, Tensor):
         input = as_tensor_operand(input)
     ad, od = _operands(input, other)
