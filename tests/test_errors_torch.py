@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 from test_autograd_torch import assert_same, run_both, same_error
 
@@ -566,3 +567,30 @@ def test_setitem_node_names(torch, case):
         return [_graph(z), z, gb, gx, z._version]
 
     run_both(f, torch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss dtypes
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weights", ["none", "weight64", "pos_weight64"])
+@pytest.mark.parametrize("dtypes_", [("float64", "float32"), ("float32", "float64")])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_bce_with_logits_has_the_targets_dtype(torch, dtypes_, weights, reduction):
+    # float64 input with a float32 target gave float64; PyTorch's loss has the target's dtype
+    def f(m):
+        x = m.tensor([0.5, -1.0, 2.0], dtype=getattr(m, dtypes_[0]), requires_grad=True)
+        t = m.tensor([1.0, 0.0, 1.0], dtype=getattr(m, dtypes_[1]))
+        w = m.tensor([1.0, 2.0, 0.5], dtype=m.float64)
+        kw = {"none": {}, "weight64": {"weight": w}, "pos_weight64": {"pos_weight": w}}[weights]
+        y = m.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction, **kw)
+        y.sum().backward()
+        return [str(y.dtype).split(".")[-1], str(x.grad.dtype).split(".")[-1],
+                y.detach().double().tolist(), x.grad.double().tolist()]
+
+    a, b = f(ad), f(torch)
+    assert a[:2] == b[:2]
+    # PyTorch computes part of the loss in the input's precision: float32-level agreement
+    np.testing.assert_allclose(a[2], b[2], rtol=1e-6)
+    np.testing.assert_allclose(a[3], b[3], rtol=1e-6)

@@ -652,6 +652,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if weight is not None:
         loss = loss * weight._data
     out = _reduce(np.asarray(loss), r)
+    if out.dtype != target._data.dtype:
+        # NOTE: PyTorch builds the loss with in-place ops on (1 - target), so it has the
+        # target's dtype whatever the input's, weight's and pos_weight's
+        out = out.astype(target._data.dtype)
     if _state.record and (input.requires_grad or target.requires_grad):
         node = BinaryCrossEntropyWithLogitsBackward0((edge(input), edge(target)))
         node.reduction = r
