@@ -510,7 +510,8 @@ CLAMPS = {
     "method_clamp_min": lambda m, x, lo, hi: x.clamp_min(lo),
     "broadcast": lambda m, x, lo, hi: x.clamp(lo[:1], hi[1:2]),
     "inplace": lambda m, x, lo, hi: (x * 1).clamp_(min=lo, max=hi),
-    "min_s": lambda m, x, lo, hi: x.clamp(min=0.0), "both_s": lambda m, x, lo, hi: x.clamp(0.0, 1.0),
+    "min_s": lambda m, x, lo, hi: x.clamp(min=0.0),
+    "both_s": lambda m, x, lo, hi: x.clamp(0.0, 1.0),
     "clamp_min_s": lambda m, x, lo, hi: m.clamp_min(x, 0.0),
 }
 

@@ -522,10 +522,11 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
         if dim is None:
             raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on an empty "
                                f"tensor because the operation does not have an identity")
-        for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):  # as written
-            if d.shape[wrap_dim(k, d.ndim)] == 0:
+        for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):  # in the order given
+            k = wrap_dim(k, d.ndim)
+            if d.shape[k] == 0:
                 raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on the "
-                                   f"dimension {wrap_dim(k, d.ndim)}because this dimension is empty and the "
+                                   f"dimension {k}because this dimension is empty and the "
                                    f"operation does not have an identity")
     a = np.abs(d)
     if ord == float("inf"):
