@@ -178,6 +178,28 @@ def broadcast_error(sa: tuple, sb: tuple) -> str:
     return f"shapes {tuple(sa)} and {tuple(sb)} do not broadcast"
 
 
+def check_broadcast(*shapes) -> None:
+    """Raise PyTorch's RuntimeError if ``shapes`` do not broadcast, naming the first clash in
+    PyTorch's order (the shape so far is "tensor a", the next operand's "tensor b")."""
+    acc: tuple = ()
+    for s in shapes:
+        try:
+            acc = np.broadcast_shapes(acc, s)
+        except ValueError:
+            raise RuntimeError(broadcast_error(acc, s)) from None
+
+
+def broadcasting(fn, *args):
+    """``fn(*args)`` (a numpy function that broadcasts its operands), with numpy's ValueError for
+    operands that do not broadcast turned into PyTorch's RuntimeError. The check runs only
+    after numpy failed: the common path pays one call."""
+    try:
+        return fn(*args)
+    except ValueError:
+        check_broadcast(*(np.shape(a) for a in args))
+        raise
+
+
 def normalize_dims(dim, ndim: int) -> tuple:
     """``dim`` (None, int, or sequence) as a sorted tuple of non-negative dims."""
     if dim is None:

@@ -21,6 +21,8 @@ from autodiag.ops._core import (
     _state,
     as_tensor_operand,
     broadcast_error,
+    broadcasting,
+    check_broadcast,
     edge,
     register,
     result,
@@ -120,9 +122,9 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
             out = np.asarray(out)
         r = _new(Tensor)
         r._data, r._vc = out, None
-        if not _state[0] or not x.requires_grad:
+        if not _state.record or not x.requires_grad:
             r.grad_fn, r.requires_grad = None, False
-            if _state[1]:
+            if _state.inference:
                 r._inference = True  # made in inference_mode
             return r
         # NOTE [Hot path]; an input at version 0 is saved as itself (NOTE [Compact saves])
@@ -384,7 +386,7 @@ def _select_backward(xp, g, s, threshold, slope, cls):
     gd, sd = g._data, s._data
     out = ARRAY.mask(~(sd <= threshold), gd) if slope is None else \
         np.where(sd > threshold, gd, gd * slope)
-    if _state[0] and (g.requires_grad or s.requires_grad):
+    if _state.record and (g.requires_grad or s.requires_grad):
         node = cls((edge(g), edge(s)))
         node.threshold, node.slope = threshold, slope
         node._saved = (save(s),)
@@ -570,63 +572,100 @@ def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
 
 
 class ClampBackward0(Node):
-    """clamp with tensor bounds (PyTorch's clamp_backward and clamp_backward_min_max)."""
+    """clamp with tensor bounds: edges (self, min, max), ``(None, 0)`` for a missing bound.
+
+    PyTorch's subgradients (clamp_backward, clamp_backward_min_max): self gets the gradient
+    where min <= self <= max (ties included); min where self < min (and min < max); max where
+    self > max (or max < min, when max wins)."""
 
     __slots__ = ()
     _saved_names = ("self", "min", "max")
 
     def backward(self, xp, g):
         nf = self._next
-        x, lo, hi = self.saved(xp, 0), self.saved(xp, 1), self.saved(xp, 2)
-        gx = glo = ghi = None
-        if lo is not None and hi is not None:
-            if nf[0] is not None:
-                gx = xp.mask((x >= lo) & (x <= hi), g)
-            if nf[1] is not None:
-                glo = xp.mask((x < lo) & (lo < hi), g)
-            if nf[2] is not None:
-                ghi = xp.mask((x > hi) | (hi < lo), g)
-        elif lo is not None:
-            gx = xp.mask(x >= lo, g) if nf[0] is not None else None
-            glo = xp.mask(x < lo, g) if nf[1] is not None else None
-        else:
-            gx = xp.mask(x <= hi, g) if nf[0] is not None else None
-            ghi = xp.mask(x > hi, g) if nf[2] is not None else None
-        return (gx, glo, ghi)
+        x = self.saved(xp, 0)
+        lo = self.saved(xp, 1) if self._saved[1] is not None else None
+        hi = self.saved(xp, 2) if len(self._saved) > 2 and self._saved[2] is not None else None
+        gx = gmin = gmax = None
+        if nf[0] is not None:
+            keep = x >= lo if lo is not None else None
+            if hi is not None:
+                keep = (x <= hi) if keep is None else keep & (x <= hi)
+            gx = xp.mask(keep, g)
+        if len(nf) > 1 and nf[1] is not None:
+            below = x < lo
+            gmin = xp.mask(below & (lo < hi) if hi is not None else below, g)
+        if len(nf) > 2 and nf[2] is not None:
+            above = x > hi
+            gmax = xp.mask(above | (hi < lo) if lo is not None else above, g)
+        return (gx, gmin, gmax)
 
 
-def _clamp_tensor(input, min, max):  # noqa: A002
+class ClampMinBackward1(ClampBackward0):
+    """clamp_min(self, min tensor): edges (self, min)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "min")
+
+
+class ClampMaxBackward1(Node):
+    """clamp_max(self, max tensor): edges (self, max)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "max")
+
+    def backward(self, xp, g):
+        nf = self._next
+        x, hi = self.saved(xp, 0), self.saved(xp, 1)
+        return (xp.mask(x <= hi, g) if nf[0] is not None else None,
+                xp.mask(x > hi, g) if nf[1] is not None else None)
+
+
+def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
+    if not all(b is None or isinstance(b, Tensor) for b in (min, max)):
+        got = ", ".join(f"{k}={type(v).__name__ if not isinstance(v, Tensor) else 'Tensor'}"
+                        for k, v in (("max", max), ("min", min)) if v is not None)
+        raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}, ), "
+                        f"but expected one of:\n * (Tensor input, Tensor min = None, Tensor max "
+                        f"= None)\n * (Tensor input, Number min = None, Number max = None)")
     x = as_tensor_operand(input)
-    lo = None if min is None else as_tensor_operand(min)
-    hi = None if max is None else as_tensor_operand(max)
-    present = [t for t in (x, lo, hi) if t is not None]
-    dt = dtypes.result_type(tuple(present)).np
-    try:
-        shape = np.broadcast_shapes(*(t._data.shape for t in present))
-    except ValueError:
-        raise RuntimeError(broadcast_error(x._data.shape, (lo if lo is not None else hi)
-                                           ._data.shape)) from None
-    out = np.broadcast_to(_clamp_array(
-        x._data.astype(dt, copy=False), None if lo is None else lo._data.astype(dt, copy=False),
-        None if hi is None else hi._data.astype(dt, copy=False)), shape).copy()
-    if _state[0] and any(t.requires_grad for t in present):
-        node = ClampBackward0(tuple(NO_EDGE if t is None else edge(t) for t in (x, lo, hi)))
-        node._saved = tuple(None if t is None else save(t) for t in (x, lo, hi))
-        set_broadcast_meta(node, out, x, lo, hi)
-        return result(out, node)
-    return result(out, None)
+    bounds = [b for b in (min, max) if b is not None]
+    dt = dtypes.result_type([x] + bounds).np
+    out = x._data.astype(dt, copy=False)
+    # NOTE: the bound first (see _clamp_array: a tie keeps self's value, e.g. -0.0); the
+    # operands stay in PyTorch's order for the broadcast error
+    if min is not None:
+        out = broadcasting(lambda a, b: np.maximum(b, a), out, min._data.astype(dt, copy=False))
+    if max is not None:
+        out = broadcasting(lambda a, b: np.minimum(b, a), out, max._data.astype(dt, copy=False))
+    if out is x._data:
+        out = out.copy()
+    if not (_state.record and any(t.requires_grad for t in [x] + bounds)):
+        return result(out, None)
+    if cls is ClampBackward0:
+        operands = (x, min, max)
+    else:
+        operands = (x, min if cls is ClampMinBackward1 else max)
+    node = cls(tuple(edge(t) if t is not None else NO_EDGE for t in operands))
+    node._saved = tuple(save(t) if t is not None else None for t in operands)
+    set_broadcast_meta(node, out, *operands)
+    return result(out, node)
 
 
 clip = register("clip")(clamp)
 
 
-@register(method=False)
+@register()
 def clamp_min(input, min):  # noqa: A002
+    if isinstance(min, Tensor):
+        return _clamp_tensor(input, min, None, ClampMinBackward1)
     return clamp(input, min=min, _cls=ClampMinBackward0)
 
 
-@register(method=False)
+@register()
 def clamp_max(input, max):  # noqa: A002
+    if isinstance(max, Tensor):
+        return _clamp_tensor(input, None, max, ClampMaxBackward1)
     return clamp(input, max=max, _cls=ClampMaxBackward0)
 
 
@@ -733,7 +772,7 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
         raise RuntimeError(broadcast_error(ad.shape, bd.shape)) from None
     if out.__class__ is not _ndarray:
         out = np.asarray(out)  # numpy hands back scalars for 0-d results
-    if _state[0] and (a.requires_grad or (b_is_t and b.requires_grad)):
+    if _state.record and (a.requires_grad or (b_is_t and b.requires_grad)):
         # edge() inlined for the common case (hot path)
         fa = a.grad_fn
         ea = fa if fa is not None and not a._output_nr else edge(a)
@@ -796,9 +835,9 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
         r = _new(Tensor)
         r._vc = None
         r._data = out
-        if not _state[0] or not (a.requires_grad or b_grad):
+        if not _state.record or not (a.requires_grad or b_grad):
             r.grad_fn, r.requires_grad = None, False
-            if _state[1]:
+            if _state.inference:
                 r._inference = True  # made in inference_mode
             return r
         # NOTE [Hot path]; an input at version 0 is saved as itself (NOTE [Compact saves])
@@ -942,6 +981,10 @@ def sub(input, other, *, alpha=1):
 subtract = register("subtract")(sub)
 
 
+def _reversed_subtract(x, y):
+    return np.subtract(y, x)
+
+
 class RsubBackward1(Node):
     __slots__ = ("alpha",)
 
@@ -952,17 +995,37 @@ class RsubBackward1(Node):
         return {"alpha": self.alpha}
 
 
+class RsubBackward0(AddBackward0):
+    """``rsub(input, other)`` with a tensor ``other``: edges in argument order (input, other)."""
+
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self._next
+        return ((-g if self.alpha == 1 else g * -self.alpha) if nf[0] is not None else None,
+                g if nf[1] is not None else None)
+
+
 @register(method=False)
 def rsub(input, other, *, alpha=1):
-    """``other - alpha * input``; with a scalar ``other`` this is PyTorch's ``RsubBackward1``."""
-    if isinstance(other, Tensor):
-        return sub(other, input, alpha=alpha)
+    """``other - alpha * input``: PyTorch's ``RsubBackward0`` (tensor ``other``, edges in
+    argument order) or ``RsubBackward1`` (scalar ``other``)."""
     _check_bool_sub(input, other)
+    if isinstance(other, Tensor):
+        if not isinstance(input, Tensor):
+            return sub(other, input, alpha=alpha)
+        if alpha == 1:
+            return _binary(input, other, _reversed_subtract, RsubBackward0, 0, 0)
+        r = _binary(input, other, lambda x, y: np.subtract(y, x * alpha),
+                    _with_alpha(RsubBackward0), 0, 0)
+        if r.grad_fn is not None:
+            r.grad_fn.alpha = alpha
+        return r
     if not isinstance(input, Tensor):
         input = as_tensor_operand(input)
     ad, od = _operands(input, other)
     out = np.subtract(od, ad * alpha if alpha != 1 else ad)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = RsubBackward1((edge(input),))
         node.alpha = alpha
         if out.dtype != ad.dtype:
@@ -1049,7 +1112,7 @@ def _div_rounded(input, other, mode):
         return result(np.asarray(q, dtype=np.result_type(ad, bd)), None)
     out = div_floor_array(ad, bd) if mode == "floor" else np.trunc(np.true_divide(ad, bd))
     tensors = [t for t in (input, other) if isinstance(t, Tensor)]
-    if _state[0] and any(t.requires_grad for t in tensors):
+    if _state.record and any(t.requires_grad for t in tensors):
         node = DivBackward2(edges_of(input, other))
         set_broadcast_meta(node, out, *(t if isinstance(t, Tensor) else None
                                         for t in (input, other)))
@@ -1105,14 +1168,14 @@ NotImplementedBackward = type("NotImplemented", (Node,), {
 
 @register()
 def floor_divide(input, other):
-    with_grad = _state[0] and any(isinstance(t, Tensor) and t.requires_grad
+    with_grad = _state.record and any(isinstance(t, Tensor) and t.requires_grad
                                   for t in (input, other))
-    grad_mode_state = _state[0]
-    _state[0] = False
+    grad_mode_state = _state.record
+    _state.record = False
     try:
         out = div(input, other, rounding_mode="floor")._data
     finally:
-        _state[0] = grad_mode_state
+        _state.record = grad_mode_state
     if with_grad:
         node = NotImplementedBackward(edges_of(input, other) if isinstance(other, Tensor)
                                       else edges_of(input))
@@ -1142,9 +1205,9 @@ class RemainderBackward1(_Binary):
 def remainder(input, other):
     a = as_tensor_operand(input)
     ad, bd = _operands(a, other)
-    out = _remainder_array(ad, bd)
+    out = broadcasting(_remainder_array, ad, bd)
     b_is_t = isinstance(other, Tensor)
-    if _state[0] and (a.requires_grad or b_is_t and other.requires_grad):
+    if _state.record and (a.requires_grad or b_is_t and other.requires_grad):
         if not b_is_t:
             node = RemainderBackward0((edge(a),))
             if out.dtype != ad.dtype:
@@ -1217,8 +1280,8 @@ def pow(input, exponent):  # noqa: A001
     if isinstance(exponent, Tensor):
         ad, bd = _operands(input, exponent)
         with np.errstate(all="ignore"):
-            out = np.power(ad, bd)
-        if _state[0] and (input.requires_grad or exponent.requires_grad):
+            out = broadcasting(np.power, ad, bd)
+        if _state.record and (input.requires_grad or exponent.requires_grad):
             node = PowBackward1((edge(input), edge(exponent)))
             r = result(out, node)
             se = save(exponent)  # PyTorch saves the exponent first (pack-hook order)
@@ -1230,7 +1293,7 @@ def pow(input, exponent):  # noqa: A001
     if ad.dtype.kind in "iu" and isinstance(bd, (int, np.integer)) and bd < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     out = np.power(ad, bd)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = PowBackward0((edge(input),))
         node.exponent = exponent
         node._saved = (save(input),)
@@ -1252,7 +1315,7 @@ def _scalar_pow(base, exponent: Tensor):
         out = np.power(bd, ed)
     if out.__class__ is not np.ndarray or out.dtype != ed.dtype:
         out = np.asarray(out, dtype=ed.dtype if ed.dtype.kind == "f" else None)
-    if _state[0] and exponent.requires_grad:
+    if _state.record and exponent.requires_grad:
         node = PowBackward2((edge(exponent),))
         node.base = base
         r = result(out, node)
@@ -1290,8 +1353,8 @@ def _min_max(input, other, fn, cls):
     a = as_tensor_operand(input)
     b = as_tensor_operand(other)
     ad, bd = _operands(a, b)
-    out = fn(ad, bd)
-    if _state[0] and (a.requires_grad or b.requires_grad):
+    out = broadcasting(fn, ad, bd)
+    if _state.record and (a.requires_grad or b.requires_grad):
         node = cls((edge(a), edge(b)))
         node._saved = (save(a), save(b))
         set_broadcast_meta(node, out, a, b)
@@ -1346,12 +1409,12 @@ def where(condition, input=None, other=None):
         a = as_tensor_operand(input)
         b = None
         ad, bd = _operands(a, other)
-    out = np.where(cond._data, ad, bd)
+    out = broadcasting(np.where, cond._data, ad, bd)
     if out.dtype != (ad.dtype if isinstance(ad, np.ndarray) else bd.dtype):
         out = out.astype(ad.dtype if isinstance(ad, np.ndarray) else bd.dtype)
     ra = ta and input.requires_grad
     rb = tb and other.requires_grad
-    if _state[0] and (ra or rb):
+    if _state.record and (ra or rb):
         node = WhereBackward0((edge(a) if ta else NO_EDGE, edge(b) if tb else NO_EDGE))
         node._saved = (save(cond),)
         set_broadcast_meta(node, out, a if ta else None, b if tb else None)
@@ -1369,7 +1432,7 @@ def _compare(fn):
             ad, bd = _operands(a, other)
         else:
             ad, bd = a._data, other
-        return result(np.asarray(fn(ad, bd)), None)
+        return result(np.asarray(broadcasting(fn, ad, bd)), None)
 
     return op
 
@@ -1393,7 +1456,7 @@ def _logical(fn, bitwise):
         b = as_tensor_operand(other)
         if bitwise and (a._data.dtype.kind == "f" or b._data.dtype.kind == "f"):
             raise RuntimeError(f"\"{fn.__name__}_cpu\" not implemented for 'Float'")
-        return result(np.asarray(fn(a._data, b._data)), None)
+        return result(np.asarray(broadcasting(fn, a._data, b._data)), None)
 
     return op
 
@@ -1437,12 +1500,14 @@ def isfinite(input):
 @register()
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = as_tensor_operand(input), as_tensor_operand(other)
+    check_broadcast(a._data.shape, b._data.shape)
     return result(np.isclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan), None)
 
 
 @register()
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     a, b = as_tensor_operand(input), as_tensor_operand(other)
+    check_broadcast(a._data.shape, b._data.shape)
     return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

@@ -38,6 +38,22 @@ def _reduced_shape_dims(x: Tensor, dim, keepdim: bool):
     return dims, (() if keepdim else dims)
 
 
+def check_reducible(name: str, d: np.ndarray, dims, full: bool, exc=RuntimeError) -> None:
+    """Reductions without an identity (max, amin, argmax, ...) refuse to reduce over nothing,
+    with PyTorch's errors: ``exc`` for a full reduction of an empty tensor, IndexError naming
+    the first empty dim otherwise (numpy would raise a ValueError of its own)."""
+    if full:
+        if d.size == 0:
+            tail = "" if exc is IndexError else (" Specify the reduction dim with the 'dim' "
+                                                 "argument.")
+            raise exc(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
+                      f"{tail}")
+        return
+    for k in sorted(dims, reverse=True):  # PyTorch names the last empty one
+        if d.shape[k] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {k} to have non-zero size.")
+
+
 class _Reduce(Node):
     """A reduction over ``dims``; ``unreduce`` = dims to reinsert (empty with keepdim)."""
 
@@ -83,7 +99,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.sum(axis=dims, keepdims=keepdim, dtype=npdt))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims,
                               unreduce)
     return result(out, None)
@@ -124,8 +140,12 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
-    out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if d.size:
+        out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
+    else:  # the mean of nothing is nan (PyTorch), without numpy's "Mean of empty slice"
+        with np.errstate(all="ignore"):
+            out = np.asarray(d.sum(axis=dims, keepdims=keepdim) / 0, dtype=d.dtype)
+    if _state.record and x.requires_grad:
         r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims,
                            unreduce)
         r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
@@ -135,6 +155,8 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 def _prod_of_others(x: np.ndarray, axis: int) -> np.ndarray:
     """For each element, the product of the other elements along ``axis`` (zero-safe)."""
+    if x.shape[axis] == 0:
+        return x.copy()  # nothing to multiply: an empty gradient
     x = np.moveaxis(x, axis, -1)
     ones = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)
     before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
@@ -159,11 +181,24 @@ class ProdBackward0(_Reduce):
                 return (g * _prod_of_others(x, axes[0]),)
             flat = x.reshape(-1)
             return (g * _prod_of_others(flat, 0).reshape(x.shape),)
-        r = self.expand(xp, self.saved(xp, 1))
-        if bool((x._data == 0).any()):
-            raise NotImplementedError("double backward of prod through a zero element is not "
-                                      "supported yet")
-        return (g * r / x,)
+        if not bool((x._data == 0).any()):
+            return (g * self.expand(xp, self.saved(xp, 1)) / x,)
+        # NOTE: result / x is 0/0 at a zero. Zero-safe and differentiable: the product of the
+        # others is the product of a row of an (n, n) matrix of x with 1 on its diagonal
+        # (O(n^2) memory, paid only when x has a zero; PyTorch branches on zeros too).
+        if len(self.dims) == 1 and x.ndim > 1:
+            d = self.dims[0]
+            return (g * _prod_of_others_tensor(x.transpose(d, -1)).transpose(d, -1),)
+        return (g * _prod_of_others_tensor(x.reshape(-1)).reshape(x.shape),)
+
+
+def _prod_of_others_tensor(x: Tensor) -> Tensor:
+    """For each element, the product of the others along the last dim (recorded ops)."""
+    from autodiag.ops.pointwise import where
+
+    n = x.shape[-1]
+    rows = x.unsqueeze(-2).expand(*x.shape[:-1], n, n)
+    return where(wrap(np.eye(n, dtype=np.bool_)), 1.0, rows).prod(-1)
 
 
 class ProdBackward1(ProdBackward0):
@@ -179,7 +214,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.prod(axis=dims, keepdims=keepdim, dtype=npdt))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(ProdBackward0 if dim is None else ProdBackward1, x, out, dims,
                               unreduce, ("self", "result"))
     return result(out, None)
@@ -243,11 +278,13 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
                                f"input.numel() == 0. Specify the reduction dim with the 'dim' "
                                f"argument.")
         out = np.asarray(np_red(d))
-        if _state[0] and x.requires_grad:
+        if _state.record and x.requires_grad:
             return _record_reduce(full_cls, x, out, tuple(range(d.ndim)), tuple(range(d.ndim)),
                                   ("self", "result"))
         return result(out, None)
     dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible(name, d, (dim,), False)
     idx = np.asarray(np_arg(d, axis=dim)) if d.ndim else np.zeros((), dtype=np.int64)
     idx = idx.astype(np.int64)
     vals = np.take_along_axis(d, np.expand_dims(idx, dim), dim) if d.ndim else d.copy()
@@ -256,7 +293,7 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
     elif keepdim and d.ndim:
         idx = np.expand_dims(idx, dim)
     indices = wrap(idx)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = dim_cls((edge(x),))
         node.dim, node.keepdim, node.in_shape = dim, keepdim, d.shape
         node._saved = (save(indices),)
@@ -299,43 +336,52 @@ class AminBackward0(AmaxBackward0):
     __slots__ = ()
 
 
-def _amax_amin(input, dim, keepdim, np_red, cls):
+def _amax_amin(input, dim, keepdim, np_red, cls, name):
     x = as_tensor_operand(input)
     dims, unreduce = _reduced_shape_dims(x, () if dim == () else dim, keepdim)
     if dim == ():
         dims, unreduce = _reduced_shape_dims(x, None, keepdim)
+    check_reducible(name, x._data, dims, dim == () or dim is None)
     out = np.asarray(np_red(x._data, axis=dims, keepdims=keepdim))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(cls, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
 
 
 @register()
 def amax(input, dim=(), keepdim: bool = False):
-    return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0)
+    return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0, "amax")
 
 
 @register()
 def amin(input, dim=(), keepdim: bool = False):
-    return _amax_amin(input, dim, keepdim, np.min, AminBackward0)
+    return _amax_amin(input, dim, keepdim, np.min, AminBackward0, "amin")
 
 
 @register()
 def argmax(input, dim=None, keepdim: bool = False):
     d = as_tensor_operand(input)._data
     if dim is None:
+        check_reducible("argmax", d, (), True, IndexError)
         out = np.asarray(np.argmax(d))
         return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
-    return result(np.asarray(np.argmax(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+    dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible("argmax", d, (dim,), False)
+    return result(np.asarray(np.argmax(d, axis=dim if d.ndim else None, keepdims=keepdim)), None)
 
 
 @register()
 def argmin(input, dim=None, keepdim: bool = False):
     d = as_tensor_operand(input)._data
     if dim is None:
+        check_reducible("argmin", d, (), True, IndexError)
         out = np.asarray(np.argmin(d))
         return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
-    return result(np.asarray(np.argmin(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+    dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible("argmin", d, (dim,), False)
+    return result(np.asarray(np.argmin(d, axis=dim if d.ndim else None, keepdims=keepdim)), None)
 
 
 def _any_all(input, dim, keepdim: bool, np_red):
@@ -432,11 +478,12 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice is NaN
         ss = np.square(acc - acc.mean(axis=dims, keepdims=True)).sum(axis=dims, keepdims=keepdim)
-    out = np.true_divide(ss, builtins.max(0, n - c))
+    with np.errstate(all="ignore"):
+        out = np.true_divide(ss, builtins.max(0, n - c))
     if sqrt:
         out = np.sqrt(out)
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         r = _record_reduce(cls, x, out, dims, unreduce, ("self", "result") if sqrt else ("self",))
         r.grad_fn.correction, r.grad_fn.whole = c, dim is None or d.ndim == 0
         # NOTE: with dim=() PyTorch reduces everything, but its var_backward counts the elements
@@ -505,6 +552,18 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {x.dtype.scalar_name}")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    if ord in (float("inf"), float("-inf")) and d.size == 0:
+        # NOTE: max/min have no identity; PyTorch's message (its missing space included)
+        p = "inf" if ord > 0 else "-inf"
+        if dim is None:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on an empty "
+                               f"tensor because the operation does not have an identity")
+        for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):  # in the order given
+            k = wrap_dim(k, d.ndim)
+            if d.shape[k] == 0:
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on the "
+                                   f"dimension {k}because this dimension is empty and the "
+                                   f"operation does not have an identity")
     a = np.abs(d)
     if ord != 0 and builtins.all(d.shape[i] == 1 for i in dims):
         # NOTE: PyTorch's norm of a single element is its absolute value, with no power taken
@@ -522,7 +581,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
     else:
         out = (a ** ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         r = _record_reduce(LinalgVectorNormBackward0, x, out, dims, unreduce, ("self", "result"))
         r.grad_fn.ord = ord
         return r
@@ -556,7 +615,7 @@ def logsumexp(input, dim, keepdim: bool = False):
     if not keepdim:
         out = out.squeeze(dims) if dims else out
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(LogsumexpBackward0, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
 
@@ -608,7 +667,7 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
     s = e.sum(axis=ax, keepdims=True)
     out = (z - np.log(s)) if log else e / s
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.dim = ax
         r = result(out, node)

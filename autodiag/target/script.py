@@ -268,7 +268,7 @@ class _Saved:
         self.main = sys.modules.get("__main__")
         self.cwd = os.getcwd()
         self.stdin = sys.stdin
-        self.grad = list(grad_mode._state)
+        self.grad = grad_mode._state.get()
         self.dtype = dtypes.get_default_dtype()
         self.anomaly = tuple(anomaly._state)
         self.backward_calls = engine.backward_calls[0]
@@ -287,7 +287,7 @@ class _Saved:
         with contextlib.suppress(OSError):
             os.chdir(self.cwd)
         sys.stdin = self.stdin
-        grad_mode._state[:] = self.grad
+        grad_mode._state.set(self.grad)
         engine.backward_calls[0] = self.backward_calls
         dtypes.set_default_dtype(self.dtype)
         if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
