@@ -1,13 +1,11 @@
-"""KNOWN-ISSUE FILTER: difference classes being fixed on other branches (to remove after merge).
+"""KNOWN-ISSUE FILTER: difference classes found by the fuzzer and not fixed yet.
 
-While the branches ``masks`` and ``errors`` are not merged, the CI fuzz test counts programs whose
-(shrunk) difference class matches one of these entries apart: they are listed in the test's
-output with their issue, never silently skipped, and they do not fail the test. Each entry is an
-(op, class) pair: ``ops`` a regex on the ops part of the class label (``relu`` or ``mul+relu``)
-and ``diff`` a regex on what differed (``grad value: nan vs 0``), with the issue's text.
-
-The lead removes the entries of a branch once it is merged; an entry that no longer matches
-anything is reported by ``tests/test_fuzz_torch.py`` as stale only when ``FUZZ_STALE=1``.
+The CI fuzz test counts programs whose (shrunk) difference class matches one of these entries
+apart: they are listed in the test's output with their issue, never silently skipped, and they do
+not fail the test. Each entry is an (op, class) pair: ``ops`` a regex on the ops part of the class
+label (``relu`` or ``mul+relu``) and ``diff`` a regex on what differed (``grad value: nan vs 0``),
+with the issue's text. An entry is removed when its class is fixed; an entry that no longer
+matches anything is reported by ``tests/test_fuzz_torch.py`` as stale only when ``FUZZ_STALE=1``.
 """
 
 from __future__ import annotations
