@@ -4,6 +4,7 @@ the failure table, and the run pipeline (parse -> run target with tracers -> ana
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import enum
 import functools
@@ -186,7 +187,8 @@ class Command:
         self.label: str | None = None  # the target as given, once make_target saw it
         self.force = _force.get()
         self.protected = Protected()
-        self.output_ok = False  # -o passed every check: an error envelope may go there
+        self.output_ok: bool | None = None  # -o passed every check (None: not checked yet)
+        self.refused = False  # an output file was refused as one of the user's files
         self.quiet = quiet
         self.output = output
         self.color = not no_color and not os.environ.get("NO_COLOR")
@@ -211,6 +213,13 @@ class Command:
         return t
 
     def start(self) -> Sink:
+        self.check_outputs()
+        self.sink = Sink(self.output, self.color and sys.stdout.isatty())
+        return self.sink
+
+    def check_outputs(self) -> None:
+        """Refuse output files that cannot or must not be written (before the target runs)."""
+        self.output_ok = False
         outputs = [("--output", self.output), ("--junit-xml", self.junit_xml)]
         for option, path in outputs:
             check_writable(path, option)
@@ -218,9 +227,7 @@ class Command:
         if self.target is not None and self.target.path is not None:
             self.protected.add_script(self.target.path)
         self._refuse_protected()
-        self.output_ok = self.output is not None
-        self.sink = Sink(self.output, self.color and sys.stdout.isatty())
-        return self.sink
+        self.output_ok = True
 
     def _refuse_protected(self) -> None:
         for option, path in (("--output", self.output), ("--junit-xml", self.junit_xml)):
@@ -228,6 +235,7 @@ class Command:
                 self.protected.refuse(path, option, self.force)
             except BadInvocation:
                 self.output_ok = False
+                self.refused = True  # no output file is written, not even the CI's
                 raise
 
     def run_target(self, target: Target, tracers, need_ops: bool = True) -> Run:
@@ -276,6 +284,7 @@ class Command:
                     message=error.message, text=error.details or error.message,
                     type=type(error).__name__, file=short_path(file) if file else None,
                     line=line))
+            self.protected.refuse(self.junit_xml, "--junit-xml", self.force)  # never, anyway
             write_atomic(self.junit_xml, junit.render(f"autodiag {self.name} {label}", tests),
                          "--junit-xml")
         if self.annotate:
@@ -328,7 +337,10 @@ class Command:
         error = self.failure or InternalError(RuntimeError("no report and no failure"))
         doc = envelope(self.name, self.label, [], status=STATUS.get(error.exit_code, "error"),
                        error=error)
-        if self.output_ok and self.output is not None:
+        if self.output is not None and self.output_ok is None:  # failed before start()
+            with contextlib.suppress(AutodiagError):
+                self.check_outputs()
+        if self.output is not None and self.output_ok:
             sink = Sink(self.output, False)
             sink.write_json(doc)
             try:
@@ -382,7 +394,7 @@ def guarded(name: str, output: str | None, no_color: bool, body,
             code = cmd.fail(InternalError(e))
         if code == EXIT_INTERRUPTED and cmd.failure is None:  # interrupted target, report made
             cmd.failure = Interrupted("the report covers what ran before")
-        if cmd.sink is not None and not cmd.ci_done:
+        if cmd.sink is not None and not cmd.ci_done and not cmd.refused:
             # the run got past start(): CI gets its report whatever happened after
             try:
                 cmd.ci_outputs([], error=cmd.failure if code else None)
@@ -394,7 +406,7 @@ def guarded(name: str, output: str | None, no_color: bool, body,
         code = EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - a bug in the failure handling itself
         code = cmd.fail(InternalError(e))
-    if pending_interrupt() and code in (EXIT_OK, EXIT_FINDINGS):
+    if pending_interrupt() and code != EXIT_INTERRUPTED:
         # Ctrl-C came while the report was being written: it is complete, and says so
         cmd.err.print("[bold red]autodiag: interrupted[/] while writing the report; it was "
                       "completed first")

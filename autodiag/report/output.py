@@ -120,8 +120,11 @@ _held: list = []  # interrupts held back by _HoldInterrupt
 
 
 def pending_interrupt() -> bool:
-    """Did an interrupt arrive while output was being written (and was held back)?"""
-    return bool(_held)
+    """Did an interrupt arrive while output was being written (and was held back)? Asking
+    forgets it."""
+    came = bool(_held)
+    _held.clear()
+    return came
 
 
 class _HoldInterrupt:
