@@ -214,7 +214,9 @@ def envelope(command: str, target: str | None, findings: list, status: str | Non
 def error_json(error) -> dict:
     """The envelope's ``error`` object of an AutodiagError (README, "JSON")."""
     return {"kind": error.kind, "exit_code": error.exit_code, "message": error.message,
-            "hint": error.hint, "details": error.details,
+            "hint": error.hint,
+            # the target's traceback (user frames) when it failed, else e.g. a line with a caret
+            "details": error.details if error.exit_code != 3 else "",
             "traceback": error.details if error.exit_code == 3 else "",
             "location": getattr(error, "location", None),
             **({"exit_status": error.exit_status}
