@@ -400,6 +400,15 @@ def test_output_files_get_the_usual_mode(script, tmp_path, option):
         os.umask(old)
 
 
+def test_an_output_that_is_not_a_regular_file_is_refused(script, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for dest in (str(fifo), os.devnull):
+        r = cli("graph", script(OK), "-o", dest)
+        assert r.exit_code == 2 and "not a regular file" in r.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
 def test_an_output_symlink_is_written_through(script, tmp_path):
     real = tmp_path / "real.txt"
     real.write_text("old")

@@ -104,7 +104,8 @@ class Protected:
                 f"{option} {path} is {why}: autodiag never writes over the user's files",
                 "Choose another file for the report (--force does not apply to the files a "
                 "run uses).")
-        if not force and os.path.isfile(path) and path.lower().endswith(PYTHON_SUFFIXES):
+        real = os.path.realpath(path)  # a link is written through: what it points at counts
+        if not force and os.path.isfile(real) and real.lower().endswith(PYTHON_SUFFIXES):
             raise BadInvocation(f"{option} {path} is an existing Python file: autodiag does not "
                                 f"write a report over source code",
                                 "Choose another file for the report, or add --force to replace "

@@ -29,6 +29,11 @@ def check_writable(path: str | None, option: str = "--output") -> None:
     folder = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.isdir(path):
         raise BadInvocation(f"{option} {path} is a directory", "Give a file name.")
+    if os.path.exists(path) and not os.path.isfile(path):
+        # a device, a pipe, a socket: an atomic write would replace it with a plain file
+        raise BadInvocation(f"{option} {path} is not a regular file",
+                            "Give a file name; without -o the report goes to stdout (redirect "
+                            "it with > or |).")
     if not os.path.isdir(folder):
         raise BadInvocation(f"{option} {path}: the folder {folder} does not exist",
                             "Create the folder or choose another path.")
