@@ -25,7 +25,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import table
@@ -58,7 +57,7 @@ def trace(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         sink = cmd.start()
         rec = BackwardTrace(call)
         result = cmd.run_target(t, [rec])
@@ -75,6 +74,7 @@ def trace(
         rec.name_leaves(names_by_id(result.namespace))
         if fmt is TextOrJson.json:
             sink.write_json(envelope("trace", t.label, [], error=result.error,
+                                     interrupted=result.interrupted,
                                      call=call or rec.calls, calls=rec.calls, kind=rec.kind,
                                      steps=rec.rows))
         else:
@@ -82,7 +82,7 @@ def trace(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("trace", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("trace", output, no_color, body, junit_xml, annotations, quiet, fmt)
 
 
 # Narrow terminals lose the forward value first, then the local derivative and the incoming
