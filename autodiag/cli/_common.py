@@ -175,6 +175,10 @@ class Command:
         self.target = target
         with Progress(target.label, not self.quiet and sys.stderr.isatty()):
             self.result = run(target, tracers)
+        if self.result.hard_exit == 0:  # a non-zero status is a failure, reported as such
+            at = f" at {self.result.hard_exit_site}" if self.result.hard_exit_site else ""
+            self.err.print(f"[yellow]note:[/] {escape(target.label)} ended with os._exit(0)"
+                           f"{escape(at)}; the report covers what ran before it")
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(self.result)
         return self.result

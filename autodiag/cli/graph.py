@@ -114,7 +114,7 @@ def graph(
         snaps = _select(cap, result, call, root)
         if snaps is None:  # the target failed before making any graph
             return target_failure(cmd, result)
-        names = names_by_id(result.namespace)
+        names = names_by_id(*result.scopes)
         for s in snaps:
             s.name_nodes(names)
         limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[fmt.value]
