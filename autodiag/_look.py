@@ -27,7 +27,6 @@ The rules, so that every site reads the same:
 
 from __future__ import annotations
 
-import inspect
 import types
 
 # What a look swallows: any error of the object's, and a SystemExit it raises (a look must not
@@ -64,6 +63,8 @@ def attributes(obj) -> dict:
 def static_attr(obj, name: str, default=None):
     """The attribute ``name`` as ``obj``'s class or instance dict defines it (unbound), found
     without running ``__getattr__``, ``__getattribute__`` or properties; ``default`` if none."""
+    import inspect  # not at import time: the engine's import stays light
+
     try:
         return inspect.getattr_static(obj, name, default)
     except LOOK_ERRORS:  # a metaclass or __mro__ that misbehaves
@@ -76,6 +77,12 @@ def look(fn, *args, default=None):
         return fn(*args)
     except LOOK_ERRORS:
         return default
+
+
+def type_name(obj) -> str:
+    """The name of ``obj``'s type, past any ``__getattribute__`` of a user metaclass."""
+    name = look(type.__getattribute__, type(obj), "__name__")
+    return name if type(name) is str else "object"
 
 
 def module_file(module) -> str:
