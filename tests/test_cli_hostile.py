@@ -133,6 +133,14 @@ def test_a_forked_child_exits_quietly_with_its_own_status(script, child, status)
         assert "ValueError: in child" in err  # its traceback, as plain Python prints it
 
 
+def test_os_exit_in_a_forked_child_ends_it_at_once(script):
+    # as in plain Python: no finally block of the frames the child inherited runs
+    child = "try:\n        os._exit(4)\n    finally:\n        print('finally ran', file=sys.stderr)"
+    rc, out, err = run("graph", script(FORK.format(child=child)), "-f", "json")
+    assert rc == 0 and json.loads(out)["status"] == "ok", err
+    assert "child status 4" in err and "finally ran" not in err
+
+
 @pytest.mark.parametrize("how", ["process", "pool"])
 def test_multiprocessing_fork_children_print_no_report(script, how):
     work = {

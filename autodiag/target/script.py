@@ -192,10 +192,16 @@ class HardExit(BaseException):
 
 
 _REAL_EXIT = os._exit
+_RUN_PID = [0]  # the process that started the current run
 
 
 def _hard_exit(status) -> None:
     status = operator.index(status)  # os._exit's own TypeError for a non-integer
+    if os.getpid() != _RUN_PID[0]:
+        # a forked child (multiprocessing ends its workers so): it ends here, as in plain
+        # Python, without unwinding through the frames it inherited from the parent's run
+        _flush()
+        _REAL_EXIT(status)
     if threading.current_thread() is not threading.main_thread():
         # only the main thread's run can be ended by an exception: end the process, as asked
         _flush()
@@ -257,7 +263,7 @@ def run_script(path: str, args: list[str], timeout: float | None = None, run=Non
     if run is not None:
         run.namespace = module.__dict__
     saved = _Saved(folder)
-    pid = os.getpid()
+    pid = _RUN_PID[0] = os.getpid()
     engine.backward_calls[0] = 0
     sys.argv = [path, *args]
     sys.path.insert(0, folder)
