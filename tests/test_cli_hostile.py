@@ -454,3 +454,24 @@ def test_module_level_tensors_keep_their_names_when_the_script_fails(script):
     assert r.exit_code == 3
     doc = json.loads(r.stdout)  # the module-level graph of what ran before the failure
     assert [n["variable"]["name"] for n in doc["nodes"] if n["variable"]] == ["w"]
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a POSIX pseudo-terminal")
+@pytest.mark.parametrize("damage", ["sys.stdout.close()", "os.close(2)"])
+def test_the_progress_line_survives_a_closed_terminal_stream(script, damage):
+    from tests.test_cli_width import pty_output
+
+    path = script(f"""\
+        import os, sys, time
+        import autodiag as torch
+        w = torch.ones(2, requires_grad=True)
+        (w * 2).sum().backward()
+        time.sleep(1.6)  # the progress line is up (after 1 s)
+        {damage}
+        time.sleep(0.6)  # it would be redrawn here
+        """)
+    text = pty_output(["graph", path, "--no-color"], stderr=True).decode("utf-8", "replace")
+    assert "autodiag: running" in text and "internal error" not in text, text
+    assert "AccumulateGrad w" in text
+    # the line is erased before the report, on the stream put back after the run
+    assert text.rindex("\r\x1b[2K") < text.index("SumBackward0")
