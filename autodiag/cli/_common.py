@@ -250,6 +250,10 @@ class Command:
             self.result = run(target, tracers)
         self.protected.add_run(self.result.imported, opened)
         self._refuse_protected()
+        if self.result.hard_exit == 0:  # a non-zero status is a failure, reported as such
+            at = f" at {self.result.hard_exit_site}" if self.result.hard_exit_site else ""
+            self.err.print(f"[yellow]note:[/] {escape(target.label)} ended with os._exit(0)"
+                           f"{escape(at)}; the report covers what ran before it")
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(self.result)
         return self.result

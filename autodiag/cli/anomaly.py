@@ -62,7 +62,7 @@ def anomaly(
         sink = cmd.start()
         finder = AnomalyFinder(keep_going=keep_going)
         result = cmd.run_target(t, [finder])
-        findings = finder.findings(names_by_id(result.namespace))
+        findings = finder.findings(names_by_id(*result.scopes))
         info = {"target": t.label, "calls": finder.calls, "stopped_at": finder.stopped_at,
                 "ops": result.ops,
                 "propagated": {"forward": finder.propagated_forward,

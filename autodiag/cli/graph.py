@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from autodiag._look import is_a, type_name
 from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
 from autodiag.cli._common import (
     AnnotationsOpt,
@@ -113,7 +114,7 @@ def graph(
         snaps = _select(cap, result, call, root)
         if snaps is None:  # the target failed before making any graph
             return target_failure(cmd, result)
-        names = names_by_id(result.namespace)
+        names = names_by_id(*result.scopes)
         for s in snaps:
             s.name_nodes(names)
         limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[fmt.value]
@@ -137,8 +138,8 @@ def _select(cap: GraphCapture, result, call: int | None, root: str | None):
             raise BadInvocation(f"--root {root}: the target has no module-level variable "
                                 f"{root!r}", f"Module-level tensors with a grad_fn: {cands}.")
         v = ns[root]
-        if not isinstance(v, Tensor):
-            raise BadInvocation(f"--root {root}: {root!r} is a {type(v).__name__}, not a tensor",
+        if not is_a(v, Tensor):  # its type only: a user object's __class__ may raise
+            raise BadInvocation(f"--root {root}: {root!r} is a {type_name(v)}, not a tensor",
                                 "Name a tensor variable.")
         if v.grad_fn is None and not v.requires_grad:
             raise BadInvocation(f"--root {root}: {root!r} has no grad_fn and does not require "

@@ -71,7 +71,7 @@ def trace(
             raise NothingToShow(f"{t.label} ran, but there is nothing to trace: it made no "
                                 f"backward() or autograd.grad() call", "Call loss.backward() in "
                                 "the script (expressions are differentiated automatically).")
-        rec.name_leaves(names_by_id(result.namespace))
+        rec.name_leaves(names_by_id(*result.scopes))
         if fmt is TextOrJson.json:
             sink.write_json(envelope("trace", t.label, [], error=result.error,
                                      interrupted=result.interrupted,
