@@ -5,9 +5,11 @@ stdout is not a terminal)."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import tempfile
+import weakref
 
 from rich.console import Console
 
@@ -51,6 +53,7 @@ class Sink:
         self.output = output
         self.color = color
         self._buffer = io.StringIO() if output else None
+        self._tmp: str | None = None  # -o's temporary file once the report streams (stream())
 
     def console(self, width: int | None = None) -> Console:
         if self._buffer is not None:
@@ -80,8 +83,139 @@ class Sink:
                                    default=_json_default) + "\n")
 
     def close(self) -> None:
+        if self._tmp is not None:
+            self._finish_stream()
+            return
         if self._buffer is not None:
             write_atomic(self.output, self._buffer.getvalue())
+
+    # --- streaming: large reports are written as they are produced --------------------------
+
+    def stream(self):
+        """A text file the report is written to piece by piece: stdout, or -o's temporary file
+        beside FILE (renamed over it by ``close()``, removed if the command never gets there).
+        What was written before (console or write_text) is kept, in order; both keep writing
+        to the same place afterwards."""
+        if self._buffer is None:
+            import sys
+
+            return sys.stdout
+        if self._tmp is None:
+            folder = os.path.dirname(os.path.abspath(self.output))
+            try:
+                fd, self._tmp = tempfile.mkstemp(dir=folder, prefix=".autodiag-", suffix=".tmp")
+            except OSError as e:
+                raise BadInvocation(f"--output {self.output}: {e.strerror}",
+                                    "Choose a writable path.") from None
+            f = os.fdopen(fd, "w", encoding="utf-8")
+            f.write(self._buffer.getvalue())
+            self._buffer = f
+            # a failed or interrupted command leaves no temporary file behind
+            self._cleanup = weakref.finalize(self, _remove, self._tmp)
+        return self._buffer
+
+    def _finish_stream(self) -> None:
+        try:
+            self._buffer.close()
+            os.replace(self._tmp, self.output)
+        except OSError as e:
+            raise BadInvocation(f"--output {self.output}: {e.strerror}",
+                                "Choose a writable path.") from None
+        finally:
+            self._cleanup()
+
+    def write_json_stream(self, data: dict, pretty: bool = True) -> None:
+        """``write_json`` for documents too large to hold as one string: values wrapped in
+        ``Streamed`` (at any depth) are written item by item as they are produced. The text
+        is the same as ``write_json`` of the document with each Streamed made a list."""
+        f = self.stream()
+        _dump_streaming(f.write, data, pretty)
+        f.write("\n")
+        f.flush()
+
+
+class Streamed:
+    """A JSON list whose items come from an iterable, written as they are produced."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+
+BATCH = 1000  # compact JSON: items encoded per call of json's C encoder
+
+
+def _has_streamed(obj) -> bool:
+    if obj.__class__ is Streamed:
+        return True
+    if isinstance(obj, dict):
+        return any(_has_streamed(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_has_streamed(v) for v in obj)
+    return False
+
+
+def _dump_streaming(write, obj, pretty: bool, level: int = 0) -> None:
+    """Write ``obj`` as json.dumps(obj, indent=2 if pretty else None) would, Streamed values
+    included. Recursion follows the document's nesting (a few levels), never a graph."""
+    pad = "\n" + "  " * level
+    inner = pad + "  " if pretty else ""
+    if not _has_streamed(obj):
+        text = json.dumps(obj, indent=2 if pretty else None, default=_json_default)
+        write(text.replace("\n", pad) if pretty and level else text)
+        return
+    if isinstance(obj, dict):
+        write("{")
+        for k, (key, value) in enumerate(obj.items()):
+            write((("," if k else "") + inner) if pretty else (", " if k else ""))
+            write(json.dumps(key) + ": ")
+            _dump_streaming(write, value, pretty, level + 1)
+        write((pad if obj else "") + "}" if pretty else "}")
+        return
+    streamed = obj.__class__ is Streamed  # its items are plain (no Streamed inside)
+    it = iter(obj.items if streamed else obj)
+    first = next(it, _END)
+    if first is _END:
+        write("[]")
+        return
+    write("[")
+    written = 0  # items written so far
+    batch: list = []
+
+    def flush() -> None:
+        nonlocal written, batch
+        if batch:
+            write((", " if written else "") + json.dumps(batch, default=_json_default)[1:-1])
+            written += len(batch)
+            batch = []
+
+    for item in itertools.chain((first,), it):
+        if pretty:
+            write(("," if written else "") + inner)
+            _dump_streaming(write, item, pretty, level + 1)
+            written += 1
+        elif streamed or not _has_streamed(item):
+            batch.append(item)
+            if len(batch) == BATCH:
+                flush()
+        else:
+            flush()
+            write(", " if written else "")
+            _dump_streaming(write, item, pretty, level + 1)
+            written += 1
+    flush()
+    write(pad + "]" if pretty else "]")
+
+
+_END = object()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _json_default(o):
