@@ -15,6 +15,7 @@ from rich.text import Text
 from autodiag.analysis.graph import GraphSnapshot
 from autodiag.analysis.summary import fmt_bytes, fmt_summary
 from autodiag.report import table
+from autodiag.report.output import Streamed
 from autodiag.tensor import _size_str
 from autodiag.trace.sites import format_site, short_path
 
@@ -67,11 +68,21 @@ def _variable(snap: GraphSnapshot, i: int) -> dict | None:
 # --- JSON -------------------------------------------------------------------------------------
 
 
-def to_json(snap: GraphSnapshot, view: View) -> dict:
+def to_json(snap: GraphSnapshot, view: View, stream: bool = False) -> dict:
+    """The graph's JSON document. ``stream``: ``"nodes"`` and ``"order"`` are ``Streamed``,
+    each node's dict built as it is written (``Sink.write_json_stream``), so a huge graph is
+    never held as one document."""
     ids, left = visible(snap, view)
-    shown = set(ids) if left else None
-    nodes = []
-    for i in sorted(ids):
+    nodes = _json_nodes(snap, view, ids, set(ids) if left else None)
+    return {"call": snap.call, "kind": snap.kind, "roots": snap.roots,
+            "root_names": snap.root_labels,
+            "nodes": Streamed(nodes) if stream else list(nodes),
+            "order": Streamed(ids) if stream else ids,
+            "summary": summary(snap), "truncated": left}
+
+
+def _json_nodes(snap: GraphSnapshot, view: View, ids: list[int], shown: set | None):
+    for i in sorted(ids) if shown is not None else range(len(snap)):
         node = {"id": i, "name": snap.names[i],
                 "next": [None if e is None or (shown is not None and e[0] not in shown)
                          else [e[0], e[1]] for e in snap.next[i]],
@@ -84,10 +95,7 @@ def to_json(snap: GraphSnapshot, view: View) -> dict:
             node["value"] = snap.values.get(i)
         if view.grads:
             node["grad"] = snap.grads.get(i)
-        nodes.append(node)
-    return {"call": snap.call, "kind": snap.kind, "roots": snap.roots,
-            "root_names": snap.root_labels, "nodes": nodes, "order": ids,
-            "summary": summary(snap), "truncated": left}
+        yield node
 
 
 def summary(snap: GraphSnapshot) -> dict:
