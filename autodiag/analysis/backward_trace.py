@@ -13,6 +13,7 @@ summary dict held only as long as its node lives.
 
 from __future__ import annotations
 
+import json
 import weakref
 from array import array
 
@@ -209,6 +210,42 @@ class BackwardTrace(Tracer):
             if k in self.variables:
                 row["variable"] = self.variables[k]
             yield row
+            i0, o0 = i1, o1
+
+
+    def rows_json(self):
+        """``rows()``, each row as the compact JSON text ``json.dumps`` gives it, written
+        directly: huge traces are mostly one-element summaries (``Summaries.json``)."""
+        in_json, grad_json, local_json = self._in.json, self._out_grad.json, self._out_local.json
+        value_json = self._value.json
+        names: dict = {}  # node name -> its JSON text
+        sites: dict = {}  # id(Stack) -> its location's JSON text
+        to_names = self._out_to
+        i0 = o0 = 0
+        for k, name in enumerate(self._node):
+            i1, o1 = self._in_end[k], self._out_end[k]
+            js_name = names.get(name)
+            if js_name is None:
+                js_name = names[name] = json.dumps(name)
+            incoming = ", ".join([in_json(j) for j in range(i0, i1)])
+            head = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
+                    f'"value": {value_json(k)}, ')
+            if k in self.leaf_refs:
+                text = head + '"outgoing": [], "created_at": null'
+            else:
+                st = self._site[k]
+                loc = "null"
+                if st is not None:
+                    loc = sites.get(id(st))
+                    if loc is None:
+                        loc = sites[id(st)] = json.dumps(st.location())
+                outgoing = ", ".join([
+                    f'{{"to": {json.dumps(to_names[j])}, "grad": {grad_json(j)}, '
+                    f'"local": {local_json(j)}}}' for j in range(o0, o1)])
+                text = head + f'"created_at": {loc}, "outgoing": [{outgoing}]'
+            if k in self.variables:
+                text += f', "variable": {json.dumps(self.variables[k])}'
+            yield text + "}"
             i0, o0 = i1, o1
 
 

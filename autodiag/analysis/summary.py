@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from array import array
 
 import numpy as np
@@ -45,7 +46,7 @@ class Summaries:
     summarised by its value alone: 9 bytes here (the value, and a code for its shape and
     dtype), a few hundred nanoseconds, the same dict on ``get``. Other arrays keep their dict."""
 
-    __slots__ = ("values", "codes", "kinds", "dicts", "_code_of")
+    __slots__ = ("values", "codes", "kinds", "dicts", "_code_of", "_tmpl")
 
     NONE, DICT = 0, 1  # codes; 2 + k: a one-element float array of ``kinds[k]``
 
@@ -55,6 +56,7 @@ class Summaries:
         self.kinds: list[tuple] = []  # (shape, dtype name)
         self.dicts: list[dict] = []
         self._code_of: dict = {}  # (shape, numpy dtype) -> code
+        self._tmpl: dict = {}  # code -> the JSON text around a one-element summary's value
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -106,6 +108,23 @@ class Summaries:
     def get(self, k: int) -> dict | None:
         return self.decode(self.codes[k], self.values[k])
 
+    def json(self, k: int) -> str:
+        """``json.dumps(self.get(k))``, written directly for a one-element float summary."""
+        code, v = self.codes[k], self.values[k]
+        if code < 2 or v - v != 0:  # None, a dict, NaN or Inf: rare, the general encoder
+            return _dumps(self.decode(code, v))
+        t = self._tmpl.get(code)
+        head, tail = t if t is not None else self._templates(code)
+        r = repr(v)  # json's own text for a finite float
+        return (f"{head}{r}, \"max\": {r}, \"mean\": {repr(v + 0.0)}, \"nan\": 0, \"inf\": 0, "
+                f"\"zeros\": {1 if v == 0 else 0}, \"values\": {tail[0]}{r}{tail[1]}}}")
+
+    def _templates(self, code: int) -> tuple[str, tuple[str, str]]:
+        shape, dtype = self.kinds[code - 2]
+        head = f'{{"shape": {_dumps(list(shape))}, "dtype": {_dumps(dtype)}, "min": '
+        t = self._tmpl[code] = head, ("[" * len(shape), "]" * len(shape))
+        return t
+
 
 def scalar_summary(v: float, shape: tuple, dtype: str) -> dict:
     """``summarize`` of a one-element float array of ``shape`` holding ``v``."""
@@ -120,6 +139,10 @@ def scalar_summary(v: float, shape: tuple, dtype: str) -> dict:
         values = [values]
     out["values"] = values
     return out
+
+
+def _dumps(o) -> str:
+    return json.dumps(o)
 
 
 def _num(v):

@@ -82,7 +82,7 @@ def trace(
             # rows are built as they are written (NOTE [Trace memory])
             sink.write_json_stream(envelope("trace", t.label, [], error=result.error,
                                             call=call or rec.calls, calls=rec.calls,
-                                            kind=rec.kind, steps=Streamed(rec.rows()),
+                                            kind=rec.kind, steps=Streamed(rec.rows(), rec.rows_json()),
                                             truncated=rec.truncated),
                                    pretty=len(rec) <= PRETTY_JSON_ROWS)
         else:

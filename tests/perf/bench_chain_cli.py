@@ -49,8 +49,9 @@ COMMANDS = {
 }
 
 
-def measure(argv: list[str], env: dict) -> tuple[float, float, int]:
-    """Run ``argv``; (wall seconds, peak RSS in MB, exit code) of that child alone."""
+def measure(argv: list[str], env: dict) -> tuple[float, float, int, float]:
+    """Run ``argv``; (wall seconds, peak RSS in MB, exit code, CPU seconds) of that child
+    alone. CPU time (user + system) is less disturbed by other work on a shared machine."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     # wait4 reaps this child and returns its own rusage (RUSAGE_CHILDREN would be the maximum
@@ -62,7 +63,8 @@ def measure(argv: list[str], env: dict) -> tuple[float, float, int]:
     proc.stderr.close()
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, proc.returncode  # ru_maxrss is in KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss / 1024, proc.returncode, cpu  # ru_maxrss: KiB on Linux
 
 
 def main() -> None:
@@ -86,20 +88,21 @@ def main() -> None:
         def runs(argv):
             got = [measure(argv, env) for _ in range(a.repeat)]
             return (statistics.median(g[0] for g in got), statistics.median(g[1] for g in got),
-                    got[-1][2])
+                    got[-1][2], statistics.median(g[3] for g in got))
 
-        plain_t, plain_m, _ = runs([sys.executable, script])
+        plain_t, plain_m, _, plain_c = runs([sys.executable, script])
         print(f"{a.n:,}-op chain, median of {a.repeat} (python {sys.version.split()[0]})")
-        print(f"{'command':<16} {'time s':>8} {'peak MB':>8} {'time x':>7} {'mem x':>6} "
-              f"{'exit':>4} {'out MB':>7}")
-        print(f"{'python script':<16} {plain_t:8.2f} {plain_m:8.0f} {1:7.2f} {1:6.2f}")
+        print(f"{'command':<16} {'time s':>8} {'cpu s':>7} {'peak MB':>8} {'time x':>7} "
+              f"{'cpu x':>6} {'mem x':>6} {'exit':>4} {'out MB':>7}")
+        print(f"{'python script':<16} {plain_t:8.2f} {plain_c:7.2f} {plain_m:8.0f} {1:7.2f} "
+              f"{1:6.2f} {1:6.2f}")
         for name in names:
             argv = [sys.executable, "-m", "autodiag"] + [
                 s.format(script=script, out=out) for s in COMMANDS[name]]
-            t, m, code = runs(argv)
+            t, m, code, c = runs(argv)
             size = os.path.getsize(out) / 1e6 if os.path.exists(out) else 0.0
-            print(f"{name:<16} {t:8.2f} {m:8.0f} {t / plain_t:7.2f} {m / plain_m:6.2f} "
-                  f"{code:>4} {size:7.1f}", flush=True)
+            print(f"{name:<16} {t:8.2f} {c:7.2f} {m:8.0f} {t / plain_t:7.2f} {c / plain_c:6.2f} "
+                  f"{m / plain_m:6.2f} {code:>4} {size:7.1f}", flush=True)
             if os.path.exists(out):
                 os.unlink(out)
 
