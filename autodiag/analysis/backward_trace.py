@@ -43,25 +43,24 @@ class _ForwardValues:
         if cv is None or k < 0:
             self.others[node] = summarize(out)
             return
-        if k >= len(self.codes):
+        n = len(self.codes)
+        if k > n:
             # nodes made by ops inside other ops are not reported: their positions stay empty
-            gap = k + 1 - len(self.codes)
-            self.codes.extend(array("H", bytes(2 * gap)))
-            self.values.extend(array("d", bytes(8 * gap)))
-        self.codes[k], self.values[k] = cv
-        self.others.pop(node, None)
+            self.codes.extend(array("H", bytes(2 * (k - n))))
+            self.values.extend(array("d", bytes(8 * (k - n))))
+        if k >= n:
+            self.codes.append(cv[0])
+            self.values.append(cv[1])
+        else:
+            self.codes[k], self.values[k] = cv
 
     def get(self, node) -> tuple[int, float] | dict | None:
         """(code, value), a summary dict, or None."""
-        other = self.others.get(node)
-        if other is not None:
-            return other
-        if self.base is None:
-            return None
-        k = node._seq - self.base
-        if 0 <= k < len(self.codes) and self.codes[k] != Summaries.NONE:
-            return self.codes[k], self.values[k]
-        return None
+        if self.base is not None:
+            k = node._seq - self.base
+            if 0 <= k < len(self.codes) and self.codes[k] != Summaries.NONE:
+                return self.codes[k], self.values[k]
+        return self.others.get(node)
 
 
 class BackwardTrace(Tracer):

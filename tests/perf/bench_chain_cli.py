@@ -80,6 +80,10 @@ def main() -> None:
             raise SystemExit(f"unknown command {name!r}; choose from {', '.join(COMMANDS)}")
     env = dict(os.environ, COLUMNS="160")
     with tempfile.TemporaryDirectory(prefix="bench-chain-") as tmp:
+        # compiled bytecode is cached (in the temporary folder, not beside the sources) as in
+        # an ordinary install, even where PYTHONDONTWRITEBYTECODE is set; a warm-up run fills it
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
         script = os.path.join(tmp, "chain.py")
         with open(script, "w") as f:
             f.write(CHAIN.format(n=a.n))
@@ -90,6 +94,10 @@ def main() -> None:
             return (statistics.median(g[0] for g in got), statistics.median(g[1] for g in got),
                     got[-1][2], statistics.median(g[3] for g in got))
 
+        warm = os.path.join(tmp, "warm.py")
+        with open(warm, "w") as f:
+            f.write(CHAIN.format(n=10))
+        measure([sys.executable, "-m", "autodiag", "check", warm, "-o", out], env)
         plain_t, plain_m, _, plain_c = runs([sys.executable, script])
         print(f"{a.n:,}-op chain, median of {a.repeat} (python {sys.version.split()[0]})")
         print(f"{'command':<16} {'time s':>8} {'cpu s':>7} {'peak MB':>8} {'time x':>7} "
