@@ -146,7 +146,7 @@ class Streamed:
         self.compact = compact
 
 
-BATCH = 1000  # compact JSON: items encoded per call of json's C encoder
+BATCH = 256  # compact JSON: items encoded per call of json's C encoder (bounds the memory)
 
 
 def _has_streamed(obj) -> bool:
