@@ -32,7 +32,9 @@ class View:
 
 def visible(snap: GraphSnapshot, view: View) -> tuple[list[int], int]:
     """(ids shown in order, number of nodes left out by --max-nodes/--max-depth)."""
-    if view.order == "tree" or view.max_depth is not None:
+    # NOTE: without --max-depth the tree's first visits are the depth-first pre-order, which
+    # dfs_order walks without building the tree's lines (a third of a huge graph's JSON time)
+    if view.max_depth is not None:
         ids, seen = [], set()
         for i, _depth, _nr, _first, _last, _g in snap.tree_lines(view.max_depth):
             if i not in seen:
@@ -50,12 +52,21 @@ def visible(snap: GraphSnapshot, view: View) -> tuple[list[int], int]:
     return ids, total_left
 
 
-def _created_at(snap: GraphSnapshot, i: int) -> dict | None:
+def _created_at(snap: GraphSnapshot, i: int, cache: dict | None = None) -> dict | None:
+    """``cache``: id(Stack) -> the result, for a loop over many nodes (the nodes one line
+    makes share their Stack)."""
     st = snap.sites[i]
-    loc = st.location() if st is not None else None
-    if loc is None:
+    if st is None:
         return None
-    return {"file": loc["file"], "line": loc["line"], "code": loc["code"]}
+    if cache is not None:
+        got = cache.get(id(st), cache)
+        if got is not cache:
+            return got
+    loc = st.location()
+    out = None if loc is None else {"file": loc["file"], "line": loc["line"], "code": loc["code"]}
+    if cache is not None:
+        cache[id(st)] = out
+    return out
 
 
 def _variable(snap: GraphSnapshot, i: int) -> dict | None:
@@ -82,13 +93,14 @@ def to_json(snap: GraphSnapshot, view: View, stream: bool = False) -> dict:
 
 
 def _json_nodes(snap: GraphSnapshot, view: View, ids: list[int], shown: set | None):
+    sites: dict = {}  # the Stacks stay alive in the snapshot: their ids are not reused
     for i in sorted(ids) if shown is not None else range(len(snap)):
         node = {"id": i, "name": snap.names[i],
                 "next": [None if e is None or (shown is not None and e[0] not in shown)
                          else [e[0], e[1]] for e in snap.next[i]],
                 "variable": _variable(snap, i),
                 "saved": snap.saved_dicts(i),
-                "created_at": _created_at(snap, i)}
+                "created_at": _created_at(snap, i, sites)}
         if snap.freed[i]:
             node["saved_freed"] = True
         if view.values:
