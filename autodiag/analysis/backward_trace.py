@@ -127,9 +127,12 @@ class BackwardTrace(Tracer):
             return  # counted, not kept (NOTE [Trace memory])
         row = len(self._node)
         self._node.append(type(node).__name__)
-        add_in = self._in.add
+        enc = self._codec.encode
+        add_in = self._in.add_as
+        cv_in = None
         for g in grad_outputs:
-            add_in(g)
+            cv_in = enc(g)
+            add_in(g, cv_in)
         self._in_end.append(len(self._in))
         if node.__class__ is AccumulateGrad:
             v = node.variable
@@ -140,13 +143,15 @@ class BackwardTrace(Tracer):
             self._add_forward(node)
             self._site.append(node._trace)
             g_in = grad_outputs[0] if len(grad_outputs) == 1 else None
+            to, add_grad, local = self._out_to.append, self._out_grad.add_as, self._out_local
             for e, g in zip(node._next, grad_inputs):
                 if e is None:
                     continue
                 child = e[0] if e.__class__ is tuple else e
-                self._out_to.append(type(child).__name__)
-                self._out_grad.add(g)
-                _add_local(self._out_local, g_in, g)
+                to(type(child).__name__)
+                cv = enc(g)
+                add_grad(g, cv)
+                _add_local(local, g_in, g, cv_in, cv)
         self._out_end.append(len(self._out_to))
 
     def _add_forward(self, node) -> None:
@@ -217,6 +222,7 @@ class BackwardTrace(Tracer):
         directly: huge traces are mostly one-element summaries (``Summaries.json``)."""
         in_json, grad_json, local_json = self._in.json, self._out_grad.json, self._out_local.json
         value_json = self._value.json
+        texts: dict = {}  # summary texts, shared by the columns (Summaries.json)
         names: dict = {}  # node name -> its JSON text
         sites: dict = {}  # id(Stack) -> its location's JSON text
         to_names = self._out_to
@@ -226,9 +232,9 @@ class BackwardTrace(Tracer):
             js_name = names.get(name)
             if js_name is None:
                 js_name = names[name] = json.dumps(name)
-            incoming = ", ".join([in_json(j) for j in range(i0, i1)])
+            incoming = ", ".join([in_json(j, texts) for j in range(i0, i1)])
             head = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
-                    f'"value": {value_json(k)}, ')
+                    f'"value": {value_json(k, texts)}, ')
             if k in self.leaf_refs:
                 text = head + '"outgoing": [], "created_at": null'
             else:
@@ -239,8 +245,9 @@ class BackwardTrace(Tracer):
                     if loc is None:
                         loc = sites[id(st)] = json.dumps(st.location())
                 outgoing = ", ".join([
-                    f'{{"to": {json.dumps(to_names[j])}, "grad": {grad_json(j)}, '
-                    f'"local": {local_json(j)}}}' for j in range(o0, o1)])
+                    f'{{"to": {names.get(to_names[j]) or _name_json(names, to_names[j])}, '
+                    f'"grad": {grad_json(j, texts)}, '
+                    f'"local": {local_json(j, texts)}}}' for j in range(o0, o1)])
                 text = head + f'"created_at": {loc}, "outgoing": [{outgoing}]'
             if k in self.variables:
                 text += f', "variable": {json.dumps(self.variables[k])}'
@@ -248,13 +255,17 @@ class BackwardTrace(Tracer):
             i0, o0 = i1, o1
 
 
-def _add_local(col: Summaries, g_in, g_out) -> None:
+def _name_json(names: dict, name: str) -> str:
+    text = names[name] = json.dumps(name)
+    return text
+
+
+def _add_local(col: Summaries, g_in, g_out, a: tuple | None, b: tuple | None) -> None:
     """Add sent / received, elementwise, when both have one shape and nothing received is 0
-    (else None)."""
+    (else None). ``a``, ``b``: ``encode`` of ``g_in`` and ``g_out``."""
     if g_in is None or g_out is None:
         col.add(None)
         return
-    a, b = col.encode(g_in), col.encode(g_out)
     if a is not None and b is not None and a[0] == b[0]:
         # NOTE: one-element arrays of one shape and dtype (huge chains of scalars): the
         # quotient below, rounded in the arrays' dtype, without the array machinery

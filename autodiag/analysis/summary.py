@@ -105,19 +105,39 @@ class Summaries:
         self.codes.append(code)
         self.values.append(value)
 
+    def add_as(self, a, cv: tuple[int, float] | None) -> None:
+        """``add(a)`` when ``cv`` is already ``encode(a)`` (the trace encodes a gradient once
+        for its column and its local derivative)."""
+        if cv is None:
+            self.add(a)
+        else:
+            self.codes.append(cv[0])
+            self.values.append(cv[1])
+
     def get(self, k: int) -> dict | None:
         return self.decode(self.codes[k], self.values[k])
 
-    def json(self, k: int) -> str:
-        """``json.dumps(self.get(k))``, written directly for a one-element float summary."""
+    def json(self, k: int, cache: dict | None = None) -> str:
+        """``json.dumps(self.get(k))``, written directly for a one-element float summary.
+        ``cache``: (code, value) -> text, shared by the calls of one report (a chain passes
+        each gradient on: the same summary twice in a row)."""
         code, v = self.codes[k], self.values[k]
         if code < 2 or v - v != 0:  # None, a dict, NaN or Inf: rare, the general encoder
             return _dumps(self.decode(code, v))
+        if cache is not None and v != 0:  # 0.0 == -0.0, but their texts differ
+            text = cache.get((code, v))
+            if text is not None:
+                return text
         t = self._tmpl.get(code)
         head, tail = t if t is not None else self._templates(code)
         r = repr(v)  # json's own text for a finite float
-        return (f"{head}{r}, \"max\": {r}, \"mean\": {repr(v + 0.0)}, \"nan\": 0, \"inf\": 0, "
-                f"\"zeros\": {1 if v == 0 else 0}, \"values\": {tail[0]}{r}{tail[1]}}}")
+        text = (f"{head}{r}, \"max\": {r}, \"mean\": {r if v != 0 else '0.0'}, \"nan\": 0, "
+                f"\"inf\": 0, \"zeros\": {1 if v == 0 else 0}, \"values\": {tail[0]}{r}{tail[1]}}}")
+        if cache is not None and v != 0:
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[(code, v)] = text
+        return text
 
     def _templates(self, code: int) -> tuple[str, tuple[str, str]]:
         shape, dtype = self.kinds[code - 2]
