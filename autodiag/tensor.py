@@ -28,6 +28,9 @@ NONLEAF_GRAD_WARNING = (
 )
 
 
+# PyTorch's message from factories (requires_grad=True) and Parameter
+REQUIRES_GRAD_DTYPE_ERROR = "Only Tensors of floating point and complex dtype can require gradients"
+
 class Tensor:
     """A multi-dimensional array that records the operations applied to it.
 
@@ -197,12 +200,14 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
                                "you want to use a computed variable in a subgraph that doesn't "
                                "require differentiation use var_no_grad = var.detach().")
-        if requires_grad and self._inference and not _grad_state[1]:
+        if requires_grad and self._inference and not _grad_state.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "
                                "InferenceMode is not allowed.")
         if requires_grad and self._data.dtype.kind not in "fc":
-            raise RuntimeError("only Tensors of floating point and complex dtype can require "
-                               "gradients")
+            # NOTE: PyTorch words this differently per entry point: requires_grad_() says
+            # "floating point dtype", factories and Parameter "Only ... and complex dtype",
+            # the attribute "only ... and complex dtype" (REQUIRES_GRAD_DTYPE_ERROR)
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -211,6 +216,12 @@ class Tensor:
         ref = self._acc
         acc = ref() if ref is not None else None
         if acc is None:
+            if self._data.dtype.kind not in "fc":
+                # ``t.requires_grad = True`` on an integer tensor: PyTorch refuses the
+                # assignment; a slot cannot check it without slowing every read of the flag,
+                # so the leaf is refused when it first enters a graph, with PyTorch's message
+                raise RuntimeError(REQUIRES_GRAD_DTYPE_ERROR.lower()[0] +
+                                   REQUIRES_GRAD_DTYPE_ERROR[1:])
             acc = AccumulateGrad(self)
             self._acc = weakref.ref(acc)
         return acc
@@ -297,13 +308,13 @@ class Tensor:
         return self._data.tolist()
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        if self.requires_grad and _grad_state[0] and not force:
+        if self.requires_grad and _grad_state.record and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if self.requires_grad and _grad_state[0]:
+        if self.requires_grad and _grad_state.record:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         return self._data if dtype is None else self._data.astype(dtype)
@@ -382,7 +393,7 @@ def _init(t, data, grad_fn, requires_grad, vc, output_nr) -> None:
     t._vc = vc
     if output_nr:
         t._output_nr = output_nr
-    if _grad_state[1]:
+    if _grad_state.inference:
         t._inference = True
 
 

@@ -180,7 +180,8 @@ def test_graph_json_of_a_10k_chain_streams(tmp_path, traced_10k):
     assert text == json.dumps(envelope("graph", "chain", [], calls=1,
                                        **graph_render.to_json(snap, view))) + "\n"
     assert len(json.loads(text)["nodes"]) == 10_001
-    assert peak < size / 4, (peak, size)
+    # held whole, the text alone would be ``size``, its node dicts several times more
+    assert peak < size / 2, (peak, size)
 
 
 def test_streamed_output_file_is_atomic(tmp_path):

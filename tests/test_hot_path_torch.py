@@ -419,13 +419,11 @@ def test_unary(torch, op, inp, rg):
     check(f, torch)
 
 
-ZERO_GRAD = pytest.mark.xfail(strict=True, reason="create_graph: the zero gradient of a "
-                              "piecewise-constant op requires grad (torch: zeros_like, no "
-                              "grad_fn, so the second grad raises)")
+# floor..sign: the zero gradient is zeros_like(grad), as in torch (no grad_fn: the second grad
+# raises in both)
 SMOOTH = ["neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
           "tanh", "sigmoid", "relu", "erf", "clamp", "leaky_relu", "gelu", "gelu_tanh",
-          "softplus"] + [pytest.param(op, marks=ZERO_GRAD)
-                         for op in ("floor", "ceil", "trunc", "round", "sign")]
+          "softplus", "floor", "ceil", "trunc", "round", "sign"]
 
 
 @pytest.mark.parametrize("op", SMOOTH)

@@ -122,11 +122,10 @@ class BackwardTrace(Tracer):
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         if not self._recording:
             return
-        self.steps += 1
         if self.limit is not None and len(self._node) >= self.limit:
+            self.steps += 1
             return  # counted, not kept (NOTE [Trace memory])
         row = len(self._node)
-        self._node.append(type(node).__name__)
         enc = self._codec.encode
         add_in = self._in.add_as
         cv_in = None
@@ -153,6 +152,10 @@ class BackwardTrace(Tracer):
                 add_grad(g, cv)
                 _add_local(local, g_in, g, cv_in, cv)
         self._out_end.append(len(self._out_to))
+        # NOTE: a row exists once its node's name is in, last: an interrupt (Ctrl-C) landing
+        # anywhere above leaves a partial row that rows() never reads
+        self._node.append(type(node).__name__)
+        self.steps += 1
 
     def _add_forward(self, node) -> None:
         col = self._value

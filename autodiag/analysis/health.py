@@ -265,9 +265,9 @@ class GradHealth(Tracer):
                         rec.convert = rec.convert or (op, stack, False)
                     elif op in DETACH_OPS:
                         self._track_detach((id(t),), outputs, stack, False)
-                    elif not grad_mode._state[0] and rec.no_grad is None:
+                    elif not grad_mode._state.record and rec.no_grad is None:
                         rec.no_grad = (
-                            "inference_mode" if grad_mode._state[1] else "no_grad",
+                            "inference_mode" if grad_mode._state.inference else "no_grad",
                             stack,
                         )
                 elif detached:

@@ -338,6 +338,7 @@ class LeakFinder(Tracer):
         """End the run: a backward() that ended the last step has no op after it to flush it."""
         if self._pending:
             self._pending = False
+            self.mode = "backward"  # as at the next op: the backward's end was the step's end
             self._end_step()
 
     def findings(self) -> list[Finding]:

@@ -144,8 +144,8 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
         events.emit_backward_begin(task)
         # the per-node event, dispatched here without a call in between
         node_listeners = events.LISTENERS["on_node_backward"]
-    prev_mode = _state[0]
-    _state[0] = create_graph
+    prev_mode = _state.record
+    _state.record = create_graph
     node = None
     try:
         while heap:
@@ -199,7 +199,7 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             report_backward_error(node, e)
         raise
     finally:
-        _state[0] = prev_mode
+        _state.record = prev_mode
         if tracing:
             task.current = None
             events.emit_backward_end(task)

@@ -193,12 +193,12 @@ class Function(metaclass=FunctionMeta):
     def _record(cls, *args, **kwargs):
         node = cls._backward_cls()
         is_tensor = tuple(isinstance(a, Tensor) for a in args)
-        recording = _state[0] and any(t and a.requires_grad for a, t in zip(args, is_tensor))
+        recording = _state.record and any(t and a.requires_grad for a, t in zip(args, is_tensor))
         node._arg_is_tensor = is_tensor
-        node.needs_input_grad = tuple(t and a.requires_grad and _state[0]
+        node.needs_input_grad = tuple(t and a.requires_grad and _state.record
                                       for a, t in zip(args, is_tensor))
-        prev = _state[0]
-        _state[0] = False
+        prev = _state.record
+        _state.record = False
         try:
             if _has_setup_context(cls):
                 outputs = cls.forward(*args, **kwargs)
@@ -206,7 +206,7 @@ class Function(metaclass=FunctionMeta):
             else:
                 outputs = cls.forward(node, *args, **kwargs)
         finally:
-            _state[0] = prev
+            _state.record = prev
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         if not recording:
@@ -291,7 +291,7 @@ def once_differentiable(fn):
     def wrapper(ctx, *args):
         with grad_mode.no_grad():
             outputs = fn(ctx, *args)
-        if not _state[0] or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        if not _state.record or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             return outputs
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs

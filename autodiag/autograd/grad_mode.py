@@ -1,28 +1,48 @@
 """Grad modes: ``no_grad``, ``enable_grad``, ``set_grad_enabled``, ``inference_mode``.
 
-The state is one module-level list read on every op (``_state[0]``: record?), so checking it
-costs one index. ``_state[1]`` is True inside ``inference_mode``. ``_state[2]`` is grad mode asked
-for inside ``inference_mode`` (``enable_grad`` there): as in PyTorch, ``is_grad_enabled()`` is
-then True but nothing is recorded.
+NOTE [Grad mode is per thread]: as in PyTorch, grad mode and inference mode belong to the
+thread that sets them (anomaly mode and the default dtype are process-wide, in both). The state
+is one ``threading.local`` object read on every op (``_state.record``: record?), so checking it
+costs one attribute read. Its fields are class attributes, so a thread that never set them reads
+the defaults: every new thread starts in grad mode, whatever mode the thread that created it is
+in (PyTorch's behaviour). ``_state.inference`` is True inside ``inference_mode``;
+``_state.asked`` is grad mode asked for inside ``inference_mode`` (``enable_grad`` there): as in
+PyTorch, ``is_grad_enabled()`` is then True but nothing is recorded.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "is_inference_mode_enabled"]
 
-_state = [True, False, False]  # [record, inference mode, grad mode asked for in inference mode]
+
+class _GradState(threading.local):
+    """This thread's grad mode; the class attributes are every new thread's starting state."""
+
+    record = True  # ops record a graph
+    inference = False  # inside inference_mode
+    asked = False  # grad mode asked for inside inference_mode (reported, nothing recorded)
+
+    def get(self) -> tuple:
+        return self.record, self.inference, self.asked
+
+    def set(self, state: tuple) -> None:
+        self.record, self.inference, self.asked = state
+
+
+_state = _GradState()
 
 
 def is_grad_enabled() -> bool:
     """True in grad mode (operations are recorded unless ``inference_mode`` is on)."""
-    return _state[0] or _state[2]
+    return _state.record or _state.asked
 
 
 def is_inference_mode_enabled() -> bool:
-    return _state[1]
+    return _state.inference
 
 
 class _Mode:
@@ -48,12 +68,12 @@ class _Mode:
         return self.__class__()
 
     def __enter__(self):
-        self._prev = tuple(_state)
+        self._prev = _state.get()
         self._apply()
         return self
 
     def __exit__(self, *exc):
-        _state[:] = self._prev
+        _state.set(self._prev)
         return False
 
 
@@ -69,13 +89,13 @@ class no_grad(_Mode):
     """
 
     def _apply(self):
-        _state[0] = _state[2] = False
+        _state.record = _state.asked = False
 
 
 def _set_grad_mode(mode: bool) -> None:
     # inside inference_mode grad mode is remembered but nothing is recorded
-    _state[0] = mode and not _state[1]
-    _state[2] = mode and _state[1]
+    _state.record = mode and not _state.inference
+    _state.asked = mode and _state.inference
 
 
 class enable_grad(_Mode):
@@ -93,12 +113,12 @@ class set_grad_enabled(_Mode):
     """
 
     def __init__(self, mode: bool = True):
-        self.prev = (_state[0], _state[2])
+        self.prev = (_state.record, _state.asked)
         self.mode = bool(mode)
         _set_grad_mode(self.mode)
 
     def __call__(self, func):
-        _state[0], _state[2] = self.prev
+        _state.record, _state.asked = self.prev
         return super().__call__(func)
 
     def clone(self):
@@ -109,7 +129,7 @@ class set_grad_enabled(_Mode):
         return self
 
     def __exit__(self, *exc):
-        _state[0], _state[2] = self.prev
+        _state.record, _state.asked = self.prev
         return False
 
 
@@ -125,6 +145,6 @@ class inference_mode(_Mode):
     def _apply(self):
         # As c10::InferenceMode(enabled): grad mode is set to ``not enabled``, so
         # ``inference_mode(False)`` inside ``inference_mode()`` records again.
-        _state[0] = not self.mode
-        _state[1] = bool(self.mode)
-        _state[2] = False
+        _state.record = not self.mode
+        _state.inference = bool(self.mode)
+        _state.asked = False

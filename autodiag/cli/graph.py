@@ -22,7 +22,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import graph as render
@@ -98,7 +97,7 @@ def graph(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         if call is not None and all_calls:
             raise BadInvocation("--call and --all exclude each other", "Pick one.")
         if root is not None and (call is not None or all_calls):
@@ -127,7 +126,7 @@ def graph(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("graph", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("graph", output, no_color, body, junit_xml, annotations, quiet, fmt)
 
 
 def _select(cap: GraphCapture, result, call: int | None, root: str | None):
@@ -180,7 +179,8 @@ def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
             extra["graphs"] = graphs
         total = sum(len(g["order"].items) for g in graphs)
         # node dicts are built as they are written: a huge graph is never one document
-        sink.write_json_stream(envelope("graph", label, [], error=result.error, **extra),
+        sink.write_json_stream(envelope("graph", label, [], error=result.error,
+                                        interrupted=result.interrupted, **extra),
                                pretty=total <= PRETTY_JSON_NODES)
         return left
     if fmt in ("dot", "svg", "mermaid"):

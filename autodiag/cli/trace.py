@@ -25,7 +25,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import table
@@ -62,7 +61,7 @@ def trace(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         sink = cmd.start()
         limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[fmt.value]
         rec = BackwardTrace(call, limit)
@@ -81,8 +80,10 @@ def trace(
         if fmt is TextOrJson.json:
             # rows are built as they are written (NOTE [Trace memory])
             sink.write_json_stream(envelope("trace", t.label, [], error=result.error,
+                                            interrupted=result.interrupted,
                                             call=call or rec.calls, calls=rec.calls,
-                                            kind=rec.kind, steps=Streamed(rec.rows(), rec.rows_json()),
+                                            kind=rec.kind,
+                                            steps=Streamed(rec.rows(), rec.rows_json()),
                                             truncated=rec.truncated),
                                    pretty=len(rec) <= PRETTY_JSON_ROWS)
         else:
@@ -94,7 +95,7 @@ def trace(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("trace", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("trace", output, no_color, body, junit_xml, annotations, quiet, fmt)
 
 
 # As graph's (cli/graph.py): text stops at 500 rows unless --max-nodes says otherwise, JSON is

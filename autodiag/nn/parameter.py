@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autodiag.tensor import Tensor, _init, vc_of
+from autodiag.tensor import REQUIRES_GRAD_DTYPE_ERROR, Tensor, _init, vc_of
 
 
 class Parameter(Tensor):
@@ -30,6 +30,8 @@ class Parameter(Tensor):
         if data._inference:
             p._inference = True
         if requires_grad:
+            if p._data.dtype.kind not in "fc":
+                raise RuntimeError(REQUIRES_GRAD_DTYPE_ERROR)
             p.requires_grad_(True)
         return p
 

@@ -178,6 +178,28 @@ def broadcast_error(sa: tuple, sb: tuple) -> str:
     return f"shapes {tuple(sa)} and {tuple(sb)} do not broadcast"
 
 
+def check_broadcast(*shapes) -> None:
+    """Raise PyTorch's RuntimeError if ``shapes`` do not broadcast, naming the first clash in
+    PyTorch's order (the shape so far is "tensor a", the next operand's "tensor b")."""
+    acc: tuple = ()
+    for s in shapes:
+        try:
+            acc = np.broadcast_shapes(acc, s)
+        except ValueError:
+            raise RuntimeError(broadcast_error(acc, s)) from None
+
+
+def broadcasting(fn, *args):
+    """``fn(*args)`` (a numpy function that broadcasts its operands), with numpy's ValueError for
+    operands that do not broadcast turned into PyTorch's RuntimeError. The check runs only
+    after numpy failed: the common path pays one call."""
+    try:
+        return fn(*args)
+    except ValueError:
+        check_broadcast(*(np.shape(a) for a in args))
+        raise
+
+
 def normalize_dims(dim, ndim: int) -> tuple:
     """``dim`` (None, int, or sequence) as a sorted tuple of non-negative dims."""
     if dim is None:
@@ -231,13 +253,49 @@ def sum_to_array(g: np.ndarray, shape: tuple) -> np.ndarray:
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf per element
 
 
+def sign_array(a: np.ndarray) -> np.ndarray:
+    """PyTorch's sign: numpy's, except that NaN has sign 0 (and bools are their own sign)."""
+    if a.dtype.kind == "b":
+        return a.copy()  # numpy has no bool loop
+    if a.dtype.kind == "f":
+        return np.where(np.isnan(a), a.dtype.type(0), np.sign(a))
+    return np.sign(a)
+
+
+# NOTE [Masked gradients]
+# Where PyTorch's backward formula *selects* (``where(mask, grad, 0)``, ``masked_fill``,
+# ``zeros_like(grad)``), ours must select too: ``grad * mask`` and ``grad * 0`` turn an inf or
+# NaN incoming gradient into NaN where PyTorch gives 0 (relu followed by sqrt at 0, floor
+# followed by ``/ 0``, ``max() * inf``). ``xp.mask(keep, grad)`` is the one way to write "zero
+# where not selected", for both vocabularies; ``xp.zeros_like(grad)`` is PyTorch's
+# ``zeros_like(grad)``. Where PyTorch's formula really multiplies (``amax``: ``grad / count *
+# mask``, ``abs``: ``grad * sgn(x)``) we multiply too, so inf * 0 = NaN there as in PyTorch.
+
+
 class _ArrayOps:
     """Backward vocabulary on numpy arrays (first-order backward)."""
 
     arrays = True
-    exp, log, sin, cos, tanh, sign, abs, floor = (np.exp, np.log, np.sin, np.cos, np.tanh,
-                                                  np.sign, np.abs, np.floor)
+    exp, log, sin, cos, tanh, abs, floor, isnan = (np.exp, np.log, np.sin, np.cos, np.tanh,
+                                                   np.abs, np.floor, np.isnan)
+    sign = staticmethod(sign_array)
     where = staticmethod(np.where)
+
+    @staticmethod
+    def mask(keep, g):
+        """``g`` where ``keep``, else 0: a select, never ``g * keep`` (NOTE [Masked gradients])."""
+        return np.where(keep, g, np.zeros((), dtype=g.dtype))
+
+    @staticmethod
+    def zeros_like(g):
+        return np.zeros_like(g)
+
+    @staticmethod
+    def div_floor(a, b):
+        """``div(a, b, rounding_mode="floor")`` (values only: its gradient is zero)."""
+        from autodiag.ops.pointwise import div_floor_array
+
+        return div_floor_array(a, b)
 
     @staticmethod
     def erf(a):
@@ -293,6 +351,18 @@ class _TensorOps:
         fn = REGISTRY[name]
         setattr(self, name, fn)
         return fn
+
+    def mask(self, keep, g):
+        """``g`` where ``keep``, else 0, recorded (NOTE [Masked gradients])."""
+        return self.where(keep, g, 0.0)
+
+    @staticmethod
+    def zeros_like(g):
+        # PyTorch's zeros_like(grad): a constant, so nothing flows back through it
+        return wrap(np.zeros_like(g._data))
+
+    def div_floor(self, a, b):
+        return self.div(a, b, rounding_mode="floor")
 
     @staticmethod
     def sum_to(g, shape):

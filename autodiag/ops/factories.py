@@ -14,7 +14,7 @@ import numpy as np
 
 from autodiag import _device, dtypes
 from autodiag.ops._core import register, wrap
-from autodiag.tensor import Tensor
+from autodiag.tensor import REQUIRES_GRAD_DTYPE_ERROR, Tensor
 
 _rng = [np.random.default_rng()]
 
@@ -31,6 +31,8 @@ seed = manual_seed
 def _finish(data: np.ndarray, requires_grad: bool) -> Tensor:
     t = wrap(data)
     if requires_grad:
+        if data.dtype.kind not in "fc":
+            raise RuntimeError(REQUIRES_GRAD_DTYPE_ERROR)
         t.requires_grad_(True)
     return t
 

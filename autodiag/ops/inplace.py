@@ -16,7 +16,7 @@ import numpy as np
 
 from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
-from autodiag.ops._core import _state, as_tensor_operand, edge, result
+from autodiag.ops._core import _state, as_tensor_operand, check_broadcast, edge, result, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -33,9 +33,9 @@ INFERENCE_ERROR = (
 
 def check_inplace(t: Tensor, op_name: str) -> None:
     """PyTorch's checks before any write (nothing is modified when they raise)."""
-    if t._inference and not _state[1]:
+    if t._inference and not _state.inference:
         raise RuntimeError(INFERENCE_ERROR)
-    if _state[0] and t.requires_grad:
+    if _state.record and t.requires_grad:
         if t.grad_fn is None and t._base is None:
             raise RuntimeError(LEAF_ERROR)
         base = t._base
@@ -59,10 +59,11 @@ def bump_version(t: Tensor, op_name: str) -> None:
 def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
     check_inplace(t, op_name)
-    recording = _state[0] and (t.requires_grad or any(
+    recording = _state.record and (t.requires_grad or any(
         isinstance(o, Tensor) and o.requires_grad for o in others))
     if recording and t._base is not None:
-        raise RuntimeError(
+        # a refusal, so NotImplementedError (a RuntimeError, as this was before)
+        raise NotImplementedError(
             f"autodiag: in-place {op_name} on a view of a tensor that takes part in autograd is "
             f"not supported (PyTorch rebases the base's history through CopySlices). Write the "
             f"operation out of place, e.g. build the new tensor with torch.cat/torch.where, or "
@@ -158,7 +159,7 @@ class ZeroBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * 0,)
+        return (xp.zeros_like(g),)  # PyTorch's zeros_like(grad) (NOTE [Masked gradients])
 
 
 class FillBackward2(ZeroBackward0):
@@ -177,7 +178,7 @@ class FillBackward3(Node):
         gv = None
         if nf[1] is not None:
             gv = np.asarray(g.sum()) if xp.arrays else g.sum()
-        return (g * 0 if nf[0] is not None else None, gv)
+        return (xp.zeros_like(g) if nf[0] is not None else None, gv)
 
 
 def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
@@ -186,14 +187,14 @@ def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value._data.ndim} dimensions.")
         out = np.full(t._data.shape, value._data, dtype=t._data.dtype)
-        if _state[0] and (t.requires_grad or value.requires_grad):
+        if _state.record and (t.requires_grad or value.requires_grad):
             node = FillBackward3((edge(t), edge(value)))
             if value._data.dtype != out.dtype:
                 node._input_meta = (None, ((), value._data.dtype))
             return result(out, node)
         return result(out, None)
     out = np.full(t._data.shape, value, dtype=t._data.dtype)
-    if _state[0] and t.requires_grad:
+    if _state.record and t.requires_grad:
         return result(out, cls((edge(t),)))
     return result(out, None)
 
@@ -219,13 +220,20 @@ class CopyBackwards(Node):
     def backward(self, xp, g):
         nf = self._next
         gs = xp.sum_to(g, self.src_shape) if nf[1] is not None else None
-        return (g * 0 if nf[0] is not None else None, gs)
+        return (xp.zeros_like(g) if nf[0] is not None else None, gs)
 
 
 def _copy_result(t: Tensor, src) -> Tensor:
     s = as_tensor_operand(src)
-    out = np.broadcast_to(s._data, t._data.shape).astype(t._data.dtype, copy=True)
-    if _state[0] and (t.requires_grad or s.requires_grad):
+    ts, ss = t._data.shape, s._data.shape
+    if ts != ss:
+        check_broadcast(ts, ss)  # PyTorch's error for shapes that clash
+        shape = np.broadcast_shapes(ts, ss)
+        if shape != ts:
+            raise RuntimeError(f"output with shape [{', '.join(map(str, ts))}] doesn't match "
+                               f"the broadcast shape [{', '.join(map(str, shape))}]")
+    out = np.broadcast_to(s._data, ts).astype(t._data.dtype, copy=True)
+    if _state.record and (t.requires_grad or s.requires_grad):
         node = CopyBackwards((edge(t), edge(s)))
         node.src_shape, node.src_dtype = s._data.shape, s._data.dtype
         if s._data.dtype != t._data.dtype:
@@ -258,12 +266,12 @@ class CopySlices(Node):
         idx = self.index
         if nf[0] is not None:
             if xp.arrays:
-                gx = g.copy()
+                gx = np.array(g)  # a copy, and an array even for a numpy scalar (0-d grads)
                 gx[idx] = 0
             else:
-                mask = np.ones(g._data.shape, dtype=bool)
-                mask[idx] = False
-                gx = g * mask
+                keep = np.ones(g._data.shape, dtype=bool)
+                keep[idx] = False
+                gx = xp.mask(keep, g)
         if nf[1] is not None:
             gv = xp.sum_to(g[idx], self.src_shape)
         return (gx, gv)
@@ -311,11 +319,18 @@ def _setitem_result(t: Tensor, index, value) -> Tensor:
     out = t._data.copy()
     try:
         out[index] = v._data
-    except ValueError as e:
-        raise RuntimeError(f"shape mismatch: value tensor of shape "
-                           f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
-                           f"indexing result ({e})") from None
-    if _state[0] and (t.requires_grad or v.requires_grad):
+    except ValueError:
+        target = out[index].shape
+        if any(isinstance(it, np.ndarray) for it in index):  # advanced: index_put_'s error
+            raise RuntimeError(f"shape mismatch: value tensor of shape "
+                               f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
+                               f"indexing result of shape [{', '.join(map(str, target))}]"
+                               ) from None
+        from autodiag.ops.shape import expand
+
+        expand(v.detach(), target)  # basic: PyTorch copies into a view (expand's error)
+        raise
+    if _state.record and (t.requires_grad or v.requires_grad):
         node = _setitem_node_class(index)((edge(t), edge(v)))
         node.index, node.src_shape = index, v._data.shape
         if v._data.dtype != out.dtype:
@@ -324,8 +339,44 @@ def _setitem_result(t: Tensor, index, value) -> Tensor:
     return result(out, None)
 
 
+def _whole(index: tuple, shape: tuple) -> bool:
+    """True for an index that selects the whole tensor without a view (``()``, ``...``, full
+    slices): PyTorch then copies into the tensor itself (CopyBackwards, not CopySlices)."""
+    if any(not (it is Ellipsis or isinstance(it, slice)) for it in index):
+        return False
+    if index.count(Ellipsis) > 1 or len(index) - index.count(Ellipsis) > len(shape):
+        return False
+    slices = [it for it in index if it is not Ellipsis]  # an Ellipsis only adds full slices
+    if Ellipsis not in index:
+        slices += [slice(None)] * (len(shape) - len(slices))
+    else:
+        at = index.index(Ellipsis)
+        slices[at:at] = [slice(None)] * (len(shape) - len(slices))
+    return all(it.start in (None, 0) and it.step in (None, 1) and (it.stop is None or
+               it.stop >= n) for it, n in zip(slices, shape))
+
+
+def _copy_to(t: Tensor, value) -> None:
+    """``t[whole] = value`` as PyTorch's ``copy_to``: copy_ for the same shape, fill_ for a 0-d
+    value, else copy_ of the value viewed without leading 1s and expanded (View, Expand)."""
+    v = value if isinstance(value, Tensor) else wrap(np.asarray(value, dtype=t._data.dtype))
+    vs = v._data.shape
+    if vs == t._data.shape:
+        copy_(t, v)
+    elif not vs:
+        fill_(t, v)
+    else:
+        from autodiag.ops.shape import expand, view
+
+        k = next((i for i, s in enumerate(vs) if s != 1), len(vs))
+        copy_(t, expand(view(v, vs[k:]), t._data.shape))
+
+
 def setitem(self, index, value):
     idx = _normalize_index(index, self)
+    if _whole(idx, self._data.shape):
+        _copy_to(self, value)
+        return
     apply_inplace(self, "__setitem__", lambda t: _setitem_result(t, idx, value), value)
 
 

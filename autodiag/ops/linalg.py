@@ -47,7 +47,7 @@ class BmmBackward0(MmBackward0):
 
 
 def _product(cls, a, b, out):
-    if _state[0] and (a.requires_grad or b.requires_grad):
+    if _state.record and (a.requires_grad or b.requires_grad):
         node = cls((edge(a), edge(b)))
         return node._record(a, b, out)
     return result(out, None)

@@ -69,6 +69,8 @@ def _size(shape) -> str:
 
 def _reduce(a: np.ndarray, r: int) -> np.ndarray:
     if r == 1:
+        if a.size == 0:  # the mean of nothing is nan (PyTorch), without numpy's warning
+            return np.asarray(np.nan, dtype=a.dtype)
         return np.asarray(a.mean(dtype=a.dtype))
     if r == 2:
         return np.asarray(a.sum(dtype=a.dtype))
@@ -110,7 +112,7 @@ def _scalar_op(x: Tensor, s, np_fn, cls) -> Tensor:
     out = np.asarray(np_fn(x._data, s))
     if out.dtype != x._data.dtype and x._data.dtype.kind == "f":
         out = out.astype(x._data.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.other = s
         return _record(node, out)
@@ -214,7 +216,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if beta != 0:
         # NOTE: in place into the fresh product: one allocation for the whole op
         out += sd if beta == 1 else sd * beta
-    if _state[0] and (a.requires_grad or b.requires_grad or s.requires_grad):
+    if _state.record and (a.requires_grad or b.requires_grad or s.requires_grad):
         ea, eb = edge(a), edge(b)
         node = AddmmBackward0((edge(s), ea, eb))
         # shapes: mat1, mat2, self, output
@@ -267,7 +269,8 @@ class MseLossBackward0(Node):
     def backward(self, xp, g):
         nf = self._next
         # NOTE: PyTorch's form: norm * (input - target) * grad, norm = 2/numel for 'mean'
-        norm = 2.0 / self.count if self.reduction == 1 else 2.0
+        # (an empty input has an empty gradient: any norm will do, and 2/0 would raise)
+        norm = 2.0 / self.count if self.reduction == 1 and self.count else 2.0
         gx = (self.saved(xp, 0) - self.saved(xp, 1)) * norm * g
         return (gx if nf[0] is not None else None, -gx if nf[1] is not None else None)
 
@@ -325,7 +328,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
         xd, td = xd.astype(dt), td.astype(dt)
     d = xd - td
     out = _reduce(d * d, r)
-    if _state[0] and (x.requires_grad or t.requires_grad):
+    if _state.record and (x.requires_grad or t.requires_grad):
         node = MseLossBackward0((edge(x), edge(t)))
         node.reduction, node.count = r, d.size
         node._saved = (save(x), save(t))
@@ -402,7 +405,7 @@ def _nll_check(x: Tensor, target: Tensor, weight) -> None:
                            f"{_size(td.shape)}")
     c = xd.shape[0 if xd.ndim == 1 else 1]
     if weight is not None:
-        if weight.requires_grad and _state[0]:
+        if weight.requires_grad and _state.record:
             raise RuntimeError("The function 'nll_loss_forward' is not differentiable with "
                                "respect to argument 'weight'. This input cannot have "
                                "requires_grad True.")
@@ -446,7 +449,7 @@ def _nll_core(x: Tensor, target: Tensor, weight, r: int, ignore_index: int, cls)
         out = np.asarray(losses.sum(dtype=xd.dtype))
     else:
         out = np.asarray(losses.sum(dtype=xd.dtype) / total, dtype=xd.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.reduction, node.ignore_index, node.total_weight = r, ignore_index, total
         node.coef = -wt / total if r == 1 else -wt
@@ -538,7 +541,7 @@ def _ce_probabilities(logp, target, weight, r, label_smoothing, cdim):
     if r == 2:
         return -prod.sum()
     if logp._data.size == 0:
-        return -prod.sum() * math.nan
+        return -prod.sum().fill_(math.nan)  # ATen fills the sum in place
     return div_scalar(-prod.sum(), logp._data.size // n_classes)
 
 
@@ -649,7 +652,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if weight is not None:
         loss = loss * weight._data
     out = _reduce(np.asarray(loss), r)
-    if _state[0] and (input.requires_grad or target.requires_grad):
+    if out.dtype != target._data.dtype:
+        # NOTE: PyTorch builds the loss with in-place ops on (1 - target), so it has the
+        # target's dtype whatever the input's, weight's and pos_weight's
+        out = out.astype(target._data.dtype)
+    if _state.record and (input.requires_grad or target.requires_grad):
         node = BinaryCrossEntropyWithLogitsBackward0((edge(input), edge(target)))
         node.reduction = r
         node._saved = (save(input), save(target), None if weight is None else save(weight),
@@ -764,7 +771,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         out += bias._data
     needs = input.requires_grad or (weight is not None and weight.requires_grad) or (
         bias is not None and bias.requires_grad)
-    if _state[0] and needs:
+    if _state.record and needs:
         node = NativeLayerNormBackward0((edge(input),
                                          None if weight is None else edge(weight),
                                          None if bias is None else edge(bias)))
@@ -857,7 +864,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     if max_norm is not None:
         _renorm_rows(weight, idx.reshape(-1), max_norm, norm_type)
     out = weight._data[idx]
-    if _state[0] and weight.requires_grad:
+    if _state.record and weight.requires_grad:
         node = EmbeddingBackward0((edge(weight),))
         node.num_weights, node.padding_idx = num, padding_idx
         node.scale_grad_by_freq = scale_grad_by_freq
@@ -906,8 +913,10 @@ class LeakyReluBackward1(Node):
     _saved_names = ("result",)
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
-        return (xp.where(r > 0, g, g * self.negative_slope),)
+        from autodiag.ops.pointwise import LeakyReluBackwardBackward0, _select_backward
+
+        return (_select_backward(xp, g, self.saved(xp, 0), 0, self.negative_slope,
+                                 LeakyReluBackwardBackward0),)
 
     def _saved_extra(self):
         return {"negative_slope": self.negative_slope}
@@ -916,7 +925,7 @@ class LeakyReluBackward1(Node):
 def _leaky_relu_saving_result(t: Tensor, negative_slope: float) -> Tensor:
     d = t._data
     out = np.where(d > 0, d, d * negative_slope).astype(d.dtype, copy=False)
-    if _state[0] and t.requires_grad:
+    if _state.record and t.requires_grad:
         if negative_slope < 0:
             raise RuntimeError("In-place leakyReLu backward calculation is triggered with a "
                                "negative slope which is not supported. This is caused by calling "

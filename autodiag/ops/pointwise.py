@@ -21,12 +21,15 @@ from autodiag.ops._core import (
     _state,
     as_tensor_operand,
     broadcast_error,
+    broadcasting,
+    check_broadcast,
     edge,
     register,
     result,
     save,
     save_output,
     set_broadcast_meta,
+    sign_array,
     wrap,
 )
 from autodiag.tensor import Tensor, _new
@@ -119,9 +122,9 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
             out = np.asarray(out)
         r = _new(Tensor)
         r._data, r._vc = out, None
-        if not _state[0] or not x.requires_grad:
+        if not _state.record or not x.requires_grad:
             r.grad_fn, r.requires_grad = None, False
-            if _state[1]:
+            if _state.inference:
                 r._inference = True  # made in inference_mode
             return r
         # NOTE [Hot path]; an input at version 0 is saved as itself (NOTE [Compact saves])
@@ -335,17 +338,76 @@ sigmoid = register()(unary_op("sigmoid", _np_sigmoid, SigmoidBackward0, _RESULT)
 # --- piecewise functions (zero or undefined derivative at the kinks, as PyTorch) ------------
 
 
+# NOTE [Recorded select backward]
+# PyTorch computes the backward of relu and leaky_relu with ops of their own
+# (``threshold_backward(grad, result, 0)``, ``leaky_relu_backward(grad, self, slope)``), which
+# autograd records under create_graph with an edge to the tensor the mask is read from; their
+# derivative along that edge is zeros. So the first gradient of ``relu(x).sum()`` requires grad
+# (through ``result``) even though the incoming gradient does not, and differentiating it again
+# gives zeros rather than "does not require grad". ``_select_backward`` records the same node.
+
+
+class _SelectBackwardBackward(Node):
+    """``where(self > threshold, grad, grad * slope)``, recorded; no gradient reaches ``self``."""
+
+    __slots__ = ("threshold", "slope")
+    _saved_names = ("self",)
+
+    def backward(self, xp, gg):
+        nf = self._next
+        s = self.saved(xp, 0)
+        return (_select_backward(xp, gg, s, self.threshold, self.slope, type(self))
+                if nf[0] is not None else None,
+                xp.zeros_like(gg) if nf[1] is not None else None)
+
+
+class ThresholdBackwardBackward0(_SelectBackwardBackward):
+    __slots__ = ()
+
+    def _saved_extra(self):
+        return {"threshold": self.threshold}
+
+
+class LeakyReluBackwardBackward0(_SelectBackwardBackward):
+    __slots__ = ()
+
+    def _saved_extra(self):
+        return {"negative_slope": self.slope}
+
+
+def _select_backward(xp, g, s, threshold, slope, cls):
+    """``g`` where ``s > threshold``; elsewhere 0 (``slope`` None: PyTorch's threshold_backward,
+    a select) or ``g * slope`` (leaky_relu_backward). Under create_graph the op is recorded as
+    ``cls`` (NOTE [Recorded select backward])."""
+    if xp.arrays:
+        if slope is None:
+            return ARRAY.mask(~(s <= threshold), g)  # NaN passes the gradient, as in PyTorch
+        return np.where(s > threshold, g, g * slope)
+    gd, sd = g._data, s._data
+    out = ARRAY.mask(~(sd <= threshold), gd) if slope is None else \
+        np.where(sd > threshold, gd, gd * slope)
+    if _state.record and (g.requires_grad or s.requires_grad):
+        node = cls((edge(g), edge(s)))
+        node.threshold, node.slope = threshold, slope
+        node._saved = (save(s),)
+        set_broadcast_meta(node, out, g, s)
+        return result(out, node)
+    return result(out, None)
+
+
 class ReluBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * (self.saved(xp, 0) > 0),)
+        return (_select_backward(xp, g, self.saved(xp, 0), 0, None, ThresholdBackwardBackward0),)
 
 
 def _np_relu(a):
     if a.dtype.kind == "b":
         raise RuntimeError("Boolean inputs not supported for relu")
-    return np.maximum(a, 0)
+    # NOTE: PyTorch keeps the input on ties, so relu(-0.0) is -0.0; numpy's maximum returns its
+    # second argument on ties, hence the order.
+    return np.maximum(a.dtype.type(0), a)
 
 
 relu = register()(unary_op("relu", _np_relu, ReluBackward0, _RESULT, float_only=False))
@@ -355,8 +417,8 @@ class LeakyReluBackward0(_Unary):
     __slots__ = ("negative_slope",)
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        return (xp.where(x > 0, g, g * self.negative_slope),)
+        return (_select_backward(xp, g, self.saved(xp, 0), 0, self.negative_slope,
+                                 LeakyReluBackwardBackward0),)
 
     def _saved_extra(self):
         return {"negative_slope": self.negative_slope}
@@ -460,12 +522,12 @@ class ClampBackward1(_Unary):
 
     def backward(self, xp, g):
         x = self.saved(xp, 0)
-        mask = True
-        if self.min is not None:
-            mask = x >= self.min
-        if self.max is not None:
-            mask = (x <= self.max) & mask
-        return (g * mask,)
+        lo, hi = self.min, self.max
+        if lo is not None and hi is not None:
+            keep = (x >= lo) & (x <= hi)
+        else:
+            keep = x >= lo if lo is not None else x <= hi
+        return (xp.mask(keep, g),)
 
     def _saved_extra(self):
         return {"min": self.min, "max": self.max}
@@ -483,7 +545,18 @@ def _clamp_fwd(a, min, max):  # noqa: A002
     # NOTE: an integer tensor clamped to a float bound is promoted, as PyTorch does
     if a.dtype.kind in "biu" and any(isinstance(v, float) for v in (min, max)):
         a = a.astype(dtypes.get_default_dtype().np)
-    return np.clip(a, min, max).astype(a.dtype)
+    return _clamp_array(a, min, max).astype(a.dtype, copy=False)
+
+
+def _clamp_array(a, lo, hi):
+    """min(max(a, lo), hi) as PyTorch computes it: a tie keeps ``a`` (clamp(-0.0, min=0) is
+    -0.0; numpy's maximum/minimum return their second argument on ties), NaN propagates, and
+    ``lo > hi`` gives ``hi``."""
+    if lo is not None:
+        a = np.maximum(lo, a)
+    if hi is not None:
+        a = np.minimum(hi, a)
+    return a
 
 
 @register()
@@ -498,31 +571,107 @@ def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
     return r
 
 
-def _clamp_tensor(input, min, max):  # noqa: A002
-    out = input
+class ClampBackward0(Node):
+    """clamp with tensor bounds: edges (self, min, max), ``(None, 0)`` for a missing bound.
+
+    PyTorch's subgradients (clamp_backward, clamp_backward_min_max): self gets the gradient
+    where min <= self <= max (ties included); min where self < min (and min < max); max where
+    self > max (or max < min, when max wins)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "min", "max")
+
+    def backward(self, xp, g):
+        nf = self._next
+        x = self.saved(xp, 0)
+        lo = self.saved(xp, 1) if self._saved[1] is not None else None
+        hi = self.saved(xp, 2) if len(self._saved) > 2 and self._saved[2] is not None else None
+        gx = gmin = gmax = None
+        if nf[0] is not None:
+            keep = x >= lo if lo is not None else None
+            if hi is not None:
+                keep = (x <= hi) if keep is None else keep & (x <= hi)
+            gx = xp.mask(keep, g)
+        if len(nf) > 1 and nf[1] is not None:
+            below = x < lo
+            gmin = xp.mask(below & (lo < hi) if hi is not None else below, g)
+        if len(nf) > 2 and nf[2] is not None:
+            above = x > hi
+            gmax = xp.mask(above | (hi < lo) if lo is not None else above, g)
+        return (gx, gmin, gmax)
+
+
+class ClampMinBackward1(ClampBackward0):
+    """clamp_min(self, min tensor): edges (self, min)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "min")
+
+
+class ClampMaxBackward1(Node):
+    """clamp_max(self, max tensor): edges (self, max)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "max")
+
+    def backward(self, xp, g):
+        nf = self._next
+        x, hi = self.saved(xp, 0), self.saved(xp, 1)
+        return (xp.mask(x <= hi, g) if nf[0] is not None else None,
+                xp.mask(x > hi, g) if nf[1] is not None else None)
+
+
+def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
+    if not all(b is None or isinstance(b, Tensor) for b in (min, max)):
+        got = ", ".join(f"{k}={type(v).__name__ if not isinstance(v, Tensor) else 'Tensor'}"
+                        for k, v in (("max", max), ("min", min)) if v is not None)
+        raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}, ), "
+                        f"but expected one of:\n * (Tensor input, Tensor min = None, Tensor max "
+                        f"= None)\n * (Tensor input, Number min = None, Number max = None)")
+    x = as_tensor_operand(input)
+    bounds = [b for b in (min, max) if b is not None]
+    dt = dtypes.result_type([x] + bounds).np
+    out = x._data.astype(dt, copy=False)
+    # NOTE: the bound first (see _clamp_array: a tie keeps self's value, e.g. -0.0); the
+    # operands stay in PyTorch's order for the broadcast error
     if min is not None:
-        out = maximum(out, min)
+        out = broadcasting(lambda a, b: np.maximum(b, a), out, min._data.astype(dt, copy=False))
     if max is not None:
-        out = minimum(out, max)
-    return out
+        out = broadcasting(lambda a, b: np.minimum(b, a), out, max._data.astype(dt, copy=False))
+    if out is x._data:
+        out = out.copy()
+    if not (_state.record and any(t.requires_grad for t in [x] + bounds)):
+        return result(out, None)
+    if cls is ClampBackward0:
+        operands = (x, min, max)
+    else:
+        operands = (x, min if cls is ClampMinBackward1 else max)
+    node = cls(tuple(edge(t) if t is not None else NO_EDGE for t in operands))
+    node._saved = tuple(save(t) if t is not None else None for t in operands)
+    set_broadcast_meta(node, out, *operands)
+    return result(out, node)
 
 
 clip = register("clip")(clamp)
 
 
-@register(method=False)
+@register()
 def clamp_min(input, min):  # noqa: A002
+    if isinstance(min, Tensor):
+        return _clamp_tensor(input, min, None, ClampMinBackward1)
     return clamp(input, min=min, _cls=ClampMinBackward0)
 
 
-@register(method=False)
+@register()
 def clamp_max(input, max):  # noqa: A002
+    if isinstance(max, Tensor):
+        return _clamp_tensor(input, None, max, ClampMaxBackward1)
     return clamp(input, max=max, _cls=ClampMaxBackward0)
 
 
 def _zero_grad_node(name: str):
     def backward(self, xp, g):
-        return (g * 0,)
+        return (xp.zeros_like(g),)  # NOTE [Masked gradients]: not g * 0
 
     return type(name, (Node,), {"__slots__": (), "backward": backward})
 
@@ -549,11 +698,7 @@ def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
     return _unary(input, lambda a: np.round(a, d), cls, _NONE, float_only=False)
 
 
-def _np_sign(a):
-    return a.copy() if a.dtype.kind == "b" else np.sign(a)  # numpy has no bool loop
-
-
-sign = register()(unary_op("sign", _np_sign, SignBackward0, _NONE, float_only=False))
+sign = register()(unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False))
 
 
 floor = register()(
@@ -627,7 +772,7 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
         raise RuntimeError(broadcast_error(ad.shape, bd.shape)) from None
     if out.__class__ is not _ndarray:
         out = np.asarray(out)  # numpy hands back scalars for 0-d results
-    if _state[0] and (a.requires_grad or (b_is_t and b.requires_grad)):
+    if _state.record and (a.requires_grad or (b_is_t and b.requires_grad)):
         # edge() inlined for the common case (hot path)
         fa = a.grad_fn
         ea = fa if fa is not None and not a._output_nr else edge(a)
@@ -690,9 +835,9 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
         r = _new(Tensor)
         r._vc = None
         r._data = out
-        if not _state[0] or not (a.requires_grad or b_grad):
+        if not _state.record or not (a.requires_grad or b_grad):
             r.grad_fn, r.requires_grad = None, False
-            if _state[1]:
+            if _state.inference:
                 r._inference = True  # made in inference_mode
             return r
         # NOTE [Hot path]; an input at version 0 is saved as itself (NOTE [Compact saves])
@@ -836,6 +981,10 @@ def sub(input, other, *, alpha=1):
 subtract = register("subtract")(sub)
 
 
+def _reversed_subtract(x, y):
+    return np.subtract(y, x)
+
+
 class RsubBackward1(Node):
     __slots__ = ("alpha",)
 
@@ -846,17 +995,37 @@ class RsubBackward1(Node):
         return {"alpha": self.alpha}
 
 
+class RsubBackward0(AddBackward0):
+    """``rsub(input, other)`` with a tensor ``other``: edges in argument order (input, other)."""
+
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        nf = self._next
+        return ((-g if self.alpha == 1 else g * -self.alpha) if nf[0] is not None else None,
+                g if nf[1] is not None else None)
+
+
 @register(method=False)
 def rsub(input, other, *, alpha=1):
-    """``other - alpha * input``; with a scalar ``other`` this is PyTorch's ``RsubBackward1``."""
-    if isinstance(other, Tensor):
-        return sub(other, input, alpha=alpha)
+    """``other - alpha * input``: PyTorch's ``RsubBackward0`` (tensor ``other``, edges in
+    argument order) or ``RsubBackward1`` (scalar ``other``)."""
     _check_bool_sub(input, other)
+    if isinstance(other, Tensor):
+        if not isinstance(input, Tensor):
+            return sub(other, input, alpha=alpha)
+        if alpha == 1:
+            return _binary(input, other, _reversed_subtract, RsubBackward0, 0, 0)
+        r = _binary(input, other, lambda x, y: np.subtract(y, x * alpha),
+                    _with_alpha(RsubBackward0), 0, 0)
+        if r.grad_fn is not None:
+            r.grad_fn.alpha = alpha
+        return r
     if not isinstance(input, Tensor):
         input = as_tensor_operand(input)
     ad, od = _operands(input, other)
     out = np.subtract(od, ad * alpha if alpha != 1 else ad)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = RsubBackward1((edge(input),))
         node.alpha = alpha
         if out.dtype != ad.dtype:
@@ -920,26 +1089,66 @@ class DivBackward2(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * 0, None)
+        nf = self._next
+        return (xp.zeros_like(g) if nf[0] is not None else None,
+                xp.zeros_like(g) if len(nf) > 1 and nf[1] is not None else None)
 
 
 def _div_rounded(input, other, mode):
     if mode not in ("trunc", "floor"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{mode}'")
-    q = div(input, other) if (isinstance(input, Tensor) and input._data.dtype.kind == "f") or \
-        (isinstance(other, Tensor) and other._data.dtype.kind == "f") or \
-        isinstance(other, float) else None
-    if q is None:
-        a = as_tensor_operand(input)
-        b = other._data if isinstance(other, Tensor) else other
-        fn = np.floor_divide if mode == "floor" else lambda x, y: np.trunc(x / y).astype(x.dtype)
-        return result(np.asarray(fn(a._data, b)), None)
-    out = np.floor(q._data) if mode == "floor" else np.trunc(q._data)
-    if q.grad_fn is not None:
+    is_float = any(isinstance(t, Tensor) and t._data.dtype.kind == "f" or isinstance(t, float)
+                   for t in (input, other))
+    if isinstance(input, Tensor):
+        ad, bd = _operands(input, other, true_divide=is_float)
+    else:
+        bd, ad = _operands(as_tensor_operand(other), input, true_divide=is_float)
+    if not is_float:
+        _check_int_divisor(bd)
+        q = np.floor_divide(ad, bd)
+        if mode == "trunc":  # C division: round toward zero
+            q = q + ((np.remainder(ad, bd) != 0) & ((ad < 0) != (bd < 0)))
+        return result(np.asarray(q, dtype=np.result_type(ad, bd)), None)
+    out = div_floor_array(ad, bd) if mode == "floor" else np.trunc(np.true_divide(ad, bd))
+    tensors = [t for t in (input, other) if isinstance(t, Tensor)]
+    if _state.record and any(t.requires_grad for t in tensors):
         node = DivBackward2(edges_of(input, other))
+        set_broadcast_meta(node, out, *(t if isinstance(t, Tensor) else None
+                                        for t in (input, other)))
         return result(out, node)
     return result(out, None)
+
+
+def _check_int_divisor(b) -> None:
+    """Integer division by zero has no IEEE answer: PyTorch raises (numpy would give 0)."""
+    if np.any(np.asarray(b) == 0):
+        raise RuntimeError("ZeroDivisionError")
+
+
+def div_floor_array(a, b):
+    """PyTorch's floating floor division (``div_floor_floating``): ``(a - fmod(a, b)) / b``,
+    corrected toward the floor; unlike ``floor(a / b)`` it agrees with Python's ``//``
+    (``1 // 0.1 == 9``), keeps the sign of a zero quotient, and gives ``a / b`` for ``b == 0``."""
+    mod = np.fmod(a, b)
+    q = (a - mod) / b
+    q = np.where((mod != 0) & ((np.asarray(b) < 0) != (mod < 0)), q - 1, q)
+    fl = np.floor(q)
+    fl = np.where(q - fl > 0.5, fl + 1, fl)
+    ratio = np.true_divide(a, b)
+    out = np.where(q != 0, fl, np.copysign(np.zeros_like(ratio), ratio))
+    return np.asarray(np.where(np.asarray(b) == 0, ratio, out), dtype=ratio.dtype)
+
+
+def _remainder_array(a, b):
+    """PyTorch's remainder: the sign of the divisor, from ``fmod`` so that a zero keeps the
+    dividend's sign (remainder(-0.0, 1) is -0.0; numpy's mod gives 0.0)."""
+    if np.result_type(a, b).kind in "iu":
+        _check_int_divisor(b)
+        return np.mod(a, b)
+    m = np.fmod(a, b)
+    return np.asarray(np.where((m != 0) & ((np.asarray(b) < 0) != (m < 0)), m + b, m),
+                      dtype=m.dtype)
 
 
 def edges_of(*xs):
@@ -959,14 +1168,14 @@ NotImplementedBackward = type("NotImplemented", (Node,), {
 
 @register()
 def floor_divide(input, other):
-    with_grad = _state[0] and any(isinstance(t, Tensor) and t.requires_grad
+    with_grad = _state.record and any(isinstance(t, Tensor) and t.requires_grad
                                   for t in (input, other))
-    grad_mode_state = _state[0]
-    _state[0] = False
+    grad_mode_state = _state.record
+    _state.record = False
     try:
         out = div(input, other, rounding_mode="floor")._data
     finally:
-        _state[0] = grad_mode_state
+        _state.record = grad_mode_state
     if with_grad:
         node = NotImplementedBackward(edges_of(input, other) if isinstance(other, Tensor)
                                       else edges_of(input))
@@ -986,7 +1195,9 @@ class RemainderBackward1(_Binary):
         nf = self._next
         gb = None
         if nf[1] is not None:
-            gb = -g * xp.floor(self.saved(xp, 0) / self.saved(xp, 1))
+            # div with rounding_mode="floor", as PyTorch: its derivative is zero, where
+            # floor(a / b) would send 0 / b (NaN at b = 0) back into the divisor
+            gb = -g * xp.div_floor(self.saved(xp, 0), self.saved(xp, 1))
         return (g if nf[0] is not None else None, gb)
 
 
@@ -994,9 +1205,9 @@ class RemainderBackward1(_Binary):
 def remainder(input, other):
     a = as_tensor_operand(input)
     ad, bd = _operands(a, other)
-    out = np.mod(ad, bd)
+    out = broadcasting(_remainder_array, ad, bd)
     b_is_t = isinstance(other, Tensor)
-    if _state[0] and (a.requires_grad or b_is_t and other.requires_grad):
+    if _state.record and (a.requires_grad or b_is_t and other.requires_grad):
         if not b_is_t:
             node = RemainderBackward0((edge(a),))
             if out.dtype != ad.dtype:
@@ -1018,7 +1229,7 @@ class PowBackward0(_Unary):
     def backward(self, xp, g):
         p = self.exponent
         if p == 0:
-            return (g * 0,)
+            return (xp.zeros_like(g),)
         x = self.saved(xp, 0)
         return (g * (p * x ** (p - 1)),)
 
@@ -1035,10 +1246,11 @@ class PowBackward1(Node):
         x, p = self.saved(xp, 0), self.saved(xp, 1)
         gx = gp = None
         if nf[0] is not None:
-            gx = xp.where(p == 0, g * 0, g * (p * x ** (p - 1)))
+            gx = xp.mask(p != 0, g * (p * x ** (p - 1)))
         if nf[1] is not None:
             r = self.saved(xp, 2)
-            gp = xp.where((x == 0) & (p >= 0), g * 0, g * (r * xp.log(x)))
+            # PyTorch multiplies here (grad * where(...)): an inf grad at 0 ** p gives NaN
+            gp = g * xp.mask((x != 0) | ~(p >= 0), r * xp.log(x))
         return (gx, gp)
 
 
@@ -1053,8 +1265,9 @@ class PowBackward2(Node):
             # PyTorch's formula (pow_backward_exponent): 0 where p >= 0, else result * log(0).
             # Written the same way so that double backward agrees too (nan, as in PyTorch).
             p = self.saved(xp, 1)
-            return (g * xp.where(p >= 0, r * 0, r * -math.inf),)
-        return (g * (r * math.log(b)),)
+            return (g * xp.mask(~(p >= 0), r * -math.inf),)
+        # NOTE: np.log, not math.log: a negative base gives NaN (as in PyTorch), not ValueError
+        return (g * (r * float(np.log(b))),)
 
     def _saved_extra(self):
         return {"self": self.base}
@@ -1067,8 +1280,8 @@ def pow(input, exponent):  # noqa: A001
     if isinstance(exponent, Tensor):
         ad, bd = _operands(input, exponent)
         with np.errstate(all="ignore"):
-            out = np.power(ad, bd)
-        if _state[0] and (input.requires_grad or exponent.requires_grad):
+            out = broadcasting(np.power, ad, bd)
+        if _state.record and (input.requires_grad or exponent.requires_grad):
             node = PowBackward1((edge(input), edge(exponent)))
             r = result(out, node)
             se = save(exponent)  # PyTorch saves the exponent first (pack-hook order)
@@ -1080,7 +1293,7 @@ def pow(input, exponent):  # noqa: A001
     if ad.dtype.kind in "iu" and isinstance(bd, (int, np.integer)) and bd < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     out = np.power(ad, bd)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = PowBackward0((edge(input),))
         node.exponent = exponent
         node._saved = (save(input),)
@@ -1102,7 +1315,7 @@ def _scalar_pow(base, exponent: Tensor):
         out = np.power(bd, ed)
     if out.__class__ is not np.ndarray or out.dtype != ed.dtype:
         out = np.asarray(out, dtype=ed.dtype if ed.dtype.kind == "f" else None)
-    if _state[0] and exponent.requires_grad:
+    if _state.record and exponent.requires_grad:
         node = PowBackward2((edge(exponent),))
         node.base = base
         r = result(out, node)
@@ -1119,9 +1332,10 @@ class MaximumBackward0(_Binary):
     def backward(self, xp, g):
         a, b = self.saved(xp, 0), self.saved(xp, 1)
         nf = self._next
-        ga = xp.where(a == b, g / 2, g * (a > b)) if nf[0] is not None else None
-        gb = xp.where(a == b, g / 2, g * (a < b)) if nf[1] is not None else None
-        return (ga, gb)
+        # PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0); NaN keeps the gradient
+        split = xp.where(a == b, g / 2, g)
+        return (xp.mask(~(a < b), split) if nf[0] is not None else None,
+                xp.mask(~(a > b), split) if nf[1] is not None else None)
 
 
 class MinimumBackward0(_Binary):
@@ -1130,17 +1344,17 @@ class MinimumBackward0(_Binary):
     def backward(self, xp, g):
         a, b = self.saved(xp, 0), self.saved(xp, 1)
         nf = self._next
-        ga = xp.where(a == b, g / 2, g * (a < b)) if nf[0] is not None else None
-        gb = xp.where(a == b, g / 2, g * (a > b)) if nf[1] is not None else None
-        return (ga, gb)
+        split = xp.where(a == b, g / 2, g)
+        return (xp.mask(~(a > b), split) if nf[0] is not None else None,
+                xp.mask(~(a < b), split) if nf[1] is not None else None)
 
 
 def _min_max(input, other, fn, cls):
     a = as_tensor_operand(input)
     b = as_tensor_operand(other)
     ad, bd = _operands(a, b)
-    out = fn(ad, bd)
-    if _state[0] and (a.requires_grad or b.requires_grad):
+    out = broadcasting(fn, ad, bd)
+    if _state.record and (a.requires_grad or b.requires_grad):
         node = cls((edge(a), edge(b)))
         node._saved = (save(a), save(b))
         set_broadcast_meta(node, out, a, b)
@@ -1148,14 +1362,16 @@ def _min_max(input, other, fn, cls):
     return result(out, None)
 
 
+# NOTE: PyTorch's maximum(a, b) returns a on ties (maximum(-0.0, 0.0) is -0.0); numpy's returns
+# its second argument, so the operands go in swapped.
 @register()
 def maximum(input, other):
-    return _min_max(input, other, np.maximum, MaximumBackward0)
+    return _min_max(input, other, lambda a, b: np.maximum(b, a), MaximumBackward0)
 
 
 @register()
 def minimum(input, other):
-    return _min_max(input, other, np.minimum, MinimumBackward0)
+    return _min_max(input, other, lambda a, b: np.minimum(b, a), MinimumBackward0)
 
 
 
@@ -1167,9 +1383,8 @@ class WhereBackward0(Node):
     def backward(self, xp, g):
         c = self.saved(xp, 0)
         nf = self._next
-        z = g * 0
-        return (xp.where(c, g, z) if nf[0] is not None else None,
-                xp.where(c, z, g) if nf[1] is not None else None)
+        return (xp.mask(c, g) if nf[0] is not None else None,
+                xp.mask(~c, g) if nf[1] is not None else None)
 
 
 @register()
@@ -1194,12 +1409,12 @@ def where(condition, input=None, other=None):
         a = as_tensor_operand(input)
         b = None
         ad, bd = _operands(a, other)
-    out = np.where(cond._data, ad, bd)
+    out = broadcasting(np.where, cond._data, ad, bd)
     if out.dtype != (ad.dtype if isinstance(ad, np.ndarray) else bd.dtype):
         out = out.astype(ad.dtype if isinstance(ad, np.ndarray) else bd.dtype)
     ra = ta and input.requires_grad
     rb = tb and other.requires_grad
-    if _state[0] and (ra or rb):
+    if _state.record and (ra or rb):
         node = WhereBackward0((edge(a) if ta else NO_EDGE, edge(b) if tb else NO_EDGE))
         node._saved = (save(cond),)
         set_broadcast_meta(node, out, a if ta else None, b if tb else None)
@@ -1217,7 +1432,7 @@ def _compare(fn):
             ad, bd = _operands(a, other)
         else:
             ad, bd = a._data, other
-        return result(np.asarray(fn(ad, bd)), None)
+        return result(np.asarray(broadcasting(fn, ad, bd)), None)
 
     return op
 
@@ -1241,7 +1456,7 @@ def _logical(fn, bitwise):
         b = as_tensor_operand(other)
         if bitwise and (a._data.dtype.kind == "f" or b._data.dtype.kind == "f"):
             raise RuntimeError(f"\"{fn.__name__}_cpu\" not implemented for 'Float'")
-        return result(np.asarray(fn(a._data, b._data)), None)
+        return result(np.asarray(broadcasting(fn, a._data, b._data)), None)
 
     return op
 
@@ -1285,12 +1500,14 @@ def isfinite(input):
 @register()
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = as_tensor_operand(input), as_tensor_operand(other)
+    check_broadcast(a._data.shape, b._data.shape)
     return result(np.isclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan), None)
 
 
 @register()
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     a, b = as_tensor_operand(input), as_tensor_operand(other)
+    check_broadcast(a._data.shape, b._data.shape)
     return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

@@ -8,6 +8,8 @@ full reductions and amax/amin, all to the selected index for ``max(dim)``.
 from __future__ import annotations
 
 import builtins
+import math
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -30,8 +32,26 @@ from autodiag.tensor import Tensor
 
 
 def _reduced_shape_dims(x: Tensor, dim, keepdim: bool):
+    if isinstance(dim, (tuple, list)) and not dim:
+        dim = None  # NOTE: PyTorch reduces over every dim for dim=() and dim=[]
     dims = normalize_dims(dim, x._data.ndim)
     return dims, (() if keepdim else dims)
+
+
+def check_reducible(name: str, d: np.ndarray, dims, full: bool, exc=RuntimeError) -> None:
+    """Reductions without an identity (max, amin, argmax, ...) refuse to reduce over nothing,
+    with PyTorch's errors: ``exc`` for a full reduction of an empty tensor, IndexError naming
+    the first empty dim otherwise (numpy would raise a ValueError of its own)."""
+    if full:
+        if d.size == 0:
+            tail = "" if exc is IndexError else (" Specify the reduction dim with the 'dim' "
+                                                 "argument.")
+            raise exc(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
+                      f"{tail}")
+        return
+    for k in sorted(dims, reverse=True):  # PyTorch names the last empty one
+        if d.shape[k] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {k} to have non-zero size.")
 
 
 class _Reduce(Node):
@@ -79,7 +99,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.sum(axis=dims, keepdims=keepdim, dtype=npdt))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims,
                               unreduce)
     return result(out, None)
@@ -120,8 +140,12 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
-    out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if d.size:
+        out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
+    else:  # the mean of nothing is nan (PyTorch), without numpy's "Mean of empty slice"
+        with np.errstate(all="ignore"):
+            out = np.asarray(d.sum(axis=dims, keepdims=keepdim) / 0, dtype=d.dtype)
+    if _state.record and x.requires_grad:
         r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims,
                            unreduce)
         r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
@@ -131,6 +155,8 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 def _prod_of_others(x: np.ndarray, axis: int) -> np.ndarray:
     """For each element, the product of the other elements along ``axis`` (zero-safe)."""
+    if x.shape[axis] == 0:
+        return x.copy()  # nothing to multiply: an empty gradient
     x = np.moveaxis(x, axis, -1)
     ones = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)
     before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
@@ -155,11 +181,24 @@ class ProdBackward0(_Reduce):
                 return (g * _prod_of_others(x, axes[0]),)
             flat = x.reshape(-1)
             return (g * _prod_of_others(flat, 0).reshape(x.shape),)
-        r = self.expand(xp, self.saved(xp, 1))
-        if bool((x._data == 0).any()):
-            raise NotImplementedError("double backward of prod through a zero element is not "
-                                      "supported yet")
-        return (g * r / x,)
+        if not bool((x._data == 0).any()):
+            return (g * self.expand(xp, self.saved(xp, 1)) / x,)
+        # NOTE: result / x is 0/0 at a zero. Zero-safe and differentiable: the product of the
+        # others is the product of a row of an (n, n) matrix of x with 1 on its diagonal
+        # (O(n^2) memory, paid only when x has a zero; PyTorch branches on zeros too).
+        if len(self.dims) == 1 and x.ndim > 1:
+            d = self.dims[0]
+            return (g * _prod_of_others_tensor(x.transpose(d, -1)).transpose(d, -1),)
+        return (g * _prod_of_others_tensor(x.reshape(-1)).reshape(x.shape),)
+
+
+def _prod_of_others_tensor(x: Tensor) -> Tensor:
+    """For each element, the product of the others along the last dim (recorded ops)."""
+    from autodiag.ops.pointwise import where
+
+    n = x.shape[-1]
+    rows = x.unsqueeze(-2).expand(*x.shape[:-1], n, n)
+    return where(wrap(np.eye(n, dtype=np.bool_)), 1.0, rows).prod(-1)
 
 
 class ProdBackward1(ProdBackward0):
@@ -175,7 +214,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.prod(axis=dims, keepdims=keepdim, dtype=npdt))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(ProdBackward0 if dim is None else ProdBackward1, x, out, dims,
                               unreduce, ("self", "result"))
     return result(out, None)
@@ -193,10 +232,12 @@ class MaxBackward1(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
+        # PyTorch's evenly_distribute_backward: a NaN maximum selects the NaNs; the gradient is
+        # a select (NOTE [Masked gradients]), so g = inf does not leak NaN into the others
         x, r = self.saved(xp, 0), self.saved(xp, 1)
-        mask = x == r
-        count = mask.sum() if xp.arrays else mask.sum()
-        return (g * mask / count,)
+        keep = xp.isnan(x) if np.isnan(r if xp.arrays else r._data) else x == r
+        count = int(keep.sum()) if xp.arrays else keep.sum()
+        return (xp.mask(keep, g / count),)
 
 
 class MinBackward1(MaxBackward1):
@@ -237,11 +278,13 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
                                f"input.numel() == 0. Specify the reduction dim with the 'dim' "
                                f"argument.")
         out = np.asarray(np_red(d))
-        if _state[0] and x.requires_grad:
+        if _state.record and x.requires_grad:
             return _record_reduce(full_cls, x, out, tuple(range(d.ndim)), tuple(range(d.ndim)),
                                   ("self", "result"))
         return result(out, None)
     dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible(name, d, (dim,), False)
     idx = np.asarray(np_arg(d, axis=dim)) if d.ndim else np.zeros((), dtype=np.int64)
     idx = idx.astype(np.int64)
     vals = np.take_along_axis(d, np.expand_dims(idx, dim), dim) if d.ndim else d.copy()
@@ -250,7 +293,7 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
     elif keepdim and d.ndim:
         idx = np.expand_dims(idx, dim)
     indices = wrap(idx)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = dim_cls((edge(x),))
         node.dim, node.keepdim, node.in_shape = dim, keepdim, d.shape
         node._saved = (save(indices),)
@@ -293,43 +336,52 @@ class AminBackward0(AmaxBackward0):
     __slots__ = ()
 
 
-def _amax_amin(input, dim, keepdim, np_red, cls):
+def _amax_amin(input, dim, keepdim, np_red, cls, name):
     x = as_tensor_operand(input)
     dims, unreduce = _reduced_shape_dims(x, () if dim == () else dim, keepdim)
     if dim == ():
         dims, unreduce = _reduced_shape_dims(x, None, keepdim)
+    check_reducible(name, x._data, dims, dim == () or dim is None)
     out = np.asarray(np_red(x._data, axis=dims, keepdims=keepdim))
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(cls, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
 
 
 @register()
 def amax(input, dim=(), keepdim: bool = False):
-    return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0)
+    return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0, "amax")
 
 
 @register()
 def amin(input, dim=(), keepdim: bool = False):
-    return _amax_amin(input, dim, keepdim, np.min, AminBackward0)
+    return _amax_amin(input, dim, keepdim, np.min, AminBackward0, "amin")
 
 
 @register()
 def argmax(input, dim=None, keepdim: bool = False):
     d = as_tensor_operand(input)._data
     if dim is None:
+        check_reducible("argmax", d, (), True, IndexError)
         out = np.asarray(np.argmax(d))
         return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
-    return result(np.asarray(np.argmax(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+    dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible("argmax", d, (dim,), False)
+    return result(np.asarray(np.argmax(d, axis=dim if d.ndim else None, keepdims=keepdim)), None)
 
 
 @register()
 def argmin(input, dim=None, keepdim: bool = False):
     d = as_tensor_operand(input)._data
     if dim is None:
+        check_reducible("argmin", d, (), True, IndexError)
         out = np.asarray(np.argmin(d))
         return result(out.reshape((1,) * d.ndim) if keepdim else out, None)
-    return result(np.asarray(np.argmin(d, axis=wrap_dim(dim, d.ndim), keepdims=keepdim)), None)
+    dim = wrap_dim(dim, d.ndim)
+    if d.ndim:
+        check_reducible("argmin", d, (dim,), False)
+    return result(np.asarray(np.argmin(d, axis=dim if d.ndim else None, keepdims=keepdim)), None)
 
 
 def _any_all(input, dim, keepdim: bool, np_red):
@@ -369,13 +421,29 @@ def _correction(unbiased, correction) -> float:
 
 
 class VarBackward0(_Reduce):
-    __slots__ = ("correction", "n")
+    __slots__ = ("correction", "n", "whole")
 
     def backward(self, xp, g):
+        return (self.var_backward(xp, g),)
+
+    def var_backward(self, xp, g):
+        """PyTorch's var_backward: ``2 / (n - correction) * grad * (x - mean)``. A reduction of
+        the whole tensor with no degrees of freedom left gives inf (NaN where x == mean) rather
+        than a signed or NaN factor; with ``dim`` the factor is taken as it comes (negative when
+        correction > n), exactly as PyTorch does."""
         x = self.saved(xp, 0)
-        mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else x.mean(self.dims,
-                                                                            keepdim=True)
-        return (self.expand(xp, g) * (2 * (x - mu) / (self.n - self.correction)),)
+        if self.whole:
+            mu = x.mean() if xp.arrays else x.mean()
+            dof = self.n - self.correction
+            if dof <= 0:
+                return g * xp.where(x == mu, math.nan, math.inf)
+        else:
+            mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else \
+                x.mean(self.dims, keepdim=True)
+            dof = self.n - self.correction
+            g = self.expand(xp, g)
+        factor = 2.0 / dof if dof else math.copysign(math.inf, dof)
+        return factor * g * (x - mu)
 
     def _saved_extra(self):
         return {"dim": self.dims, "correction": self.correction}
@@ -386,11 +454,9 @@ class StdBackward0(VarBackward0):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
-        mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else x.mean(self.dims,
-                                                                            keepdim=True)
-        return (self.expand(xp, g) * (x - mu) / ((self.n - self.correction) * r),)
+        # PyTorch's std_backward: var_backward of grad / (2 * std), zeroed where std == 0
+        r = self.saved(xp, 1)
+        return (self.var_backward(xp, xp.mask(r != 0, g / (2 * r))),)
 
 
 def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
@@ -401,16 +467,28 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     d = x._data
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     n = int(np.prod([d.shape[i] for i in dims])) if d.ndim else 1
+    if n - c <= 0:
+        name = "std" if sqrt else "var"
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
+                      f"than the reduction factor (input numel divided by output numel).",
+                      UserWarning, stacklevel=3)
+    # NOTE: PyTorch accumulates float32 in float64 here (a float32 sum of squares overflows past
+    # ~1.8e19), and divides by max(0, n - correction): inf, or NaN for a zero sum.
+    acc = d.astype(np.float64) if d.dtype.kind == "f" and d.dtype.itemsize < 8 else d
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice is NaN
+        ss = np.square(acc - acc.mean(axis=dims, keepdims=True)).sum(axis=dims, keepdims=keepdim)
     with np.errstate(all="ignore"):
-        out = np.asarray(d.var(axis=dims, keepdims=keepdim, ddof=0) * (n / (n - c))
-                         if n - c > 0 else np.full(
-                             np.var(d, axis=dims, keepdims=keepdim).shape, np.nan),
-                         dtype=d.dtype)
-        if sqrt:
-            out = np.sqrt(out)
-    if _state[0] and x.requires_grad:
+        out = np.true_divide(ss, builtins.max(0, n - c))
+    if sqrt:
+        out = np.sqrt(out)
+    out = np.asarray(out, dtype=d.dtype)
+    if _state.record and x.requires_grad:
         r = _record_reduce(cls, x, out, dims, unreduce, ("self", "result") if sqrt else ("self",))
-        r.grad_fn.correction, r.grad_fn.n = c, n
+        r.grad_fn.correction, r.grad_fn.whole = c, dim is None or d.ndim == 0
+        # NOTE: with dim=() PyTorch reduces everything, but its var_backward counts the elements
+        # of the listed dims: none, so n = 1 and 2 / (1 - correction). Kept, to give its numbers.
+        r.grad_fn.n = 1 if isinstance(dim, (tuple, list)) and not dim else n
         return r
     return result(out, None)
 
@@ -430,25 +508,29 @@ class LinalgVectorNormBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
+        # PyTorch's norm_backward, form by form: selects where it masks (masked_fill), products
+        # where it multiplies (NOTE [Masked gradients])
+        p = self.ord
+        if p == 0:
+            return (None,)  # PyTorch's gradient is undefined: none reaches the input
         x = self.saved(xp, 0)
         r = self.expand(xp, self.saved(xp, 1))
         g = self.expand(xp, g)
-        p = self.ord
-        if p == 2:
-            # NOTE: at a zero norm PyTorch's subgradient is 0, not nan.
-            return (xp.where(r == 0, g * 0, g * x / xp.where(r == 0, r + 1, r)),)
         if p == 1:
-            return (g * xp.sign(x),)
-        if p in (float("inf"), float("-inf")):
-            mask = xp.abs(x) == r
-            cnt = mask.sum(axis=self.dims, keepdims=True) if xp.arrays else \
-                (mask * 1.0).sum(self.dims, keepdim=True)
-            return (g * xp.sign(x) * mask / cnt,)
-        if p == 0:
-            return (g * 0,)
-        ax = xp.abs(x)
-        return (xp.where(r == 0, g * 0, g * xp.sign(x) * ax ** (p - 1) /
-                         xp.where(r == 0, r + 1, r) ** (p - 1)),)
+            return (xp.sign(x) * g,)
+        if p == 2:
+            return (g * xp.mask(r != 0, x / r),)
+        if p in (math.inf, -math.inf):
+            # the entries at the max (min) |x|, NaN ones when the norm is NaN, share the grad
+            at = (xp.abs(x) == r) | (xp.isnan(x) & xp.isnan(r))
+            at = at.astype(x.dtype) if xp.arrays else at.to(x.dtype)
+            count = xp.sum(at, self.dims, keepdim=True)
+            return (xp.sign(x) * at * (g / count),)
+        if p < 1:
+            scaled = xp.sign(x) * xp.mask(x != 0, xp.abs(x) ** (p - 1))
+            return (scaled * g * r ** (1 - p),)
+        scaled = xp.sign(x) * xp.abs(x) ** (p - 1) if p < 2 else x * xp.abs(x) ** (p - 2)
+        return (scaled * xp.mask(r != 0, g / r ** (p - 1)),)
 
     def _saved_extra(self):
         return {"ord": self.ord, "dim": self.dims}
@@ -470,8 +552,25 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {x.dtype.scalar_name}")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
+    if ord in (float("inf"), float("-inf")) and d.size == 0:
+        # NOTE: max/min have no identity; PyTorch's message (its missing space included)
+        p = "inf" if ord > 0 else "-inf"
+        if dim is None:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on an empty "
+                               f"tensor because the operation does not have an identity")
+        for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):  # in the order given
+            k = wrap_dim(k, d.ndim)
+            if d.shape[k] == 0:
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on the "
+                                   f"dimension {k}because this dimension is empty and the "
+                                   f"operation does not have an identity")
     a = np.abs(d)
-    if ord == float("inf"):
+    if ord != 0 and builtins.all(d.shape[i] == 1 for i in dims):
+        # NOTE: PyTorch's norm of a single element is its absolute value, with no power taken
+        # (float32 norm(p=3) of 3e19 is 3e19, not inf); larger reductions overflow as PyTorch's
+        out = a if keepdim else a.reshape(tuple(s for i, s in enumerate(d.shape)
+                                                  if i not in dims))
+    elif ord == float("inf"):
         out = a.max(axis=dims, keepdims=keepdim)
     elif ord == float("-inf"):
         out = a.min(axis=dims, keepdims=keepdim)
@@ -482,7 +581,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
     else:
         out = (a ** ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         r = _record_reduce(LinalgVectorNormBackward0, x, out, dims, unreduce, ("self", "result"))
         r.grad_fn.ord = ord
         return r
@@ -504,6 +603,10 @@ def logsumexp(input, dim, keepdim: bool = False):
     x = as_tensor_operand(input)
     d = x._data if x._data.dtype.kind == "f" else x._data.astype(
         dtypes.get_default_dtype().np)
+    if isinstance(dim, (tuple, list)) and not dim:
+        # PyTorch 2.13 fails here too (with "output with shape [] doesn't match the broadcast
+        # shape [1]"); reducing over everything, as other reductions do, would be a guess
+        raise RuntimeError("logsumexp(): dim=() is not supported; pass the dims to reduce")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     m = d.max(axis=dims, keepdims=True) if d.size else np.zeros((1,) * d.ndim, d.dtype)
     m = np.where(np.isfinite(m), m, 0)
@@ -512,7 +615,7 @@ def logsumexp(input, dim, keepdim: bool = False):
     if not keepdim:
         out = out.squeeze(dims) if dims else out
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         return _record_reduce(LogsumexpBackward0, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
 
@@ -525,10 +628,11 @@ class SoftmaxBackward0(Node):
     _saved_names = ("result",)
 
     def backward(self, xp, g):
+        # PyTorch's _softmax_backward_data: result * (grad - sum(grad * result)), in this order
         r = self.saved(xp, 0)
         gr = g * r
         s = gr.sum(axis=self.dim, keepdims=True) if xp.arrays else gr.sum(self.dim, keepdim=True)
-        return (gr - r * s,)
+        return (r * (g - s),)
 
     def _saved_extra(self):
         return {"dim": self.dim}
@@ -555,13 +659,15 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
                            f"'{x.dtype.scalar_name}'")
     dim = wrap_dim(dim, d.ndim)
     ax = dim if d.ndim else None
+    # NOTE: an infinite maximum is subtracted as it is, as PyTorch does: a row holding +inf is
+    # all NaN (inf - inf), a row of -inf too; logsumexp is the one that guards infinities.
     m = d.max(axis=ax, keepdims=True) if d.size else d
-    z = d - np.where(np.isfinite(m), m, 0)
+    z = d - m
     e = np.exp(z)
     s = e.sum(axis=ax, keepdims=True)
     out = (z - np.log(s)) if log else e / s
     out = np.asarray(out, dtype=d.dtype)
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.dim = ax
         r = result(out, node)

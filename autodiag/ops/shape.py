@@ -8,6 +8,8 @@ version counter (NOTE [Version counters] in autograd/graph.py) and set ``_base``
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from autodiag import _device, dtypes
@@ -16,6 +18,7 @@ from autodiag.ops._core import (
     IdentityBackward,
     _state,
     as_tensor_operand,
+    broadcasting,
     edge,
     register,
     result,
@@ -81,7 +84,7 @@ class UnsqueezeBackward0(_ShapeNode):
 
 def _shape_op(x: Tensor, data: np.ndarray, cls, is_view: bool = True) -> Tensor:
     node = None
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.in_shape = x._data.shape
     if is_view:
@@ -175,8 +178,23 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
 @register()
 def unflatten(input, dim: int, sizes):
     d = input._data
+    if d.ndim == 0:
+        # PyTorch's own wording (its dim wrapping fails inside unflatten)
+        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
+                           f"but tensor has no dimensions")
     dim = wrap_dim(dim, d.ndim)
-    return reshape(input, d.shape[:dim] + tuple(sizes) + d.shape[dim + 1:])
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = d.shape[dim]
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if sizes.count(-1) > 1:
+        raise RuntimeError("unflatten got an unexpected error:\nonly one dimension can be "
+                           "inferred")
+    if (known != n if -1 not in sizes else (known == 0 or n % known)):
+        raise RuntimeError(f"unflatten: Provided sizes [{', '.join(map(str, sizes))}] don't "
+                           f"multiply up to the size of dim {dim} ({n}) in the input tensor")
+    return reshape(input, d.shape[:dim] + sizes + d.shape[dim + 1:])
 
 
 @register()
@@ -211,7 +229,8 @@ class TransposeBackward0(Node):
 
 def _swap(xp, g, d0, d1):
     if xp.arrays:
-        return np.swapaxes(g, d0, d1)
+        # a 0-d tensor accepts dims 0 and -1 (nothing to swap); numpy has no axis 0 there
+        return np.swapaxes(g, d0, d1) if g.ndim else g
     return g.transpose(d0, d1)
 
 
@@ -227,7 +246,7 @@ def transpose(input, dim0: int, dim1: int):
     d = input._data
     d0, d1 = wrap_dim(dim0, d.ndim), wrap_dim(dim1, d.ndim)
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = TransposeBackward0((edge(input),))
         node.dim0, node.dim1 = d0, d1
     return _make_view(input, np.swapaxes(d, d0, d1) if d.ndim else d.view(), node)
@@ -241,7 +260,7 @@ def t(input):
     d = input._data
     if d.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {d.ndim}D")
-    node = TBackward0((edge(input),)) if _state[0] and input.requires_grad else None
+    node = TBackward0((edge(input),)) if _state.record and input.requires_grad else None
     return _make_view(input, d.T, node)
 
 
@@ -269,7 +288,7 @@ def permute(input, *dims):
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = PermuteBackward0((edge(input),))
         node.dims = dims
     return _make_view(input, d.transpose(dims), node)
@@ -284,7 +303,20 @@ def _T(self):
 
 
 Tensor.T = property(_T)
-Tensor.mT = property(lambda self: transpose(self, -2, -1))
+def _mT(self):
+    nd = self._data.ndim
+    if nd == 0:
+        # NOTE: PyTorch returns the tensor itself (deprecated; a warning says so)
+        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in "
+                      "these cases.", UserWarning, stacklevel=2)
+        return self
+    if nd == 1:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                           "Got 1-D tensor.")
+    return transpose(self, -2, -1)
+
+
+Tensor.mT = property(_mT)
 
 
 class ExpandBackward0(Node):
@@ -317,7 +349,7 @@ def expand(input, *sizes):
                                f"{i + lead}.  Target sizes: [{', '.join(map(str, sizes))}].  "
                                f"Tensor sizes: [{', '.join(map(str, d.shape))}]")
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = ExpandBackward0((edge(input),))
         node.in_shape = d.shape
     return _make_view(input, np.broadcast_to(d, shape), node)
@@ -360,7 +392,7 @@ def repeat(input, *repeats):
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
                            "of dimensions of tensor")
     out = np.tile(d.reshape((1,) * (len(repeats) - d.ndim) + d.shape), repeats)
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = RepeatBackward0((edge(input),))
         node.repeats, node.in_shape = tuple(repeats), d.shape
         return result(out, node)
@@ -394,7 +426,7 @@ def embed(xp, g, shape, index, accumulate: bool, cls=IndexPutBackward0):
         z[index] = gd
     if xp.arrays:
         return z
-    if _state[0] and g.requires_grad:
+    if _state.record and g.requires_grad:
         node = cls((edge(g),))
         node.index = index
         return result(z, node)
@@ -404,6 +436,11 @@ def embed(xp, g, shape, index, accumulate: bool, cls=IndexPutBackward0):
 def scatter_into_zeros(xp, g, dim: int, idx, shape):
     """Adjoint of ``gather(x, dim, idx)``: add ``g`` into zeros of ``shape`` at ``idx``."""
     idx = idx if xp.arrays else idx._data
+    if len(shape) <= 1 and idx.ndim <= 1:
+        # 0-d and 1-d tensors mix freely in gather (PyTorch): work on 1-d views
+        flat = embed(xp, xp.reshape(g, (idx.size,)), (shape[0] if shape else 1,),
+                     (idx.reshape(-1),), True)
+        return xp.reshape(flat, shape)
     grid = list(np.indices(idx.shape, sparse=True))
     grid[dim] = idx
     return embed(xp, g, shape, tuple(grid), True)
@@ -441,7 +478,7 @@ def _basic(x: Tensor, index: tuple, cls) -> Tensor:
         # (x[i] += 1, x[i].add_(1) write into x)
         out = d[index + (Ellipsis,)]
     node = None
-    if _state[0] and x.requires_grad:
+    if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.in_shape, node.index = d.shape, index
     return _make_view(x, out, node)
@@ -461,6 +498,8 @@ def select(input, dim: int, index: int):
 
 @register()
 def narrow(input, dim: int, start: int, length: int):
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     dim = wrap_dim(dim, input.ndim)
     return _basic(input, (slice(None),) * dim + (slice(start, start + length),), SliceBackward0)
 
@@ -549,7 +588,7 @@ def getitem(self: Tensor, index, _cls=None):
         out = d[full_t]
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
-    if _state[0] and t.requires_grad:
+    if _state.record and t.requires_grad:
         node = (_cls or IndexBackward0)((edge(t),))
         node.in_shape, node.index = d.shape, full_t
         node.accumulate = any(a.dtype != np.bool_ for a in (x for x in full_t
@@ -573,10 +612,12 @@ class CatBackward0(Node):
 
     def backward(self, xp, g):
         out, start = [], 0
-        for (size, keep) in self.sizes:
+        for (size, keep), nxt in zip(self.sizes, self._next):
             if keep:
                 idx = (slice(None),) * self.dim + (slice(start, start + size),)
                 out.append(g[idx])
+            elif nxt is not None:
+                out.append(xp.zeros((0,), g))  # a skipped 1-D empty input: an empty gradient
             else:
                 out.append(None)
             start += size
@@ -611,7 +652,7 @@ def cat(tensors, dim: int = 0):
                                    f"Expected size {ref._data.shape[k]} but got size "
                                    f"{t._data.shape[k]} for tensor number {i} in the list.")
     out = np.concatenate(datas, axis=dim) if datas else np.zeros((0,), dt)
-    if _state[0] and any(t.requires_grad for t in ts):
+    if _state.record and any(t.requires_grad for t in ts):
         node = CatBackward0(tuple(edge(t) for t in ts))
         node.dim = dim
         node.sizes = tuple((0 if (t.ndim == 1 and t.numel() == 0) else t._data.shape[dim],
@@ -652,7 +693,7 @@ def stack(tensors, dim: int = 0):
     dim = wrap_dim(dim, ts[0].ndim + 1)
     dt = dtypes.result_type(ts).np
     out = np.stack([t._data.astype(dt, copy=False) for t in ts], axis=dim)
-    if _state[0] and any(t.requires_grad for t in ts):
+    if _state.record and any(t.requires_grad for t in ts):
         node = StackBackward0(tuple(edge(t) for t in ts))
         node.dim = dim
         if any(t._data.dtype != dt for t in ts):
@@ -690,11 +731,21 @@ class SplitWithSizesBackward0(SplitBackward0):
 @register()
 def split(tensor, split_size_or_sections, dim: int = 0):
     d = tensor._data
+    if d.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     dim = wrap_dim(dim, d.ndim)
     n = d.shape[dim]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
-        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s > 0 else [n]
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got "
+                               f"split_size={s}")
+        if s == 0 and n:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
+        # as ATen: at least one piece (an empty dim splits into one empty piece)
+        count = max(-(-n // s), 1) if s else 1
+        sizes = [s] * (count - 1) + [n - s * (count - 1)]
         cls = SplitBackward0
     else:
         sizes = list(split_size_or_sections)
@@ -704,7 +755,7 @@ def split(tensor, split_size_or_sections, dim: int = 0):
                                f"split_sizes=[{', '.join(map(str, sizes))}]")
         cls = SplitWithSizesBackward0
     node = None
-    if _state[0] and tensor.requires_grad:
+    if _state.record and tensor.requires_grad:
         node = cls((edge(tensor),))
         node.dim, node.sizes, node.in_shape = dim, tuple(sizes), d.shape
         node._num_outputs = len(sizes)
@@ -721,9 +772,14 @@ def split(tensor, split_size_or_sections, dim: int = 0):
 
 @register()
 def chunk(input, chunks: int, dim: int = 0):
+    if input.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input._data.shape[wrap_dim(dim, input.ndim)]
-    size = -(-n // chunks) if n else 1
-    return split(input, max(size, 1), dim)
+    if n == 0:
+        return split(input, [0] * chunks, dim)  # ATen: ``chunks`` empty pieces
+    return split(input, -(-n // chunks), dim)
 
 
 class UnbindBackward0(Node):
@@ -746,9 +802,11 @@ class UnbindBackward0(Node):
 @register()
 def unbind(input, dim: int = 0):
     d = input._data
+    if d.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     dim = wrap_dim(dim, d.ndim)
     node = None
-    if _state[0] and input.requires_grad:
+    if _state.record and input.requires_grad:
         node = UnbindBackward0((edge(input),))
         node.dim, node.in_shape, node._num_outputs = dim, d.shape, d.shape[dim]
     outs = []
@@ -778,10 +836,29 @@ def gather(input, dim: int, index):
     if idx._data.dtype != np.int64:
         raise RuntimeError("gather(): Expected dtype int64 for index")
     dim = wrap_dim(dim, d.ndim)
-    if idx.ndim != d.ndim:
+    ix = idx._data
+    if ix.ndim != d.ndim and (ix.ndim > 1 or d.ndim > 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    out = np.take_along_axis(d, idx._data, axis=dim) if d.ndim else d[()]
-    if _state[0] and input.requires_grad:
+    n = d.shape[dim] if d.ndim else 1
+    if ix.ndim == d.ndim:
+        for k in range(d.ndim):
+            if k != dim and ix.shape[k] > d.shape[k]:
+                raise RuntimeError(
+                    f"Size does not match at dimension {k} expected index "
+                    f"[{', '.join(map(str, ix.shape))}] to be no larger than self "
+                    f"[{', '.join(map(str, d.shape))}] apart from dimension {dim}")
+    if ix.size and (ix.min() < 0 or ix.max() >= n):
+        bad = ix.min() if ix.min() < 0 else ix.max()
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
+    if d.ndim <= 1 and ix.ndim <= 1:
+        # 0-d and 1-d tensors mix freely (PyTorch): the result has the index's shape
+        out = d.reshape(-1)[ix.reshape(-1)].reshape(ix.shape)
+    else:
+        # the index may be smaller than the input in the other dims: gather from that corner
+        # (take_along_axis alone would broadcast the index instead)
+        corner = tuple(slice(None) if k == dim else slice(0, s) for k, s in enumerate(ix.shape))
+        out = np.take_along_axis(d[corner], ix, axis=dim)
+    if _state.record and input.requires_grad:
         node = GatherBackward0((edge(input),))
         node.dim, node.in_shape = dim, d.shape
         node._saved = (save(idx),)
@@ -795,9 +872,26 @@ class IndexSelectBackward0(IndexBackward0):
 
 @register()
 def index_select(input, dim: int, index):
-    dim = wrap_dim(dim, input.ndim)
-    return getitem(input, (slice(None),) * dim + (as_tensor_operand(index),),
-                   _cls=IndexSelectBackward0)
+    d = input._data
+    idx = as_tensor_operand(index)._data
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if idx.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    dim = wrap_dim(dim, d.ndim)
+    idx = idx.reshape(-1)  # a 0-d index selects like a 1-element one (PyTorch)
+    if d.ndim == 0 and idx.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                           f"{idx.size} value(s)")
+    if idx.size and (idx.min() < 0 or idx.max() >= (d.shape[dim] if d.ndim else 1)):
+        raise IndexError("index out of range in self")
+    if d.ndim:
+        return getitem(input, (slice(None),) * dim + (idx,), _cls=IndexSelectBackward0)
+    node = None
+    if _state.record and input.requires_grad:
+        node = IndexSelectBackward0((edge(input),))
+        node.in_shape, node.index, node.accumulate = (), (), False
+    return result(d.copy(), node)
 
 
 class MaskedFillBackward0(Node):
@@ -808,7 +902,7 @@ class MaskedFillBackward0(Node):
 
     def backward(self, xp, g):
         m = self.saved(xp, 0)
-        return (xp.where(m, g * 0, g),)
+        return (xp.mask(~m, g),)  # NOTE [Masked gradients]
 
 
 class MaskedFillBackward1(Node):
@@ -820,17 +914,18 @@ class MaskedFillBackward1(Node):
 
     def backward(self, xp, g):
         m = self.saved(xp, 0)
-        z = g * 0
-        return (xp.where(m, z, g), xp.where(m, g, z))
+        nf = self._next
+        return (xp.mask(~m, g) if nf[0] is not None else None,
+                xp.mask(m, g) if nf[1] is not None else None)
 
 
 @register()
 def masked_fill(input, mask, value):
     m = as_tensor_operand(mask)
     v = value._data if isinstance(value, Tensor) else value
-    out = np.where(m._data, np.asarray(v, dtype=input._data.dtype), input._data)
+    out = broadcasting(np.where, m._data, np.asarray(v, dtype=input._data.dtype), input._data)
     v_grad = isinstance(value, Tensor) and value.requires_grad
-    if _state[0] and (input.requires_grad or v_grad):
+    if _state.record and (input.requires_grad or v_grad):
         if isinstance(value, Tensor):
             node = MaskedFillBackward1((edge(input), edge(value)))
             set_broadcast_meta(node, out, input, value)
@@ -853,7 +948,7 @@ class CloneBackward0(IdentityBackward):
 def clone(input, *, memory_format=None):
     d = input._data
     out = np.array(d, copy=True, order="C")
-    node = CloneBackward0((edge(input),)) if _state[0] and input.requires_grad else None
+    node = CloneBackward0((edge(input),)) if _state.record and input.requires_grad else None
     return result(out, node)
 
 
@@ -873,7 +968,7 @@ def _to_dtype(x: Tensor, dt: dtypes.dtype, copy: bool = False) -> Tensor:
     if d.dtype == dt.np and not copy:
         return x
     out = d.astype(dt.np)
-    if _state[0] and x.requires_grad and dt.is_floating_point:
+    if _state.record and x.requires_grad and dt.is_floating_point:
         node = ToCopyBackward0((edge(x),))
         node._input_meta = ((d.shape, d.dtype),)
         return result(out, node)

@@ -47,12 +47,12 @@ def _use_grad_for_differentiable(step):
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
         state = grad_mode._state
-        prev = state[0]
-        state[0] = bool(self.defaults.get("differentiable", False))
+        prev = state.record
+        state.record = bool(self.defaults.get("differentiable", False))
         try:
             return step(self, *args, **kwargs)
         finally:
-            state[0] = prev
+            state.record = prev
 
     return wrapper
 

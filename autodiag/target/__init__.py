@@ -46,6 +46,7 @@ class Run:
     ops: int = 0  # outermost ops the engine reported while it ran (tracers installed)
     backward_calls: int = 0  # backward()/autograd.grad() calls it reported
     libraries: dict = dataclasses.field(default_factory=dict)  # array libraries it ran with
+    imported: list = dataclasses.field(default_factory=list)  # files of the modules it imported
 
     @property
     def analysed_nothing(self) -> bool:
@@ -71,7 +72,14 @@ def prepare(target: Target):
 
     if target.dtype not in ("float32", "float64"):
         raise BadInvocation(f"--dtype {target.dtype}: expected float32 or float64", "")
-    variables = dict(expression.parse_var(v) for v in target.vars)
+    variables: dict = {}
+    specs: dict = {}
+    for spec in target.vars:
+        name, value = expression.parse_var(spec)
+        if name in variables:
+            raise BadInvocation(f"--var {name} is given twice: --var {specs[name]} and --var "
+                                f"{spec}", "Give each variable once.")
+        variables[name], specs[name] = value, spec
     return expression.check(target.expr, variables), variables
 
 

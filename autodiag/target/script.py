@@ -78,7 +78,8 @@ def load(path: str) -> types.CodeType:
                             "TARGET must be a Python source file.", details) from None
         raise BadTarget(f"{where}: syntax error: {e.msg}",
                         "Fix the syntax error; the script must run with plain python first.",
-                        details) from None
+                        details, location={"file": path, "line": e.lineno, "function": None,
+                                           "code": (e.text or "").strip()}) from None
     except ValueError as e:  # e.g. "source code string cannot contain null bytes"
         raise BadTarget(f"{path}: not a Python script ({e})",
                         "TARGET must be a Python source file.") from None
@@ -173,10 +174,13 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
                                "exits with an error status is treated as failed.",
                                exit_status=status) from None
     except Timeout:
+        tb = sys.exc_info()[2]
+        frames = script_frames(tb, path)
         raise TargetFailed(f"{path} did not finish within --timeout {timeout:g} s",
                            "Raise --timeout, or make the script do less (fewer steps, a smaller "
-                           "model) for the analysis run.",
-                           _user_traceback(sys.exc_info()[2], path)) from None
+                           "model) for the analysis run.", _user_traceback(tb, path),
+                           kind="timeout",
+                           location=frame_location(frames[-1]) if frames else None) from None
     except KeyboardInterrupt:
         raise
     except StopRun:
@@ -190,6 +194,8 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
                                _user_traceback(e.__traceback__, path)) from None
         raise _failed(path, e) from None
     except BaseException as e:  # noqa: BLE001 - any error of the user's script is reported
+        if not _ran_script(e.__traceback__):
+            raise  # the runner's own failure, before or after the script: autodiag's bug
         name = missing_name(e)
         if name is not None:  # outside the engine's subset: exit 2, no verdict
             from autodiag.target.alias import not_provided
@@ -197,12 +203,21 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
             raise not_provided(e, name) from None
         raise _failed(path, e) from None
     finally:
-        saved.restore()
+        imported = saved.restore()
+        if stopped is not None:
+            stopped.imported = imported
     return module.__dict__
 
 
 def _exec(code, namespace) -> None:
     exec(code, namespace)  # noqa: S102 - running the user's script is the point
+
+
+def _ran_script(tb) -> bool:
+    """Did the exception of traceback ``tb`` come out of the script (through ``_exec``)? One
+    raised by the runner itself (say, setting up the --timeout alarm) is autodiag's failure,
+    never the script's."""
+    return any(f.f_code is _exec.__code__ for f, _ in traceback.walk_tb(tb))
 
 
 def _failed(path: str, e: BaseException) -> TargetFailed:
@@ -211,8 +226,10 @@ def _failed(path: str, e: BaseException) -> TargetFailed:
     # The hint holds in both formats: the text report prints the traceback (details) before
     # it, the JSON envelope carries it as error.traceback.
     where = "The traceback shows the script's own frames; " if tb else ""
+    frames = script_frames(e.__traceback__, path)
     return TargetFailed(f"{path} raised {exc}", f"{where}fix the error, or run the script with "
-                        "plain python to reproduce it.", tb, exception=e)
+                        "plain python to reproduce it.", tb, exception=e,
+                        location=frame_location(frames[-1]) if frames else None)
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:
@@ -226,8 +243,40 @@ def user_frames(tb) -> list[traceback.FrameSummary]:
     return list(summary)
 
 
-def _user_traceback(tb, path: str) -> str:
+def script_frames(tb, path: str) -> list[traceback.FrameSummary]:
+    """The frames of a traceback in the user's own code: the script at ``path`` and the modules
+    in its folder (and below), not the standard library, site-packages (numpy, ...) or
+    autodiag; outermost first. All frames outside autodiag when none is in the folder."""
     frames = user_frames(tb)
+    folder = os.path.dirname(os.path.abspath(path)) + os.sep
+    outside = [os.path.abspath(p) + os.sep for p in _library_paths()]
+    mine = []
+    for f in frames:
+        name = os.path.abspath(f.filename)
+        if name.startswith(folder) and not any(name.startswith(p) for p in outside
+                                               if not folder.startswith(p)) and \
+                os.sep + "site-packages" + os.sep not in name[len(folder) - 1:] and \
+                os.sep + "dist-packages" + os.sep not in name[len(folder) - 1:]:
+            mine.append(f)
+    return mine or frames
+
+
+def _library_paths() -> set:
+    """Where the standard library and installed packages live."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+
+
+def frame_location(f: traceback.FrameSummary) -> dict:
+    """A frame as a Finding's location: file, line, function, code."""
+    return {"file": f.filename, "line": f.lineno, "function": f.name,
+            "code": (f.line or "").strip()}
+
+
+def _user_traceback(tb, path: str) -> str:
+    frames = script_frames(tb, path)
     if not frames:
         return ""
     return "Traceback (user frames only):\n" + "".join(traceback.format_list(frames)).rstrip()
@@ -268,16 +317,20 @@ class _Saved:
         self.main = sys.modules.get("__main__")
         self.cwd = os.getcwd()
         self.stdin = sys.stdin
-        self.grad = list(grad_mode._state)
+        self.grad = grad_mode._state.get()
         self.dtype = dtypes.get_default_dtype()
         self.anomaly = tuple(anomaly._state)
         self.backward_calls = engine.backward_calls[0]
 
-    def restore(self) -> None:
+    def restore(self) -> list[str]:
+        """Put the state back; returns the files of the modules the script imported."""
         sys.argv = self.argv
         sys.path[:] = self.path
+        imported = []
         for name in set(sys.modules) - self.modules:
             f = getattr(sys.modules[name], "__file__", None) or ""
+            if isinstance(f, str) and f:
+                imported.append(f)
             # the script's own helper modules; never autodiag's (a script may sit in a checkout
             # of autodiag, and a second copy of its modules would break class identity)
             if f.startswith(self.folder) and name.split(".")[0] != "autodiag":
@@ -287,8 +340,9 @@ class _Saved:
         with contextlib.suppress(OSError):
             os.chdir(self.cwd)
         sys.stdin = self.stdin
-        grad_mode._state[:] = self.grad
+        grad_mode._state.set(self.grad)
         engine.backward_calls[0] = self.backward_calls
         dtypes.set_default_dtype(self.dtype)
         if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
             anomaly.set_anomaly_enabled(*self.anomaly)
+        return imported
