@@ -7,6 +7,7 @@ nodes are shown (``--max-nodes``/``--max-depth``) and which extras (saved, value
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 from rich.markup import escape
@@ -15,7 +16,7 @@ from rich.text import Text
 from autodiag.analysis.graph import GraphSnapshot
 from autodiag.analysis.summary import fmt_bytes, fmt_summary
 from autodiag.report import table
-from autodiag.report.output import Streamed
+from autodiag.report.output import Streamed, _json_default
 from autodiag.tensor import _size_str
 from autodiag.trace.sites import format_site, short_path
 
@@ -84,10 +85,12 @@ def to_json(snap: GraphSnapshot, view: View, stream: bool = False) -> dict:
     each node's dict built as it is written (``Sink.write_json_stream``), so a huge graph is
     never held as one document."""
     ids, left = visible(snap, view)
-    nodes = _json_nodes(snap, view, ids, set(ids) if left else None)
+    shown = set(ids) if left else None
+    nodes = _json_nodes(snap, view, ids, shown)
     return {"call": snap.call, "kind": snap.kind, "roots": snap.roots,
             "root_names": snap.root_labels,
-            "nodes": Streamed(nodes) if stream else list(nodes),
+            "nodes": Streamed(nodes, _json_node_texts(snap, view, ids, shown)) if stream
+            else list(nodes),
             "order": Streamed(ids) if stream else ids,
             "summary": summary(snap), "truncated": left}
 
@@ -108,6 +111,40 @@ def _json_nodes(snap: GraphSnapshot, view: View, ids: list[int], shown: set | No
         if view.grads:
             node["grad"] = snap.grads.get(i)
         yield node
+
+
+def _json_node_texts(snap: GraphSnapshot, view: View, ids: list[int], shown: set | None):
+    """``_json_nodes``, each node as the compact JSON text ``json.dumps`` gives it, written
+    directly (most nodes of a huge graph have one edge, no saved tensor and no variable)."""
+    names: dict = {}
+    sites: dict = {}  # id(Stack) -> JSON text of its location
+    for i in sorted(ids) if shown is not None else range(len(snap)):
+        name = snap.names[i]
+        js_name = names.get(name)
+        if js_name is None:
+            js_name = names[name] = json.dumps(name)
+        nexts = ", ".join(["null" if e is None or (shown is not None and e[0] not in shown)
+                           else f"[{e[0]}, {e[1]}]" for e in snap.next[i]])
+        st = snap.sites[i]
+        created = "null" if st is None else sites.get(id(st))
+        if created is None:
+            created = sites[id(st)] = json.dumps(_created_at(snap, i))
+        lf = snap.leaf[i]
+        text = (f'{{"id": {i}, "name": {js_name}, "next": [{nexts}], "variable": '
+                f'{"null" if lf is None else _dumps(_variable(snap, i))}, "saved": '
+                f'{_dumps(snap.saved_dicts(i)) if snap.saved[i] else "[]"}, "created_at": '
+                f'{created}')
+        if snap.freed[i]:
+            text += ', "saved_freed": true'
+        if view.values:
+            text += f', "value": {_dumps(snap.values.get(i))}'
+        if view.grads:
+            text += f', "grad": {_dumps(snap.grads.get(i))}'
+        yield text + "}"
+
+
+def _dumps(o) -> str:
+    return json.dumps(o, default=_json_default)
 
 
 def summary(snap: GraphSnapshot) -> dict:
