@@ -37,6 +37,9 @@ def summarize(a) -> dict | None:
     return out
 
 
+_ndarray = np.ndarray
+
+
 class Summaries:
     """Many summaries, stored compactly: ``add(a)`` keeps what ``summarize(a)`` would say and
     returns its position; ``get(k)`` rebuilds the dict.
@@ -65,8 +68,11 @@ class Summaries:
         """(code, value) of a one-element float array (a Tensor's data counts), None for
         anything else."""
         data = getattr(a, "_data", a)
-        if data.__class__ is np.ndarray and data.size == 1 and data.dtype.kind == "f":
-            code = self._code_of.get((data.shape, data.dtype))
+        if data.__class__ is _ndarray and data.size == 1:
+            dt = data.dtype
+            if dt.kind != "f":
+                return None
+            code = self._code_of.get((data.shape, dt))
             if code is None:
                 if len(self.kinds) >= 65535 - 2:  # codes are 16-bit: summarise as a dict
                     return None
