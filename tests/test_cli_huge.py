@@ -236,3 +236,42 @@ def test_graph_json_max_nodes_all_streams_from_the_default(chain):
     assert r.exit_code == 0 and json.loads(r.stdout)["truncated"] == 0
     assert cli("graph", chain(30), "-f", "json", "--max-nodes", "0").exit_code == 2
 
+
+
+# --- compact trace rows -----------------------------------------------------------------------
+
+
+def test_compact_summaries_are_summarize_exactly():
+    """One-element float arrays are kept by value (9 bytes): the dict and its JSON text are
+    those of ``summarize``, for every dtype, shape and special value."""
+    import numpy as np
+
+    from autodiag.analysis.summary import Summaries, summarize
+
+    col = Summaries()
+    arrays = [np.full(shape, v, dtype=dt)
+              for dt in (np.float16, np.float32, np.float64)
+              for shape in ((), (1,), (1, 1), (1, 1, 1))
+              for v in (0.0, -0.0, 1.5, -3.25e-5, np.nan, np.inf, -np.inf, 1e300, 7e-45)]
+    arrays += [np.zeros(3), np.arange(10.0), np.array([1, 2]), np.zeros((0,)), None,
+               np.array(True)]
+    keys = [col.add(a) for a in arrays]
+    texts: dict = {}
+    for k, a in zip(keys, arrays, strict=True):
+        assert json.dumps(col.get(k)) == json.dumps(summarize(a)), a
+        assert col.json(k, texts) == json.dumps(summarize(a)), a
+    assert len(col.dicts) == 5  # only the arrays that are not one-element floats
+
+
+@pytest.mark.parametrize("sample", ["model.py", "myop.py", "nan_log.py", "train.py",
+                                    "leaky_loop.py"])
+def test_trace_rows_json_text_is_json_dumps_of_rows(sample):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "samples", sample)
+    src = open(path).read()
+    rec = BackwardTrace()
+    with tracing(rec):
+        exec(compile(src, path, "exec"), {"__name__": "__main__", "__file__": path})
+    rec.name_leaves({})
+    rows = list(rec.rows())
+    assert rows and json.dumps(rows) == "[" + ", ".join(rec.rows_json()) + "]"
