@@ -229,19 +229,24 @@ class BackwardTrace(Tracer):
         names: dict = {}  # node name -> its JSON text
         sites: dict = {}  # id(Stack) -> its location's JSON text
         to_names = self._out_to
+        leaves, variables = self.leaf_refs, self.variables
+        in_end, out_end, site = self._in_end, self._out_end, self._site
         i0 = o0 = 0
         for k, name in enumerate(self._node):
-            i1, o1 = self._in_end[k], self._out_end[k]
+            i1, o1 = in_end[k], out_end[k]
             js_name = names.get(name)
             if js_name is None:
                 js_name = names[name] = json.dumps(name)
-            incoming = ", ".join([in_json(j, texts) for j in range(i0, i1)])
+            # NOTE: one incoming gradient and one outgoing edge is the common row: no join
+            incoming = in_json(i0, texts) if i1 - i0 == 1 else \
+                ", ".join([in_json(j, texts) for j in range(i0, i1)])
+            # a forward value is seldom repeated: not worth the shared texts
             head = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
-                    f'"value": {value_json(k, texts)}, ')
-            if k in self.leaf_refs:
+                    f'"value": {value_json(k)}, ')
+            if k in leaves:
                 text = head + '"outgoing": [], "created_at": null'
             else:
-                st = self._site[k]
+                st = site[k]
                 loc = "null"
                 if st is not None:
                     loc = sites.get(id(st))
@@ -251,9 +256,9 @@ class BackwardTrace(Tracer):
                     f'{{"to": {names.get(to_names[j]) or _name_json(names, to_names[j])}, '
                     f'"grad": {grad_json(j, texts)}, '
                     f'"local": {local_json(j, texts)}}}' for j in range(o0, o1)])
-                text = head + f'"created_at": {loc}, "outgoing": [{outgoing}]'
-            if k in self.variables:
-                text += f', "variable": {json.dumps(self.variables[k])}'
+                text = f'{head}"created_at": {loc}, "outgoing": [{outgoing}]'
+            if variables and k in variables:
+                text += f', "variable": {json.dumps(variables[k])}'
             yield text + "}"
             i0, o0 = i1, o1
 
