@@ -151,7 +151,7 @@ class GraphSnapshot:
         dist = [0] * len(self.names)
         for r in self.roots:
             dist[r] = 1
-        for i in self.topo_order():
+        for i in self._any_topo_order():
             d = dist[i] + 1
             for e in self.next[i]:
                 if e is not None and dist[e[0]] < d:
@@ -227,6 +227,25 @@ class GraphSnapshot:
                 if deps[j] == 0:
                     heapq.heappush(heap, (-seq[j], tick, j))
                     tick += 1
+        return out
+
+    def _any_topo_order(self) -> list[int]:
+        """A topological order (every node after all nodes with an edge to it), not
+        necessarily backward's: Kahn's walk without topo_order's priority queue."""
+        deps = [0] * len(self.names)
+        nexts = self.next
+        for edges in nexts:
+            for e in edges:
+                if e is not None:
+                    deps[e[0]] += 1
+        out = [r for r in dict.fromkeys(self.roots) if deps[r] == 0]
+        for i in out:  # appending while iterating: a walk without a queue
+            for e in nexts[i]:
+                if e is not None:
+                    j = e[0]
+                    deps[j] -= 1
+                    if deps[j] == 0:
+                        out.append(j)
         return out
 
     def order(self, name: str) -> list[int]:

@@ -171,17 +171,18 @@ def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
     """Write the report; returns how many nodes the view left out (largest over graphs)."""
     left = 0
     if fmt == "json":
-        graphs = [render.to_json(s, view) for s in snaps]
+        graphs = [render.to_json(s, view, stream=True) for s in snaps]
         left = max(g["truncated"] for g in graphs)
         extra = {"calls": calls}
         if not many:
             extra.update(graphs[0])
         else:
             extra["graphs"] = graphs
-        total = sum(len(g["nodes"]) for g in graphs)
-        sink.write_json(envelope("graph", label, [], error=result.error,
-                                 interrupted=result.interrupted, **extra),
-                        pretty=total <= PRETTY_JSON_NODES)
+        total = sum(len(g["order"].items) for g in graphs)
+        # node dicts are built as they are written: a huge graph is never one document
+        sink.write_json_stream(envelope("graph", label, [], error=result.error,
+                                        interrupted=result.interrupted, **extra),
+                               pretty=total <= PRETTY_JSON_NODES)
         return left
     if fmt in ("dot", "svg", "mermaid"):
         parts = []

@@ -8,12 +8,14 @@ output is dropped silently and the command still ends with its verdict's exit co
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import signal
 import stat
 import sys
 import tempfile
+import weakref
 
 from rich.console import Console
 
@@ -158,6 +160,7 @@ class Sink:
         self._buffer = io.StringIO() if output else None
         self.json_written = False  # a JSON document went (or, with -o, will go) out
         self.delivered = False  # ... and reached its destination (stdout, or -o's file)
+        self._tmp: str | None = None  # -o's temporary file once the report streams (stream())
 
     def console(self, width: int | None = None) -> Console:
         if self._buffer is not None:
@@ -184,10 +187,195 @@ class Sink:
         self.delivered = self._buffer is None
 
     def close(self) -> None:
+        if self._tmp is not None:
+            self._finish_stream()
+            return
         if self._buffer is not None:
             with _HoldInterrupt():  # the file is written whole or not at all
                 write_atomic(self.output, self._buffer.getvalue())
             self.delivered = self.json_written
+
+    # --- streaming: large reports are written as they are produced --------------------------
+
+    def stream(self):
+        """A text file the report is written to piece by piece: stdout (a closed pipe drops
+        the rest, as ``write_stdout``), or -o's temporary file beside FILE (given FILE's mode
+        and renamed over it by ``close()``, as ``write_atomic`` does; removed if the command
+        never gets there). What was written before (console or write_text) is kept, in order;
+        both keep writing to the same place afterwards."""
+        if self._buffer is None:
+            return _STDOUT
+        if self._tmp is None:
+            real = os.path.realpath(self.output)
+            try:
+                fd, self._tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=".autodiag-",
+                                                 suffix=".tmp")
+            except OSError as e:
+                raise BadInvocation(f"--output {self.output}: {e.strerror}",
+                                    "Choose a writable path.") from None
+            # a failed or interrupted command leaves no temporary file behind
+            self._cleanup = weakref.finalize(self, _remove, self._tmp)
+            f = os.fdopen(fd, "w", encoding="utf-8")
+            f.write(self._buffer.getvalue())
+            self._buffer = f
+        return self._buffer
+
+    def _finish_stream(self) -> None:
+        real = os.path.realpath(self.output)
+        try:
+            with _HoldInterrupt():  # the file is renamed into place whole or not at all
+                try:
+                    mode = stat.S_IMODE(os.stat(real).st_mode)
+                except FileNotFoundError:
+                    mode = 0o666 & ~_umask()
+                os.fchmod(self._buffer.fileno(), mode)
+                self._buffer.close()
+                os.replace(self._tmp, real)
+        except OSError as e:
+            raise BadInvocation(f"--output {self.output}: {e.strerror}",
+                                "Choose a writable path.") from None
+        finally:
+            self._cleanup()
+        self.delivered = self.json_written
+
+    def write_json_stream(self, data: dict, pretty: bool = True) -> None:
+        """``write_json`` for documents too large to hold as one string: values wrapped in
+        ``Streamed`` (at any depth) are written item by item as they are produced. The text
+        is the same as ``write_json`` of the document with each Streamed made a list. An
+        interrupt is held back until the document is complete, as ``write_stdout`` does."""
+        f = self.stream()
+        with _HoldInterrupt():
+            _dump_streaming(f.write, data, pretty)
+            f.write("\n")
+            f.flush()
+        self.json_written = True
+        self.delivered = self._buffer is None
+
+
+class _StdoutStream:
+    """stdout for streamed reports: a reader that went away drops the rest silently."""
+
+    def write(self, text: str) -> None:
+        if "stdout" in READER_GONE:
+            return
+        try:
+            sys.stdout.write(text)
+        except BrokenPipeError:
+            reader_gone(sys.stdout)
+
+    def flush(self) -> None:
+        if "stdout" in READER_GONE:
+            return
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            reader_gone(sys.stdout)
+
+
+_STDOUT = _StdoutStream()
+
+
+class Streamed:
+    """A JSON list whose items come from an iterable, written as they are produced.
+    ``compact``: optionally, the same items already encoded as compact JSON text (a faster
+    producer for huge lists), used when the document is not indented."""
+
+    __slots__ = ("items", "compact")
+
+    def __init__(self, items, compact=None):
+        self.items = items
+        self.compact = compact
+
+
+BATCH = 256  # compact JSON: items encoded per call of json's C encoder (bounds the memory)
+
+
+def _has_streamed(obj) -> bool:
+    if obj.__class__ is Streamed:
+        return True
+    if isinstance(obj, dict):
+        return any(_has_streamed(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_has_streamed(v) for v in obj)
+    return False
+
+
+def _dump_streaming(write, obj, pretty: bool, level: int = 0) -> None:
+    """Write ``obj`` as json.dumps(obj, indent=2 if pretty else None) would, Streamed values
+    included. Recursion follows the document's nesting (a few levels), never a graph."""
+    pad = "\n" + "  " * level
+    inner = pad + "  " if pretty else ""
+    if not _has_streamed(obj):
+        text = json.dumps(obj, indent=2 if pretty else None, default=_json_default)
+        write(text.replace("\n", pad) if pretty and level else text)
+        return
+    if isinstance(obj, dict):
+        write("{")
+        for k, (key, value) in enumerate(obj.items()):
+            write((("," if k else "") + inner) if pretty else (", " if k else ""))
+            write(json.dumps(key) + ": ")
+            _dump_streaming(write, value, pretty, level + 1)
+        write((pad if obj else "") + "}" if pretty else "}")
+        return
+    streamed = obj.__class__ is Streamed  # its items are plain (no Streamed inside)
+    if streamed and not pretty and obj.compact is not None:
+        _write_encoded(write, obj.compact)
+        return
+    it = iter(obj.items if streamed else obj)
+    first = next(it, _END)
+    if first is _END:
+        write("[]")
+        return
+    write("[")
+    written = 0  # items written so far
+    batch: list = []
+
+    def flush() -> None:
+        nonlocal written, batch
+        if batch:
+            write((", " if written else "") + json.dumps(batch, default=_json_default)[1:-1])
+            written += len(batch)
+            batch = []
+
+    for item in itertools.chain((first,), it):
+        if pretty:
+            write(("," if written else "") + inner)
+            _dump_streaming(write, item, pretty, level + 1)
+            written += 1
+        elif streamed or not _has_streamed(item):
+            batch.append(item)
+            if len(batch) == BATCH:
+                flush()
+        else:
+            flush()
+            write(", " if written else "")
+            _dump_streaming(write, item, pretty, level + 1)
+            written += 1
+    flush()
+    write(pad + "]" if pretty else "]")
+
+
+_END = object()
+
+
+def _write_encoded(write, texts) -> None:
+    """A compact JSON list of items given as their JSON texts."""
+    write("[")
+    batch: list = []
+    sep = ""
+    for text in texts:
+        batch.append(text)
+        if len(batch) == BATCH:
+            write(sep + ", ".join(batch))
+            sep, batch = ", ", []
+    write((sep if batch else "") + ", ".join(batch) + "]")
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _json_default(o):
