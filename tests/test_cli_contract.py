@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}

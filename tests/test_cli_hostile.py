@@ -21,16 +21,6 @@ from tests.test_cli import check_envelope, cli
 COMMANDS = ["graph", "trace", "check", "anomaly", "inplace", "leaks", "gradcheck"]
 
 
-@pytest.fixture
-def script(tmp_path):
-    def make(source: str, name: str = "s.py") -> str:
-        p = tmp_path / name
-        p.write_text(textwrap.dedent(source))
-        return str(p)
-
-    return make
-
-
 def run(*args, stdin=subprocess.DEVNULL, timeout=120):
     """The real entry point in a subprocess: (exit code, stdout, stderr)."""
     p = subprocess.run([sys.executable, "-m", "autodiag", *args], capture_output=True,

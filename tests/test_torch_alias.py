@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli import cli
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
