@@ -6,8 +6,8 @@ into the tensor's own buffer (so views see it), bump the shared version counter,
 recorded node the tensor's new ``grad_fn``. If that node saved the tensor itself, the saved copy
 is snapshotted first, as PyTorch saves ``original_self``.
 
-Writes through a view whose base takes part in autograd would need PyTorch's CopySlices rebase;
-autodiag raises a clear error there instead of risking a wrong gradient.
+A write through a view rebases the history of its base (and of every view of it), as PyTorch's
+CopySlices and AsStridedBackward0 do: NOTE [Views and in-place] in views.py.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
+from autodiag.ops import views
 from autodiag.ops._core import _state, as_tensor_operand, edge, result
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
@@ -31,16 +32,27 @@ INFERENCE_ERROR = (
 )
 
 
-def check_inplace(t: Tensor, op_name: str) -> None:
-    """PyTorch's checks before any write (nothing is modified when they raise)."""
+def check_inplace(t: Tensor, op_name: str, requires_grad: bool | None = None) -> None:
+    """PyTorch's checks before any write (nothing is modified when they raise).
+
+    ``requires_grad``: whether the op will be recorded (an input requires grad); by default,
+    whether ``t`` does."""
     if t._inference and not _state[1]:
         raise RuntimeError(INFERENCE_ERROR)
-    if _state[0] and t.requires_grad:
-        if t.grad_fn is None and t._base is None:
-            raise RuntimeError(LEAF_ERROR)
-        base = t._base
-        if base is not None and base.grad_fn is None and base.requires_grad:
+    if not _state[0]:
+        return
+    if requires_grad is None:
+        requires_grad = t.requires_grad
+    if not requires_grad:
+        return
+    base = t._base
+    if base is not None:
+        if t._creation:  # NOTE [Views and in-place]: a view PyTorch refuses to rebase
+            raise RuntimeError(views.rebase_error(t, views.raw_grad_fn(t), indirect=False))
+        if t.requires_grad and base.grad_fn is None and base.requires_grad:
             raise RuntimeError(VIEW_OF_LEAF_ERROR)
+    elif t.requires_grad and t.grad_fn is None:
+        raise RuntimeError(LEAF_ERROR)
 
 
 def bump_version(t: Tensor, op_name: str) -> None:
@@ -48,26 +60,24 @@ def bump_version(t: Tensor, op_name: str) -> None:
     vc = vc_of(t)
     vc[0] += 1
     site = user_site()
-    if len(vc) == 1:
+    n = len(vc)
+    if n == 1:
         vc.append((op_name, site))
     else:
         vc[1] = (op_name, site)
+        if n > 2:  # views were made of this storage (NOTE [Views and in-place])
+            views.mark_stale(vc)
     if events.TRACERS:
         events.emit_inplace(t, op_name)
 
 
 def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
-    check_inplace(t, op_name)
-    recording = _state[0] and (t.requires_grad or any(
-        isinstance(o, Tensor) and o.requires_grad for o in others))
-    if recording and t._base is not None:
-        # a refusal, so NotImplementedError (a RuntimeError, as this was before)
-        raise NotImplementedError(
-            f"autodiag: in-place {op_name} on a view of a tensor that takes part in autograd is "
-            f"not supported (PyTorch rebases the base's history through CopySlices). Write the "
-            f"operation out of place, e.g. build the new tensor with torch.cat/torch.where, or "
-            f"clone() the view before modifying it.")
+    base = t._base
+    # a view requires grad when its base does (PyTorch), also one made in no_grad mode
+    recording = _state[0] and (t.requires_grad or (base is not None and base.requires_grad) or
+                               any(isinstance(o, Tensor) and o.requires_grad for o in others))
+    check_inplace(t, op_name, recording)
     r = compute(t)
     rd = r._data
     if rd.dtype != t._data.dtype:
@@ -81,15 +91,51 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     node = r.grad_fn
     if node is not None:
         _snapshot_saved_self(node, t)
-    np.copyto(t._data, rd, casting="unsafe")
+    _write(t, base, rd)
     bump_version(t, op_name)
     if node is not None:
-        t.grad_fn = node
-        t.requires_grad = True
-        if t._output_nr:
-            t._output_nr = 0
+        if base is None:
+            t.grad_fn = node
+            t.requires_grad = True
+            if t._output_nr:
+                t._output_nr = 0
+        else:
+            _rebase(t, base, node)
         _rebind_saved_result(node, r, t)
     return t
+
+
+def _write(t: Tensor, base, rd: np.ndarray) -> None:
+    """Store ``rd`` into ``t``'s memory (its base's too, when it is a view)."""
+    d = t._data
+    if d.flags.writeable:
+        if views.overlaps(d):
+            raise RuntimeError(views.OVERLAP_ERROR)
+        np.copyto(d, rd, casting="unsafe")
+        return
+    # a read-only numpy view (expand makes them): write through the base, if no two of its
+    # elements share memory
+    if base is None or views.overlaps(d) or not base._data.flags.writeable:
+        raise RuntimeError(views.OVERLAP_ERROR)
+    flat = base._data.reshape(-1)  # NOTE: a copy if the base is not contiguous
+    flat[views.positions(base._data, d).ravel()] = rd.astype(d.dtype, copy=False).ravel()
+    if not np.shares_memory(flat, base._data):
+        base._data[...] = flat.reshape(base._data.shape)
+
+
+def _rebase(t: Tensor, base: Tensor, fn: Node) -> None:
+    """An in-place op recorded as ``fn`` wrote through view ``t``: the base's history becomes
+    CopySlices(base's old history, fn) (PyTorch's rebase_history). ``t`` itself was marked stale
+    by the write and regenerates its grad_fn (AsStridedBackward0 over the base) when read."""
+    from autodiag.ops._core import edge
+
+    node = CopySlices((edge(base),) + tuple(fn._next[1:]))
+    node.fn = fn
+    views.set_geometry(node, base._data, t._data)
+    base.grad_fn = node
+    base.requires_grad = True
+    if base._output_nr:
+        base._output_nr = 0
 
 
 def _snapshot_saved_self(node, t: Tensor) -> None:
@@ -246,14 +292,31 @@ Tensor.copy_ = events.traced("copy_", copy_)
 
 
 class CopySlices(Node):
-    """``x[idx] = v``: x's old gradient with the written region zeroed; v gets that region."""
+    """``x[idx] = v``: x's old gradient with the written region zeroed; v gets that region.
 
-    __slots__ = ("index", "src_shape")
+    Or (``fn`` set) the history of a base written through a view by an in-place op recorded as
+    ``fn`` (NOTE [Views and in-place]): ``fn`` runs on the view's region of the gradient; its
+    gradient for the old view goes back into that region, its other gradients to its other
+    inputs (this node's edges after the base's)."""
+
+    __slots__ = ("index", "src_shape", "fn", "base_shape", "positions", "overlap")
+
+    def __init__(self, next_functions=(), saved=None):
+        super().__init__(next_functions, saved)
+        self.fn = None
 
     def name(self) -> str:
         return "torch::autograd::CopySlices"  # a C++ node in PyTorch, named with its namespace
 
+    def _release(self, freed) -> None:
+        fn = self.fn
+        if fn is not None:
+            fn._release(freed)
+        super()._release(freed)
+
     def backward(self, xp, g):
+        if self.fn is not None:
+            return self._view_backward(xp, g)
         nf = self._next
         gx = gv = None
         idx = self.index
@@ -268,6 +331,36 @@ class CopySlices(Node):
         if nf[1] is not None:
             gv = xp.sum_to(g[idx], self.src_shape)
         return (gx, gv)
+
+
+    def _view_backward(self, xp, g):
+        from autodiag.autograd.engine import _fix_shapes
+
+        fn, pos = self.fn, self.positions
+        flat_pos = pos.ravel()
+        if xp.arrays:
+            result = np.array(g, copy=True, order="C")
+            flat = result.reshape(-1)
+            region = flat[flat_pos].reshape(pos.shape)
+        else:
+            region = g.reshape(-1)[flat_pos].reshape(pos.shape)
+        res = fn._apply(xp, (region,))
+        meta = fn._input_meta
+        if meta is not None:
+            res = _fix_shapes(fn, res, meta, xp)
+        gbase = None
+        if self._next[0] is not None:
+            g0 = res[0]
+            if xp.arrays:
+                flat[flat_pos] = 0 if g0 is None else np.broadcast_to(g0, pos.shape).ravel()
+                gbase = result
+            else:
+                mask = np.ones(g._data.size, dtype=bool)
+                mask[flat_pos] = False
+                gbase = g * mask.reshape(g._data.shape)
+                if g0 is not None:
+                    gbase = gbase + views.scatter(xp, g0, self.base_shape, pos, False)
+        return (gbase,) + tuple(res[1:])
 
 
 def _normalize_index(index, t: Tensor):
