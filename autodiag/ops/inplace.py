@@ -49,10 +49,37 @@ def check_inplace(t: Tensor, op_name: str, requires_grad: bool | None = None) ->
     if base is not None:
         if t._creation:  # NOTE [Views and in-place]: a view PyTorch refuses to rebase
             raise RuntimeError(views.rebase_error(t, views.raw_grad_fn(t), indirect=False))
-        if t.requires_grad and base.grad_fn is None and base.requires_grad:
-            raise RuntimeError(VIEW_OF_LEAF_ERROR)
+        if t.requires_grad or base.requires_grad:
+            if base.grad_fn is None:
+                raise RuntimeError(VIEW_OF_LEAF_ERROR)
+            # NOTE: PyTorch's C++ is_leaf reads the view's grad_fn as made, not regenerated: a
+            # view made before its base required grad is a leaf here
+            if views.raw_grad_fn(t) is None:
+                raise RuntimeError(LEAF_ERROR)
     elif t.requires_grad and t.grad_fn is None:
         raise RuntimeError(LEAF_ERROR)
+
+
+PARTIAL_OVERLAP_ERROR = (
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to "
+    "a single memory location. Please clone() the tensor before performing the operation.")
+
+
+def check_overlap(t: Tensor, others) -> None:
+    """An input that shares some, not all, of the written memory (``x.sub_(x[0])``): PyTorch's
+    partial-overlap error. Only tensors sharing ``t``'s version counter can share its memory."""
+    vc = t._vc
+    if vc is None:
+        return
+    d = t._data
+    for o in others:
+        if isinstance(o, Tensor) and o is not t and o._vc is vc:
+            od = o._data
+            if od.__array_interface__["data"][0] == d.__array_interface__["data"][0] and \
+                    od.shape == d.shape and od.strides == d.strides:
+                continue  # the same memory, element for element
+            if np.shares_memory(od, d):
+                raise RuntimeError(PARTIAL_OVERLAP_ERROR)
 
 
 def bump_version(t: Tensor, op_name: str) -> None:
@@ -108,15 +135,12 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
 def _write(t: Tensor, base, rd: np.ndarray) -> None:
     """Store ``rd`` into ``t``'s memory (its base's too, when it is a view)."""
     d = t._data
-    if d.flags.writeable:
-        if views.overlaps(d):
-            raise RuntimeError(views.OVERLAP_ERROR)
+    if base is None or d.flags.writeable and not views.overlaps(d):
         np.copyto(d, rd, casting="unsafe")
         return
-    # a read-only numpy view (expand makes them): write through the base, if no two of its
-    # elements share memory
-    if base is None or views.overlaps(d) or not base._data.flags.writeable:
+    if views.overlaps(d):  # an expanded view: two of its elements are one of the base's
         raise RuntimeError(views.OVERLAP_ERROR)
+    # a read-only numpy view with no overlap (expand to the same size): write through the base
     flat = base._data.reshape(-1)  # NOTE: a copy if the base is not contiguous
     flat[views.positions(base._data, d).ravel()] = rd.astype(d.dtype, copy=False).ravel()
     if not np.shares_memory(flat, base._data):
@@ -139,20 +163,21 @@ def _rebase(t: Tensor, base: Tensor, fn: Node) -> None:
 
 
 def _snapshot_saved_self(node, t: Tensor) -> None:
+    """PyTorch saves the original ``self`` of an in-place op (a copy); every other saved input
+    that is ``t`` (``a.mul_(a)``'s other) stays ``t`` and fails the version check at backward,
+    as PyTorch's does. A node saves ``self`` first."""
     saved = node._saved
     if not saved or saved.__class__ is not tuple:
         return
-    new = list(saved)
-    changed = False
-    for i, s in enumerate(saved):
-        if s is t or (s.__class__ is SavedTensor and s.tensor is t):
-            snap = Tensor._make(t._data.copy(), t.grad_fn, t.requires_grad, None, t._output_nr)
-            if t.grad_fn is None and t.requires_grad:
-                snap._acc = t._acc
-            new[i] = SavedTensor(snap, False)
-            changed = True
-    if changed:
-        node._saved = tuple(new)
+    names = type(node)._saved_names
+    if names and names[0] != "self":
+        return
+    s = saved[0]
+    if s is t or (s.__class__ is SavedTensor and s.tensor is t):
+        snap = Tensor._make(t._data.copy(), t.grad_fn, t.requires_grad, None, t._output_nr)
+        if t.grad_fn is None and t.requires_grad:
+            snap._acc = t._acc
+        node._saved = (SavedTensor(snap, False),) + saved[1:]
 
 
 def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
@@ -174,6 +199,7 @@ def _method(name: str, fn):
     raw = getattr(fn, "__wrapped__", fn)
 
     def inplace(self, *args, **kwargs):
+        check_overlap(self, args)
         return apply_inplace(self, name, lambda t: raw(t, *args, **kwargs), *args)
 
     inplace.__name__ = name
@@ -282,6 +308,7 @@ def _copy_result(t: Tensor, src) -> Tensor:
 
 
 def copy_(self, src, non_blocking: bool = False):
+    check_overlap(self, (src,))
     return apply_inplace(self, "copy_", lambda t: _copy_result(t, src), src)
 
 

@@ -758,7 +758,8 @@ def unbind(input, dim: int = 0):
         node.dim, node.in_shape, node._num_outputs = dim, d.shape, d.shape[dim]
     outs = []
     for i in range(d.shape[dim]):
-        t = _make_view(input, d[(slice(None),) * dim + (i,)], node, multi_output=True)
+        # (the Ellipsis keeps a 0-d slice a numpy view, not a scalar copy)
+        t = _make_view(input, d[(slice(None),) * dim + (i, Ellipsis)], node, multi_output=True)
         if node is not None:
             t._output_nr = i
         outs.append(t)

@@ -188,6 +188,15 @@ def rebase_error(v: Tensor, grad_fn, indirect: bool) -> str:
 def positions(base: np.ndarray, view: np.ndarray) -> np.ndarray:
     """For each element of ``view`` (a numpy view into ``base``'s memory), the C-order flat
     index of the element of ``base`` it is (an int64 array of the view's shape)."""
+    idx = _positions(base, view)
+    if idx.size and (idx.min() < 0 or idx.max() >= base.size):
+        # never a wrong gradient: a "view" that does not share its base's memory is a bug
+        raise NotImplementedError("autodiag: an in-place write through a view whose memory is "
+                                  "not its base's is not supported; clone() the view first")
+    return idx
+
+
+def _positions(base: np.ndarray, view: np.ndarray) -> np.ndarray:
     isz = base.itemsize
     b0 = base.__array_interface__["data"][0]
     off = view.__array_interface__["data"][0] - b0
@@ -214,7 +223,7 @@ def positions(base: np.ndarray, view: np.ndarray) -> np.ndarray:
 
 def overlaps(a: np.ndarray) -> bool:
     """Do two elements of ``a`` share memory (a dimension of stride 0, as expand makes)?"""
-    return any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides))
+    return a.size > 1 and any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides))
 
 
 OVERLAP_ERROR = ("unsupported operation: more than one element of the written-to tensor refers "

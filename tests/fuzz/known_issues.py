@@ -79,10 +79,6 @@ KNOWN_ISSUES: list[KnownIssue] = [
     # ---- found by the fuzzer, open (no branch yet; see /work/briefs/fuzz-findings.md) --------
     KnownIssue("open", r".", r"^(grad2?|forward) value: -?0 vs -?0$",
                "sign of a zero differs (gradient formulas, matmul sums, clamp); values equal"),
-    KnownIssue("open", r"(^|\+)(mul_|div_|sub_|add_|copy_|sigmoid_|pow_|exp_|tanh_)(\+|$)",
-               r"^grad2? exception: ok vs RuntimeError",
-               "a saved tensor modified in place is not detected in some cases: PyTorch raises "
-               "'modified by an inplace operation' at backward, autodiag returns a gradient"),
     KnownIssue("open", r"^layer_norm$", r"^forward value",
                "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
                "autodiag's are finite"),
