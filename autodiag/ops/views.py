@@ -248,7 +248,9 @@ def scatter(xp, g, base_shape: tuple, pos: np.ndarray, accumulate: bool):
         return out.reshape(base_shape)
     from autodiag.ops.shape import embed
 
-    return embed(xp, g, base_shape, np.unravel_index(pos, base_shape), accumulate)
+    size = int(np.prod(base_shape, dtype=np.int64))
+    flat = embed(xp, g.reshape(-1), (size,), (pos.ravel(),), accumulate)
+    return flat.reshape(base_shape)
 
 
 class AsStridedBackward0(Node):
