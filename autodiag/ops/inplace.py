@@ -76,7 +76,8 @@ def check_overlap(t: Tensor, others) -> None:
         if isinstance(o, Tensor) and o is not t and o._vc is vc:
             od = o._data
             if od.__array_interface__["data"][0] == d.__array_interface__["data"][0] and \
-                    od.shape == d.shape and od.strides == d.strides:
+                    od.shape == d.shape and all(n == 1 or a == b for n, a, b in zip(
+                        d.shape, od.strides, d.strides)):
                 continue  # the same memory, element for element
             if np.shares_memory(od, d):
                 raise RuntimeError(PARTIAL_OVERLAP_ERROR)
@@ -98,7 +99,7 @@ def bump_version(t: Tensor, op_name: str) -> None:
         events.emit_inplace(t, op_name)
 
 
-def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
+def apply_inplace(t: Tensor, op_name: str, compute, *others, fills: bool = False) -> Tensor:
     """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
     base = t._base
     # a view requires grad when its base does (PyTorch), also one made in no_grad mode
@@ -118,7 +119,7 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     node = r.grad_fn
     if node is not None:
         _snapshot_saved_self(node, t)
-    _write(t, base, rd)
+    _write(t, base, rd, fills)
     bump_version(t, op_name)
     if node is not None:
         if base is None:
@@ -132,13 +133,14 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     return t
 
 
-def _write(t: Tensor, base, rd: np.ndarray) -> None:
-    """Store ``rd`` into ``t``'s memory (its base's too, when it is a view)."""
+def _write(t: Tensor, base, rd: np.ndarray, fills: bool = False) -> None:
+    """Store ``rd`` into ``t``'s memory (its base's too, when it is a view). ``fills``: one
+    value everywhere (fill_, zero_), which PyTorch writes into overlapping views too."""
     d = t._data
     if base is None or d.flags.writeable and not views.overlaps(d):
         np.copyto(d, rd, casting="unsafe")
         return
-    if views.overlaps(d):  # an expanded view: two of its elements are one of the base's
+    if views.overlaps(d) and not fills:  # an expanded view: elements sharing memory
         raise RuntimeError(views.OVERLAP_ERROR)
     # a read-only numpy view with no overlap (expand to the same size): write through the base
     flat = base._data.reshape(-1)  # NOTE: a copy if the base is not contiguous
@@ -188,6 +190,8 @@ def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
         if s.__class__ is SavedTensor and s.tensor is None and s.vc is r._vc:
             s.data, s.vc = t._data, vc_of(t)
             s.version = s.vc[0]
+            if t._base is not None:
+                s.output_nr = -1  # its history is the view's (SavedTensor.unpack_tensor)
 
 
 # --- the in-place methods ---------------------------------------------------------------------
@@ -272,11 +276,11 @@ def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
 
 
 def fill_(self, value):
-    return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value)
+    return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value, fills=True)
 
 
 def zero_(self):
-    return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0, ZeroBackward0))
+    return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0, ZeroBackward0), fills=True)
 
 
 Tensor.fill_ = events.traced("fill_", fill_)
