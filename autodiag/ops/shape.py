@@ -8,6 +8,8 @@ version counter (NOTE [Version counters] in autograd/graph.py) and set ``_base``
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from autodiag import _device, dtypes
@@ -23,9 +25,11 @@ from autodiag.ops._core import (
     set_broadcast_meta,
     wrap_dim,
 )
+from autodiag.ops.views import creation_meta, register_view
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace.events import traced
-from autodiag.ops.views import creation_meta, register_view
+
+_weakref = weakref.ref
 
 
 def _make_view(x: Tensor, data: np.ndarray, node, multi_output: bool = False) -> Tensor:
@@ -33,10 +37,14 @@ def _make_view(x: Tensor, data: np.ndarray, node, multi_output: bool = False) ->
     vc = vc_of(x)
     t = Tensor._make(data, node, node is not None, vc)
     t._base = x._base if x._base is not None else x
-    meta = creation_meta(x, multi_output)
-    if meta:
-        t._creation = meta
-    register_view(vc, t)
+    if multi_output or x._creation or not _state[0] or _state[1]:
+        meta = creation_meta(x, multi_output)
+        if meta:
+            t._creation = meta
+    if len(vc) == 3 and len(vc[2]) < 63:
+        vc[2].append(_weakref(t))  # register_view's usual case, inlined
+    else:
+        register_view(vc, t)
     if x._inference:
         t._inference = True
     return t
