@@ -434,3 +434,15 @@ def test_overlap_with_a_strided_view_is_refused_rather_than_different():
                                            "written-to tensor refer to a single memory location"):
         y.add_(y.split(1, dim=-1)[0])
     assert y.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_filled_expanded_view_raises_at_backward_as_pytorch():
+    # fuzz class "expand+mul+zero_ | grad exception: ok vs RuntimeError"
+    def run(m):
+        x = m.tensor([[1.0]], requires_grad=True)
+        a = x + x
+        a.expand((2, 2)).zero_()
+        return m.autograd.grad(a.sum(), x)
+
+    (_, ea), (_, et) = _both(run)
+    assert et is not None and ea == et

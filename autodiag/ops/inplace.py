@@ -371,6 +371,9 @@ class CopySlices(Node):
         from autodiag.autograd.engine import _fix_shapes
 
         fn, pos = self.fn, self.positions
+        if self.overlap and self._next[0] is not None:
+            # an expanded view filled in place: PyTorch cannot write its gradient back either
+            raise RuntimeError(views.OVERLAP_ERROR)
         flat_pos = pos.ravel()
         if xp.arrays:
             result = np.array(g, copy=True, order="C")
