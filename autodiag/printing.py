@@ -49,8 +49,15 @@ def tensor_repr(t) -> str:
     if not (d is default or d is dtypes.int64 or d is dtypes.bool) or a.size == 0 and d is not \
             default:
         extras.append(f"dtype=torch.{d.name}")
-    if t.grad_fn is not None:
-        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+    try:
+        fn = t.grad_fn
+    except RuntimeError:  # a written view PyTorch refuses to rebase (ops/views.py), as PyTorch
+        fn = None
+        extras.append("grad_fn=<Invalid>")
+    if fn is not None:
+        extras.append(f"grad_fn=<{fn.name().rsplit('::', 1)[-1]}>")
+    elif extras and extras[-1] == "grad_fn=<Invalid>":
+        pass
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return "tensor(" + body + "".join(", " + e for e in extras) + ")"

@@ -53,7 +53,7 @@ class Tensor:
     _post_acc_hooks = None  # register_post_accumulate_grad_hook
     _retains_grad = False
     _inference = False  # created under inference_mode
-    _view_fn = None  # replays this view on another tensor of the base's shape (in-place on views)
+    _creation = 0  # a view's CreationMeta, as PyTorch's (ops/views.py: 0 is DEFAULT)
 
     # numpy must hand binary operators back to Tensor (ndarray * Tensor -> Tensor.__rmul__).
     __array_ufunc__ = None

@@ -224,19 +224,42 @@ class Function(metaclass=FunctionMeta):
                 wrapped.append(o)
                 metas.append(None)
                 continue
+            rebase = False
             if id(o) in dirty:
                 _check_dirty(o)
                 t = o
-                vc_of(t)[0] += 1
+                vc = vc_of(t)
+                vc[0] += 1
+                if len(vc) > 2:  # views of it regenerate their history (ops/views.py)
+                    from autodiag.ops.views import mark_stale
+
+                    mark_stale(vc)
+                # a modified view: its base's history is rebased on this node, as PyTorch's
+                # rebase_history, which runs the node on the view's region of the gradient
+                rebase = t._base is not None
+                if rebase and (len(outs) != 1 or args[0] is not o):
+                    raise NotImplementedError(
+                        f"autodiag: {cls.__name__}.apply modified in place (mark_dirty) a view "
+                        f"that is not its only output and first input; clone() the view "
+                        f"before passing it")
             elif id(o) in input_ids:
-                t = Tensor._make(o._data, None, False, vc_of(o))  # an input returned as-is
+                vc = vc_of(o)
+                t = Tensor._make(o._data, None, False, vc)  # an input returned as-is
                 t._base = o._base if o._base is not None else o
+                from autodiag.ops import views
+
+                t._creation = views.IN_CUSTOM_FUNCTION  # PyTorch refuses to write it in place
+                views.register_view(vc, t)
             else:
                 t = o
             metas.append((t._data.shape, t._data.dtype))
             if id(o) in nondiff or t._data.dtype.kind != "f":
                 t.requires_grad = False
                 t.grad_fn = None
+            elif rebase:
+                from autodiag.ops.inplace import _rebase
+
+                _rebase(t, t._base, node)
             else:
                 t.grad_fn = node
                 t.requires_grad = True

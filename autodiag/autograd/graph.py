@@ -156,6 +156,16 @@ class SavedTensor:
             _raise_version_error(self, node)
         if self.tensor is not None:
             return self.tensor
+        if self.output_nr < 0:
+            # an output written through a view (ops/views.py): its history is the view's, not
+            # ``node``'s; never a wrong derivative
+            from autodiag.autograd.errors import forward_op_name
+
+            raise NotImplementedError(
+                f"autodiag: {node.name()} (in-place {forward_op_name(node).lower()}_) saved its "
+                f"result, written in place through a view; "
+                f"its derivative of that result (create_graph=True, or _saved_result) is not "
+                f"supported. Use the out-of-place op, or clone() the view before modifying it.")
         from autodiag.tensor import Tensor
 
         return Tensor._make(self.data, node, True, self.vc, self.output_nr)

@@ -6,8 +6,8 @@ into the tensor's own buffer (so views see it), bump the shared version counter,
 recorded node the tensor's new ``grad_fn``. If that node saved the tensor itself, the saved copy
 is snapshotted first, as PyTorch saves ``original_self``.
 
-Writes through a view whose base takes part in autograd would need PyTorch's CopySlices rebase;
-autodiag raises a clear error there instead of risking a wrong gradient.
+A write through a view rebases the history of its base (and of every view of it), as PyTorch's
+CopySlices and AsStridedBackward0 do: NOTE [Views and in-place] in views.py.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
+from autodiag.ops import views
 from autodiag.ops._core import _state, as_tensor_operand, check_broadcast, edge, result, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
@@ -31,16 +32,58 @@ INFERENCE_ERROR = (
 )
 
 
-def check_inplace(t: Tensor, op_name: str) -> None:
-    """PyTorch's checks before any write (nothing is modified when they raise)."""
+def check_inplace(t: Tensor, op_name: str, requires_grad: bool | None = None) -> None:
+    """PyTorch's checks before any write (nothing is modified when they raise).
+
+    ``requires_grad``: whether the op will be recorded (an input requires grad); by default,
+    whether ``t`` does."""
     if t._inference and not _state.inference:
         raise RuntimeError(INFERENCE_ERROR)
-    if _state.record and t.requires_grad:
-        if t.grad_fn is None and t._base is None:
-            raise RuntimeError(LEAF_ERROR)
-        base = t._base
-        if base is not None and base.grad_fn is None and base.requires_grad:
-            raise RuntimeError(VIEW_OF_LEAF_ERROR)
+    if not _state.record:
+        return
+    if requires_grad is None:
+        requires_grad = t.requires_grad
+    if not requires_grad:
+        return
+    base = t._base
+    if base is not None:
+        if t._creation:  # NOTE [Views and in-place]: a view PyTorch refuses to rebase
+            raise RuntimeError(views.rebase_error(t, views.raw_grad_fn(t), indirect=False))
+        if t.requires_grad or base.requires_grad:
+            if base.grad_fn is None:
+                raise RuntimeError(VIEW_OF_LEAF_ERROR)
+            # NOTE: PyTorch's C++ is_leaf reads the view's grad_fn as made, not regenerated: a
+            # view made before its base required grad is a leaf here
+            if views.raw_grad_fn(t) is None:
+                raise RuntimeError(LEAF_ERROR)
+    elif t.requires_grad and t.grad_fn is None:
+        raise RuntimeError(LEAF_ERROR)
+
+
+PARTIAL_OVERLAP_ERROR = (
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to "
+    "a single memory location. Please clone() the tensor before performing the operation.")
+
+
+def check_overlap(t: Tensor, others) -> None:
+    """An input that shares some, not all, of the written memory (``x.sub_(x[0])``): PyTorch's
+    partial-overlap error. Only tensors sharing ``t``'s version counter can share its memory."""
+    vc = t._vc
+    if vc is None:
+        return
+    d = t._data
+    for o in others:
+        if isinstance(o, Tensor) and o is not t and o._vc is vc:
+            od = o._data
+            if od.__array_interface__["data"][0] == d.__array_interface__["data"][0] and \
+                    od.shape == d.shape and all(n == 1 or a == b for n, a, b in zip(
+                        d.shape, od.strides, d.strides)):
+                continue  # the same memory, element for element
+            # NOTE: PyTorch checks only two contiguous tensors and otherwise reads what its loop
+            # has already written (x.add_(x[:, :1]) differs by loop order); autodiag computes
+            # out of place, so it refuses every partial overlap rather than differ silently
+            if np.shares_memory(od, d):
+                raise RuntimeError(PARTIAL_OVERLAP_ERROR)
 
 
 def bump_version(t: Tensor, op_name: str) -> None:
@@ -48,26 +91,24 @@ def bump_version(t: Tensor, op_name: str) -> None:
     vc = vc_of(t)
     vc[0] += 1
     site = user_site()
-    if len(vc) == 1:
+    n = len(vc)
+    if n == 1:
         vc.append((op_name, site))
     else:
         vc[1] = (op_name, site)
+        if n > 2:  # views were made of this storage (NOTE [Views and in-place])
+            views.mark_stale(vc)
     if events.TRACERS:
         events.emit_inplace(t, op_name)
 
 
-def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
+def apply_inplace(t: Tensor, op_name: str, compute, *others, fills: bool = False) -> Tensor:
     """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
-    check_inplace(t, op_name)
-    recording = _state.record and (t.requires_grad or any(
-        isinstance(o, Tensor) and o.requires_grad for o in others))
-    if recording and t._base is not None:
-        # a refusal, so NotImplementedError (a RuntimeError, as this was before)
-        raise NotImplementedError(
-            f"autodiag: in-place {op_name} on a view of a tensor that takes part in autograd is "
-            f"not supported (PyTorch rebases the base's history through CopySlices). Write the "
-            f"operation out of place, e.g. build the new tensor with torch.cat/torch.where, or "
-            f"clone() the view before modifying it.")
+    base = t._base
+    # a view requires grad when its base does (PyTorch), also one made in no_grad mode
+    recording = _state.record and (t.requires_grad or (base is not None and base.requires_grad) or
+                               any(isinstance(o, Tensor) and o.requires_grad for o in others))
+    check_inplace(t, op_name, recording)
     r = compute(t)
     rd = r._data
     if rd.dtype != t._data.dtype:
@@ -81,32 +122,67 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others) -> Tensor:
     node = r.grad_fn
     if node is not None:
         _snapshot_saved_self(node, t)
-    np.copyto(t._data, rd, casting="unsafe")
+    _write(t, base, rd, fills)
     bump_version(t, op_name)
     if node is not None:
-        t.grad_fn = node
-        t.requires_grad = True
-        if t._output_nr:
-            t._output_nr = 0
+        if base is None:
+            t.grad_fn = node
+            t.requires_grad = True
+            if t._output_nr:
+                t._output_nr = 0
+        else:
+            _rebase(t, base, node)
         _rebind_saved_result(node, r, t)
     return t
 
 
+def _write(t: Tensor, base, rd: np.ndarray, fills: bool = False) -> None:
+    """Store ``rd`` into ``t``'s memory (its base's too, when it is a view). ``fills``: one
+    value everywhere (fill_, zero_), which PyTorch writes into overlapping views too."""
+    d = t._data
+    if base is None or d.flags.writeable and not views.overlaps(d):
+        np.copyto(d, rd, casting="unsafe")
+        return
+    if views.overlaps(d) and not fills:  # an expanded view: elements sharing memory
+        raise RuntimeError(views.OVERLAP_ERROR)
+    # a read-only numpy view with no overlap (expand to the same size): write through the base
+    flat = base._data.reshape(-1)  # NOTE: a copy if the base is not contiguous
+    flat[views.positions(base._data, d).ravel()] = rd.astype(d.dtype, copy=False).ravel()
+    if not np.shares_memory(flat, base._data):
+        base._data[...] = flat.reshape(base._data.shape)
+
+
+def _rebase(t: Tensor, base: Tensor, fn: Node) -> None:
+    """An in-place op recorded as ``fn`` wrote through view ``t``: the base's history becomes
+    CopySlices(base's old history, fn) (PyTorch's rebase_history). ``t`` itself was marked stale
+    by the write and regenerates its grad_fn (AsStridedBackward0 over the base) when read."""
+    from autodiag.ops._core import edge
+
+    node = CopySlices((edge(base),) + tuple(fn._next[1:]))
+    node.fn = fn
+    views.set_geometry(node, base._data, t._data)
+    base.grad_fn = node
+    base.requires_grad = True
+    if base._output_nr:
+        base._output_nr = 0
+
+
 def _snapshot_saved_self(node, t: Tensor) -> None:
+    """PyTorch saves the original ``self`` of an in-place op (a copy); every other saved input
+    that is ``t`` (``a.mul_(a)``'s other) stays ``t`` and fails the version check at backward,
+    as PyTorch's does. A node saves ``self`` first."""
     saved = node._saved
     if not saved or saved.__class__ is not tuple:
         return
-    new = list(saved)
-    changed = False
-    for i, s in enumerate(saved):
-        if s is t or (s.__class__ is SavedTensor and s.tensor is t):
-            snap = Tensor._make(t._data.copy(), t.grad_fn, t.requires_grad, None, t._output_nr)
-            if t.grad_fn is None and t.requires_grad:
-                snap._acc = t._acc
-            new[i] = SavedTensor(snap, False)
-            changed = True
-    if changed:
-        node._saved = tuple(new)
+    names = type(node)._saved_names
+    if names and names[0] != "self":
+        return
+    s = saved[0]
+    if s is t or (s.__class__ is SavedTensor and s.tensor is t):
+        snap = Tensor._make(t._data.copy(), t.grad_fn, t.requires_grad, None, t._output_nr)
+        if t.grad_fn is None and t.requires_grad:
+            snap._acc = t._acc
+        node._saved = (SavedTensor(snap, False),) + saved[1:]
 
 
 def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
@@ -117,6 +193,8 @@ def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
         if s.__class__ is SavedTensor and s.tensor is None and s.vc is r._vc:
             s.data, s.vc = t._data, vc_of(t)
             s.version = s.vc[0]
+            if t._base is not None:
+                s.output_nr = -1  # its history is the view's (SavedTensor.unpack_tensor)
 
 
 # --- the in-place methods ---------------------------------------------------------------------
@@ -128,6 +206,7 @@ def _method(name: str, fn):
     raw = getattr(fn, "__wrapped__", fn)
 
     def inplace(self, *args, **kwargs):
+        check_overlap(self, args)
         return apply_inplace(self, name, lambda t: raw(t, *args, **kwargs), *args)
 
     inplace.__name__ = name
@@ -200,11 +279,11 @@ def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
 
 
 def fill_(self, value):
-    return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value)
+    return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value, fills=True)
 
 
 def zero_(self):
-    return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0, ZeroBackward0))
+    return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0, ZeroBackward0), fills=True)
 
 
 Tensor.fill_ = events.traced("fill_", fill_)
@@ -243,6 +322,7 @@ def _copy_result(t: Tensor, src) -> Tensor:
 
 
 def copy_(self, src, non_blocking: bool = False):
+    check_overlap(self, (src,))
     return apply_inplace(self, "copy_", lambda t: _copy_result(t, src), src)
 
 
@@ -253,14 +333,31 @@ Tensor.copy_ = events.traced("copy_", copy_)
 
 
 class CopySlices(Node):
-    """``x[idx] = v``: x's old gradient with the written region zeroed; v gets that region."""
+    """``x[idx] = v``: x's old gradient with the written region zeroed; v gets that region.
 
-    __slots__ = ("index", "src_shape")
+    Or (``fn`` set) the history of a base written through a view by an in-place op recorded as
+    ``fn`` (NOTE [Views and in-place]): ``fn`` runs on the view's region of the gradient; its
+    gradient for the old view goes back into that region, its other gradients to its other
+    inputs (this node's edges after the base's)."""
+
+    __slots__ = ("index", "src_shape", "fn", "base_shape", "positions", "overlap")
+
+    def __init__(self, next_functions=(), saved=None):
+        super().__init__(next_functions, saved)
+        self.fn = None
 
     def name(self) -> str:
         return "torch::autograd::CopySlices"  # a C++ node in PyTorch, named with its namespace
 
+    def _release(self, freed) -> None:
+        fn = self.fn
+        if fn is not None:
+            fn._release(freed)
+        super()._release(freed)
+
     def backward(self, xp, g):
+        if self.fn is not None:
+            return self._view_backward(xp, g)
         nf = self._next
         gx = gv = None
         idx = self.index
@@ -275,6 +372,39 @@ class CopySlices(Node):
         if nf[1] is not None:
             gv = xp.sum_to(g[idx], self.src_shape)
         return (gx, gv)
+
+
+    def _view_backward(self, xp, g):
+        from autodiag.autograd.engine import _fix_shapes
+
+        fn, pos = self.fn, self.positions
+        if self.overlap and self._next[0] is not None:
+            # an expanded view filled in place: PyTorch cannot write its gradient back either
+            raise RuntimeError(views.OVERLAP_ERROR)
+        flat_pos = pos.ravel()
+        if xp.arrays:
+            result = np.array(g, copy=True, order="C")
+            flat = result.reshape(-1)
+            region = flat[flat_pos].reshape(pos.shape)
+        else:
+            region = g.reshape(-1)[flat_pos].reshape(pos.shape)
+        res = fn._apply(xp, (region,))
+        meta = fn._input_meta
+        if meta is not None:
+            res = _fix_shapes(fn, res, meta, xp)
+        gbase = None
+        if self._next[0] is not None:
+            g0 = res[0]
+            if xp.arrays:
+                flat[flat_pos] = 0 if g0 is None else np.broadcast_to(g0, pos.shape).ravel()
+                gbase = result
+            else:
+                mask = np.ones(g._data.size, dtype=bool)
+                mask[flat_pos] = False
+                gbase = g * mask.reshape(g._data.shape)
+                if g0 is not None:
+                    gbase = gbase + views.scatter(xp, g0, self.base_shape, pos, False)
+        return (gbase,) + tuple(res[1:])
 
 
 def _normalize_index(index, t: Tensor):

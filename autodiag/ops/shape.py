@@ -9,6 +9,7 @@ version counter (NOTE [Version counters] in autograd/graph.py) and set ``_base``
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 
@@ -26,15 +27,26 @@ from autodiag.ops._core import (
     set_broadcast_meta,
     wrap_dim,
 )
+from autodiag.ops.views import creation_meta, register_view
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace.events import traced
 
+_weakref = weakref.ref
 
-def _make_view(x: Tensor, data: np.ndarray, node, view_fn=None) -> Tensor:
-    t = Tensor._make(data, node, node is not None, vc_of(x))
+
+def _make_view(x: Tensor, data: np.ndarray, node, multi_output: bool = False) -> Tensor:
+    """A view of ``x`` (NOTE [Views and in-place] in views.py)."""
+    vc = vc_of(x)
+    t = Tensor._make(data, node, node is not None, vc)
     t._base = x._base if x._base is not None else x
-    if view_fn is not None:
-        t._view_fn = view_fn
+    if multi_output or x._creation or not _state.record or _state.inference:
+        meta = creation_meta(x, multi_output)
+        if meta:
+            t._creation = meta
+    if len(vc) == 3 and len(vc[2]) < 63:
+        vc[2].append(_weakref(t))  # register_view's usual case, inlined
+    else:
+        register_view(vc, t)
     if x._inference:
         t._inference = True
     return t
@@ -762,7 +774,7 @@ def split(tensor, split_size_or_sections, dim: int = 0):
     outs, start = [], 0
     for i, size in enumerate(sizes):
         part = d[(slice(None),) * dim + (slice(start, start + size),)]
-        t = _make_view(tensor, part, node)
+        t = _make_view(tensor, part, node, multi_output=True)
         if node is not None:
             t._output_nr = i
         outs.append(t)
@@ -811,7 +823,8 @@ def unbind(input, dim: int = 0):
         node.dim, node.in_shape, node._num_outputs = dim, d.shape, d.shape[dim]
     outs = []
     for i in range(d.shape[dim]):
-        t = _make_view(input, d[(slice(None),) * dim + (i,)], node)
+        # (the Ellipsis keeps a 0-d slice a numpy view, not a scalar copy)
+        t = _make_view(input, d[(slice(None),) * dim + (i, Ellipsis)], node, multi_output=True)
         if node is not None:
             t._output_nr = i
         outs.append(t)

@@ -124,6 +124,10 @@ class ParamWriter:
             vc.append((op, self.site))
         else:
             vc[1] = (op, self.site)
+            if len(vc) > 2:  # views of the parameter (NOTE [Views and in-place])
+                from autodiag.ops.views import mark_stale
+
+                mark_stale(vc)
 
 
 class Optimizer:

@@ -201,7 +201,13 @@ class Gen:
         for name, t in self.pool.items():
             if not t.is_floating_point() or (pred is not None and not pred(t)):
                 continue
-            if inplace and t.is_leaf and t.requires_grad and self.rng.random() < 0.9:
+            try:
+                leaf = t.is_leaf
+            except RuntimeError:
+                # a view whose base was written in place, which PyTorch refuses to rebase (an
+                # output of split/unbind, a no_grad view): reading its grad_fn raises
+                leaf = False
+            if inplace and leaf and t.requires_grad and self.rng.random() < 0.9:
                 continue
             out.append(name)
         del torch
@@ -452,14 +458,23 @@ def compare_tensors(a, t, torch, ad, *, grad_fn=True, scale_from=()) -> tuple | 
     if a.requires_grad != t.requires_grad:
         return "requires_grad", f"{a.requires_grad} vs {t.requires_grad}"
     if grad_fn:
-        na = type(a.grad_fn).__name__ if a.grad_fn is not None else None
-        nt = type(t.grad_fn).__name__ if t.grad_fn is not None else None
+        na, nt = _grad_fn_name(a), _grad_fn_name(t)
         if na != nt:
             return "grad_fn", f"{na} vs {nt}"
     an = np.asarray(a.detach().numpy())
     tn = t.detach().numpy(force=True)  # force: PyTorch's ZeroTensor gradients
     d = compare_arrays(an, tn, _dtype_name(t.dtype), _scale(tn, *scale_from))
     return None if d is None else ("value", d)
+
+
+def _grad_fn_name(x) -> str | None:
+    """The class name of x's grad_fn; "Invalid" when reading it raises (a written view that
+    PyTorch refuses to rebase), as PyTorch's repr says."""
+    try:
+        fn = x.grad_fn
+    except RuntimeError:
+        return "Invalid"
+    return None if fn is None else type(fn).__name__
 
 
 def _exc_name(e) -> str:

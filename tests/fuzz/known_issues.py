@@ -33,10 +33,6 @@ KNOWN_ISSUES: list[KnownIssue] = [
     KnownIssue("open", r".", r"^grad2? none: ", "None vs empty gradient"),
     KnownIssue("open", r".", r"^(grad2?|forward) value: -?0 vs -?0$",
                "sign of a zero differs (gradient formulas, matmul sums, clamp); values equal"),
-    KnownIssue("open", r"(^|\+)(mul_|div_|sub_|add_|copy_|sigmoid_|pow_|exp_|tanh_)(\+|$)",
-               r"^grad2? exception: ok vs RuntimeError",
-               "a saved tensor modified in place is not detected in some cases: PyTorch raises "
-               "'modified by an inplace operation' at backward, autodiag returns a gradient"),
     KnownIssue("open", r"^layer_norm$", r"^forward value",
                "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
                "autodiag's are finite"),
