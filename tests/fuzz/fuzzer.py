@@ -199,9 +199,15 @@ class Gen:
         torch = self.torch
         out = []
         for name, t in self.pool.items():
-            if not t.is_floating_point() or (pred is not None and not pred(t)):
+            try:
+                if not t.is_floating_point() or (pred is not None and not pred(t)):
+                    continue
+                leaf_rg = t.is_leaf and t.requires_grad
+            except RuntimeError:
+                # a view PyTorch invalidated (a multi-output view's base modified in place):
+                # even reading is_leaf raises, so no later step can use it
                 continue
-            if inplace and t.is_leaf and t.requires_grad and self.rng.random() < 0.9:
+            if inplace and leaf_rg and self.rng.random() < 0.9:
                 continue
             out.append(name)
         del torch
@@ -457,9 +463,22 @@ def compare_tensors(a, t, torch, ad, *, grad_fn=True, scale_from=()) -> tuple | 
         if na != nt:
             return "grad_fn", f"{na} vs {nt}"
     an = np.asarray(a.detach().numpy())
-    tn = t.detach().numpy(force=True)  # force: PyTorch's ZeroTensor gradients
+    tn = torch_array(t)
     d = compare_arrays(an, tn, _dtype_name(t.dtype), _scale(tn, *scale_from))
     return None if d is None else ("value", d)
+
+
+def torch_array(t) -> np.ndarray:
+    """A PyTorch tensor's values as a numpy array.
+
+    NOTE: PyTorch's second-order gradients can be ZeroTensors (efficient zeros); a view of one
+    (SliceBackward0 of a ZeroTensor: cat's double backward) has no real storage behind it, and
+    ``numpy(force=True)`` reads garbage or segfaults (PyTorch 2.13). Its values are zeros.
+    """
+    t = t.detach()
+    if t._is_zerotensor():
+        return np.zeros(tuple(t.shape), dtype=np.dtype(_dtype_name(t.dtype)))
+    return t.numpy(force=True)
 
 
 def _exc_name(e) -> str:
@@ -522,7 +541,7 @@ def run_program(program: Program, torch, ad) -> Outcome:
         if not okt:
             out.diff = Diff("forward", "exception", f"ok vs {_exc_name(vt)}", step.op, step.out)
             return out
-        scale = [pools["t"][r].detach().numpy(force=True) for r in step.refs
+        scale = [torch_array(pools["t"][r]) for r in step.refs
                  if isinstance(pools["t"][r], torch.Tensor)]
         try:
             d = compare_tensors(va, vt, torch, ad, scale_from=scale)
