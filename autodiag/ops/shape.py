@@ -355,6 +355,116 @@ def expand(input, *sizes):
     return _make_view(input, np.broadcast_to(d, shape), node)
 
 
+
+# --- diagonal and movedim (einsum's repeated labels) -----------------------------------------
+
+
+def _diagonal_array(d: np.ndarray, offset: int, d1: int, d2: int) -> np.ndarray:
+    """The diagonal of ``d`` over dims d1, d2 as a writable view, the diagonal dim last.
+
+    NOTE: numpy's own ``diagonal`` is a read-only view; ``x.diagonal().fill_(0)`` must write
+    into x (PyTorch), so the view is built from strides: the start moved ``offset`` along d2
+    (or ``-offset`` along d1), one step of both dims per diagonal element.
+    """
+    n1, n2 = d.shape[d1], d.shape[d2]
+    s1, s2 = (0, offset) if offset >= 0 else (-offset, 0)
+    length = max(0, min(n1 - s1, n2 - s2))
+    if length:
+        start = [slice(None)] * d.ndim
+        start[d1], start[d2] = slice(s1, None), slice(s2, None)
+        d = d[tuple(start)]
+    keep = [i for i in range(d.ndim) if i not in (d1, d2)]
+    shape = tuple(d.shape[i] for i in keep) + (length,)
+    strides = tuple(d.strides[i] for i in keep) + (d.strides[d1] + d.strides[d2],)
+    return np.lib.stride_tricks.as_strided(d, shape, strides)
+
+
+class DiagonalBackward0(Node):
+    __slots__ = ("in_shape", "offset", "dim1", "dim2")
+
+    def backward(self, xp, g):
+        return (diagonal_backward(xp, g, self.in_shape, self.offset, self.dim1, self.dim2),)
+
+    def _saved_extra(self):
+        return {"self_sym_sizes": self.in_shape, "offset": self.offset, "dim1": self.dim1,
+                "dim2": self.dim2}
+
+
+class DiagonalBackwardBackward0(Node):
+    __slots__ = ("offset", "dim1", "dim2")
+
+    def backward(self, xp, g):
+        if xp.arrays:
+            return (_diagonal_array(g, self.offset, self.dim1, self.dim2),)
+        return (diagonal(g, self.offset, self.dim1, self.dim2),)
+
+
+def diagonal_backward(xp, g, shape, offset, d1, d2):
+    """Zeros of ``shape`` with ``g`` on the diagonal (PyTorch's ``diagonal_backward``)."""
+    gd = g if xp.arrays else g._data
+    z = np.zeros(shape, dtype=gd.dtype)
+    _diagonal_array(z, offset, d1, d2)[...] = gd
+    if xp.arrays:
+        return z
+    node = None
+    if _state.record and g.requires_grad:
+        node = DiagonalBackwardBackward0((edge(g),))
+        node.offset, node.dim1, node.dim2 = offset, d1, d2
+    return result(z, node)
+
+
+@register()
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """The diagonal over ``dim1``, ``dim2`` (shifted by ``offset``) as a view, in the last dim.
+
+    >>> import autodiag as torch
+    >>> torch.arange(9.).reshape(3, 3).diagonal()
+    tensor([0., 4., 8.])
+    """
+    x = as_tensor_operand(input)
+    d = x._data
+    d1, d2 = wrap_dim(dim1, d.ndim), wrap_dim(dim2, d.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    node = None
+    if _state.record and x.requires_grad:
+        node = DiagonalBackward0((edge(x),))
+        node.in_shape, node.offset, node.dim1, node.dim2 = d.shape, offset, d1, d2
+    return _make_view(x, _diagonal_array(d, offset, d1, d2), node)
+
+
+@register()
+def movedim(input, source, destination):
+    """``input`` with dims ``source`` moved to positions ``destination`` (a permute).
+
+    >>> import autodiag as torch
+    >>> torch.zeros(2, 3, 4).movedim(0, -1).shape
+    torch.Size([3, 4, 2])
+    """
+    x = as_tensor_operand(input)
+    nd = x._data.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) "
+                           f"should contain the same number of dims as destination ({dst} dims)")
+    src = [wrap_dim(s, nd) for s in src]
+    dst = [wrap_dim(s, nd) for s in dst]
+    for name, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({dims})")
+    if nd == 0:
+        return _shape_op(x, x._data.view(), AliasBackward0)  # PyTorch: self.alias()
+    perm = [-1] * nd
+    for s, t in zip(src, dst):
+        perm[t] = s
+    rest = iter(i for i in range(nd) if i not in src)
+    perm = [p if p != -1 else next(rest) for p in perm]
+    return permute(x, perm)
+
+
+moveaxis = register("moveaxis")(movedim)
+
 @register()
 def expand_as(input, other):
     return expand(input, other.shape)
