@@ -3,6 +3,7 @@ written from the shrunk repro and compared with PyTorch."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import autodiag as ad
@@ -47,3 +48,92 @@ def test_fuzz_inplace_on_view_in_autograd_is_a_clear_refusal(torch, code):
         assert isinstance(e.value, RuntimeError)
         op = code.split(".")[1].split("(")[0]
         assert op in str(e.value)
+
+
+# ---- round 2 (branch fuzz2) ------------------------------------------------------------------
+
+
+def _grads(m, outs, leaves, create_graph=True):
+    return m.autograd.grad(outs, leaves, [m.ones_like(o) for o in outs],
+                           create_graph=create_graph, allow_unused=True)
+
+
+@pytest.mark.parametrize("index_shape", [(0,), (2, 0, 3), (0, 7)])
+def test_fuzz_gather_with_an_empty_index_of_any_shape(torch, index_shape):
+    # fuzz class "gather | forward exception: RuntimeError vs ok": PyTorch checks nothing more
+    # for an empty index (number of dims, sizes, dtype): an empty result in the index's shape,
+    # and a zero gradient
+    out = {}
+    for m in (ad, torch):
+        x = m.ones(2, 5, requires_grad=True)
+        r = m.gather(x, 1, m.zeros(index_shape, dtype=m.int32))
+        (g,) = _grads(m, [r], [x])
+        out[m] = (tuple(r.shape), r.dtype is m.float32, g.detach().numpy().tolist(),
+                  g.requires_grad)
+    assert out[ad] == out[torch]
+    s = ad.tensor(1.0, requires_grad=True)
+    assert _grads(ad, [ad.gather(s, 0, ad.zeros(0, dtype=ad.int64))], [s])[0].item() == 0.0
+
+
+@pytest.mark.parametrize("code", ["x.prod()", "x.prod(0)", "x.repeat(2, 0).pow(2).sum()",
+                                  "x.repeat(0).exp()"])
+def test_fuzz_gradient_requires_grad_under_create_graph(torch, code):
+    # fuzz classes "prod | grad requires_grad: True vs False" (PyTorch's prod_backward returns
+    # the incoming gradient itself for a 0-d input) and "repeat+var | grad requires_grad"
+    # (repeat_backward with a zero repeat is constant zeros)
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor(2.0 if "prod" in code else [1.0, 2.0], requires_grad=True)
+        y = eval(code, {"x": x})
+        (g,) = _grads(m, [y], [x])
+        out[m] = (g.requires_grad, g.detach().numpy().tolist())
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("needs", ["x", "w", "b", "xwb", "wb"])
+def test_fuzz_layer_norm_gradients_require_grad_as_one_backward_op(torch, needs):
+    # fuzz class "layer_norm | grad requires_grad: False vs True": PyTorch's layer_norm
+    # gradients come from one differentiable op over (grad, input, weight, bias), so under
+    # create_graph each requires grad when any of those does (the bias gradient is grad.sum())
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([[1.0, -2.0, 0.5], [3.0, 4.0, -1.0]], requires_grad="x" in needs)
+        w = m.tensor([1.5, -0.5, 2.0], requires_grad="w" in needs)
+        b = m.tensor([0.1, 0.2, 0.3], requires_grad="b" in needs)
+        y = m.nn.functional.layer_norm(x, (3,), w, b)
+        leaves = [t for t in (x, w, b) if t.requires_grad]
+        gs = _grads(m, [y], leaves)
+        g2 = m.autograd.grad([g for g in gs if g.requires_grad], leaves,
+                             [m.ones_like(g) for g in gs if g.requires_grad], allow_unused=True)
+        out[m] = ([g.requires_grad for g in gs],
+                  [np.round(g.detach().numpy(), 5).tolist() for g in gs],
+                  [None if g is None else np.round(g.numpy(), 4).tolist() for g in g2])
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("shapes", [((1, 0, 3), (1, 3, 2)), ((1, 2, 0), (1, 0, 2)),
+                                    ((0, 2, 3), (0, 3, 2))])
+def test_fuzz_bmm_of_an_empty_product_with_mixed_dtypes(torch, shapes):
+    # fuzz class "bmm | forward exception: RuntimeError vs ok": PyTorch's bmm returns the zeros
+    # of an empty product in mat2's dtype without a dtype check; the gradients keep their
+    # inputs' dtypes
+    out = {}
+    for m in (ad, torch):
+        a = m.ones(shapes[0], dtype=m.float32, requires_grad=True)
+        b = m.ones(shapes[1], dtype=m.float64, requires_grad=True)
+        r = m.bmm(a, b)
+        ga, gb = _grads(m, [r], [a, b])
+        out[m] = (tuple(r.shape), str(r.dtype)[-7:], r.detach().numpy().tolist(),
+                  str(ga.dtype)[-7:], str(gb.dtype)[-7:])
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_bmm_mixed_dtypes_error(torch):
+    for m in (ad, torch):
+        with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+            m.bmm(m.ones(1, 2, 3), m.ones(1, 3, 2, dtype=m.float64))
+
+
+def test_fuzz_top_level_erf(torch):
+    x = [-1.0, 0.0, 0.5]
+    assert np.allclose(ad.erf(ad.tensor(x)).numpy(), torch.erf(torch.tensor(x)).numpy())

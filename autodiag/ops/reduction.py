@@ -181,6 +181,8 @@ class ProdBackward0(_Reduce):
                 return (g * _prod_of_others(x, axes[0]),)
             flat = x.reshape(-1)
             return (g * _prod_of_others(flat, 0).reshape(x.shape),)
+        if x.ndim == 0:
+            return (g,)  # PyTorch's prod_backward: the gradient itself (no use of self)
         if not bool((x._data == 0).any()):
             return (g * self.expand(xp, self.saved(xp, 1)) / x,)
         # NOTE: result / x is 0/0 at a zero. Zero-safe and differentiable: the product of the

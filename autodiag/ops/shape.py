@@ -480,6 +480,9 @@ class RepeatBackward0(Node):
 
     def backward(self, xp, g):
         reps = self.repeats
+        if 0 in reps:
+            # PyTorch's repeat_backward: constant zeros (nothing flows back through them)
+            return (xp.zeros(self.in_shape, g),)
         lead = len(reps) - len(self.in_shape)
         shape = (1,) * lead + tuple(self.in_shape)
         split = []
@@ -546,6 +549,10 @@ def embed(xp, g, shape, index, accumulate: bool, cls=IndexPutBackward0):
 def scatter_into_zeros(xp, g, dim: int, idx, shape):
     """Adjoint of ``gather(x, dim, idx)``: add ``g`` into zeros of ``shape`` at ``idx``."""
     idx = idx if xp.arrays else idx._data
+    if idx.size == 0:  # an empty index of any shape (gather allows it): nothing is added
+        nothing = tuple(np.zeros(0, dtype=np.int64) for _ in shape or (1,))
+        z = embed(xp, xp.reshape(g, (0,)), shape or (1,), nothing, True)
+        return z if shape else xp.reshape(z, ())
     if len(shape) <= 1 and idx.ndim <= 1:
         # 0-d and 1-d tensors mix freely in gather (PyTorch): work on 1-d views
         flat = embed(xp, xp.reshape(g, (idx.size,)), (shape[0] if shape else 1,),
@@ -943,10 +950,20 @@ class GatherBackward0(Node):
 def gather(input, dim: int, index):
     d = input._data
     idx = as_tensor_operand(index)
-    if idx._data.dtype != np.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
     dim = wrap_dim(dim, d.ndim)
     ix = idx._data
+    if ix.size == 0:
+        # NOTE: PyTorch checks nothing more for an empty index (dtype, number of dims, sizes):
+        # the result is empty in the index's shape
+        out = np.empty(ix.shape, dtype=d.dtype)
+        if _state.record and input.requires_grad:
+            node = GatherBackward0((edge(input),))
+            node.dim, node.in_shape = dim, d.shape
+            node._saved = (save(idx),)
+            return result(out, node)
+        return result(out, None)
+    if ix.dtype != np.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
     if ix.ndim != d.ndim and (ix.ndim > 1 or d.ndim > 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     n = d.shape[dim] if d.ndim else 1
