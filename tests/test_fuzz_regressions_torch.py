@@ -137,3 +137,18 @@ def test_fuzz_bmm_mixed_dtypes_error(torch):
 def test_fuzz_top_level_erf(torch):
     x = [-1.0, 0.0, 0.5]
     assert np.allclose(ad.erf(ad.tensor(x)).numpy(), torch.erf(torch.tensor(x)).numpy())
+
+
+@pytest.mark.parametrize("code", ["F.embedding(torch.tensor([1, 0]), x)", "x.flatten()",
+                                  "x.unsqueeze(0).flatten(0, 1)", "x.t().flatten(1)"])
+def test_fuzz_size_0_dims_through_embedding_and_flatten(torch, code):
+    # fuzz classes "embedding | grad exception: RuntimeError vs ok" and "flatten | forward
+    # exception": a reshape to (-1, 0) / (0, -1) cannot infer -1 ("shape '[-1, 0]' is
+    # invalid"); the sizes are known, so they are used
+    out = {}
+    for m in (ad, torch):
+        x = m.empty((3, 0), dtype=m.float64, requires_grad=True)
+        y = eval(code, {"torch": m, "F": m.nn.functional, "x": x})
+        (g,) = _grads(m, [y], [x])
+        out[m] = (tuple(y.shape), type(y.grad_fn).__name__, tuple(g.shape))
+    assert out[ad] == out[torch]

@@ -809,7 +809,7 @@ class EmbeddingBackward0(Node):
     def backward(self, xp, g):
         idx = self.saved(ARRAY, 0).reshape(-1)
         dim = g.shape[-1] if xp.arrays else g._data.shape[-1]
-        g2 = g.reshape(-1, dim) if xp.arrays else g.reshape(-1, dim)
+        g2 = g.reshape(idx.size, dim)  # not -1: rows of size 0 leave it undetermined
         scale = None
         if self.padding_idx is not None and self.padding_idx >= 0:
             scale = (idx != self.padding_idx)[:, None]

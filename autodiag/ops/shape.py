@@ -172,7 +172,8 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if s == e:
         return input
-    return reshape(input, d.shape[:s] + (-1,) + d.shape[e + 1:])
+    # the flattened size itself, not -1: with a size-0 dim elsewhere -1 is undetermined
+    return reshape(input, d.shape[:s] + (int(np.prod(d.shape[s:e + 1])),) + d.shape[e + 1:])
 
 
 @register()

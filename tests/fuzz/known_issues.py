@@ -31,7 +31,8 @@ KNOWN_ISSUES: list[KnownIssue] = [
     # ---- found by the fuzzer, open (no branch yet; see /work/briefs/fuzz-findings.md) --------
     KnownIssue("open", r".", r"^grad2? none: ", "None vs empty gradient"),
     KnownIssue("open", r".", r"^(grad2?|forward) value: -?0 vs -?0$",
-               "sign of a zero differs (gradient formulas, matmul sums, clamp); values equal"),
+               "sign of a zero differs (gradient formulas, clamp; and matmul/mm/linear sums, "
+               "platform-dependent: README 'Where autodiag differs'); values equal"),
     KnownIssue("open", r"(^|\+)(mul_|div_|sub_|add_|copy_|sigmoid_|pow_|exp_|tanh_)(\+|$)",
                r"^grad2? exception: ok vs RuntimeError",
                "a saved tensor modified in place is not detected in some cases: PyTorch raises "
