@@ -152,3 +152,97 @@ def test_fuzz_size_0_dims_through_embedding_and_flatten(torch, code):
         (g,) = _grads(m, [y], [x])
         out[m] = (tuple(y.shape), type(y.grad_fn).__name__, tuple(g.shape))
     assert out[ad] == out[torch]
+
+
+def test_fuzz_div_other_gradient_written_as_torch(torch):
+    # fuzz classes "div | grad2 value: nan vs -inf / nan vs 0 / nan vs inf": the gradient of
+    # a / b for b is PyTorch's -grad * ((a / b) / b), not -grad * a / (b * b) (different at 0,
+    # inf and overflow, in the gradient and in the second derivative)
+    out = {}
+    for m in (ad, torch):
+        a = m.tensor([-1.0, 1e200, 2.0, 0.0], dtype=m.float64)
+        b = m.tensor([0.0, 1e-200, float("inf"), 3.0], dtype=m.float64, requires_grad=True)
+        (g,) = _grads(m, [a / b], [b])
+        (g2,) = m.autograd.grad(g, b, m.ones_like(g))
+        out[m] = str(g.detach().numpy().tolist()) + str(g2.numpy().tolist())
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fuzz_var_std_without_degrees_of_freedom_keep_the_dtype(torch, dtype):
+    # fuzz class "std | grad dtype: float32 vs float64": the inf/NaN factor was built from
+    # Python scalars (the default dtype) and a dimensioned float32 factor won over a 0-d float64
+    # gradient
+    out = {}
+    for m in (ad, torch):
+        x = m.ones((1, 0, 1), dtype=getattr(m, dtype), requires_grad=True)
+        y = m.ones(2, dtype=getattr(m, dtype), requires_grad=True)
+        gs = [_grads(m, [t.std(correction=2)], [t])[0] for t in (x, y)]
+        gs += [_grads(m, [t.var(correction=2)], [t])[0] for t in (x, y)]
+        out[m] = [(str(g.dtype)[-7:], g.requires_grad, str(g.detach().numpy().tolist()))
+                  for g in gs]
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_prod_of_one_element_with_a_zero(torch):
+    # fuzz class "prod | grad requires_grad: True vs False": prod_safe_zeros_backward over one
+    # element returns the gradient itself
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([[1.0, 0.0, 1.0]], dtype=m.float64, requires_grad=True)
+        (g,) = _grads(m, [x.prod(dim=0, keepdim=True)], [x])
+        (h,) = _grads(m, [x[:, 1:2].prod()], [x])
+        out[m] = (g.requires_grad, g.detach().numpy().tolist(), h.requires_grad)
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_pow_minus_half_is_rsqrt(torch):
+    # fuzz classes "pow.scalar_exponent | forward value: 0 vs nan / inf vs -inf": PyTorch
+    # computes x ** -0.5 as rsqrt(x) (NaN at -inf, -inf at -0.0), and so the gradient of
+    # x ** 0.5 there
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([-float("inf"), -0.0, 0.0, 4.0], requires_grad=True)
+        y = x ** -0.5
+        (g,) = m.autograd.grad((x ** 0.5).sum(), x)
+        out[m] = str(y.detach().numpy().tolist()) + str(g.numpy().tolist())
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("dim", [1, 5, -2])
+def test_fuzz_cat_of_skipped_empty_tensors_takes_any_dim(torch, dim):
+    # fuzz class "cat | forward exception: IndexError vs ok": 1-D empty tensors are skipped
+    # (legacy) and dim is wrapped against the others; with none left any dim goes
+    out = {}
+    for m in (ad, torch):
+        r = m.cat([m.empty(0, requires_grad=True), m.empty(0, dtype=m.float64)], dim=dim)
+        out[m] = (tuple(r.shape), str(r.dtype)[-7:], type(r.grad_fn).__name__)
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("code", ["x.unflatten(-2, (-1, 3))", "y.t().unflatten(1, (2, 2))",
+                                  "y[:, ::2].unflatten(1, (3, 1))", "s.unflatten(-2, (1, 1))"])
+def test_fuzz_unflatten_is_a_view_and_infers_next_to_size_0(torch, code):
+    # fuzz classes "unflatten | forward exception: RuntimeError vs ok" (a -1 next to a size-0
+    # dim), "unflatten | forward grad_fn: ReshapeAliasBackward0 vs ViewBackward0" (splitting a
+    # dim is always a view) and "... RuntimeError vs IndexError" (0-d dim check)
+    out = {}
+    for m in (ad, torch):
+        ns = {"x": m.empty((1, 3, 0)), "y": m.ones(4, 6, requires_grad=True),
+              "s": m.tensor(1.0)}
+        try:
+            r = eval(code, ns)
+            out[m] = (tuple(r.shape), type(r.grad_fn).__name__)
+        except Exception as e:  # noqa: BLE001 - the error type is compared
+            out[m] = type(e).__name__
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_matmul_batch_dims_that_do_not_broadcast(torch):
+    # fuzz class "matmul | forward exception: ValueError vs RuntimeError"
+    msgs = []
+    for m in (ad, torch):
+        with pytest.raises(RuntimeError) as e:
+            m.empty(4, 0, 0) @ m.empty(2, 0, 1)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

@@ -7,8 +7,8 @@ import builtins
 import numpy as np
 
 from autodiag.autograd.graph import Node
-from autodiag.ops._core import (_state, as_tensor_operand, edge, register, result, save,
-                                set_broadcast_meta)
+from autodiag.ops._core import (_state, as_tensor_operand, check_broadcast, edge, register,
+                                result, save, set_broadcast_meta)
 from autodiag.tensor import Tensor
 
 
@@ -219,6 +219,7 @@ def matmul(input, other):
             return matmul(a.squeeze(0), b)
         if batch2[0] == 1 and b.requires_grad:
             return matmul(a, b.squeeze(0))
+    check_broadcast(batch1, batch2)  # PyTorch's message for batch dims that do not broadcast
     if m1 != m2:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m1}] but got: "

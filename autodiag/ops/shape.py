@@ -180,6 +180,7 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
 def unflatten(input, dim: int, sizes):
     d = input._data
     if d.ndim == 0:
+        wrap_dim(dim, 0)  # IndexError outside [-1, 0]
         # PyTorch's own wording (its dim wrapping fails inside unflatten)
         raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
                            f"but tensor has no dimensions")
@@ -195,7 +196,10 @@ def unflatten(input, dim: int, sizes):
     if (known != n if -1 not in sizes else (known == 0 or n % known)):
         raise RuntimeError(f"unflatten: Provided sizes [{', '.join(map(str, sizes))}] don't "
                            f"multiply up to the size of dim {dim} ({n}) in the input tensor")
-    return reshape(input, d.shape[:dim] + sizes + d.shape[dim + 1:])
+    if -1 in sizes:  # inferred here: next to a size-0 dim a reshape could not
+        sizes = tuple(n // known if s == -1 else s for s in sizes)
+    # splitting one dim is always a view (ViewBackward0, also on a strided input)
+    return view(input, d.shape[:dim] + sizes + d.shape[dim + 1:])
 
 
 @register()
@@ -754,9 +758,10 @@ def cat(tensors, dim: int = 0):
     nd = max(t.ndim for t in ts)
     if nd == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    dim = wrap_dim(dim, nd)
     dt = dtypes.result_type(ts).np
     datas = [t._data.astype(dt, copy=False) for t in ts if not (t.ndim == 1 and t.numel() == 0)]
+    # PyTorch wraps dim against the tensors it does not skip: with none, any dim goes
+    dim = wrap_dim(dim, nd) if datas else 0
     ref = next(t for t in ts if not (t.ndim == 1 and t.numel() == 0)) if datas else ts[0]
     for i, t in enumerate(ts):
         if t.ndim == 1 and t.numel() == 0:
