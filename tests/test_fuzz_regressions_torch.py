@@ -246,3 +246,21 @@ def test_fuzz_matmul_batch_dims_that_do_not_broadcast(torch):
             m.empty(4, 0, 0) @ m.empty(2, 0, 1)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("code", ["x[-1] = x", "x[0] = v", "y[1] = v", "y[1, :] = v[0]"])
+def test_fuzz_setitem_drops_the_values_leading_ones(torch, code):
+    # fuzz class "setitem | forward exception: RuntimeError vs ok": PyTorch copies into a slice
+    # the value without its leading size-1 dims (x[-1] = x writes a (1,) value into a 0-d slot)
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([1.0] if code == "x[-1] = x" else [1.0, 2.0])
+        y = m.ones(2, 3, requires_grad=True) * 1
+        v = m.tensor([[[2.0, 3.0, 4.0]]], requires_grad=True)
+        if code == "x[0] = v":
+            v = m.tensor([[7.0]], requires_grad=True)
+        exec(code, {"x": x, "y": y, "v": v})
+        r = y if code.startswith("y") else x
+        g = _grads(m, [r], [v])[0] if r.requires_grad else None
+        out[m] = (r.tolist(), None if g is None else g.tolist())
+    assert out[ad] == out[torch]
