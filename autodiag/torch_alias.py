@@ -32,6 +32,8 @@ import re
 import sys
 import types
 
+from autodiag._look import attributes, is_a
+
 __all__ = ["torch_alias", "NotProvided", "ModuleNotProvided", "missing_name", "TORCH_MODULES"]
 
 # The torch modules the alias provides, and the autodiag module each stands for. A module of
@@ -199,18 +201,15 @@ class torch_alias:  # noqa: N801 - used like a function: ``with torch_alias():``
     def __exit__(self, *exc) -> bool:
         if self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
-        stand_ins = [m for n, m in sys.modules.items() if isinstance(m, _TorchModule)]
+        # sys.modules may hold any object a script put there: looked at by type only
+        stand_ins = [m for n, m in list(sys.modules.items()) if is_a(m, _TorchModule)]
         for name in [n for n in sys.modules if _aliased(n)]:
             del sys.modules[name]
         # modules the run imported that hold a stand-in (a helper module's ``import torch``)
         # would hand it to a later real import of the same module: forget them too
         ids = {id(m) for m in stand_ins}
         for name in set(sys.modules) - self.before:
-            module = sys.modules.get(name)
-            try:
-                holds = any(id(v) in ids for v in vars(module).values())
-            except TypeError:  # no __dict__
-                holds = False
+            holds = any(id(v) in ids for v in attributes(sys.modules.get(name)).values())
             if holds:
                 del sys.modules[name]
         sys.modules.update(self.saved)

@@ -8,6 +8,7 @@ so a skipped oracle can never look green.
 from __future__ import annotations
 
 import os
+import textwrap
 
 import pytest
 
@@ -56,3 +57,15 @@ def pytest_sessionfinish(session, exitstatus):
     if n and REQUIRE_ORACLE and session.exitstatus == 0:
         print(f"\nautodiag: {n} differential tests were skipped but the oracle is required")
         session.exitstatus = 1
+
+
+@pytest.fixture
+def script(tmp_path):
+    """``script(source, name="s.py")``: write a dedented script into the test's folder, return
+    its path (a test module may define its own ``script`` for a common header)."""
+    def make(source: str, name: str = "s.py") -> str:
+        p = tmp_path / name
+        p.write_text(textwrap.dedent(source))
+        return str(p)
+
+    return make

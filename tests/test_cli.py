@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 
 import pytest
 from typer.testing import CliRunner
@@ -35,16 +34,6 @@ loss.backward()
 
 def cli(*args, **kw):
     return runner.invoke(app, list(args), catch_exceptions=False, **kw)
-
-
-@pytest.fixture
-def script(tmp_path):
-    def make(source: str, name: str = "s.py") -> str:
-        p = tmp_path / name
-        p.write_text(textwrap.dedent(source))
-        return str(p)
-
-    return make
 
 
 # --- JSON schema of DESIGN §4 (validated by hand: no jsonschema dependency) -------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
 import pytest
 from typer.testing import CliRunner
@@ -18,16 +17,6 @@ runner = CliRunner()
 
 def cli(*args):
     return runner.invoke(app, list(args), catch_exceptions=False)
-
-
-@pytest.fixture
-def script(tmp_path):
-    def make(source: str, name: str = "s.py") -> str:
-        p = tmp_path / name
-        p.write_text(textwrap.dedent(source))
-        return str(p)
-
-    return make
 
 
 def anomaly_json(path, *args):

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli import cli
 
 
 

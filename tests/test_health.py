@@ -11,7 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from test_cli import ROOT, check_envelope, cli, script  # noqa: F401 - script is a fixture
+from test_cli import ROOT, check_envelope, cli
 
 import autodiag as torch
 from autodiag.analysis.health import GradHealth, Thresholds

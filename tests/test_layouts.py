@@ -12,7 +12,7 @@ import json
 import textwrap
 
 import pytest
-from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli import cli
 
 HEAD = "import autodiag as torch\nimport autodiag.nn as nn\n"
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 import pytest
-from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli import cli
 from test_cli_width import pty_output
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty") or sys.platform == "win32",

@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli import cli
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,7 +88,10 @@ def test_a_name_autodiag_lacks_is_exit_2_with_file_line_and_name(script, source,
     assert code in r.stderr
     assert "--engine torch" in r.stderr and "not available yet" in r.stderr  # torch is here
     assert "Traceback" not in r.stderr and "autodiag/" not in r.stderr
-    assert r.stdout == ""  # no report, no verdict
+    # no report, no verdict: only the error envelope (DESIGN §4: JSON on every exit)
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "error" and doc["findings"] == []
+    assert doc["error"]["kind"] == "not_provided" and doc["error"]["exit_code"] == 2
 
 
 def test_hasattr_and_getattr_default_still_work_in_the_script(script):

@@ -35,14 +35,14 @@ class Detector:
 # it miss that call's on_backward_end. None of these stops the run (the anomaly finder runs with
 # keep_going), and the anomaly finder comes last anyway, so the others always see the end.
 DETECTORS: list[Detector] = [
-    Detector("health", GradHealth, lambda t, run: t.findings(run.namespace)),
+    Detector("health", GradHealth, lambda t, run: t.findings(*run.scopes)),
     Detector("inplace", InplaceWatcher, lambda t, run: t.findings(run.error)[0]),
     Detector("freed", FreedGraphWatcher, lambda t, run: t.findings(run.error)),
     Detector("leaks", LeakFinder, lambda t, run: t.findings()),
     Detector(
         "anomaly",
         lambda: AnomalyFinder(keep_going=True),
-        lambda t, run: t.findings(names_by_id(run.namespace)),
+        lambda t, run: t.findings(names_by_id(*run.scopes)),
     ),
 ]
 

@@ -28,6 +28,7 @@ import warnings
 
 import numpy as np
 
+from autodiag._look import is_a, look, variables
 from autodiag.analysis.findings import Finding
 from autodiag.autograd import _gradcheck as _gc
 from autodiag.autograd._gradcheck import GradcheckError
@@ -435,12 +436,15 @@ def globals_of_failure(exc: BaseException | None, path: str | None) -> dict | No
 
 def find_functions(namespace: dict) -> list[type]:
     """autograd.Function subclasses defined by the script itself, in definition order."""
-    found: list = []
-    for value in list(namespace.values()):
-        if (isinstance(value, type) and issubclass(value, Function) and value is not Function
-                and value.__module__ == "__main__" and value not in found):
-            found.append(value)
-    return found
+    found: dict = {}  # id -> class: by identity (a user metaclass's __eq__ may raise)
+    for _, value in variables(namespace):
+        if is_a(value, type) and id(value) not in found and look(_script_function, value):
+            found[id(value)] = value
+    return list(found.values())
+
+
+def _script_function(cls: type) -> bool:
+    return issubclass(cls, Function) and cls is not Function and cls.__module__ == "__main__"
 
 
 def functions_of_run(result, script_globals: dict | None = None) -> list[type]:

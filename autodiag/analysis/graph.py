@@ -13,6 +13,7 @@ import gc
 import heapq
 import weakref
 
+from autodiag._look import is_a, look, static_attr, variables
 from autodiag.analysis.summary import dtype_name, summarize
 from autodiag.autograd.graph import AccumulateGrad, Freed, SavedTensor, children
 from autodiag.ops._core import edge
@@ -150,7 +151,7 @@ class GraphSnapshot:
         dist = [0] * len(self.names)
         for r in self.roots:
             dist[r] = 1
-        for i in self.topo_order():
+        for i in self._any_topo_order():
             d = dist[i] + 1
             for e in self.next[i]:
                 if e is not None and dist[e[0]] < d:
@@ -226,6 +227,25 @@ class GraphSnapshot:
                 if deps[j] == 0:
                     heapq.heappush(heap, (-seq[j], tick, j))
                     tick += 1
+        return out
+
+    def _any_topo_order(self) -> list[int]:
+        """A topological order (every node after all nodes with an edge to it), not
+        necessarily backward's: Kahn's walk without topo_order's priority queue."""
+        deps = [0] * len(self.names)
+        nexts = self.next
+        for edges in nexts:
+            for e in edges:
+                if e is not None:
+                    deps[e[0]] += 1
+        out = [r for r in dict.fromkeys(self.roots) if deps[r] == 0]
+        for i in out:  # appending while iterating: a walk without a queue
+            for e in nexts[i]:
+                if e is not None:
+                    j = e[0]
+                    deps[j] -= 1
+                    if deps[j] == 0:
+                        out.append(j)
         return out
 
     def order(self, name: str) -> list[int]:
@@ -366,39 +386,45 @@ def _node_of(t):
 
 def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
     """Module-level tensors with a grad_fn that feed no other such tensor, as (name, tensor)."""
-    cands = [(k, v) for k, v in namespace.items()
-             if isinstance(v, Tensor) and v.grad_fn is not None and not k.startswith("_")]
+    cands = [(k, v, look(_grad_fn, v)) for k, v in variables(namespace)
+             if is_a(v, Tensor) and not k.startswith("_")]
+    cands = [c for c in cands if c[2] is not None]
     if not cands:
         return []
     fed = set()  # nodes that feed some candidate
-    stack = [c for fn in {v.grad_fn for _, v in cands} for c in children(fn)]
+    stack = [c for fn in {fn for _, _, fn in cands} for c in children(fn)]
     while stack:
         n = stack.pop()
         if n is not None and n not in fed:
             fed.add(n)
             stack.extend(children(n))
     out, taken = [], set()
-    for k, v in cands:
-        if v.grad_fn not in fed and v.grad_fn not in taken:
-            taken.add(v.grad_fn)
+    for k, v, fn in cands:
+        if fn not in fed and fn not in taken:
+            taken.add(fn)
             out.append((k, v))
     return out
 
 
-def names_by_id(namespace: dict) -> dict:
-    """id(tensor) -> the name a user knows it by: a module-level variable, or
-    ``module.param`` for parameters of module-level nn.Modules."""
+def _grad_fn(t: Tensor):
+    return t.grad_fn
+
+
+def names_by_id(*namespaces: dict) -> dict:
+    """id(tensor) -> the name a user knows it by: a variable of the first of ``namespaces``
+    that names it (the script's globals, a frame's locals), or ``module.param`` for parameters
+    of the nn.Modules they hold. Objects that cannot be looked at are skipped (autodiag._look).
+    """
     out: dict = {}
-    for k, v in namespace.items():
-        if k.startswith("__"):
-            continue
-        if isinstance(v, Tensor):
-            out.setdefault(id(v), k)
-        named = getattr(v, "named_parameters", None)
-        if callable(named) and not isinstance(v, type):
-            try:
-                for pname, p in named():
+    for namespace in namespaces:
+        for k, v in variables(namespace):
+            if is_a(v, Tensor):
+                out.setdefault(id(v), k)
+            elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
+                for pname, p in look(_named_parameters, v, default=()):
                     out.setdefault(id(p), f"{k}.{pname}")
-            except Exception:  # noqa: BLE001 - a user object with an odd named_parameters
-                pass
     return out
+
+
+def _named_parameters(module) -> list:
+    return [(n, p) for n, p in module.named_parameters() if type(n) is str]

@@ -61,6 +61,7 @@ from collections import deque
 
 import numpy as np
 
+from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
 from autodiag.autograd import grad_mode
 from autodiag.autograd.graph import AccumulateGrad
@@ -480,13 +481,14 @@ class GradHealth(Tracer):
 
     # --- results ---------------------------------------------------------------------------
 
-    def findings(self, namespace: dict | None = None) -> list[Finding]:
-        """The run's findings, parameters named from ``namespace`` (the script's globals)."""
+    def findings(self, *namespaces: dict) -> list[Finding]:
+        """The run's findings, parameters named from ``namespaces`` (the script's globals, then
+        the locals of the frames that were live when it failed: ``Run.scopes``)."""
         from autodiag.analysis.graph import names_by_id
 
-        namespace = namespace or {}
-        self._adopt_namespace(namespace)
-        names = names_by_id(namespace)
+        for namespace in namespaces:
+            self._adopt_namespace(namespace or {}, with_self=True)
+        names = names_by_id(*[ns for ns in namespaces if ns])
         every = self._records()
         records = [r for r in every if r.candidate and not r.handled and not r.frozen]
         out = []
@@ -518,32 +520,31 @@ class GradHealth(Tracer):
         """Adopt the parameters ``namespace`` (globals or a frame's locals) holds: its
         optimizers' parameters, its leaf tensors that require grad, its modules' parameters
         (with ``with_self``, also those of ``self``'s attributes, one level down)."""
-        for k, v in list(namespace.items()):
-            if k.startswith("__"):
-                continue
+        for k, v in variables(namespace):
             if k == "self" and with_self:
-                attrs = _attributes(v)
+                attrs = attributes(v)
                 if attrs:
-                    self._adopt_namespace({f"self.{a}": x for a, x in attrs.items()})
+                    self._adopt_namespace({f"self.{a}": x for a, x in variables(attrs)})
                 continue
-            try:
-                if isinstance(v, Optimizer):
-                    for gi, group in enumerate(v.param_groups):
-                        for pi, p in enumerate(group["params"]):
-                            self._adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
-                elif isinstance(v, Tensor):
-                    if v.requires_grad and v.grad_fn is None:
-                        self._adopt(v, k)
-                elif not isinstance(v, type) and callable(
-                    getattr(v, "named_parameters", None)
-                ):
-                    if id(v) not in self._module_names:
-                        self._module_names[id(v)] = (weakref.ref(v), k)
-                    for pname, p in v.named_parameters():
-                        if p.requires_grad:
-                            self._adopt(p, f"{k}.{pname}")
-            except Exception:  # noqa: BLE001 - a user object with an odd attribute: skip it
-                continue
+            look(self._adopt_value, k, v)
+
+    def _adopt_value(self, k: str, v) -> None:
+        """Adopt what the variable ``k`` holds (a user object: the caller skips it if it
+        raises)."""
+        if is_a(v, Optimizer):
+            for gi, group in enumerate(v.param_groups):
+                for pi, p in enumerate(group["params"]):
+                    if is_a(p, Tensor):
+                        self._adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
+        elif is_a(v, Tensor):
+            if v.requires_grad and v.grad_fn is None:
+                self._adopt(v, k)
+        elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
+            if id(v) not in self._module_names:
+                self._module_names[id(v)] = (weakref.ref(v), k)
+            for pname, p in v.named_parameters():
+                if is_a(p, Tensor) and p.requires_grad:
+                    self._adopt(p, f"{k}.{pname}")
 
     def _none_grad(self, rec: _Leaf, name: str) -> Finding | None:
         steps = self.backward_calls
@@ -806,15 +807,6 @@ def _name(rec: _Leaf, names: dict) -> str:
     t = rec.ref()
     name = names.get(id(t)) if t is not None else None
     return name or rec.name or f"a parameter of shape {rec.shape}"
-
-
-def _attributes(obj) -> dict:
-    """``obj.__dict__`` when it is a plain dict of attributes (never a user ``__getattr__``)."""
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except Exception:  # noqa: BLE001 - no __dict__ (slots, builtins)
-        return {}
-    return d if type(d) is dict else {}
 
 
 # What a line that only *reads* a value looks like: a call of one of these (print(...),

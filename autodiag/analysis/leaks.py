@@ -37,8 +37,9 @@ import re
 import sys
 import weakref
 
+from autodiag._look import is_a, look
 from autodiag.analysis.findings import Finding
-from autodiag.analysis.graph import saved_info
+from autodiag.analysis.graph import _grad_fn, saved_info
 from autodiag.analysis.referrers import Holder, container_kind, find_holder
 from autodiag.analysis.summary import fmt_bytes
 from autodiag.tensor import Tensor
@@ -292,7 +293,7 @@ class LeakFinder(Tracer):
                 # the search starts at the tensor whose grad_fn the top node is, if any (the
                 # user knows tensors, not nodes)
                 owners = [r for r in gc.get_referrers(top)
-                          if issubclass(type(r), Tensor) and r.grad_fn is top]
+                          if is_a(r, Tensor) and look(_grad_fn, r) is top]
                 start = owners[0] if owners else top
                 holder, chain = find_holder(start, ignore=(alive, tops, found, covered, owners))
                 chain = _to_tensor(holder, chain)
@@ -338,6 +339,7 @@ class LeakFinder(Tracer):
         """End the run: a backward() that ended the last step has no op after it to flush it."""
         if self._pending:
             self._pending = False
+            self.mode = "backward"  # as at the next op: the backward's end was the step's end
             self._end_step()
 
     def findings(self) -> list[Finding]:

@@ -29,6 +29,7 @@ import re
 import sys
 import types
 
+from autodiag._look import attributes, is_a, look, module_file, type_name
 from autodiag.trace.sites import _PKG_DIR, live_user_frames
 
 
@@ -83,7 +84,7 @@ def find_holder(obj, ignore: tuple = (), max_expansions: int = 80) -> tuple[Hold
                 if mod is not None:  # a module's globals: a root
                     key = _key_of(r, x)
                     if key is not None:
-                        root = ("global", key, None, getattr(mod, "__file__", None), None)
+                        root = ("global", key, None, module_file(mod) or None, None)
                         return _finish(root, oid, objs, down)
                     continue
                 if kind is types.FrameType:  # a suspended frame (a generator's): its locals
@@ -115,20 +116,25 @@ def _frame_root(x, frames) -> tuple | None:
 
 
 def _module_of(d: dict):
-    name = d.get("__name__") if "__name__" in d else None
-    mod = sys.modules.get(name) if isinstance(name, str) else None
-    return mod if mod is not None and getattr(mod, "__dict__", None) is d else None
+    """The module whose globals ``d`` is, or None (read with dict's own methods: ``d`` may be
+    a user's dict subclass, and ``sys.modules`` may hold any object)."""
+    name = dict.get(d, "__name__")
+    mod = sys.modules.get(name) if type(name) is str else None
+    return mod if mod is not None and attributes(mod) is d else None
 
 
 def _internal(r) -> bool:
     """Referrers that are autodiag's own bookkeeping (a backward call's task, the engine's
     frames), never the user's holder."""
-    mod = getattr(type(r), "__module__", "") or ""
-    return mod.startswith("autodiag.autograd.engine") or mod.startswith("autodiag.analysis")
+    # the class's own attribute, past any __getattribute__ of a user metaclass
+    mod = look(type.__getattribute__, type(r), "__module__")
+    return type(mod) is str and mod.startswith(("autodiag.autograd.engine",
+                                                 "autodiag.analysis"))
 
 
 def _key_of(d, x):
-    for k, v in d.items():
+    pairs = list(dict.items(d)) if is_a(d, dict) else look(lambda: list(d.items()), default=())
+    for k, v in pairs:
         if v is x:
             return k
     return None
@@ -172,7 +178,7 @@ def _closure_function(chain: list):
 
 def _unknown(start: int, objs: dict, down: dict) -> tuple[Holder, list]:
     chain = _chain(start, objs, down)
-    path = " → ".join(type(o).__name__ for o in chain)
+    path = " → ".join(type_name(o) for o in chain)
     return Holder("unknown", "", None, None, None, path, container_kind(chain)), chain
 
 
@@ -191,7 +197,8 @@ def _describe(name: str, chain: list) -> tuple[str, str]:
             text += f" → closure variable `{var}` of {p.__qualname__}()"
             i += 3
             continue
-        text += _step(p, c)
+        # a user container may run code when looked at (a list subclass's __iter__)
+        text += look(_step, p, c, default=f" → {type_name(c)}")
         i += 1
     return _tidy(text), container_kind(chain)
 
@@ -223,7 +230,7 @@ def _step(p, c) -> str:
         return f"[{k}]"
     if issubclass(kind, (dict, types.MappingProxyType)):
         k = _key_of(p, c)
-        if kind is types.MappingProxyType and isinstance(k, str):
+        if kind is types.MappingProxyType and type(k) is str:
             return f".{k}"  # a class attribute: Cfg.hist
         return f"[{_safe_repr(k)}]"
     if kind is types.CellType:
@@ -238,17 +245,17 @@ def _step(p, c) -> str:
         return ".__dict__"
     if type(d) is dict:
         k = _key_of(d, c)
-        if isinstance(k, str):
+        if type(k) is str:
             return f".{k}"
     for klass in kind.__mro__:
-        for slot in getattr(klass, "__slots__", ()):
+        for slot in look(getattr, klass, "__slots__", (), default=()):
             try:
                 held = object.__getattribute__(p, slot)
             except Exception:  # noqa: BLE001 - an unset slot, or one that raises
                 continue
             if held is c:
                 return f".{slot.lstrip('_') if slot == '_next' else slot}"
-    return f" → {type(c).__name__}"
+    return f" → {type_name(c)}"
 
 
 def _safe_repr(k) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from array import array
+
 import numpy as np
 
 SMALL = 8  # tensors with at most this many elements are shown in full
@@ -32,6 +35,140 @@ def summarize(a) -> dict | None:
     if data.size <= SMALL:
         out["values"] = data.tolist()
     return out
+
+
+_ndarray = np.ndarray
+
+
+class Summaries:
+    """Many summaries, stored compactly: ``add(a)`` keeps what ``summarize(a)`` would say and
+    returns its position; ``get(k)`` rebuilds the dict.
+
+    NOTE: a huge graph of tiny tensors (a 1,000,000-op chain of scalars) would spend ~600 bytes
+    and ~15 µs of numpy reductions per ``summarize`` dict. A one-element float array is
+    summarised by its value alone: 9 bytes here (the value, and a code for its shape and
+    dtype), a few hundred nanoseconds, the same dict on ``get``. Other arrays keep their dict."""
+
+    __slots__ = ("values", "codes", "kinds", "dicts", "_code_of", "_tmpl")
+
+    NONE, DICT = 0, 1  # codes; 2 + k: a one-element float array of ``kinds[k]``
+
+    def __init__(self):
+        self.values = array("d")  # the element; for DICT the position in ``dicts``
+        self.codes = array("H")
+        self.kinds: list[tuple] = []  # (shape, dtype name)
+        self.dicts: list[dict] = []
+        self._code_of: dict = {}  # (shape, numpy dtype) -> code
+        self._tmpl: dict = {}  # code -> the JSON text around a one-element summary's value
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def encode(self, a) -> tuple[int, float] | None:
+        """(code, value) of a one-element float array (a Tensor's data counts), None for
+        anything else."""
+        data = getattr(a, "_data", a)
+        if data.__class__ is _ndarray and data.size == 1:
+            dt = data.dtype
+            if dt.kind != "f":
+                return None
+            code = self._code_of.get((data.shape, dt))
+            if code is None:
+                if len(self.kinds) >= 65535 - 2:  # codes are 16-bit: summarise as a dict
+                    return None
+                code = self._code_of[(data.shape, data.dtype)] = 2 + len(self.kinds)
+                self.kinds.append((data.shape, dtype_name(data.dtype)))
+            return code, data.item()
+        return None
+
+    def decode(self, code: int, value: float) -> dict | None:
+        """The summary of an encoded array (``NONE``: None)."""
+        if code == self.NONE:
+            return None
+        if code == self.DICT:
+            return self.dicts[int(value)]
+        shape, dtype = self.kinds[code - 2]
+        return scalar_summary(value, shape, dtype)
+
+    def add(self, a) -> int:
+        k = len(self.codes)
+        if a is None:
+            self.codes.append(self.NONE)
+            self.values.append(0.0)
+            return k
+        cv = self.encode(a)
+        if cv is None:
+            self.codes.append(self.DICT)
+            self.values.append(len(self.dicts))
+            self.dicts.append(summarize(a))
+        else:
+            self.codes.append(cv[0])
+            self.values.append(cv[1])
+        return k
+
+    def add_encoded(self, code: int, value: float) -> None:
+        """Add a one-element float array by its ``encode``d form."""
+        self.codes.append(code)
+        self.values.append(value)
+
+    def add_as(self, a, cv: tuple[int, float] | None) -> None:
+        """``add(a)`` when ``cv`` is already ``encode(a)`` (the trace encodes a gradient once
+        for its column and its local derivative)."""
+        if cv is None:
+            self.add(a)
+        else:
+            self.codes.append(cv[0])
+            self.values.append(cv[1])
+
+    def get(self, k: int) -> dict | None:
+        return self.decode(self.codes[k], self.values[k])
+
+    def json(self, k: int, cache: dict | None = None) -> str:
+        """``json.dumps(self.get(k))``, written directly for a one-element float summary.
+        ``cache``: (code, value) -> text, shared by the calls of one report (a chain passes
+        each gradient on: the same summary twice in a row)."""
+        code, v = self.codes[k], self.values[k]
+        if code < 2 or v - v != 0:  # None, a dict, NaN or Inf: rare, the general encoder
+            return _dumps(self.decode(code, v))
+        if cache is not None and v != 0:  # 0.0 == -0.0, but their texts differ
+            text = cache.get((code, v))
+            if text is not None:
+                return text
+        t = self._tmpl.get(code)
+        head, tail = t if t is not None else self._templates(code)
+        r = repr(v)  # json's own text for a finite float
+        text = (f"{head}{r}, \"max\": {r}, \"mean\": {r if v != 0 else '0.0'}, \"nan\": 0, "
+                f"\"inf\": 0, \"zeros\": {1 if v == 0 else 0}, \"values\": {tail[0]}{r}{tail[1]}}}")
+        if cache is not None and v != 0:
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[(code, v)] = text
+        return text
+
+    def _templates(self, code: int) -> tuple[str, tuple[str, str]]:
+        shape, dtype = self.kinds[code - 2]
+        head = f'{{"shape": {_dumps(list(shape))}, "dtype": {_dumps(dtype)}, "min": '
+        t = self._tmpl[code] = head, ("[" * len(shape), "]" * len(shape))
+        return t
+
+
+def scalar_summary(v: float, shape: tuple, dtype: str) -> dict:
+    """``summarize`` of a one-element float array of ``shape`` holding ``v``."""
+    out = {"shape": list(shape), "dtype": dtype}
+    if v - v == 0:  # finite
+        out.update(min=v, max=v, mean=v + 0.0, nan=0, inf=0)  # NOTE: mean(-0.0) is 0.0
+    else:
+        out.update(nan=1 if v != v else 0, inf=0 if v != v else 1)
+    out["zeros"] = 1 if v == 0 else 0
+    values = v
+    for _ in shape:
+        values = [values]
+    out["values"] = values
+    return out
+
+
+def _dumps(o) -> str:
+    return json.dumps(o)
 
 
 def _num(v):

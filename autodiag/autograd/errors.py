@@ -211,6 +211,7 @@ def _named_tensors(frames):
     locals, the attributes of a method's ``self``, then each module's globals. ``code``: the
     code of the frame that binds the name (None for ``self.`` attributes and for the globals of a
     module whose own frame is not on the stack)."""
+    from autodiag._look import attributes, is_a, variables
     from autodiag.tensor import Tensor
 
     module_code = {id(f.f_globals): f.f_code for f in frames if f.f_locals is f.f_globals}
@@ -218,23 +219,21 @@ def _named_tensors(frames):
         f_locals = f.f_locals
         if f_locals is f.f_globals:
             continue  # a module's frame: its globals come last
-        for name, v in list(f_locals.items()):
-            if isinstance(v, Tensor):
+        for name, v in variables(f_locals):
+            if is_a(v, Tensor):
                 yield name, v, f.f_code
             elif name == "self":
-                attrs = getattr(v, "__dict__", None)
-                if attrs.__class__ is dict:
-                    for a, w in list(attrs.items()):
-                        if isinstance(w, Tensor):
-                            yield f"self.{a}", w, None
+                for a, w in variables(attributes(v)):
+                    if is_a(w, Tensor):
+                        yield f"self.{a}", w, None
     seen: set = set()
     for f in frames:
         g = f.f_globals
         if id(g) in seen:
             continue
         seen.add(id(g))
-        for name, v in list(g.items()):
-            if isinstance(v, Tensor):
+        for name, v in variables(g):
+            if is_a(v, Tensor):
                 yield name, v, module_code.get(id(g))
 
 

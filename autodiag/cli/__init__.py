@@ -6,6 +6,8 @@ This package and ``report/`` are the only places that import typer and rich.
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -19,7 +21,8 @@ from autodiag.cli import graph as _graph
 from autodiag.cli import inplace as _inplace
 from autodiag.cli import leaks as _leaks
 from autodiag.cli import trace as _trace
-from autodiag.cli._common import with_engine
+from autodiag.cli._common import with_common_options
+from autodiag.report import output
 
 class _Help:
     """Help that reads well at any width.
@@ -47,6 +50,24 @@ class _Help:
                 p.metavar = label if p.type_descriptor.is_choice else p.name.upper()
         return params
 
+    def format_help(self, ctx, formatter) -> None:
+        try:
+            super().format_help(ctx, formatter)
+        except BrokenPipeError:
+            output.reader_gone(sys.stdout)
+        except SystemExit:  # rich's reaction to a closed pipe (`autodiag --help | head -1`)
+            pass
+        if output.READER_GONE or _stdout_is_null():
+            raise typer.Exit(0)  # the reader went away: help was the whole job
+
+
+def _stdout_is_null() -> bool:
+    """Has stdout been pointed at the null device (as rich does when its reader goes away)?"""
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):
+        return False
+
 
 def _no_type(ctx) -> None:
     return None
@@ -64,7 +85,41 @@ class _Group(_Help, TyperGroup):
 
 
 class _Command(_Help, TyperCommand):
-    pass
+    def make_context(self, info_name, args, parent=None, **extra):
+        """Options click rejects before the command runs (exit 2): with --format json on the
+        command line, the error envelope is printed on stdout too (README, "JSON")."""
+        given = list(args)  # the parser consumes ``args``
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except Exception as e:
+            # click's UsageError (typer vendors click, so it is matched by shape): exit code 2
+            usage = getattr(e, "exit_code", None) == 2 and hasattr(e, "format_message")
+            if usage and type(e).__name__ != "NoArgsIsHelpError" and _wants_json(given):
+                _usage_envelope(self.name, e)
+            raise
+
+
+def _wants_json(args: list[str]) -> bool:
+    """Does the command line ask for ``--format json`` (``-f json``, ``--format=json``,
+    ``-fjson``)? Only options before ``--`` count."""
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a in ("--format", "-f") and i + 1 < len(args):
+            if args[i + 1] == "json":
+                return True
+        elif a in ("--format=json", "-fjson", "-f=json"):
+            return True
+    return False
+
+
+def _usage_envelope(command: str, e: Exception) -> None:
+    from autodiag.report.output import Sink, envelope
+    from autodiag.target.errors import BadInvocation
+
+    error = BadInvocation(e.format_message(), f"Run autodiag {command} --help for its options.")
+    error.kind = "usage"
+    Sink(None, False).write_json(envelope(command, None, [], status="error", error=error))
 
 
 app = typer.Typer(
@@ -79,12 +134,12 @@ for _name, _fn in (("graph", _graph.graph), ("trace", _trace.trace),
                    ("gradcheck", _gradcheck.gradcheck), ("anomaly", _anomaly.anomaly),
                    ("inplace", _inplace.inplace), ("leaks", _leaks.leaks),
                    ("check", _check.check)):
-    app.command(_name, no_args_is_help=True, cls=_Command)(with_engine(_fn))
+    app.command(_name, no_args_is_help=True, cls=_Command)(with_common_options(_fn))
 
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"autodiag {__version__}")
+        output.write_stdout(f"autodiag {__version__}\n")
         raise typer.Exit(0)
 
 
@@ -99,8 +154,8 @@ def main_callback(
     The engine is importable as [bold]import autodiag as torch[/bold].
 
     Exit codes (every command): [bold]0[/bold] nothing found, [bold]1[/bold] findings,
-    [bold]2[/bold] bad invocation or target, [bold]3[/bold] the target failed, [bold]130[/bold]
-    interrupted.
+    [bold]2[/bold] bad invocation or target, [bold]3[/bold] the target failed, [bold]4[/bold]
+    autodiag itself failed (please report), [bold]130[/bold] interrupted.
     """
     if ctx.invoked_subcommand is None and not version:
         typer.echo(ctx.get_help())

@@ -4,6 +4,7 @@ the failure table, and the run pipeline (parse -> run target with tracers -> ana
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import enum
 import functools
@@ -16,15 +17,35 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from autodiag.cli._files import Protected, recording_opens, refuse_same_file
 from autodiag.report import annotations as gh
 from autodiag.report import junit
-from autodiag.report.output import Sink, check_writable, stderr_console, write_atomic
+from autodiag.report.output import (
+    Sink,
+    check_writable,
+    envelope,
+    pending_interrupt,
+    reader_gone,
+    stderr_console,
+    write_atomic,
+)
 from autodiag.target import Run, Target, run
-from autodiag.target.errors import AutodiagError, BadInvocation, NothingAnalysed
+from autodiag.target.errors import (
+    AutodiagError,
+    BadInvocation,
+    InternalError,
+    Interrupted,
+    NothingAnalysed,
+)
 from autodiag.trace.sites import short_path
 
 # --- exit codes (DESIGN §4; README lists them) ---------------------------------------------------
-EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED = \
+    0, 1, 2, 3, 4, 130
+# The JSON envelope's status of each exit code: they always agree.
+STATUS = {EXIT_OK: "ok", EXIT_FINDINGS: "findings", EXIT_INTERRUPTED: "interrupted"}
+# --timeout's ceiling: the interval timer cannot count much further (about 31 years).
+MAX_TIMEOUT = 1e9
 
 # --- options shared by the commands -----------------------------------------------------------
 
@@ -56,8 +77,10 @@ NoColorOpt = Annotated[bool, typer.Option("--no-color", help="Plain text without
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr "
                                         "while the target runs.")]
 TimeoutOpt = Annotated[float | None, typer.Option(
-    "--timeout", help="Stop the target after SECONDS.", metavar="SECONDS", show_default=False,
-    min=0.001)]
+    "--timeout", help="Stop the target after SECONDS.", metavar="SECONDS", show_default=False)]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Let -o/--junit-xml replace an existing .py file (never the target or a "
+    "file the run uses).")]
 
 
 class Engine(str, enum.Enum):
@@ -71,27 +94,32 @@ EngineOpt = Annotated[Engine, typer.Option(
     "--engine", help="autodiag: run the target on autodiag's engine, with `import torch` "
     "resolving to it. torch (real PyTorch) is planned, not available yet.")]
 _engine: contextvars.ContextVar = contextvars.ContextVar("engine", default=Engine.autodiag)
+_force: contextvars.ContextVar = contextvars.ContextVar("force", default=False)
 
 
-def with_engine(command):
-    """``command`` with the --engine option added (every command takes it, declared once
-    here). The choice reaches ``make_target``, so it is checked inside the command's failure
-    handling like any other option."""
+def with_common_options(command):
+    """``command`` with the --engine and --force options added (every command takes them,
+    declared once here). The engine choice reaches ``make_target`` and --force the output
+    checks of ``Command``, so both are checked inside the command's failure handling like any
+    other option."""
 
     @functools.wraps(command)
-    def wrapper(*args, engine: Engine = Engine.autodiag, **kwargs):
-        token = _engine.set(engine)
+    def wrapper(*args, engine: Engine = Engine.autodiag, force: bool = False, **kwargs):
+        tokens = _engine.set(engine), _force.set(force)
         try:
             return command(*args, **kwargs)
         finally:
-            _engine.reset(token)
+            _engine.reset(tokens[0])
+            _force.reset(tokens[1])
 
     sig = inspect.signature(command, eval_str=True)
-    extra = inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY,
-                              default=Engine.autodiag, annotation=EngineOpt)
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])
+    extra = [inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY,
+                               default=Engine.autodiag, annotation=EngineOpt),
+             inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, default=False,
+                               annotation=ForceOpt)]
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
     wrapper.__annotations__ = {**inspect.get_annotations(command, eval_str=True),
-                               "engine": EngineOpt}
+                               "engine": EngineOpt, "force": ForceOpt}
     return wrapper
 
 
@@ -114,6 +142,10 @@ AnnotationsOpt = Annotated[Annotations | None, typer.Option(
 
 
 def make_target(target: str | None, script_args, expr, var, dtype, timeout) -> Target:
+    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
+        raise BadInvocation(f"--timeout {timeout:g}: expected a number of seconds greater than 0 "
+                            f"and at most {MAX_TIMEOUT:g}",
+                            "Leave --timeout out to let the target run as long as it takes.")
     if target is not None and expr is not None:
         # with -e, click hands the first word after -- to TARGET: it is a script argument
         raise BadInvocation(f"give either a script ({target}) or -e EXPR, not both",
@@ -133,7 +165,12 @@ def make_target(target: str | None, script_args, expr, var, dtype, timeout) -> T
 
 class Command:
     """One run of a command: holds the sink, writes the CI outputs and turns outcomes into exit
-    codes.
+    codes. With ``fmt`` json, ``guarded`` makes sure a JSON envelope is written on every exit.
+
+    Output files (-o, --junit-xml): ``start()`` refuses, before the target runs, a path that is
+    not writable, the target script or a module it imports, an existing .py file (without
+    --force), or the same file for both; ``run_target`` refuses, before anything is written, a
+    path that is a file the run opened (``cli/_files.py``).
 
     CI outputs, for a new command: take ``junit_xml: JunitOpt = None`` and ``annotations:
     AnnotationsOpt = None``, pass them to ``guarded``, and once the findings are known call
@@ -144,8 +181,14 @@ class Command:
 
     def __init__(self, name: str, output: str | None, no_color: bool,
                  junit_xml: str | None = None, annotations: Annotations | None = None,
-                 quiet: bool = False):
+                 quiet: bool = False, fmt: str | None = None):
         self.name = name
+        self.json = fmt == "json"
+        self.label: str | None = None  # the target as given, once make_target saw it
+        self.force = _force.get()
+        self.protected = Protected()
+        self.output_ok: bool | None = None  # -o passed every check (None: not checked yet)
+        self.refused = False  # an output file was refused as one of the user's files
         self.quiet = quiet
         self.output = output
         self.color = not no_color and not os.environ.get("NO_COLOR")
@@ -161,20 +204,56 @@ class Command:
         self.failure: AutodiagError | None = None  # the last failure reported by fail()
         self.ci_done = False
 
+    def make_target(self, target: str | None, script_args, expr, var, dtype,
+                    timeout) -> Target:
+        """The command's TARGET, checked (``make_target``); remembered for the envelope."""
+        self.label = target if expr is None else f"-e {expr}"
+        t = make_target(target, script_args, expr, var, dtype, timeout)
+        self.target = t
+        return t
+
     def start(self) -> Sink:
-        check_writable(self.output)
-        check_writable(self.junit_xml, "--junit-xml")
+        self.check_outputs()
         self.sink = Sink(self.output, self.color and sys.stdout.isatty())
         return self.sink
 
+    def check_outputs(self) -> None:
+        """Refuse output files that cannot or must not be written (before the target runs)."""
+        self.output_ok = False
+        outputs = [("--output", self.output), ("--junit-xml", self.junit_xml)]
+        for option, path in outputs:
+            check_writable(path, option)
+        refuse_same_file(outputs)
+        if self.target is not None and self.target.path is not None:
+            self.protected.add_script(self.target.path)
+        self._refuse_protected()
+        self.output_ok = True
+
+    def _refuse_protected(self) -> None:
+        for option, path in (("--output", self.output), ("--junit-xml", self.junit_xml)):
+            try:
+                self.protected.refuse(path, option, self.force)
+            except BadInvocation:
+                self.output_ok = False
+                self.refused = True  # no output file is written, not even the CI's
+                raise
+
     def run_target(self, target: Target, tracers, need_ops: bool = True) -> Run:
         """Run ``target`` with ``tracers``. ``need_ops``: the command analyses what the engine
-        records, so a run that recorded no op is refused (exit 2), never a pass."""
+        records, so a run that recorded no op is refused (exit 2), never a pass. An output file
+        that turns out to be one the run opened is refused here, before anything is written."""
         from autodiag.report.progress import Progress
 
         self.target = target
-        with Progress(target.label, not self.quiet and sys.stderr.isatty()):
+        with Progress(target.label, not self.quiet and sys.stderr.isatty()), \
+                recording_opens() as opened:
             self.result = run(target, tracers)
+        self.protected.add_run(self.result.imported, opened)
+        self._refuse_protected()
+        if self.result.hard_exit == 0:  # a non-zero status is a failure, reported as such
+            at = f" at {self.result.hard_exit_site}" if self.result.hard_exit_site else ""
+            self.err.print(f"[yellow]note:[/] {escape(target.label)} ended with os._exit(0)"
+                           f"{escape(at)}; the report covers what ran before it")
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(self.result)
         return self.result
@@ -209,6 +288,7 @@ class Command:
                     message=error.message, text=error.details or error.message,
                     type=type(error).__name__, file=short_path(file) if file else None,
                     line=line))
+            self.protected.refuse(self.junit_xml, "--junit-xml", self.force)  # never, anyway
             write_atomic(self.junit_xml, junit.render(f"autodiag {self.name} {label}", tests),
                          "--junit-xml")
         if self.annotate:
@@ -219,8 +299,11 @@ class Command:
                 lines.append(gh.annotation("error", text, file=file, line=line,
                                            title=f"autodiag {self.name}: {error.title}"))
             # plain writes, not rich: a wrapped or styled line is no longer a workflow command
-            sys.stderr.write("".join(x + "\n" for x in lines))
-            sys.stderr.flush()
+            try:
+                sys.stderr.write("".join(x + "\n" for x in lines))
+                sys.stderr.flush()
+            except BrokenPipeError:
+                reader_gone(sys.stderr)
 
     def _script(self) -> str | None:
         return self.target.path if self.target is not None else None
@@ -229,6 +312,8 @@ class Command:
         """Where the target failed: its innermost frame, else the script itself."""
         from autodiag.target.script import user_frames
 
+        if error.location is not None:
+            return error.location["file"], error.location["line"]
         exc = getattr(error, "exception", None)
         frames = user_frames(exc.__traceback__) if exc is not None else []
         if frames:
@@ -244,8 +329,30 @@ class Command:
         if e.hint:
             self.err.print(f"  {escape(e.hint)}")
         if os.environ.get("AUTODIAG_DEBUG") == "1":
-            self.err.print(escape("".join(traceback.format_exception(e))))
+            exc = e.exception if isinstance(e, InternalError) else e
+            self.err.print(escape("".join(traceback.format_exception(exc))))
         return e.exit_code
+
+    def error_envelope(self) -> None:
+        """With --format json, when no report was delivered: the envelope of the failure
+        (``self.failure``), to -o if that file is not what failed, else to stdout."""
+        if not self.json or (self.sink is not None and self.sink.delivered):
+            return
+        error = self.failure or InternalError(RuntimeError("no report and no failure"))
+        doc = envelope(self.name, self.label, [], status=STATUS.get(error.exit_code, "error"),
+                       error=error)
+        if self.output is not None and self.output_ok is None:  # failed before start()
+            with contextlib.suppress(AutodiagError):
+                self.check_outputs()
+        if self.output is not None and self.output_ok:
+            sink = Sink(self.output, False)
+            sink.write_json(doc)
+            try:
+                sink.close()
+                return
+            except AutodiagError:
+                pass  # the file cannot take it either: stdout does
+        Sink(None, False).write_json(doc)
 
 
 def nothing_analysed(result: Run) -> NothingAnalysed:
@@ -272,36 +379,41 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
 
 def guarded(name: str, output: str | None, no_color: bool, body,
             junit_xml: str | None = None, annotations: Annotations | None = None,
-            quiet: bool = False) -> None:
+            quiet: bool = False, fmt=None) -> None:
     """Run a command body ``body(cmd) -> exit code`` with the failure table applied, write the
-    CI outputs if the body did not, and exit."""
-    cmd = Command(name, output, no_color, junit_xml, annotations, quiet)
+    CI outputs if the body did not, with ``fmt`` json the error envelope if the body wrote no
+    report, and exit."""
+    cmd = Command(name, output, no_color, junit_xml, annotations, quiet,
+                  getattr(fmt, "value", fmt))
     try:
-        code = body(cmd)
-        if cmd.sink is not None:
-            cmd.sink.close()
-    except AutodiagError as e:
-        code = cmd.fail(e)
-    except KeyboardInterrupt:
-        cmd.err.print("[bold red]autodiag: interrupted[/]")
-        cmd.failure = AutodiagError("interrupted before the report was complete")
-        code = EXIT_INTERRUPTED
-    except Exception as e:  # noqa: BLE001 - a bug in autodiag: say so, without a traceback
-        cmd.err.print(f"[bold red]autodiag: internal error:[/] {escape(type(e).__name__)}: "
-                      f"{escape(str(e))}")
-        if os.environ.get("AUTODIAG_DEBUG") == "1":
-            cmd.err.print(escape("".join(traceback.format_exception(e))))
-        else:
-            cmd.err.print("  This is a bug in autodiag. Run again with AUTODIAG_DEBUG=1 to see "
-                          "its traceback, and report it.")
-        cmd.failure = AutodiagError(f"internal error: {type(e).__name__}: {e}")
-        code = EXIT_TARGET_FAILED
-    if cmd.sink is not None and not cmd.ci_done:
-        # the run got past start(): CI gets its report whatever happened after
         try:
-            cmd.ci_outputs([], error=cmd.failure if code else None)
+            code = body(cmd)
+            if cmd.sink is not None:
+                cmd.sink.close()
         except AutodiagError as e:
             code = cmd.fail(e)
+        except KeyboardInterrupt:
+            code = cmd.fail(Interrupted("the report was not complete"))
+        except Exception as e:  # noqa: BLE001 - a bug in autodiag: say so, without a traceback
+            code = cmd.fail(InternalError(e))
+        if code == EXIT_INTERRUPTED and cmd.failure is None:  # interrupted target, report made
+            cmd.failure = Interrupted("the report covers what ran before")
+        if cmd.sink is not None and not cmd.ci_done and not cmd.refused:
+            # the run got past start(): CI gets its report whatever happened after
+            try:
+                cmd.ci_outputs([], error=cmd.failure if code else None)
+            except AutodiagError as e:
+                code = cmd.fail(e)
+        if code not in (EXIT_OK, EXIT_FINDINGS):
+            cmd.error_envelope()
+    except KeyboardInterrupt:  # a second Ctrl-C while failing: leave at once
+        code = EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - a bug in the failure handling itself
+        code = cmd.fail(InternalError(e))
+    if pending_interrupt() and code != EXIT_INTERRUPTED:
+        # Ctrl-C came while the report was being written: it is complete, and says so
+        cmd.err.print("[bold red]autodiag: interrupted[/] while writing the report; it was "
+                      "completed first")
     raise typer.Exit(code)
 
 

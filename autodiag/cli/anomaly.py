@@ -25,7 +25,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import anomaly as render
@@ -59,11 +58,11 @@ def anomaly(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         sink = cmd.start()
         finder = AnomalyFinder(keep_going=keep_going)
         result = cmd.run_target(t, [finder])
-        findings = finder.findings(names_by_id(result.namespace))
+        findings = finder.findings(names_by_id(*result.scopes))
         info = {"target": t.label, "calls": finder.calls, "stopped_at": finder.stopped_at,
                 "ops": result.ops,
                 "propagated": {"forward": finder.propagated_forward,
@@ -71,6 +70,7 @@ def anomaly(
         docs = [f.to_json() for f in findings]
         if fmt is TextOrJson.json:
             sink.write_json(envelope("anomaly", t.label, findings, error=result.error,
+                                     interrupted=result.interrupted,
                                      backward_calls=finder.calls, ops=result.ops,
                                      stopped_at_call=finder.stopped_at,
                                      propagated=info["propagated"]))
@@ -85,4 +85,4 @@ def anomaly(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("anomaly", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("anomaly", output, no_color, body, junit_xml, annotations, quiet, fmt)

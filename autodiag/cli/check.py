@@ -27,7 +27,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.cli.gradcheck import _limit
@@ -92,7 +91,7 @@ def check(
         bad = detectors.unknown_kinds(list(ignore or []) + list(warn_only or []))
         if bad:
             raise BadInvocation(f"unknown finding kind {bad[0]!r}", f"Kinds: {', '.join(KINDS)}.")
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         sink = cmd.start()
         tracers = [d.make() for d in detectors.DETECTORS]
         recorder = checks.CallRecorder() if gradcheck and t.expr is None else None
@@ -122,7 +121,8 @@ def check(
         if recorder is not None:
             info["gradchecks"] = checks.totals(cases)
         if fmt is TextOrJson.json:
-            sink.write_json(envelope("check", t.label, findings, error=result.error, **info))
+            sink.write_json(envelope("check", t.label, findings, error=result.error,
+                                     interrupted=result.interrupted, **info))
         else:
             render.render(
                 sink.console(),
@@ -145,4 +145,4 @@ def check(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("check", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("check", output, no_color, body, junit_xml, annotations, quiet, fmt)

@@ -28,7 +28,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import gradcheck as render
@@ -79,7 +78,7 @@ def gradcheck(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         if t.expr is not None and function:
             raise BadInvocation("--function selects Functions defined by a script; it does not "
                                 "apply to -e EXPR", "Drop --function.")
@@ -121,8 +120,13 @@ def gradcheck(
                             "x=2.")
         explained = _explained(cases, result)
         script_error = result.error if explained is None else None
-        nothing_ran = all(c.verdict == "skip" for c in cases)
-        _report(cmd, sink, fmt, t.label, cases, settings, script_error, nothing_ran)
+        nothing_ran = None
+        if all(c.verdict == "skip" for c in cases):
+            nothing_ran = BadTarget(f"{t.label}: nothing was checked: every check was skipped "
+                                    f"(reasons above)", "Give the Functions a sample_inputs() "
+                                    "static method returning a list of input tuples.")
+        _report(cmd, sink, fmt, t.label, cases, settings, script_error, nothing_ran,
+                result.interrupted)
         cmd.ci_outputs(checks.findings(cases), error=script_error,
                        cases=render.junit_cases(cases, t.label))
         if explained is not None:
@@ -133,14 +137,11 @@ def gradcheck(
             return target_failure(cmd, result)
         if any(c.failed for c in cases):
             return EXIT_FINDINGS
-        if nothing_ran:
-            return cmd.fail(BadTarget(f"{t.label}: nothing was checked: every check was "
-                                      f"skipped (reasons above)",
-                                      "Give the Functions a sample_inputs() static method "
-                                      "returning a list of input tuples."))
+        if nothing_ran is not None:
+            return cmd.fail(nothing_ran)
         return EXIT_OK
 
-    guarded("gradcheck", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("gradcheck", output, no_color, body, junit_xml, annotations, quiet, fmt)
 
 
 def _plan_functions(result, recorder, settings, names: list[str] | None) -> list:
@@ -210,17 +211,19 @@ def _limit(timeout: float | None):
     except Timeout:
         raise TargetFailed(f"checking the script's Functions did not finish within --timeout "
                            f"{timeout:g} s", "Raise --timeout, use --fast, or give "
-                           "sample_inputs() smaller inputs.") from None
+                           "sample_inputs() smaller inputs.", kind="timeout") from None
 
 
 def _report(cmd, sink, fmt, label: str, cases: list, settings, script_error,
-            nothing_ran: bool) -> None:
+            nothing_ran, interrupted: bool) -> None:
+    """``nothing_ran``: the failure of a run whose every check was skipped, or None."""
     found = checks.findings(cases)
     if fmt is TextOrJson.json:
-        status = "error" if script_error is not None or (nothing_ran and not found) else \
+        error = script_error or (nothing_ran if not found else None)
+        status = "interrupted" if interrupted else "error" if error is not None else \
             "findings" if found else "ok"
-        sink.write_json(envelope("gradcheck", label, found, status, error=script_error,
-                                 **render.to_json(cases, settings)))
+        sink.write_json(envelope("gradcheck", label, found, status, error=error,
+                                 interrupted=interrupted, **render.to_json(cases, settings)))
         return
     console = sink.console()
     render.print_table(console, cases, f"gradcheck {label} ({render.settings_line(settings)})")

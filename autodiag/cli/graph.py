@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from autodiag._look import is_a, type_name
 from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
 from autodiag.cli._common import (
     AnnotationsOpt,
@@ -22,7 +23,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import graph as render
@@ -98,7 +98,7 @@ def graph(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         if call is not None and all_calls:
             raise BadInvocation("--call and --all exclude each other", "Pick one.")
         if root is not None and (call is not None or all_calls):
@@ -114,7 +114,7 @@ def graph(
         snaps = _select(cap, result, call, root)
         if snaps is None:  # the target failed before making any graph
             return target_failure(cmd, result)
-        names = names_by_id(result.namespace)
+        names = names_by_id(*result.scopes)
         for s in snaps:
             s.name_nodes(names)
         limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[fmt.value]
@@ -127,7 +127,7 @@ def graph(
         failed = target_failure(cmd, result)
         return 0 if failed is None else failed
 
-    guarded("graph", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("graph", output, no_color, body, junit_xml, annotations, quiet, fmt)
 
 
 def _select(cap: GraphCapture, result, call: int | None, root: str | None):
@@ -138,8 +138,8 @@ def _select(cap: GraphCapture, result, call: int | None, root: str | None):
             raise BadInvocation(f"--root {root}: the target has no module-level variable "
                                 f"{root!r}", f"Module-level tensors with a grad_fn: {cands}.")
         v = ns[root]
-        if not isinstance(v, Tensor):
-            raise BadInvocation(f"--root {root}: {root!r} is a {type(v).__name__}, not a tensor",
+        if not is_a(v, Tensor):  # its type only: a user object's __class__ may raise
+            raise BadInvocation(f"--root {root}: {root!r} is a {type_name(v)}, not a tensor",
                                 "Name a tensor variable.")
         if v.grad_fn is None and not v.requires_grad:
             raise BadInvocation(f"--root {root}: {root!r} has no grad_fn and does not require "
@@ -171,16 +171,18 @@ def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
     """Write the report; returns how many nodes the view left out (largest over graphs)."""
     left = 0
     if fmt == "json":
-        graphs = [render.to_json(s, view) for s in snaps]
+        graphs = [render.to_json(s, view, stream=True) for s in snaps]
         left = max(g["truncated"] for g in graphs)
         extra = {"calls": calls}
         if not many:
             extra.update(graphs[0])
         else:
             extra["graphs"] = graphs
-        total = sum(len(g["nodes"]) for g in graphs)
-        sink.write_json(envelope("graph", label, [], error=result.error, **extra),
-                        pretty=total <= PRETTY_JSON_NODES)
+        total = sum(len(g["order"].items) for g in graphs)
+        # node dicts are built as they are written: a huge graph is never one document
+        sink.write_json_stream(envelope("graph", label, [], error=result.error,
+                                        interrupted=result.interrupted, **extra),
+                               pretty=total <= PRETTY_JSON_NODES)
         return left
     if fmt in ("dot", "svg", "mermaid"):
         parts = []

@@ -20,7 +20,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import inplace as render
@@ -49,7 +48,7 @@ def inplace(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         sink = cmd.start()
         watcher = InplaceWatcher()
         result = cmd.run_target(t, [watcher])
@@ -58,7 +57,8 @@ def inplace(
             extra = {"backward_calls": watcher.calls, "ops": result.ops}
             if result.error is not None:
                 extra["error_is_finding"] = error_is_finding
-            sink.write_json(envelope("inplace", t.label, findings, error=result.error, **extra))
+            sink.write_json(envelope("inplace", t.label, findings, error=result.error,
+                                     interrupted=result.interrupted, **extra))
         else:
             render.render(sink.console(), [f.to_json() for f in findings], t.label,
                           error_is_finding, result.error is not None or result.interrupted,
@@ -73,4 +73,4 @@ def inplace(
         failed = target_failure(cmd, result)
         return EXIT_OK if failed is None else failed
 
-    guarded("inplace", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("inplace", output, no_color, body, junit_xml, annotations, quiet, fmt)

@@ -24,7 +24,6 @@ from autodiag.cli._common import (
     TimeoutOpt,
     VarOpt,
     guarded,
-    make_target,
     target_failure,
 )
 from autodiag.report import leaks as render
@@ -57,13 +56,14 @@ def leaks(
     """
 
     def body(cmd) -> int:
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
         sink = cmd.start()
         finder = LeakFinder(grow_steps=grow_steps)
         result = cmd.run_target(t, [finder])
         findings = finder.findings()
         if fmt is TextOrJson.json:
             sink.write_json(envelope("leaks", t.label, findings, error=result.error,
+                                     interrupted=result.interrupted,
                                      step_source=finder.mode, steps=finder.census))
         else:
             render.render(sink.console(), [f.to_json() for f in findings], finder.census,
@@ -75,4 +75,4 @@ def leaks(
             return failed
         return EXIT_FINDINGS if findings else EXIT_OK
 
-    guarded("leaks", output, no_color, body, junit_xml, annotations, quiet)
+    guarded("leaks", output, no_color, body, junit_xml, annotations, quiet, fmt)

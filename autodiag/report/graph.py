@@ -7,6 +7,7 @@ nodes are shown (``--max-nodes``/``--max-depth``) and which extras (saved, value
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 from rich.markup import escape
@@ -15,6 +16,7 @@ from rich.text import Text
 from autodiag.analysis.graph import GraphSnapshot
 from autodiag.analysis.summary import fmt_bytes, fmt_summary
 from autodiag.report import table
+from autodiag.report.output import Streamed, _json_default
 from autodiag.tensor import _size_str
 from autodiag.trace.sites import format_site, short_path
 
@@ -31,7 +33,9 @@ class View:
 
 def visible(snap: GraphSnapshot, view: View) -> tuple[list[int], int]:
     """(ids shown in order, number of nodes left out by --max-nodes/--max-depth)."""
-    if view.order == "tree" or view.max_depth is not None:
+    # NOTE: without --max-depth the tree's first visits are the depth-first pre-order, which
+    # dfs_order walks without building the tree's lines (a third of a huge graph's JSON time)
+    if view.max_depth is not None:
         ids, seen = [], set()
         for i, _depth, _nr, _first, _last, _g in snap.tree_lines(view.max_depth):
             if i not in seen:
@@ -49,12 +53,21 @@ def visible(snap: GraphSnapshot, view: View) -> tuple[list[int], int]:
     return ids, total_left
 
 
-def _created_at(snap: GraphSnapshot, i: int) -> dict | None:
+def _created_at(snap: GraphSnapshot, i: int, cache: dict | None = None) -> dict | None:
+    """``cache``: id(Stack) -> the result, for a loop over many nodes (the nodes one line
+    makes share their Stack)."""
     st = snap.sites[i]
-    loc = st.location() if st is not None else None
-    if loc is None:
+    if st is None:
         return None
-    return {"file": loc["file"], "line": loc["line"], "code": loc["code"]}
+    if cache is not None:
+        got = cache.get(id(st), cache)
+        if got is not cache:
+            return got
+    loc = st.location()
+    out = None if loc is None else {"file": loc["file"], "line": loc["line"], "code": loc["code"]}
+    if cache is not None:
+        cache[id(st)] = out
+    return out
 
 
 def _variable(snap: GraphSnapshot, i: int) -> dict | None:
@@ -67,27 +80,71 @@ def _variable(snap: GraphSnapshot, i: int) -> dict | None:
 # --- JSON -------------------------------------------------------------------------------------
 
 
-def to_json(snap: GraphSnapshot, view: View) -> dict:
+def to_json(snap: GraphSnapshot, view: View, stream: bool = False) -> dict:
+    """The graph's JSON document. ``stream``: ``"nodes"`` and ``"order"`` are ``Streamed``,
+    each node's dict built as it is written (``Sink.write_json_stream``), so a huge graph is
+    never held as one document."""
     ids, left = visible(snap, view)
     shown = set(ids) if left else None
-    nodes = []
-    for i in sorted(ids):
+    nodes = _json_nodes(snap, view, ids, shown)
+    return {"call": snap.call, "kind": snap.kind, "roots": snap.roots,
+            "root_names": snap.root_labels,
+            "nodes": Streamed(nodes, _json_node_texts(snap, view, ids, shown)) if stream
+            else list(nodes),
+            "order": Streamed(ids) if stream else ids,
+            "summary": summary(snap), "truncated": left}
+
+
+def _json_nodes(snap: GraphSnapshot, view: View, ids: list[int], shown: set | None):
+    sites: dict = {}  # the Stacks stay alive in the snapshot: their ids are not reused
+    for i in sorted(ids) if shown is not None else range(len(snap)):
         node = {"id": i, "name": snap.names[i],
                 "next": [None if e is None or (shown is not None and e[0] not in shown)
                          else [e[0], e[1]] for e in snap.next[i]],
                 "variable": _variable(snap, i),
                 "saved": snap.saved_dicts(i),
-                "created_at": _created_at(snap, i)}
+                "created_at": _created_at(snap, i, sites)}
         if snap.freed[i]:
             node["saved_freed"] = True
         if view.values:
             node["value"] = snap.values.get(i)
         if view.grads:
             node["grad"] = snap.grads.get(i)
-        nodes.append(node)
-    return {"call": snap.call, "kind": snap.kind, "roots": snap.roots,
-            "root_names": snap.root_labels, "nodes": nodes, "order": ids,
-            "summary": summary(snap), "truncated": left}
+        yield node
+
+
+def _json_node_texts(snap: GraphSnapshot, view: View, ids: list[int], shown: set | None):
+    """``_json_nodes``, each node as the compact JSON text ``json.dumps`` gives it, written
+    directly (most nodes of a huge graph have one edge, no saved tensor and no variable)."""
+    names: dict = {}
+    sites: dict = {}  # id(Stack) -> JSON text of its location
+    for i in sorted(ids) if shown is not None else range(len(snap)):
+        name = snap.names[i]
+        js_name = names.get(name)
+        if js_name is None:
+            js_name = names[name] = json.dumps(name)
+        nexts = ", ".join(["null" if e is None or (shown is not None and e[0] not in shown)
+                           else f"[{e[0]}, {e[1]}]" for e in snap.next[i]])
+        st = snap.sites[i]
+        created = "null" if st is None else sites.get(id(st))
+        if created is None:
+            created = sites[id(st)] = json.dumps(_created_at(snap, i))
+        lf = snap.leaf[i]
+        text = (f'{{"id": {i}, "name": {js_name}, "next": [{nexts}], "variable": '
+                f'{"null" if lf is None else _dumps(_variable(snap, i))}, "saved": '
+                f'{_dumps(snap.saved_dicts(i)) if snap.saved[i] else "[]"}, "created_at": '
+                f'{created}')
+        if snap.freed[i]:
+            text += ', "saved_freed": true'
+        if view.values:
+            text += f', "value": {_dumps(snap.values.get(i))}'
+        if view.grads:
+            text += f', "grad": {_dumps(snap.grads.get(i))}'
+        yield text + "}"
+
+
+def _dumps(o) -> str:
+    return json.dumps(o, default=_json_default)
 
 
 def summary(snap: GraphSnapshot) -> dict:

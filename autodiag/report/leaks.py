@@ -33,8 +33,9 @@ def render(console, findings: list[dict], census: list[dict], info: dict) -> Non
         console.print(f"no training step in {target}: no optimizer step(), backward() or "
                       f"autodiag.trace.step() ran, so there is nothing to compare across steps.")
     else:
-        console.print(f"[bold]Graph retained across steps in {target}[/]: {len(census)} steps "
-                      f"(a step ends at each {source})")
+        ends = f" (a step ends at each {source})" if source else ""
+        console.print(f"[bold]Graph retained across steps in {target}[/]: {len(census)} step"
+                      f"{'s' if len(census) != 1 else ''}{ends}")
         _census_table(console, census, {f.get("detected_at_step") for f in findings})
     for f in findings:
         console.print()

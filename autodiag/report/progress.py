@@ -63,6 +63,8 @@ class Progress:
         self._thread.join()
         if isinstance(sys.stderr, _Erasing) and sys.stderr._progress is self:
             sys.stderr = self._stream
+        if getattr(self._stream, "closed", False):  # the script closed it; the runner has put
+            self._stream = sys.stderr  # a working one back (target.script._Streams)
         with self.lock:
             self.erase()
 
@@ -76,10 +78,19 @@ class Progress:
 
     def erase(self) -> None:
         """Clear the line if it is up (call with ``lock`` held)."""
-        if self.shown:
-            self._stream.write("\r\x1b[2K")
-            self._stream.flush()
+        if self.shown and self._put("\r\x1b[2K"):
             self.shown = False
+
+    def _put(self, text: str) -> bool:
+        """Write ``text`` to the terminal; False when the script has closed it (os.close(2),
+        sys.stdout.close() under the run): the line is then no longer drawn."""
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):
+            self._stop.set()
+            return False
+        return True
 
     def _loop(self) -> None:
         while not self._stop.wait(PERIOD):
@@ -90,6 +101,5 @@ class Progress:
             width = shutil.get_terminal_size((80, 24)).columns - 1
             line = self.text(elapsed)[:width]
             with self.lock:
-                self._stream.write(f"\r\x1b[2K\x1b[2m{line}\x1b[0m")
-                self._stream.flush()
-                self.shown = True
+                if self._put(f"\r\x1b[2K\x1b[2m{line}\x1b[0m"):
+                    self.shown = True

@@ -134,12 +134,30 @@ def _widths(col: Column, cells: list[Cell]) -> tuple[int, int]:
     return low, max(low, nat)
 
 
+def measure(columns: list[Column], rows: list[list[Cell]]) -> dict[int, tuple[int, int]]:
+    """Per column with any content in ``rows``: its (minimum, natural) width. The measures of
+    a table's parts combine with ``merge`` into the whole table's."""
+    shown = [k for k in range(len(columns)) if any(r[k] and any(ln.plain.strip()
+                                                                for ln in r[k]) for r in rows)]
+    return {k: _widths(columns[k], [r[k] for r in rows]) for k in shown}
+
+
+def merge(into: dict[int, tuple[int, int]], part: dict[int, tuple[int, int]]) -> None:
+    for k, (low, nat) in part.items():
+        old = into.get(k)
+        into[k] = (low, nat) if old is None else (max(old[0], low), max(old[1], nat))
+
+
 def layout(columns: list[Column], rows: list[list[Cell]], width: int
            ) -> tuple[list[int], list[int], list[str]]:
     """Which columns to show (indices), their widths, and the headers left out."""
-    shown = [k for k in range(len(columns)) if any(r[k] and any(ln.plain.strip()
-                                                                for ln in r[k]) for r in rows)]
-    bounds = {k: _widths(columns[k], [r[k] for r in rows]) for k in shown}
+    return decide(columns, measure(columns, rows), width)
+
+
+def decide(columns: list[Column], bounds: dict[int, tuple[int, int]], width: int
+           ) -> tuple[list[int], list[int], list[str]]:
+    """``layout`` from the table's ``measure``."""
+    shown = sorted(bounds)
 
     def used(ks, which):
         return sum(bounds[k][which] for k in ks) + GAP * max(len(ks) - 1, 0)
@@ -196,8 +214,13 @@ def render(columns: list[Column], rows: list[list[Cell]], width: int,
            title: str | None = None) -> tuple[Table, list[str]]:
     """A rich Table laid out for ``width`` columns, and the headers left out."""
     shown, widths, dropped = layout(columns, rows, width)
+    return _table(columns, shown, widths, rows, title), dropped
+
+
+def _table(columns: list[Column], shown: list[int], widths: list[int], rows: list[list[Cell]],
+           title: str | None = None, header: bool = True) -> Table:
     table = Table(title=title, title_justify="left", box=None, pad_edge=False,
-                  show_edge=False)
+                  show_edge=False, show_header=header)
     for k, w in zip(shown, widths, strict=True):
         table.add_column(columns[k].header, width=w, min_width=w, max_width=w, no_wrap=True,
                          overflow="crop", justify=columns[k].justify)
@@ -211,7 +234,7 @@ def render(columns: list[Column], rows: list[list[Cell]], width: int,
                 for f in paired:
                     f[j] = f[j] + [Text("")] * (height - len(f[j]))
         table.add_row(*(Text("\n").join(ln for group in f for ln in group) for f in fitted))
-    return table, dropped
+    return table
 
 
 def print_table(console: Console, columns: list[Column], rows: list[list[Cell]],
@@ -219,6 +242,43 @@ def print_table(console: Console, columns: list[Column], rows: list[list[Cell]],
     """Print the table laid out for the console's width; a note names columns left out."""
     table, dropped = render(columns, rows, console.width, title)
     console.print(table)
+    _note_dropped(console, dropped, more)
+
+
+CHUNK = 200  # rows laid out and printed at a time by print_table_stream
+
+
+def print_table_stream(console: Console, columns: list[Column], make_rows,
+                       title: str | None = None, more: str = "--format json") -> None:
+    """``print_table`` for tables too large to hold: ``make_rows()`` returns a fresh iterator
+    of the rows, read twice (once to measure the columns, once to print), each time
+    ``CHUNK`` rows at a time. The output is ``print_table``'s."""
+    bounds: dict[int, tuple[int, int]] = {}
+    for chunk in _chunks(make_rows()):
+        merge(bounds, measure(columns, chunk))
+    shown, widths, dropped = decide(columns, bounds, console.width)
+    first = True
+    for chunk in _chunks(make_rows()):
+        console.print(_table(columns, shown, widths, chunk, title if first else None,
+                             header=first))
+        first = False
+    if first:  # no rows
+        console.print(_table(columns, shown, widths, [], title))
+    _note_dropped(console, dropped, more)
+
+
+def _chunks(rows):
+    chunk = []
+    for r in rows:
+        chunk.append(r)
+        if len(chunk) == CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _note_dropped(console: Console, dropped: list[str], more: str) -> None:
     if dropped:
         console.print(f"[dim]({escape(', '.join(dropped))} left out to fit {console.width} "
                       f"columns; widen the terminal or use {escape(more)})[/]")

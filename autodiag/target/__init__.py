@@ -39,13 +39,26 @@ class Run:
     """The outcome of running a target."""
 
     target: Target
-    namespace: dict  # the script's globals, or the expression's variables and ``result``
+    namespace: dict  # the script's globals (also when it failed), or the expression's
+    # variables and ``result``
     error: TargetFailed | None = None  # the target failed (the report covers what ran before)
     interrupted: bool = False
     stopped: bool = False  # a tracer ended the run early (trace.StopRun): not a failure
     ops: int = 0  # outermost ops the engine reported while it ran (tracers installed)
     backward_calls: int = 0  # backward()/autograd.grad() calls it reported
     libraries: dict = dataclasses.field(default_factory=dict)  # array libraries it ran with
+    imported: list = dataclasses.field(default_factory=list)  # files of the modules it imported
+    # the locals of the script's function frames that were live when it stopped (it failed,
+    # exited or was interrupted inside a function), innermost first
+    frame_locals: list = dataclasses.field(default_factory=list)
+    hard_exit: int | None = None  # the status of an os._exit that ended the script
+    hard_exit_site: str | None = None  # "file:line" of that os._exit call
+
+    @property
+    def scopes(self) -> list[dict]:
+        """Where the user's names for the run's values are: the globals, then the locals of the
+        frames that were live when the script stopped (``names_by_id(*run.scopes)``)."""
+        return [self.namespace, *self.frame_locals]
 
     @property
     def analysed_nothing(self) -> bool:
@@ -71,7 +84,14 @@ def prepare(target: Target):
 
     if target.dtype not in ("float32", "float64"):
         raise BadInvocation(f"--dtype {target.dtype}: expected float32 or float64", "")
-    variables = dict(expression.parse_var(v) for v in target.vars)
+    variables: dict = {}
+    specs: dict = {}
+    for spec in target.vars:
+        name, value = expression.parse_var(spec)
+        if name in variables:
+            raise BadInvocation(f"--var {name} is given twice: --var {specs[name]} and --var "
+                                f"{spec}", "Give each variable once.")
+        variables[name], specs[name] = value, spec
     return expression.check(target.expr, variables), variables
 
 
@@ -90,7 +110,7 @@ def run(target: Target, tracers=()) -> Run:
                 from autodiag.target.script import run_script
 
                 result.namespace = run_script(target.path, target.args, target.timeout,
-                                              stopped=result)
+                                              run=result)
             else:
                 result.namespace = _run_expression(target, *prepared, result)
     except TargetFailed as e:

@@ -52,7 +52,32 @@ def parse_var(spec: str):
     if not _is_numeric(parsed):
         raise BadInvocation(f"--var {spec!r}: {value.strip()!r} is not a number or a nested "
                             f"list of numbers", "For example: --var x=2 or --var x='[1, 2, 3]'.")
+    ragged = _ragged(parsed)
+    if ragged:
+        raise BadInvocation(f"--var {spec!r}: the nested lists are not rectangular ({ragged})",
+                            "Every list at the same depth needs the same length, as in a "
+                            "tensor: --var w='[[1, 2], [3, 4]]'.")
     return name, parsed
+
+
+def _ragged(v) -> str:
+    """Why the nested list ``v`` has no tensor shape (lists of different lengths, or a number
+    beside a list at the same depth), or "" when it has one."""
+    level = [v]
+    depth = 0
+    while level:
+        lists = [x for x in level if isinstance(x, list)]
+        if not lists:
+            return ""
+        if len(lists) != len(level):
+            return f"a number and a list side by side at depth {depth + 1}"
+        lengths = {len(x) for x in lists}
+        if len(lengths) > 1:
+            a, b = sorted(lengths)[:2]
+            return f"lists of lengths {a} and {b} at depth {depth + 1}"
+        level = [y for x in lists for y in x]
+        depth += 1
+    return ""
 
 
 def _is_numeric(v) -> bool:
@@ -75,7 +100,13 @@ def check(expr: str, var_names) -> ast.Expression:
     except SyntaxError as e:
         raise BadExpression(f"malformed expression: {e.msg} at column {e.offset}",
                             f"Allowed: {_ALLOWED}.", _caret(expr.strip(), e.offset)) from None
-    except (RecursionError, MemoryError, ValueError) as e:
+    except (RecursionError, MemoryError) as e:
+        # NOTE: str() of these is often empty; the parser gives up on the nesting depth
+        raise BadExpression(f"the expression is nested too deeply for Python's parser "
+                            f"({len(expr.strip())} characters)",
+                            "Simplify the expression: fewer nested parentheses, unary signs or "
+                            "calls.") from None
+    except ValueError as e:
         raise BadExpression(f"malformed expression: {e}", "Simplify the expression.") from None
     known = set(var_names)
     stack = [tree.body]

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import operator
 import os
 import signal
 import sys
+import threading
 import traceback
 import types
 
 from autodiag import dtypes
+from autodiag._look import module_file
 from autodiag.autograd import anomaly, engine, grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
 from autodiag.torch_alias import missing_name, torch_alias
@@ -78,7 +81,8 @@ def load(path: str) -> types.CodeType:
                             "TARGET must be a Python source file.", details) from None
         raise BadTarget(f"{where}: syntax error: {e.msg}",
                         "Fix the syntax error; the script must run with plain python first.",
-                        details) from None
+                        details, location={"file": path, "line": e.lineno, "function": None,
+                                           "code": (e.text or "").strip()}) from None
     except ValueError as e:  # e.g. "source code string cannot contain null bytes"
         raise BadTarget(f"{path}: not a Python script ({e})",
                         "TARGET must be a Python source file.") from None
@@ -91,8 +95,8 @@ FOREIGN_ENGINES = {"torch": "PyTorch", "jax": "JAX", "tensorflow": "TensorFlow",
 
 def _libraries() -> dict:
     """The array libraries in ``sys.modules`` now: top-level name -> the module's file."""
-    return {name: getattr(sys.modules[name], "__file__", None) or ""
-            for name in FOREIGN_ENGINES if name in sys.modules}
+    return {name: module_file(sys.modules[name]) for name in FOREIGN_ENGINES
+            if name in sys.modules}
 
 
 def foreign_imports(path: str, libraries: dict) -> list[tuple[str, str, int]]:
@@ -124,47 +128,164 @@ def foreign_imports(path: str, libraries: dict) -> list[tuple[str, str, int]]:
     return sorted(found.values(), key=lambda x: x[2])
 
 
-class _ClosedStdin(io.TextIOBase):
-    """Standard input of the target: reading it fails with a clear reason."""
+# --- standard input: closed for the target ------------------------------------------------------
 
-    def readable(self) -> bool:
-        return True
 
-    def read(self, *args):
-        raise EOFError(_STDIN_MESSAGE)
-
-    readline = read
-
-    def fileno(self):
-        raise io.UnsupportedOperation("autodiag closes standard input of the target")
+class StdinClosed(EOFError, io.UnsupportedOperation):
+    """What every way of reading the target's standard input raises. An EOFError, so that a
+    script that reads until end of input ends as it would with ``< /dev/null``; an
+    UnsupportedOperation, as ``fileno()`` of a stream without a file descriptor raises."""
 
 
 _STDIN_MESSAGE = "standard input is closed under autodiag"
 
 
-def run_script(path: str, args: list[str], timeout: float | None = None, stopped=None) -> dict:
+def _refuse(*args, **kwargs):
+    raise StdinClosed(_STDIN_MESSAGE)
+
+
+class _ClosedStdinBuffer(io.BufferedIOBase):
+    """``sys.stdin.buffer`` of the target: reading it fails like reading ``sys.stdin``."""
+
+    def readable(self) -> bool:
+        return True
+
+    read = read1 = readinto = readinto1 = readline = readlines = peek = fileno = _refuse
+
+
+class _ClosedStdin(io.TextIOBase):
+    """Standard input of the target: reading it, in any way, fails with a clear reason
+    (StdinClosed). File descriptor 0 itself is /dev/null during the run (``_Streams``), so
+    ``os.read(0, n)`` and ``open(0)`` see an empty input instead of waiting for a terminal."""
+
+    def __init__(self):
+        super().__init__()
+        self._buffer = _ClosedStdinBuffer()
+
+    @property
+    def buffer(self):
+        return self._buffer
+
+    def readable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    read = readline = readlines = fileno = _refuse
+
+    def __next__(self):
+        _refuse()
+
+
+# --- os._exit and fork ---------------------------------------------------------------------------
+
+
+class HardExit(BaseException):
+    """Raised in place of ``os._exit(status)`` while the target runs: it ends the run where
+    ``sys.exit`` would, so autodiag can still report what ran before (the real ``os._exit``
+    would end autodiag with it). Not a SystemExit: the script's ``except SystemExit`` must not
+    catch what it could not catch in plain Python."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
+
+
+_REAL_EXIT = os._exit
+_RUN_PID = [0]  # the process that started the current run
+
+
+def _hard_exit(status) -> None:
+    status = operator.index(status)  # os._exit's own TypeError for a non-integer
+    if os.getpid() != _RUN_PID[0]:
+        # a forked child (multiprocessing ends its workers so): it ends here, as in plain
+        # Python, without unwinding through the frames it inherited from the parent's run
+        _flush()
+        _REAL_EXIT(status)
+    if threading.current_thread() is not threading.main_thread():
+        # only the main thread's run can be ended by an exception: end the process, as asked
+        _flush()
+        sys.__stderr__.write(f"autodiag: the script called os._exit({status}) in a thread; "
+                             "the process ended there, with no report\n")
+        _flush()
+        _REAL_EXIT(status)
+    raise HardExit(status)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _end_child(e: BaseException | None) -> None:
+    """End a process the script forked (``os.fork()``, multiprocessing's fork start method)
+    when its run of the script is over, with the status plain Python would give it and without
+    a report: only the process that started the run reports. Never returns."""
+    status = 0
+    try:
+        if isinstance(e, HardExit):
+            status = e.status
+        elif isinstance(e, SystemExit):
+            if e.code is None or isinstance(e.code, int):
+                status = e.code or 0
+            else:
+                print(e.code, file=sys.stderr)
+                status = 1
+        elif isinstance(e, KeyboardInterrupt):
+            status = 130
+        elif e is not None:
+            traceback.print_exception(e, file=sys.stderr)
+            status = 1
+    finally:
+        _flush()
+        _REAL_EXIT(status & 0xFF)
+
+
+# --- running the script --------------------------------------------------------------------------
+
+
+def run_script(path: str, args: list[str], timeout: float | None = None, run=None) -> dict:
     """Run ``path`` as ``__main__`` and return its globals. Raises TargetFailed when it raises,
-    exits with a non-zero status or times out (KeyboardInterrupt passes through). A tracer's
-    ``StopRun`` ends the run normally: the globals are returned and ``stopped.stopped`` (the
-    caller's Run) is set."""
+    exits with a non-zero status (``sys.exit`` or ``os._exit``) or times out (KeyboardInterrupt
+    passes through).
+
+    ``run`` (the caller's Run) gets what is known even when the script fails: its globals
+    (``namespace``), the locals of its frames that were live when it stopped
+    (``frame_locals``), the status of an ``os._exit`` (``hard_exit``), and ``stopped`` when a
+    tracer's ``StopRun`` ended the run (normally: the globals are returned)."""
     code = load(path)
     abspath = os.path.abspath(path)
     folder = os.path.dirname(abspath)
     module = types.ModuleType("__main__")
     module.__file__ = abspath
     module.__builtins__ = __builtins__
+    if run is not None:
+        run.namespace = module.__dict__
     saved = _Saved(folder)
+    pid = _RUN_PID[0] = os.getpid()
     engine.backward_calls[0] = 0
     sys.argv = [path, *args]
     sys.path.insert(0, folder)
     sys.modules["__main__"] = module
     sys.stdin = _ClosedStdin()
+    os._exit = _hard_exit
     alarm = _Alarm(timeout)
     try:
-        with contextlib.redirect_stdout(sys.stderr), alarm, torch_alias():
-            _exec(code, module.__dict__)
-            if stopped is not None:  # which array libraries it ran with, as it saw them
-                stopped.libraries = _libraries()
+        try:
+            with contextlib.redirect_stdout(sys.stderr), alarm, torch_alias():
+                _exec(code, module.__dict__)
+                if run is not None:  # which array libraries it ran with, as it saw them
+                    run.libraries = _libraries()
+        except BaseException as e:
+            if os.getpid() != pid:
+                _end_child(e)
+            if run is not None:
+                run.frame_locals = _frame_locals(e.__traceback__)
+            raise
+        if os.getpid() != pid:
+            _end_child(None)
     except SystemExit as e:
         status = e.code
         if status not in (None, 0):
@@ -172,24 +293,37 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
                                "autodiag reports what ran before the exit; a script that "
                                "exits with an error status is treated as failed.",
                                exit_status=status) from None
+    except HardExit as e:
+        tb = _user_traceback(e.__traceback__, path)
+        if run is not None:
+            run.hard_exit = e.status
+            run.hard_exit_site = _innermost(e.__traceback__)
+        if e.status != 0:
+            raise TargetFailed(f"{path} hard-exited with os._exit({e.status})",
+                               "autodiag reports what ran before the exit; a script that "
+                               "exits with an error status is treated as failed, as with "
+                               "sys.exit.", tb, exit_status=e.status) from None
     except Timeout:
+        tb = sys.exc_info()[2]
+        frames = script_frames(tb, path)
         raise TargetFailed(f"{path} did not finish within --timeout {timeout:g} s",
                            "Raise --timeout, or make the script do less (fewer steps, a smaller "
-                           "model) for the analysis run.",
-                           _user_traceback(sys.exc_info()[2], path)) from None
+                           "model) for the analysis run.", _user_traceback(tb, path),
+                           kind="timeout",
+                           location=frame_location(frames[-1]) if frames else None) from None
     except KeyboardInterrupt:
         raise
     except StopRun:
-        if stopped is None:
+        if run is None:
             raise
-        stopped.stopped = True
-    except EOFError as e:
-        if str(e) == _STDIN_MESSAGE:
-            raise TargetFailed(f"{path} reads standard input, which autodiag closes",
-                               "Pass the data as script arguments after -- or in a file.",
-                               _user_traceback(e.__traceback__, path)) from None
-        raise _failed(path, e) from None
+        run.stopped = True
+    except StdinClosed as e:
+        raise TargetFailed(f"{path} reads standard input, which autodiag closes",
+                           "Pass the data as script arguments after -- or in a file.",
+                           _user_traceback(e.__traceback__, path)) from None
     except BaseException as e:  # noqa: BLE001 - any error of the user's script is reported
+        if not _ran_script(e.__traceback__):
+            raise  # the runner's own failure, before or after the script: autodiag's bug
         name = missing_name(e)
         if name is not None:  # outside the engine's subset: exit 2, no verdict
             from autodiag.target.alias import not_provided
@@ -197,12 +331,37 @@ def run_script(path: str, args: list[str], timeout: float | None = None, stopped
             raise not_provided(e, name) from None
         raise _failed(path, e) from None
     finally:
-        saved.restore()
+        imported = saved.restore()
+        if run is not None:
+            run.imported = imported
     return module.__dict__
+
+
+def _frame_locals(tb) -> list[dict]:
+    """The locals of the script's function frames in a traceback, innermost first (what names
+    its tensors when it stopped inside a function)."""
+    out = []
+    for f, _ in traceback.walk_tb(tb):
+        if sites._user(f.f_code) and f.f_locals is not f.f_globals:
+            out.append(f.f_locals)
+    return out[::-1]
+
+
+def _innermost(tb) -> str | None:
+    """``file:line`` of the innermost user frame of a traceback, or None."""
+    frames = user_frames(tb)
+    return f"{sites.short_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else None
 
 
 def _exec(code, namespace) -> None:
     exec(code, namespace)  # noqa: S102 - running the user's script is the point
+
+
+def _ran_script(tb) -> bool:
+    """Did the exception of traceback ``tb`` come out of the script (through ``_exec``)? One
+    raised by the runner itself (say, setting up the --timeout alarm) is autodiag's failure,
+    never the script's."""
+    return any(f.f_code is _exec.__code__ for f, _ in traceback.walk_tb(tb))
 
 
 def _failed(path: str, e: BaseException) -> TargetFailed:
@@ -211,8 +370,10 @@ def _failed(path: str, e: BaseException) -> TargetFailed:
     # The hint holds in both formats: the text report prints the traceback (details) before
     # it, the JSON envelope carries it as error.traceback.
     where = "The traceback shows the script's own frames; " if tb else ""
+    frames = script_frames(e.__traceback__, path)
     return TargetFailed(f"{path} raised {exc}", f"{where}fix the error, or run the script with "
-                        "plain python to reproduce it.", tb, exception=e)
+                        "plain python to reproduce it.", tb, exception=e,
+                        location=frame_location(frames[-1]) if frames else None)
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:
@@ -226,8 +387,40 @@ def user_frames(tb) -> list[traceback.FrameSummary]:
     return list(summary)
 
 
-def _user_traceback(tb, path: str) -> str:
+def script_frames(tb, path: str) -> list[traceback.FrameSummary]:
+    """The frames of a traceback in the user's own code: the script at ``path`` and the modules
+    in its folder (and below), not the standard library, site-packages (numpy, ...) or
+    autodiag; outermost first. All frames outside autodiag when none is in the folder."""
     frames = user_frames(tb)
+    folder = os.path.dirname(os.path.abspath(path)) + os.sep
+    outside = [os.path.abspath(p) + os.sep for p in _library_paths()]
+    mine = []
+    for f in frames:
+        name = os.path.abspath(f.filename)
+        if name.startswith(folder) and not any(name.startswith(p) for p in outside
+                                               if not folder.startswith(p)) and \
+                os.sep + "site-packages" + os.sep not in name[len(folder) - 1:] and \
+                os.sep + "dist-packages" + os.sep not in name[len(folder) - 1:]:
+            mine.append(f)
+    return mine or frames
+
+
+def _library_paths() -> set:
+    """Where the standard library and installed packages live."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+
+
+def frame_location(f: traceback.FrameSummary) -> dict:
+    """A frame as a Finding's location: file, line, function, code."""
+    return {"file": f.filename, "line": f.lineno, "function": f.name,
+            "code": (f.line or "").strip()}
+
+
+def _user_traceback(tb, path: str) -> str:
+    frames = script_frames(tb, path)
     if not frames:
         return ""
     return "Traceback (user frames only):\n" + "".join(traceback.format_list(frames)).rstrip()
@@ -268,16 +461,22 @@ class _Saved:
         self.main = sys.modules.get("__main__")
         self.cwd = os.getcwd()
         self.stdin = sys.stdin
+        self.exit = os._exit
+        self.streams = _Streams()
         self.grad = grad_mode._state.get()
         self.dtype = dtypes.get_default_dtype()
         self.anomaly = tuple(anomaly._state)
         self.backward_calls = engine.backward_calls[0]
 
-    def restore(self) -> None:
+    def restore(self) -> list[str]:
+        """Put the state back; returns the files of the modules the script imported."""
         sys.argv = self.argv
         sys.path[:] = self.path
+        imported = []
         for name in set(sys.modules) - self.modules:
-            f = getattr(sys.modules[name], "__file__", None) or ""
+            f = module_file(sys.modules.get(name))
+            if f:
+                imported.append(f)
             # the script's own helper modules; never autodiag's (a script may sit in a checkout
             # of autodiag, and a second copy of its modules would break class identity)
             if f.startswith(self.folder) and name.split(".")[0] != "autodiag":
@@ -287,8 +486,71 @@ class _Saved:
         with contextlib.suppress(OSError):
             os.chdir(self.cwd)
         sys.stdin = self.stdin
+        os._exit = self.exit
+        self.streams.restore()
         grad_mode._state.set(self.grad)
         engine.backward_calls[0] = self.backward_calls
         dtypes.set_default_dtype(self.dtype)
         if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
             anomaly.set_anomaly_enabled(*self.anomaly)
+        return imported
+
+
+class _Streams:
+    """The standard streams as the run found them, put back afterwards whatever the script
+    did to them: ``os.close(1)``, ``os.dup2(f, 1)``, ``sys.stdout = None``, ``sys.stdout.close()``
+    (under the run, ``sys.stdout`` is autodiag's stderr). autodiag's report and messages go to
+    the user's stdout and stderr as they were before the script ran.
+
+    During the run, file descriptor 0 is /dev/null: reading it gives end of input instead of
+    waiting on a terminal (``sys.stdin`` itself is ``_ClosedStdin``)."""
+
+    NAMES = ("stdout", "stderr", "__stdout__", "__stderr__")
+
+    def __init__(self):
+        self.objects = {name: getattr(sys, name) for name in self.NAMES}
+        self.filenos = {name: _fileno(stream) for name, stream in self.objects.items()}
+        self.fds: dict = {}  # fd -> (a duplicate of it, its identity)
+        for fd in (0, 1, 2):
+            ident = _identity(fd)
+            if ident is not None:
+                self.fds[fd] = (os.dup(fd), ident)
+        if 0 in self.fds:
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+
+    def restore(self) -> None:
+        for fd, (dup, ident) in self.fds.items():
+            if _identity(fd) != ident:  # closed, or pointed elsewhere by the script
+                os.dup2(dup, fd)
+            os.close(dup)
+        self.fds = {}
+        for name, stream in self.objects.items():
+            fd = self.filenos[name]
+            if stream is not None and fd is not None and getattr(stream, "closed", False):
+                stream = _reopened(stream, fd)
+            setattr(sys, name, stream)
+
+
+def _identity(fd: int):
+    """What file ``fd`` is open on (device, inode), or None when it is not open."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _fileno(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, ValueError, OSError):  # None, or an in-memory stream
+        return None
+
+
+def _reopened(stream, fd: int):
+    """A new text stream like ``stream`` (which the script closed) on its descriptor ``fd``."""
+    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=stream.encoding,
+                            errors=stream.errors, line_buffering=stream.line_buffering,
+                            write_through=True)

@@ -1,0 +1,277 @@
+"""Huge graphs (issue 18): trace's --max-nodes, streamed JSON reports, no recursion anywhere.
+
+Time and memory on a 1,000,000-op chain are measured by tests/perf/bench_chain_cli.py; here,
+the behaviour: truncation with a note, one valid JSON document written piece by piece (its
+peak memory while written stays far below its size), every command through a deep chain.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import textwrap
+import tracemalloc
+
+import pytest
+
+from autodiag.analysis.backward_trace import BackwardTrace
+from autodiag.analysis.graph import GraphSnapshot
+from autodiag.report import graph as graph_render
+from autodiag.report.output import Sink, Streamed, _dump_streaming, envelope
+from autodiag.trace import tracing
+from test_cli import check_envelope, check_graph, cli
+
+CHAIN = """\
+import autodiag as torch
+x = torch.ones(1, requires_grad=True)
+y = x
+for i in range({n}):
+    y = y * 1.0000001 if i % 2 else y + 1e-7
+y.sum().backward()
+"""
+
+
+@pytest.fixture
+def chain(tmp_path):
+    def make(n: int) -> str:
+        p = tmp_path / f"chain{n}.py"
+        p.write_text(CHAIN.format(n=n))
+        return str(p)
+
+    return make
+
+
+# --- trace --max-nodes --------------------------------------------------------------------------
+
+
+def test_trace_max_nodes_truncates_text_with_a_note(chain):
+    path = chain(40)  # 40 ops + SumBackward0 + AccumulateGrad: 42 steps
+    r = cli("trace", path, "--max-nodes", "5", "--no-color")
+    assert r.exit_code == 0, r.stderr
+    steps = [ln.split()[0] for ln in r.stdout.splitlines()[2:] if ln.strip()]
+    assert steps == ["1", "2", "3", "4", "5"]
+    assert "the first 5 of 42 nodes" in r.stdout
+    assert "note:" in r.stderr and "37 nodes not shown (--max-nodes 5)" in r.stderr
+    full = cli("trace", path, "--no-color")
+    assert full.exit_code == 0 and "not shown" not in full.stderr
+    assert full.stdout.splitlines()[-1].split()[0] == "42"
+
+
+def test_trace_text_stops_at_500_nodes_by_default(chain):
+    r = cli("trace", chain(600), "--no-color")
+    assert r.exit_code == 0, r.stderr
+    assert "102 nodes not shown (--max-nodes 500)" in r.stderr
+    assert r.stdout.splitlines()[-1].split()[0] == "500"
+
+
+def test_trace_max_nodes_truncates_json(chain):
+    path = chain(40)
+    full = json.loads(cli("trace", path, "-f", "json").stdout)
+    check_envelope(full, "trace")
+    assert len(full["steps"]) == 42 and full["truncated"] == 0  # JSON is complete by default
+    r = cli("trace", path, "-f", "json", "--max-nodes", "5")
+    assert r.exit_code == 0 and "not shown" not in r.stderr  # JSON says it in "truncated"
+    doc = json.loads(r.stdout)
+    check_envelope(doc, "trace")
+    assert doc["steps"] == full["steps"][:5] and doc["truncated"] == 37
+    assert list(doc)[:5] == ["autodiag", "command", "target", "status", "findings"]
+
+
+def test_trace_max_nodes_with_call(script_two_calls):
+    doc = json.loads(cli("trace", script_two_calls, "-f", "json", "--call", "1",
+                         "--max-nodes", "2").stdout)
+    assert doc["call"] == 1 and len(doc["steps"]) == 2 and doc["truncated"] == 3
+    assert [s["node"] for s in doc["steps"]] == ["SumBackward0", "MulBackward0"]
+    assert doc["steps"][0]["value"]["values"] == pytest.approx(3 * 2.718281828 ** 2)
+
+
+@pytest.fixture
+def script_two_calls(tmp_path):
+    p = tmp_path / "two.py"
+    p.write_text(textwrap.dedent("""\
+        import autodiag as torch
+        x = torch.ones(1, requires_grad=True)
+        ((x * 2).exp() * 3).sum().backward()
+        (x + 1).sum().backward()
+        """))
+    return str(p)
+
+
+# --- streamed JSON ------------------------------------------------------------------------------
+
+
+def _materialised(o):
+    if isinstance(o, Streamed):
+        return [_materialised(x) for x in o.items]
+    if isinstance(o, dict):
+        return {k: _materialised(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_materialised(v) for v in o]
+    return o
+
+
+@pytest.mark.parametrize("pretty", [True, False])
+def test_streamed_json_is_the_same_text_as_json_dumps(pretty):
+    def doc():
+        return {"a": 1, "empty": Streamed([]), "graphs": [
+            {"nodes": Streamed({"id": i, "next": [[i + 1, 0], None]} for i in range(2500)),
+             "order": Streamed(iter(range(2500))), "e": {}},
+            {"nodes": Streamed([]), "x": [Streamed([{"k": []}]), 2, []]}], "s": "é\n\"",
+            "n": None}
+
+    out = io.StringIO()
+    _dump_streaming(out.write, doc(), pretty)
+    assert out.getvalue() == json.dumps(_materialised(doc()), indent=2 if pretty else None)
+
+
+def _peak_while(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _chain_run(n: int, tracer):
+    src = CHAIN.format(n=n)
+    with tracing(tracer):
+        ns: dict = {}
+        exec(compile(src, "<chain>", "exec"), ns)
+    return ns
+
+
+@pytest.fixture(scope="module")
+def traced_10k():
+    """A 10,000-op chain run once under a BackwardTrace: (the trace, the script's globals)."""
+    rec = BackwardTrace()
+    ns = _chain_run(10_000, rec)
+    rec.name_leaves({})
+    return rec, ns
+
+
+def test_trace_json_of_a_10k_chain_streams(tmp_path, traced_10k):
+    rec = traced_10k[0]
+    out = str(tmp_path / "trace.json")
+    sink = Sink(out, color=False)
+    doc = envelope("trace", "chain", [], call=1, calls=1, kind=rec.kind,
+                   steps=Streamed(rec.rows(), rec.rows_json()), truncated=rec.truncated)
+    peak = _peak_while(lambda: sink.write_json_stream(doc, pretty=False))
+    sink.close()
+    size = os.path.getsize(out)
+    data = json.load(open(out))
+    assert len(data["steps"]) == 10_002 and data["steps"][-1]["node"] == "AccumulateGrad"
+    assert data["steps"] == list(rec.rows())  # the direct JSON text says what rows() say
+    assert size > 5_000_000 and peak < size / 4, (peak, size)  # never the whole document
+
+
+def test_graph_json_of_a_10k_chain_streams(tmp_path, traced_10k):
+    ns = traced_10k[1]
+    snap = GraphSnapshot.capture([ns["y"].grad_fn], 1, "backward")
+    view = graph_render.View(order="topo")
+    out = str(tmp_path / "graph.json")
+    sink = Sink(out, color=False)
+    doc = envelope("graph", "chain", [], calls=1, **graph_render.to_json(snap, view, True))
+    peak = _peak_while(lambda: sink.write_json_stream(doc, pretty=False))
+    sink.close()
+    size = os.path.getsize(out)
+    text = open(out).read()
+    assert text == json.dumps(envelope("graph", "chain", [], calls=1,
+                                       **graph_render.to_json(snap, view))) + "\n"
+    assert len(json.loads(text)["nodes"]) == 10_001
+    # held whole, the text alone would be ``size``, its node dicts several times more
+    assert peak < size / 2, (peak, size)
+
+
+def test_streamed_output_file_is_atomic(tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("old")
+    sink = Sink(str(out), color=False)
+    sink.write_json_stream({"a": Streamed(range(3))})
+    assert out.read_text() == "old"  # written beside it, renamed by close()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".autodiag-")]
+    sink.close()
+    assert json.loads(out.read_text()) == {"a": [0, 1, 2]}
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".autodiag-")]
+
+
+def test_a_failed_stream_leaves_no_temporary_file(tmp_path):
+    def fail():
+        yield 1
+        raise ValueError("boom")
+
+    sink = Sink(str(tmp_path / "r.json"), color=False)
+    with pytest.raises(ValueError):
+        sink.write_json_stream({"a": Streamed(fail())})
+    del sink
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- every command through a deep chain -----------------------------------------------------
+
+
+def test_every_command_on_a_deep_chain(chain, tmp_path):
+    """Five times the recursion limit (1,000): a recursive walk anywhere fails here."""
+    path = chain(5000)
+    out = str(tmp_path / "out")
+    for args in (["graph"], ["graph", "--order", "topo"], ["trace"]):
+        r = cli(*args, path, "-o", out)
+        assert r.exit_code == 0, (args, r.stderr)
+    for command in ("graph", "trace", "anomaly", "inplace", "leaks", "check"):
+        r = cli(command, path, "-f", "json", "-o", out)
+        assert r.exit_code == 0, (command, r.stderr)
+        doc = json.load(open(out))
+        check_envelope(doc, command)
+        if command == "graph":
+            check_graph(doc)
+            assert len(doc["nodes"]) == 5002
+        if command == "trace":
+            assert len(doc["steps"]) == 5002 and doc["truncated"] == 0
+
+
+def test_graph_json_max_nodes_all_streams_from_the_default(chain):
+    """JSON is complete by default (graph and trace): there is no limit to lift."""
+    r = cli("graph", chain(30), "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["truncated"] == 0
+    assert cli("graph", chain(30), "-f", "json", "--max-nodes", "0").exit_code == 2
+
+
+
+# --- compact trace rows -----------------------------------------------------------------------
+
+
+def test_compact_summaries_are_summarize_exactly():
+    """One-element float arrays are kept by value (9 bytes): the dict and its JSON text are
+    those of ``summarize``, for every dtype, shape and special value."""
+    import numpy as np
+
+    from autodiag.analysis.summary import Summaries, summarize
+
+    col = Summaries()
+    arrays = [np.full(shape, v, dtype=dt)
+              for dt in (np.float16, np.float32, np.float64)
+              for shape in ((), (1,), (1, 1), (1, 1, 1))
+              for v in (0.0, -0.0, 1.5, -3.25e-5, np.nan, np.inf, -np.inf, 1e300, 7e-45)]
+    arrays += [np.zeros(3), np.arange(10.0), np.array([1, 2]), np.zeros((0,)), None,
+               np.array(True)]
+    keys = [col.add(a) for a in arrays]
+    texts: dict = {}
+    for k, a in zip(keys, arrays, strict=True):
+        assert json.dumps(col.get(k)) == json.dumps(summarize(a)), a
+        assert col.json(k, texts) == json.dumps(summarize(a)), a
+    assert len(col.dicts) == 5  # only the arrays that are not one-element floats
+
+
+@pytest.mark.parametrize("sample", ["model.py", "myop.py", "nan_log.py", "train.py",
+                                    "leaky_loop.py"])
+def test_trace_rows_json_text_is_json_dumps_of_rows(sample):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "samples", sample)
+    src = open(path).read()
+    rec = BackwardTrace()
+    with tracing(rec):
+        exec(compile(src, path, "exec"), {"__name__": "__main__", "__file__": path})
+    rec.name_leaves({})
+    rows = list(rec.rows())
+    assert rows and json.dumps(rows) == "[" + ", ".join(rec.rows_json()) + "]"
