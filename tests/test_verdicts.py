@@ -8,7 +8,7 @@ import json
 import sys
 
 import pytest
-from test_cli import cli, script  # noqa: F401 - script is a fixture
+from test_cli import cli
 
 ANALYSING = ("check", "anomaly", "inplace", "leaks", "graph", "trace")
 
