@@ -264,3 +264,14 @@ def test_fuzz_setitem_drops_the_values_leading_ones(torch, code):
         g = _grads(m, [r], [v])[0] if r.requires_grad else None
         out[m] = (r.tolist(), None if g is None else g.tolist())
     assert out[ad] == out[torch]
+
+
+def test_fuzz_prod_of_0d_still_checks_its_saved_result(torch):
+    # prod of a 0-d tensor returns the gradient itself, but PyTorch still unpacks (so checks
+    # the version of) the saved result: modified in place, backward raises
+    for m in (ad, torch):
+        x = m.tensor(1.0, dtype=m.float64, requires_grad=True)
+        y = x.prod(dim=0)
+        y.fill_(0.5)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            m.autograd.grad(y, x, create_graph=True)

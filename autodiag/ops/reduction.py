@@ -181,10 +181,11 @@ class ProdBackward0(_Reduce):
                 return (g * _prod_of_others(x, axes[0]),)
             flat = x.reshape(-1)
             return (g * _prod_of_others(flat, 0).reshape(x.shape),)
+        r = self.saved(xp, 1)  # read (version-checked) as PyTorch unpacks it, used or not
         if x.ndim == 0:
             return (g,)  # PyTorch's prod_backward: the gradient itself (no use of self)
         if not bool((x._data == 0).any()):
-            return (g * self.expand(xp, self.saved(xp, 1)) / x,)
+            return (g * self.expand(xp, r) / x,)
         if int(np.prod([x._data.shape[d] for d in self.dims])) == 1:
             return (g,)  # prod_safe_zeros_backward of one element: the gradient itself
         # NOTE: result / x is 0/0 at a zero. Zero-safe and differentiable: the product of the
