@@ -34,7 +34,7 @@ from autodiag.ops.factories import (arange, as_tensor, empty, empty_like, eye,  
                                     randperm, seed, tensor, zeros, zeros_like)
 from autodiag.ops.linalg import bmm, dot, einsum, matmul, mm, mv, outer  # noqa: E402
 from autodiag.ops.pointwise import (abs, add, allclose, ceil, clamp, clamp_max,  # noqa: E402, A004
-                                    clamp_min, clip, cos, div, divide, eq, equal, exp, floor,
+                                    clamp_min, clip, cos, div, divide, eq, equal, erf, exp, floor,
                                     floor_divide, ge, gt, isclose, isfinite, isinf, isnan, le,
                                     log, log1p, logical_and, logical_not, logical_or,
                                     logical_xor, lt, maximum, minimum, mul, multiply, ne, neg,
@@ -45,10 +45,10 @@ from autodiag.ops.reduction import (amax, amin, argmax, argmin, logsumexp, log_s
                                     max, mean, min, norm, prod, softmax, std, sum, var)
 from autodiag.ops.reduction import all_ as all, any_ as any  # noqa: E402 - torch.all/any
 from autodiag.ops.shape import (broadcast_to, cat, chunk, clone, concat,  # noqa: E402
-                                concatenate, expand_as, flatten, gather, index_select,
-                                masked_fill, narrow, permute, repeat, reshape, select, split,
-                                squeeze, stack, swapaxes, t, transpose, unbind, unflatten,
-                                unsqueeze)
+                                concatenate, diagonal, expand_as, flatten, gather, index_select,
+                                masked_fill, moveaxis, movedim, narrow, permute, repeat,
+                                reshape, select, split, squeeze, stack, swapaxes, t, transpose,
+                                unbind, unflatten, unsqueeze)
 from autodiag.size import Size  # noqa: E402
 from autodiag.tensor import Tensor  # noqa: E402
 from autodiag.ops.nn_ops import addmm  # noqa: E402

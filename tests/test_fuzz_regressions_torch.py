@@ -3,6 +3,7 @@ written from the shrunk repro and compared with PyTorch."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import autodiag as ad
@@ -47,3 +48,244 @@ def test_fuzz_inplace_on_view_in_autograd_rebases_like_pytorch(torch, code):
         got.append((a.tolist(), type(a.grad_fn).__name__, type(v.grad_fn).__name__,
                     gx.tolist(), None if gw is None else gw.tolist()))
     assert got[0] == got[1]
+
+
+# ---- round 2 (branch fuzz2) ------------------------------------------------------------------
+
+
+def _grads(m, outs, leaves, create_graph=True):
+    return m.autograd.grad(outs, leaves, [m.ones_like(o) for o in outs],
+                           create_graph=create_graph, allow_unused=True)
+
+
+@pytest.mark.parametrize("index_shape", [(0,), (2, 0, 3), (0, 7)])
+def test_fuzz_gather_with_an_empty_index_of_any_shape(torch, index_shape):
+    # fuzz class "gather | forward exception: RuntimeError vs ok": PyTorch checks nothing more
+    # for an empty index (number of dims, sizes, dtype): an empty result in the index's shape,
+    # and a zero gradient
+    out = {}
+    for m in (ad, torch):
+        x = m.ones(2, 5, requires_grad=True)
+        r = m.gather(x, 1, m.zeros(index_shape, dtype=m.int32))
+        (g,) = _grads(m, [r], [x])
+        out[m] = (tuple(r.shape), r.dtype is m.float32, g.detach().numpy().tolist(),
+                  g.requires_grad)
+    assert out[ad] == out[torch]
+    s = ad.tensor(1.0, requires_grad=True)
+    assert _grads(ad, [ad.gather(s, 0, ad.zeros(0, dtype=ad.int64))], [s])[0].item() == 0.0
+
+
+@pytest.mark.parametrize("code", ["x.prod()", "x.prod(0)", "x.repeat(2, 0).pow(2).sum()",
+                                  "x.repeat(0).exp()"])
+def test_fuzz_gradient_requires_grad_under_create_graph(torch, code):
+    # fuzz classes "prod | grad requires_grad: True vs False" (PyTorch's prod_backward returns
+    # the incoming gradient itself for a 0-d input) and "repeat+var | grad requires_grad"
+    # (repeat_backward with a zero repeat is constant zeros)
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor(2.0 if "prod" in code else [1.0, 2.0], requires_grad=True)
+        y = eval(code, {"x": x})
+        (g,) = _grads(m, [y], [x])
+        out[m] = (g.requires_grad, g.detach().numpy().tolist())
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("needs", ["x", "w", "b", "xwb", "wb"])
+def test_fuzz_layer_norm_gradients_require_grad_as_one_backward_op(torch, needs):
+    # fuzz class "layer_norm | grad requires_grad: False vs True": PyTorch's layer_norm
+    # gradients come from one differentiable op over (grad, input, weight, bias), so under
+    # create_graph each requires grad when any of those does (the bias gradient is grad.sum())
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([[1.0, -2.0, 0.5], [3.0, 4.0, -1.0]], requires_grad="x" in needs)
+        w = m.tensor([1.5, -0.5, 2.0], requires_grad="w" in needs)
+        b = m.tensor([0.1, 0.2, 0.3], requires_grad="b" in needs)
+        y = m.nn.functional.layer_norm(x, (3,), w, b)
+        leaves = [t for t in (x, w, b) if t.requires_grad]
+        gs = _grads(m, [y], leaves)
+        g2 = m.autograd.grad([g for g in gs if g.requires_grad], leaves,
+                             [m.ones_like(g) for g in gs if g.requires_grad], allow_unused=True)
+        out[m] = ([g.requires_grad for g in gs],
+                  [np.round(g.detach().numpy(), 5).tolist() for g in gs],
+                  [None if g is None else np.round(g.numpy(), 4).tolist() for g in g2])
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("shapes", [((1, 0, 3), (1, 3, 2)), ((1, 2, 0), (1, 0, 2)),
+                                    ((0, 2, 3), (0, 3, 2))])
+def test_fuzz_bmm_of_an_empty_product_with_mixed_dtypes(torch, shapes):
+    # fuzz class "bmm | forward exception: RuntimeError vs ok": PyTorch's bmm returns the zeros
+    # of an empty product in mat2's dtype without a dtype check; the gradients keep their
+    # inputs' dtypes
+    out = {}
+    for m in (ad, torch):
+        a = m.ones(shapes[0], dtype=m.float32, requires_grad=True)
+        b = m.ones(shapes[1], dtype=m.float64, requires_grad=True)
+        r = m.bmm(a, b)
+        ga, gb = _grads(m, [r], [a, b])
+        out[m] = (tuple(r.shape), str(r.dtype)[-7:], r.detach().numpy().tolist(),
+                  str(ga.dtype)[-7:], str(gb.dtype)[-7:])
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_bmm_mixed_dtypes_error(torch):
+    for m in (ad, torch):
+        with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+            m.bmm(m.ones(1, 2, 3), m.ones(1, 3, 2, dtype=m.float64))
+
+
+def test_fuzz_top_level_erf(torch):
+    x = [-1.0, 0.0, 0.5]
+    assert np.allclose(ad.erf(ad.tensor(x)).numpy(), torch.erf(torch.tensor(x)).numpy())
+
+
+@pytest.mark.parametrize("code", ["F.embedding(torch.tensor([1, 0]), x)", "x.flatten()",
+                                  "x.unsqueeze(0).flatten(0, 1)", "x.t().flatten(1)"])
+def test_fuzz_size_0_dims_through_embedding_and_flatten(torch, code):
+    # fuzz classes "embedding | grad exception: RuntimeError vs ok" and "flatten | forward
+    # exception": a reshape to (-1, 0) / (0, -1) cannot infer -1 ("shape '[-1, 0]' is
+    # invalid"); the sizes are known, so they are used
+    out = {}
+    for m in (ad, torch):
+        x = m.empty((3, 0), dtype=m.float64, requires_grad=True)
+        y = eval(code, {"torch": m, "F": m.nn.functional, "x": x})
+        (g,) = _grads(m, [y], [x])
+        out[m] = (tuple(y.shape), type(y.grad_fn).__name__, tuple(g.shape))
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_div_other_gradient_written_as_torch(torch):
+    # fuzz classes "div | grad2 value: nan vs -inf / nan vs 0 / nan vs inf": the gradient of
+    # a / b for b is PyTorch's -grad * ((a / b) / b), not -grad * a / (b * b) (different at 0,
+    # inf and overflow, in the gradient and in the second derivative)
+    out = {}
+    for m in (ad, torch):
+        a = m.tensor([-1.0, 1e200, 2.0, 0.0], dtype=m.float64)
+        b = m.tensor([0.0, 1e-200, float("inf"), 3.0], dtype=m.float64, requires_grad=True)
+        (g,) = _grads(m, [a / b], [b])
+        (g2,) = m.autograd.grad(g, b, m.ones_like(g))
+        out[m] = str(g.detach().numpy().tolist()) + str(g2.numpy().tolist())
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fuzz_var_std_without_degrees_of_freedom_keep_the_dtype(torch, dtype):
+    # fuzz class "std | grad dtype: float32 vs float64": the inf/NaN factor was built from
+    # Python scalars (the default dtype) and a dimensioned float32 factor won over a 0-d float64
+    # gradient
+    out = {}
+    for m in (ad, torch):
+        x = m.ones((1, 0, 1), dtype=getattr(m, dtype), requires_grad=True)
+        y = m.ones(2, dtype=getattr(m, dtype), requires_grad=True)
+        gs = [_grads(m, [t.std(correction=2)], [t])[0] for t in (x, y)]
+        gs += [_grads(m, [t.var(correction=2)], [t])[0] for t in (x, y)]
+        out[m] = [(str(g.dtype)[-7:], g.requires_grad, str(g.detach().numpy().tolist()))
+                  for g in gs]
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_prod_of_one_element_with_a_zero(torch):
+    # fuzz class "prod | grad requires_grad: True vs False": prod_safe_zeros_backward over one
+    # element returns the gradient itself
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([[1.0, 0.0, 1.0]], dtype=m.float64, requires_grad=True)
+        (g,) = _grads(m, [x.prod(dim=0, keepdim=True)], [x])
+        (h,) = _grads(m, [x[:, 1:2].prod()], [x])
+        out[m] = (g.requires_grad, g.detach().numpy().tolist(), h.requires_grad)
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_pow_minus_half_is_rsqrt(torch):
+    # fuzz classes "pow.scalar_exponent | forward value: 0 vs nan / inf vs -inf": PyTorch
+    # computes x ** -0.5 as rsqrt(x) (NaN at -inf, -inf at -0.0), and so the gradient of
+    # x ** 0.5 there
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([-float("inf"), -0.0, 0.0, 4.0], requires_grad=True)
+        y = x ** -0.5
+        (g,) = m.autograd.grad((x ** 0.5).sum(), x)
+        out[m] = str(y.detach().numpy().tolist()) + str(g.numpy().tolist())
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("dim", [1, 5, -2])
+def test_fuzz_cat_of_skipped_empty_tensors_takes_any_dim(torch, dim):
+    # fuzz class "cat | forward exception: IndexError vs ok": 1-D empty tensors are skipped
+    # (legacy) and dim is wrapped against the others; with none left any dim goes
+    out = {}
+    for m in (ad, torch):
+        r = m.cat([m.empty(0, requires_grad=True), m.empty(0, dtype=m.float64)], dim=dim)
+        out[m] = (tuple(r.shape), str(r.dtype)[-7:], type(r.grad_fn).__name__)
+    assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("code", ["x.unflatten(-2, (-1, 3))", "y.t().unflatten(1, (2, 2))",
+                                  "y[:, ::2].unflatten(1, (3, 1))", "s.unflatten(-2, (1, 1))"])
+def test_fuzz_unflatten_is_a_view_and_infers_next_to_size_0(torch, code):
+    # fuzz classes "unflatten | forward exception: RuntimeError vs ok" (a -1 next to a size-0
+    # dim), "unflatten | forward grad_fn: ReshapeAliasBackward0 vs ViewBackward0" (splitting a
+    # dim is always a view) and "... RuntimeError vs IndexError" (0-d dim check)
+    out = {}
+    for m in (ad, torch):
+        ns = {"x": m.empty((1, 3, 0)), "y": m.ones(4, 6, requires_grad=True),
+              "s": m.tensor(1.0)}
+        try:
+            r = eval(code, ns)
+            out[m] = (tuple(r.shape), type(r.grad_fn).__name__)
+        except Exception as e:  # noqa: BLE001 - the error type is compared
+            out[m] = type(e).__name__
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_matmul_batch_dims_that_do_not_broadcast(torch):
+    # fuzz class "matmul | forward exception: ValueError vs RuntimeError"
+    msgs = []
+    for m in (ad, torch):
+        with pytest.raises(RuntimeError) as e:
+            m.empty(4, 0, 0) @ m.empty(2, 0, 1)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("code", ["x[-1] = x", "x[0] = v", "y[1] = v", "y[1, :] = v[0]"])
+def test_fuzz_setitem_drops_the_values_leading_ones(torch, code):
+    # fuzz class "setitem | forward exception: RuntimeError vs ok": PyTorch copies into a slice
+    # the value without its leading size-1 dims (x[-1] = x writes a (1,) value into a 0-d slot)
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([1.0] if code == "x[-1] = x" else [1.0, 2.0])
+        y = m.ones(2, 3, requires_grad=True) * 1
+        v = m.tensor([[[2.0, 3.0, 4.0]]], requires_grad=True)
+        if code == "x[0] = v":
+            v = m.tensor([[7.0]], requires_grad=True)
+        exec(code, {"x": x, "y": y, "v": v})
+        r = y if code.startswith("y") else x
+        g = _grads(m, [r], [v])[0] if r.requires_grad else None
+        out[m] = (r.tolist(), None if g is None else g.tolist())
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_prod_of_0d_still_checks_its_saved_result(torch):
+    # prod of a 0-d tensor returns the gradient itself, but PyTorch still unpacks (so checks
+    # the version of) the saved result: modified in place, backward raises
+    for m in (ad, torch):
+        x = m.tensor(1.0, dtype=m.float64, requires_grad=True)
+        y = x.prod(dim=0)
+        y.fill_(0.5)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            m.autograd.grad(y, x, create_graph=True)
+
+
+def test_fuzz_matmul_vector_matrix_result_is_no_view(torch):
+    # fuzz class "add_ | forward grad_fn: AsStridedBackward0 vs AddBackward0": PyTorch's matmul of
+    # a vector and a matrix squeezes mm's result in place (squeeze_), so the result is no view:
+    # an in-place op on it records its own node, not a rebase of the mm
+    out = {}
+    for m in (ad, torch):
+        x0 = m.tensor([1.0, 2.0, 3.0, 4.0], dtype=m.float64, requires_grad=True)
+        t = m.matmul(x0, m.ones(4, 2, dtype=m.float64))
+        t.add_(-1.0)
+        (g,) = m.autograd.grad((t * t).sum(), x0)
+        out[m] = (type(t.grad_fn).__name__, t.tolist(), g.tolist())
+    assert out[ad] == out[torch]

@@ -300,9 +300,9 @@ def test_binary_double_backward(torch, op, case):
 
 SUM_TO_0D = pytest.mark.xfail(strict=True, reason="create_graph: a gradient summed to a 0-d input "
                               "is recorded as ViewBackward0(SumBackward1) (torch: SumBackward0)")
-DIV_OTHER = pytest.mark.xfail(strict=True, reason="create_graph: the gradient graphs of div "
-                              "(divisor) and reciprocal record other nodes than PyTorch's "
-                              "formulas (DivBackward0 where torch has MulBackward0)")
+DIV_OTHER = pytest.mark.xfail(strict=True, reason="create_graph: the gradient graph of "
+                              "reciprocal (a float divided by a tensor) records other nodes than "
+                              "PyTorch's formula")
 
 
 def _double_names_params():
@@ -312,7 +312,7 @@ def _double_names_params():
             marks = []
             if case in ("bcast_0d", "f32__0d_f64"):
                 marks = [SUM_TO_0D]
-            elif op == "div" and case in ("f64_f64", "bcast_outer", "float_f64", "0d_0d_f64"):
+            elif op == "div" and case == "float_f64":
                 marks = [DIV_OTHER]
             out.append(pytest.param(op, case, id=f"{op}-{case}", marks=marks))
     return out

@@ -473,6 +473,12 @@ LINALG_CASES = [
     Case("dot", lambda T, a, b: T.dot(a, b), (I((4,)), I((4,))), op=("dot",)),
     Case("outer", lambda T, a, b: T.outer(a, b), (I((3,)), I((4,))), op=("outer",)),
     Case("mv", lambda T, a, b: T.mv(a, b), (I((3, 4)), I((4,))), op=("mv",)),
+    Case("einsum", lambda T, a, b: T.einsum("bij,jk->bki", a, b), (I((2, 3, 4)), I((4, 5))),
+         op=("einsum",)),  # more in tests/test_einsum_torch.py
+    Case("einsum_diag", lambda T, a: T.einsum("ii->i", a), (I((3, 3)),),
+         op=("einsum", "diagonal", "movedim")),
+    Case("diagonal", lambda T, a: a.diagonal(1, 0, 2), (I((3, 4, 5)),), op=("diagonal",)),
+    Case("moveaxis", lambda T, a: T.moveaxis(a, 0, -1), (I((2, 3, 4)),), op=("moveaxis",)),
 ] + [
     Case(f"matmul-{_sid(sa)}@{_sid(sb)}", lambda T, a, b: a @ b, (I(sa), I(sb)),
          op=("matmul",))
@@ -1088,8 +1094,6 @@ NON_DIFFERENTIABLE = {
     "linspace", "normal", "ones", "ones_like", "rand", "rand_like", "randint", "randn",
     "randn_like", "randperm", "tensor", "zeros", "zeros_like",
 }
-# Registered names that autodiag does not implement: they must raise NotImplementedError.
-UNSUPPORTED = {"einsum": lambda T: T.einsum("ij,jk->ik", T.ones(2, 3), T.ones(3, 2))}
 
 
 def _covered() -> set:
@@ -1104,14 +1108,10 @@ def _covered() -> set:
 def test_registry_is_covered():
     from autodiag.ops import REGISTRY
 
-    covered = _covered() | NON_DIFFERENTIABLE | set(UNSUPPORTED)
+    covered = _covered() | NON_DIFFERENTIABLE
     missing = sorted(set(REGISTRY) - covered)
     assert not missing, f"registered ops without a row in tests/test_ops_torch.py: {missing}"
     unknown = sorted(n for n in covered if n not in REGISTRY and not n.startswith("__"))
     assert not unknown, f"table names that are not registered ops: {unknown}"
 
 
-@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
-def test_unsupported_raises(name):
-    with pytest.raises(NotImplementedError, match=name):
-        UNSUPPORTED[name](ad)

@@ -233,6 +233,38 @@ class IdentityBackward(Node):
         return (g,)
 
 
+class FusedBackwardLink(Node):
+    """Links a gradient to the inputs of the one differentiable op PyTorch computes it with
+    (NOTE [Fused backward ops]); no gradient flows through the link."""
+
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (None,) * len(self._next)
+
+
+# NOTE [Fused backward ops]
+# Some PyTorch backward formulas are one differentiable op over several tensors
+# (``native_layer_norm_backward(grad, input, mean, rstd, weight, bias)``): under create_graph
+# each gradient it returns requires grad when any of those tensors does, also the ones whose
+# value does not depend on it (layer_norm's bias gradient is ``grad.sum()``). Our formulas are
+# written with separate ops, so such a gradient would not require grad; ``fused_gradients``
+# links it to those tensors, with a zero derivative (the one PyTorch's double backward gives).
+
+
+def fused_gradients(outs: tuple, deps: tuple, cls=FusedBackwardLink) -> tuple:
+    """``outs`` (Tensors or None) each requiring grad when one of ``deps`` does."""
+    live = [d for d in deps if d is not None and d.requires_grad]
+    if not live or not _state.record:
+        return outs
+    fixed = []
+    for o in outs:
+        if o is not None and not o.requires_grad:
+            o = result(o._data, cls(tuple(edge(d) for d in live)))
+        fixed.append(o)
+    return tuple(fixed)
+
+
 # ---------------------------------------------------------------------------------------------
 # The backward vocabularies
 # ---------------------------------------------------------------------------------------------

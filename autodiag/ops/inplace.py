@@ -370,7 +370,11 @@ class CopySlices(Node):
                 keep[idx] = False
                 gx = xp.mask(keep, g)
         if nf[1] is not None:
-            gv = xp.sum_to(g[idx], self.src_shape)
+            shape = self.src_shape
+            lead = _leading_ones(shape)
+            gv = xp.sum_to(g[idx], shape[lead:])
+            if lead:
+                gv = xp.reshape(gv, shape)
         return (gx, gv)
 
 
@@ -405,6 +409,12 @@ class CopySlices(Node):
                 if g0 is not None:
                     gbase = gbase + views.scatter(xp, g0, self.base_shape, pos, False)
         return (gbase,) + tuple(res[1:])
+
+
+def _leading_ones(shape: tuple) -> int:
+    """How many leading size-1 dims PyTorch's copy into a slice drops from the value
+    (``slicePrefix1sDims``: ``x[0] = ones(1, 1, 3)`` writes a (3,) row)."""
+    return next((i for i, s in enumerate(shape) if s != 1), len(shape))
 
 
 def _normalize_index(index, t: Tensor):
@@ -447,8 +457,9 @@ def _setitem_node_class(index: tuple):
 def _setitem_result(t: Tensor, index, value) -> Tensor:
     v = as_tensor_operand(value)
     out = t._data.copy()
+    lead = _leading_ones(v._data.shape)
     try:
-        out[index] = v._data
+        out[index] = v._data[(0,) * lead] if lead else v._data
     except ValueError:
         target = out[index].shape
         if any(isinstance(it, np.ndarray) for it in index):  # advanced: index_put_'s error

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from autodiag.autograd.graph import Node
-from autodiag.ops._core import _state, as_tensor_operand, edge, register, result, save
+from autodiag.ops._core import (_state, as_tensor_operand, check_broadcast, edge, register,
+                                result, save, set_broadcast_meta)
 from autodiag.tensor import Tensor
 
 
@@ -78,7 +81,17 @@ def bmm(input, mat2):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a._data.shape[0]}, {a._data.shape[2]}] but got: "
                            f"[{b._data.shape[0]}, {b._data.shape[1]}].")
-    _dtype_check(a, b, "batch1 and batch2")
+    if a._data.size == 0 or b._data.size == 0:
+        # NOTE: PyTorch's bmm returns the zeros of an empty product in mat2's dtype, with no
+        # dtype check (its kernel never runs); the gradients keep their inputs' dtypes
+        out = np.zeros(a._data.shape[:2] + b._data.shape[2:], dtype=b._data.dtype)
+        r = _product(BmmBackward0, a, b, out)
+        if r.grad_fn is not None:
+            set_broadcast_meta(r.grad_fn, out, a, b)
+        return r
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"expected scalar type {a.dtype.scalar_name} but found "
+                           f"{b.dtype.scalar_name}")
     return _product(BmmBackward0, a, b, np.matmul(a._data, b._data))
 
 
@@ -169,7 +182,7 @@ def _unsafe_view(t: Tensor, shape) -> Tensor:
 def matmul(input, other):
     """Matrix product with PyTorch's dispatch (``_matmul_impl``): dot, mv, mm, folding into mm/mv,
     or batched bmm with broadcasting. The recorded graph is PyTorch's, node for node."""
-    from autodiag.ops.shape import SqueezeBackward4, squeeze
+    from autodiag.ops.shape import SqueezeBackward4, _shape_op
 
     a, b = as_tensor_operand(input), as_tensor_operand(other)
     da, db = a.ndim, b.ndim
@@ -181,7 +194,9 @@ def matmul(input, other):
     if da == 2 and db == 1:
         return mv(a, b)
     if da == 1 and db == 2:
-        return squeeze(mm(a.unsqueeze(0), b), 0, _cls=SqueezeBackward4)  # squeeze_(0)
+        # PyTorch squeezes in place (squeeze_(0)): the result is no view of the mm
+        r = mm(a.unsqueeze(0), b)
+        return _shape_op(r, r._data.reshape(r._data.shape[1:]), SqueezeBackward4, is_view=False)
     if da == 2 and db == 2:
         return mm(a, b)
     if _should_fold(a, b):
@@ -206,6 +221,7 @@ def matmul(input, other):
             return matmul(a.squeeze(0), b)
         if batch2[0] == 1 and b.requires_grad:
             return matmul(a, b.squeeze(0))
+    check_broadcast(batch1, batch2)  # PyTorch's message for batch dims that do not broadcast
     if m1 != m2:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m1}] but got: "
@@ -222,6 +238,311 @@ def matmul(input, other):
     return _unsafe_view(prod.squeeze(-1) if db == 1 else prod, out_shape)
 
 
+# ---------------------------------------------------------------------------------------------
+# einsum
+# ---------------------------------------------------------------------------------------------
+#
+# NOTE [einsum as PyTorch computes it]
+# PyTorch's einsum (ATen's Linear.cpp) records no node of its own: it is a composition of
+# diagonal/movedim (repeated labels), unsqueeze + permute (aligning every operand to "output
+# dims, then contracted dims"), sum (dims only one operand has), and a left-to-right pairwise
+# contraction, ``sumproduct_pair``: mul when nothing is summed, else permute + reshape + bmm +
+# view + permute. The same steps here record the same nodes in the same order (ViewBackward0,
+# PermuteBackward0, BmmBackward0, ...), and backward and double backward come from those ops.
+# (PyTorch follows an opt_einsum path for 3+ operands only when opt_einsum is installed;
+# without it, as here, it contracts left to right.)
+
+_ELLIPSIS = 52  # labels are 0..51: A-Z, then a-z
+
+
+def _label(c: str) -> int:
+    return ord(c) - ord("A") if c.isupper() else ord(c) - ord("a") + 26
+
+
+def _letter(s: int) -> str:
+    return chr(ord("A") + s) if s < 26 else chr(ord("a") + s - 26)
+
+
+def _einsum_args(args) -> tuple[str, list]:
+    """(equation, operands) from ``einsum(eq, *ops)``, ``einsum(eq, [ops])`` or the sublist
+    form ``einsum(op1, [0, 1], op2, [1, 2], [0, 2])``."""
+    if len(args) < 2:
+        raise ValueError("einsum(): must specify the equation string and at least one operand, "
+                         "or at least one operand and its subscripts list")
+    if isinstance(args[0], Tensor):
+        def sub(n):
+            if n is Ellipsis:
+                return "..."
+            if 0 <= n < 52:
+                return _letter(n)
+            raise ValueError("einsum(): subscript in subscript list is not within the valid "
+                             "range [0, 52)")
+
+        eq = ",".join("".join(sub(n) for n in lst) for lst in args[1::2])
+        if len(args) % 2 == 1:
+            return eq + "->" + "".join(sub(n) for n in args[-1]), list(args[:-1:2])
+        return eq, list(args[::2])
+    eq, ops = args[0], list(args[1:])
+    if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+        ops = list(ops[0])  # the old interface: the operands as one list
+    return eq, ops
+
+
+def _parse_operands(lhs: str, num_ops: int) -> list[list[int]]:
+    labels: list[list[int]] = [[] for _ in range(num_ops)]
+    cur, ell_seen, i = 0, False, 0
+    while i < len(lhs):
+        c = lhs[i]
+        if c == " ":
+            pass
+        elif c == ".":
+            if ell_seen:
+                raise RuntimeError(f"einsum(): found '.' for operand {cur} for which an ellipsis "
+                                   f"was already found")
+            if lhs[i:i + 3] != "...":
+                raise RuntimeError(f"einsum(): found '.' for operand {cur} that is not part of "
+                                   f"any ellipsis")
+            labels[cur].append(_ELLIPSIS)
+            ell_seen = True
+            i += 2
+        elif c == ",":
+            cur += 1
+            if cur >= num_ops:
+                raise RuntimeError("einsum(): fewer operands were provided than specified in "
+                                   "the equation")
+            ell_seen = False
+        elif c.isascii() and c.isalpha():
+            labels[cur].append(_label(c))
+        else:
+            raise RuntimeError(f"einsum(): invalid subscript given at index {i} in the equation "
+                               f"string, subscripts must be in [a-zA-Z]")
+        i += 1
+    if cur != num_ops - 1:
+        raise RuntimeError("einsum(): more operands were provided than specified in the "
+                           "equation")
+    return labels
+
+
+def _sumproduct_pair(left: Tensor, right: Tensor, sum_dims: list, keepdim: bool) -> Tensor:
+    """``(left * right).sum(sum_dims)`` through bmm, as PyTorch's ``sumproduct_pair`` (operands
+    aligned: same number of dims, sizes equal or 1)."""
+    from autodiag.ops.pointwise import mul
+
+    if not sum_dims:
+        return mul(left, right)
+    dim = left.ndim
+    summed = set(sum_dims)
+    lro, lo, ro = [], [], []
+    lro_size = lo_size = ro_size = sum_size = 1
+    for i in range(dim):
+        sl, sr = left.shape[i] != 1, right.shape[i] != 1
+        if i in summed:
+            if sl and sr:
+                if left.shape[i] != right.shape[i]:
+                    raise RuntimeError("non-broadcast dimensions must match")
+                sum_size *= left.shape[i]
+            elif sl:
+                left = left.sum(i, True)
+            elif sr:
+                right = right.sum(i, True)
+        elif sl and sr:
+            if left.shape[i] != right.shape[i]:
+                raise RuntimeError("non-broadcast dimensions must match")
+            lro.append(i)
+            lro_size *= left.shape[i]
+        elif sl:
+            lo.append(i)
+            lo_size *= left.shape[i]
+        else:
+            ro.append(i)
+            ro_size *= right.shape[i]
+    # PyTorch swaps the operands when all of right's output dims come before left's: bmm then
+    # writes the result in its final memory order
+    if lo and ro and ro[-1] < lo[0]:
+        left, right, lo, ro, lo_size, ro_size = right, left, ro, lo, ro_size, lo_size
+    out_size = ([left.shape[d] for d in lro] + [left.shape[d] for d in lo] + [1] * len(sum_dims)
+                + [right.shape[d] for d in ro])
+    lperm = lro + lo + list(sum_dims) + ro
+    rperm = lro + list(sum_dims) + ro + lo
+    operm = [-1] * len(out_size)
+    for i, d in enumerate(lro + lo + list(sum_dims) + ro):
+        operm[d] = i
+    left = left.permute(lperm).reshape(lro_size, lo_size, sum_size)
+    right = right.permute(rperm).reshape(lro_size, sum_size, ro_size)
+    out = bmm(left, right).view(out_size).permute(operm)
+    if not keepdim:
+        out = out.view([s for i, s in enumerate(out.shape) if i not in summed])
+    return out
+
+
 @register(method=False)
 def einsum(*args):
-    raise NotImplementedError("autodiag: einsum is not supported; use matmul/mul/sum")
+    """Einstein summation over the operands' labelled dims, as ``torch.einsum``: explicit
+    (``ij,jk->ik``) or implicit (``ij,jk``) output, ``...`` for broadcast dims, repeated labels
+    for diagonals, any number of operands (NOTE [einsum as PyTorch computes it]).
+
+    >>> import autodiag as torch
+    >>> a = torch.tensor([[1., 2.], [3., 4.]])
+    >>> torch.einsum("ij->j", a)
+    tensor([4., 6.])
+    >>> torch.einsum("ii", a)
+    tensor(5.)
+    >>> torch.einsum("ij,j->i", a, torch.tensor([1., 1.]))
+    tensor([3., 7.])
+    """
+    equation, operands = _einsum_args(args)
+    if not operands:
+        raise RuntimeError("einsum(): must provide at least one operand")
+    operands = [as_tensor_operand(o) for o in operands]
+    num_ops = len(operands)
+    lhs, arrow, rhs = equation.partition("->")
+    op_labels = _parse_operands(lhs, num_ops)
+
+    label_count = [0] * 52
+    ell_num_dim = 0  # the most dims any ellipsis covers
+    for i, (op, labels) in enumerate(zip(operands, op_labels)):
+        nlabels = len(labels) - (_ELLIPSIS in labels)
+        for s in labels:
+            if s != _ELLIPSIS:
+                label_count[s] += 1
+        if _ELLIPSIS in labels:
+            ell_num_dim = builtins.max(ell_num_dim, op.ndim - nlabels)
+            if nlabels > op.ndim:
+                raise RuntimeError(f"einsum(): the number of subscripts in the equation "
+                                   f"({nlabels}) is more than the number of dimensions "
+                                   f"({op.ndim}) for operand {i}")
+        elif nlabels != op.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({nlabels}) "
+                               f"does not match the number of dimensions ({op.ndim}) for "
+                               f"operand {i} and no ellipsis was given")
+
+    # Each label's position in the aligned shape: output dims first, then contracted dims.
+    perm_index_of = [-1] * 52
+    perm_index = ell_index = 0
+    ell_in_output = False
+    if not arrow:
+        # implicit output: the ellipsis dims, then the labels seen once, in alphabetical order
+        perm_index, ell_in_output = ell_num_dim, True
+        for s in range(52):
+            if label_count[s] == 1:
+                perm_index_of[s] = perm_index
+                perm_index += 1
+    else:
+        i = 0
+        while i < len(rhs):
+            c = rhs[i]
+            if c == ".":
+                if ell_in_output:
+                    raise RuntimeError("einsum(): found '.' for output but an ellipsis (...) "
+                                       "was already found")
+                if rhs[i:i + 3] != "...":
+                    raise RuntimeError("einsum(): found '.' for output that is not part of any "
+                                       "ellipsis (...)")
+                ell_index, ell_in_output = perm_index, True
+                perm_index += ell_num_dim
+                i += 2
+            elif c != " ":
+                if not (c.isascii() and c.isalpha()):
+                    raise RuntimeError(f"einsum(): invalid subscript given at index "
+                                       f"{len(lhs) + 2 + i} in the equation string, subscripts "
+                                       f"must be in [a-zA-Z]")
+                s = _label(c)
+                if label_count[s] == 0 or perm_index_of[s] != -1:
+                    why = ("appears more than once in the output" if perm_index_of[s] != -1
+                           else "does not appear in the equation for any input operand")
+                    raise RuntimeError(f"einsum(): output subscript {c} {why}")
+                perm_index_of[s] = perm_index
+                perm_index += 1
+            i += 1
+    out_num_dim = perm_index
+    if not ell_in_output:
+        ell_index = perm_index
+        perm_index += ell_num_dim
+    for s in range(52):
+        if label_count[s] and perm_index_of[s] == -1:
+            perm_index_of[s] = perm_index
+            perm_index += 1
+
+    # Align every operand: diagonals for repeated labels, size checks, unsqueeze, permute.
+    label_size = [1] * 52
+    ell_sizes = [1] * ell_num_dim
+    dim_counts = [0] * perm_index  # operands with a size != 1 in each aligned dim
+    ops = []
+    for i, op in enumerate(operands):
+        labels = op_labels[i]
+        permutation = [-1] * perm_index
+        dim = 0
+        for s in labels:
+            if s == _ELLIPSIS:
+                covered = operands[i].ndim - (len(labels) - 1)
+                for j in range(ell_num_dim - covered, ell_num_dim):
+                    size = op.shape[dim]
+                    if size != 1:
+                        if ell_sizes[j] not in (1, size):
+                            raise RuntimeError(
+                                f"einsum(): dimension {dim} covered by ellipsis in operand {i}"
+                                f"has size {size} which does not broadcast with previously seen "
+                                f"ellipsis with size {ell_sizes[j]} for the respective dimension")
+                        ell_sizes[j] = size
+                        dim_counts[ell_index + j] += 1
+                    permutation[ell_index + j] = dim
+                    dim += 1
+            elif permutation[perm_index_of[s]] == -1:
+                size = op.shape[dim]
+                if size != 1:
+                    if label_size[s] not in (1, size):
+                        raise RuntimeError(f"einsum(): subscript {_letter(s)} has size {size} "
+                                           f"for operand {i} which does not broadcast with "
+                                           f"previously seen size {label_size[s]}")
+                    label_size[s] = size
+                    dim_counts[perm_index_of[s]] += 1
+                permutation[perm_index_of[s]] = dim
+                dim += 1
+            else:
+                prev = permutation[perm_index_of[s]]
+                if op.shape[dim] != op.shape[prev]:
+                    raise RuntimeError(f"einsum(): subscript {_letter(s)} is repeated for "
+                                       f"operand {i} but the sizes don't match, "
+                                       f"{op.shape[dim]} != {op.shape[prev]}")
+                op = op.diagonal(0, prev, dim).movedim(-1, prev)
+        for k, val in enumerate(permutation):
+            if val == -1:
+                op = op.unsqueeze(dim)
+                permutation[k] = dim
+                dim += 1
+        ops.append(op.permute(permutation))
+
+    # Contract left to right; a dim is summed as soon as no other operand still has it.
+    while len(ops) > 1:
+        a, b = ops[0], ops[1]
+        del ops[:2]
+        sum_dims, a_sum, b_sum = [], [], []
+        for d in range(out_num_dim, perm_index):
+            sa, sb = a.shape[d] != 1, b.shape[d] != 1
+            if sa and sb:
+                if a.shape[d] != b.shape[d]:
+                    raise RuntimeError("non-broadcast dimensions must match")
+                dim_counts[d] -= 1
+                if dim_counts[d] == 1:
+                    sum_dims.append(d)
+                    dim_counts[d] = 0
+            elif dim_counts[d] == 1:
+                if sa:
+                    a_sum.append(d)
+                    dim_counts[d] = 0
+                elif sb:
+                    b_sum.append(d)
+                    dim_counts[d] = 0
+        if a_sum:
+            a = a.sum(a_sum, True)
+        if b_sum:
+            b = b.sum(b_sum, True)
+        ops.insert(0, _sumproduct_pair(a, b, sum_dims, True))
+
+    result_ = ops[0]
+    if perm_index > out_num_dim:
+        if num_ops > 1:
+            # contracted dims are size 1 by now
+            return result_.view(list(result_.shape[:out_num_dim]))
+        return result_.sum(list(range(out_num_dim, perm_index)))
+    return result_

@@ -19,10 +19,12 @@ from autodiag import dtypes
 from autodiag.autograd.graph import Freed, Node, raise_freed
 from autodiag.ops._core import (
     ARRAY,
+    FusedBackwardLink,
     _state,
     as_tensor_operand,
     broadcast_error,
     edge,
+    fused_gradients,
     register,
     result,
     save,
@@ -711,7 +713,17 @@ class NativeLayerNormBackward0(Node):
             gw = _sum_batch(xp, g * xhat, batch)
         if len(nf) > 2 and nf[2] is not None:
             gb = _sum_batch(xp, g, batch)
-        return (gx, gw, gb)
+        if xp.arrays:
+            return (gx, gw, gb)
+        b = self.saved(xp, 2) if self._saved[2] is not None else None
+        return fused_gradients((gx, gw, gb), (g, x, w, b), NativeLayerNormBackwardBackward0)
+
+
+class NativeLayerNormBackwardBackward0(FusedBackwardLink):
+    """PyTorch's node for layer_norm's gradients under create_graph (NOTE [Fused backward
+    ops]); here only for the gradients no recorded op produced."""
+
+    __slots__ = ()
 
     def _saved_attr(self, name: str, raw: bool):
         if name in ("result1", "result2"):
@@ -797,7 +809,7 @@ class EmbeddingBackward0(Node):
     def backward(self, xp, g):
         idx = self.saved(ARRAY, 0).reshape(-1)
         dim = g.shape[-1] if xp.arrays else g._data.shape[-1]
-        g2 = g.reshape(-1, dim) if xp.arrays else g.reshape(-1, dim)
+        g2 = g.reshape(idx.size, dim)  # not -1: rows of size 0 leave it undetermined
         scale = None
         if self.padding_idx is not None and self.padding_idx >= 0:
             scale = (idx != self.padding_idx)[:, None]

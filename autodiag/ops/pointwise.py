@@ -1063,7 +1063,9 @@ class DivBackward0(_Binary):
         nf = self._next
         b = self.saved(xp, 1)
         ga = g / b if nf[0] is not None else None
-        gb = -g * self.saved(xp, 0) / (b * b) if nf[1] is not None else None
+        # PyTorch's div_tensor_other_backward, as written there: -grad * ((self / other) /
+        # other). a / (b * b) differs at 0, inf and overflow, and in the second derivative
+        gb = -g * ((self.saved(xp, 0) / b) / b) if nf[1] is not None else None
         return (ga, gb)
 
 
@@ -1223,6 +1225,17 @@ def remainder(input, other):
 
 
 
+def _pow_array(a: np.ndarray, e) -> np.ndarray:
+    """``a ** e`` for a Python scalar ``e``, as PyTorch's pow kernel computes it.
+
+    NOTE: PyTorch computes x ** -0.5 as rsqrt(x): -inf at -0.0 and NaN at -inf, where C's pow
+    gives +inf and +0 (so also the gradient of x ** 0.5, 0.5 * x ** -0.5, there).
+    """
+    if e == -0.5 and a.dtype.kind == "f":
+        return np.reciprocal(np.sqrt(a))
+    return np.power(a, e)
+
+
 class PowBackward0(_Unary):
     __slots__ = ("exponent",)
 
@@ -1231,7 +1244,7 @@ class PowBackward0(_Unary):
         if p == 0:
             return (xp.zeros_like(g),)
         x = self.saved(xp, 0)
-        return (g * (p * x ** (p - 1)),)
+        return (g * (p * (_pow_array(x, p - 1) if xp.arrays else x ** (p - 1))),)
 
     def _saved_extra(self):
         return {"exponent": self.exponent}
@@ -1292,7 +1305,7 @@ def pow(input, exponent):  # noqa: A001
     ad, bd = _operands(input, exponent)
     if ad.dtype.kind in "iu" and isinstance(bd, (int, np.integer)) and bd < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    out = np.power(ad, bd)
+    out = _pow_array(ad, bd)
     if _state.record and input.requires_grad:
         node = PowBackward0((edge(input),))
         node.exponent = exponent

@@ -181,8 +181,13 @@ class ProdBackward0(_Reduce):
                 return (g * _prod_of_others(x, axes[0]),)
             flat = x.reshape(-1)
             return (g * _prod_of_others(flat, 0).reshape(x.shape),)
+        r = self.saved(xp, 1)  # read (version-checked) as PyTorch unpacks it, used or not
+        if x.ndim == 0:
+            return (g,)  # PyTorch's prod_backward: the gradient itself (no use of self)
         if not bool((x._data == 0).any()):
-            return (g * self.expand(xp, self.saved(xp, 1)) / x,)
+            return (g * self.expand(xp, r) / x,)
+        if int(np.prod([x._data.shape[d] for d in self.dims])) == 1:
+            return (g,)  # prod_safe_zeros_backward of one element: the gradient itself
         # NOTE: result / x is 0/0 at a zero. Zero-safe and differentiable: the product of the
         # others is the product of a row of an (n, n) matrix of x with 1 on its diagonal
         # (O(n^2) memory, paid only when x has a zero; PyTorch branches on zeros too).
@@ -436,7 +441,11 @@ class VarBackward0(_Reduce):
             mu = x.mean() if xp.arrays else x.mean()
             dof = self.n - self.correction
             if dof <= 0:
-                return g * xp.where(x == mu, math.nan, math.inf)
+                # in x's dtype: Python scalars in where() would be the default dtype, and a
+                # float32 factor would win over a 0-d float64 grad (PyTorch's promotion)
+                xd, md = (x, mu) if xp.arrays else (x._data, mu._data)
+                factor = np.where(xd == md, math.nan, math.inf).astype(xd.dtype)
+                return g * (factor if xp.arrays else wrap(factor))
         else:
             mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else \
                 x.mean(self.dims, keepdim=True)

@@ -184,13 +184,15 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if s == e:
         return input
-    return reshape(input, d.shape[:s] + (-1,) + d.shape[e + 1:])
+    # the flattened size itself, not -1: with a size-0 dim elsewhere -1 is undetermined
+    return reshape(input, d.shape[:s] + (int(np.prod(d.shape[s:e + 1])),) + d.shape[e + 1:])
 
 
 @register()
 def unflatten(input, dim: int, sizes):
     d = input._data
     if d.ndim == 0:
+        wrap_dim(dim, 0)  # IndexError outside [-1, 0]
         # PyTorch's own wording (its dim wrapping fails inside unflatten)
         raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
                            f"but tensor has no dimensions")
@@ -206,7 +208,10 @@ def unflatten(input, dim: int, sizes):
     if (known != n if -1 not in sizes else (known == 0 or n % known)):
         raise RuntimeError(f"unflatten: Provided sizes [{', '.join(map(str, sizes))}] don't "
                            f"multiply up to the size of dim {dim} ({n}) in the input tensor")
-    return reshape(input, d.shape[:dim] + sizes + d.shape[dim + 1:])
+    if -1 in sizes:  # inferred here: next to a size-0 dim a reshape could not
+        sizes = tuple(n // known if s == -1 else s for s in sizes)
+    # splitting one dim is always a view (ViewBackward0, also on a strided input)
+    return view(input, d.shape[:dim] + sizes + d.shape[dim + 1:])
 
 
 @register()
@@ -367,6 +372,116 @@ def expand(input, *sizes):
     return _make_view(input, np.broadcast_to(d, shape), node)
 
 
+
+# --- diagonal and movedim (einsum's repeated labels) -----------------------------------------
+
+
+def _diagonal_array(d: np.ndarray, offset: int, d1: int, d2: int) -> np.ndarray:
+    """The diagonal of ``d`` over dims d1, d2 as a writable view, the diagonal dim last.
+
+    NOTE: numpy's own ``diagonal`` is a read-only view; ``x.diagonal().fill_(0)`` must write
+    into x (PyTorch), so the view is built from strides: the start moved ``offset`` along d2
+    (or ``-offset`` along d1), one step of both dims per diagonal element.
+    """
+    n1, n2 = d.shape[d1], d.shape[d2]
+    s1, s2 = (0, offset) if offset >= 0 else (-offset, 0)
+    length = max(0, min(n1 - s1, n2 - s2))
+    if length:
+        start = [slice(None)] * d.ndim
+        start[d1], start[d2] = slice(s1, None), slice(s2, None)
+        d = d[tuple(start)]
+    keep = [i for i in range(d.ndim) if i not in (d1, d2)]
+    shape = tuple(d.shape[i] for i in keep) + (length,)
+    strides = tuple(d.strides[i] for i in keep) + (d.strides[d1] + d.strides[d2],)
+    return np.lib.stride_tricks.as_strided(d, shape, strides)
+
+
+class DiagonalBackward0(Node):
+    __slots__ = ("in_shape", "offset", "dim1", "dim2")
+
+    def backward(self, xp, g):
+        return (diagonal_backward(xp, g, self.in_shape, self.offset, self.dim1, self.dim2),)
+
+    def _saved_extra(self):
+        return {"self_sym_sizes": self.in_shape, "offset": self.offset, "dim1": self.dim1,
+                "dim2": self.dim2}
+
+
+class DiagonalBackwardBackward0(Node):
+    __slots__ = ("offset", "dim1", "dim2")
+
+    def backward(self, xp, g):
+        if xp.arrays:
+            return (_diagonal_array(g, self.offset, self.dim1, self.dim2),)
+        return (diagonal(g, self.offset, self.dim1, self.dim2),)
+
+
+def diagonal_backward(xp, g, shape, offset, d1, d2):
+    """Zeros of ``shape`` with ``g`` on the diagonal (PyTorch's ``diagonal_backward``)."""
+    gd = g if xp.arrays else g._data
+    z = np.zeros(shape, dtype=gd.dtype)
+    _diagonal_array(z, offset, d1, d2)[...] = gd
+    if xp.arrays:
+        return z
+    node = None
+    if _state.record and g.requires_grad:
+        node = DiagonalBackwardBackward0((edge(g),))
+        node.offset, node.dim1, node.dim2 = offset, d1, d2
+    return result(z, node)
+
+
+@register()
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """The diagonal over ``dim1``, ``dim2`` (shifted by ``offset``) as a view, in the last dim.
+
+    >>> import autodiag as torch
+    >>> torch.arange(9.).reshape(3, 3).diagonal()
+    tensor([0., 4., 8.])
+    """
+    x = as_tensor_operand(input)
+    d = x._data
+    d1, d2 = wrap_dim(dim1, d.ndim), wrap_dim(dim2, d.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    node = None
+    if _state.record and x.requires_grad:
+        node = DiagonalBackward0((edge(x),))
+        node.in_shape, node.offset, node.dim1, node.dim2 = d.shape, offset, d1, d2
+    return _make_view(x, _diagonal_array(d, offset, d1, d2), node)
+
+
+@register()
+def movedim(input, source, destination):
+    """``input`` with dims ``source`` moved to positions ``destination`` (a permute).
+
+    >>> import autodiag as torch
+    >>> torch.zeros(2, 3, 4).movedim(0, -1).shape
+    torch.Size([3, 4, 2])
+    """
+    x = as_tensor_operand(input)
+    nd = x._data.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) "
+                           f"should contain the same number of dims as destination ({dst} dims)")
+    src = [wrap_dim(s, nd) for s in src]
+    dst = [wrap_dim(s, nd) for s in dst]
+    for name, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({dims})")
+    if nd == 0:
+        return _shape_op(x, x._data.view(), AliasBackward0)  # PyTorch: self.alias()
+    perm = [-1] * nd
+    for s, t in zip(src, dst):
+        perm[t] = s
+    rest = iter(i for i in range(nd) if i not in src)
+    perm = [p if p != -1 else next(rest) for p in perm]
+    return permute(x, perm)
+
+
+moveaxis = register("moveaxis")(movedim)
+
 @register()
 def expand_as(input, other):
     return expand(input, other.shape)
@@ -382,6 +497,9 @@ class RepeatBackward0(Node):
 
     def backward(self, xp, g):
         reps = self.repeats
+        if 0 in reps:
+            # PyTorch's repeat_backward: constant zeros (nothing flows back through them)
+            return (xp.zeros(self.in_shape, g),)
         lead = len(reps) - len(self.in_shape)
         shape = (1,) * lead + tuple(self.in_shape)
         split = []
@@ -448,6 +566,10 @@ def embed(xp, g, shape, index, accumulate: bool, cls=IndexPutBackward0):
 def scatter_into_zeros(xp, g, dim: int, idx, shape):
     """Adjoint of ``gather(x, dim, idx)``: add ``g`` into zeros of ``shape`` at ``idx``."""
     idx = idx if xp.arrays else idx._data
+    if idx.size == 0:  # an empty index of any shape (gather allows it): nothing is added
+        nothing = tuple(np.zeros(0, dtype=np.int64) for _ in shape or (1,))
+        z = embed(xp, xp.reshape(g, (0,)), shape or (1,), nothing, True)
+        return z if shape else xp.reshape(z, ())
     if len(shape) <= 1 and idx.ndim <= 1:
         # 0-d and 1-d tensors mix freely in gather (PyTorch): work on 1-d views
         flat = embed(xp, xp.reshape(g, (idx.size,)), (shape[0] if shape else 1,),
@@ -648,9 +770,10 @@ def cat(tensors, dim: int = 0):
     nd = max(t.ndim for t in ts)
     if nd == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    dim = wrap_dim(dim, nd)
     dt = dtypes.result_type(ts).np
     datas = [t._data.astype(dt, copy=False) for t in ts if not (t.ndim == 1 and t.numel() == 0)]
+    # PyTorch wraps dim against the tensors it does not skip: with none, any dim goes
+    dim = wrap_dim(dim, nd) if datas else 0
     ref = next(t for t in ts if not (t.ndim == 1 and t.numel() == 0)) if datas else ts[0]
     for i, t in enumerate(ts):
         if t.ndim == 1 and t.numel() == 0:
@@ -846,10 +969,20 @@ class GatherBackward0(Node):
 def gather(input, dim: int, index):
     d = input._data
     idx = as_tensor_operand(index)
-    if idx._data.dtype != np.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
     dim = wrap_dim(dim, d.ndim)
     ix = idx._data
+    if ix.size == 0:
+        # NOTE: PyTorch checks nothing more for an empty index (dtype, number of dims, sizes):
+        # the result is empty in the index's shape
+        out = np.empty(ix.shape, dtype=d.dtype)
+        if _state.record and input.requires_grad:
+            node = GatherBackward0((edge(input),))
+            node.dim, node.in_shape = dim, d.shape
+            node._saved = (save(idx),)
+            return result(out, node)
+        return result(out, None)
+    if ix.dtype != np.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
     if ix.ndim != d.ndim and (ix.ndim > 1 or d.ndim > 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     n = d.shape[dim] if d.ndim else 1

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import fuzzer as fz
-from .known_issues import known_issue_for
+from .known_issues import KNOWN_ISSUES, known_issue_for
 
 
 @dataclass
@@ -88,6 +88,12 @@ class Campaign:
             lines += ["", f"# shrunk: {fz.classify(small, sdiff)}", fz.repro(small, sdiff)]
         return "\n".join(lines)
 
+    def stale_known(self) -> list:
+        """The known-issue entries that matched no class of this run (FUZZ_STALE=1 lists them
+        in the CI test; ``run.py --known`` in its report): fixed, or not reached by the run."""
+        hit = {id(c.known) for c in self.classes.values() if c.known is not None}
+        return [k for k in KNOWN_ISSUES if id(k) not in hit]
+
     # ---- the report ------------------------------------------------------------------------
     def report(self, max_repros=40, markdown=False) -> str:
         classes = sorted(self.classes.values(), key=lambda c: (-c.count, c.label))
@@ -112,6 +118,12 @@ class Campaign:
                     out.append(f"{bar} {c.count} {bar} `{c.label}` {bar} {issue} {bar}")
                 else:
                     out.append(f"  {c.count:6d}  {c.label}" + (f"   [{issue}]" if issue else ""))
+        if self.use_known:
+            stale = self.stale_known()
+            if stale:
+                out += ["", "## Known-issue entries that matched nothing" if markdown else
+                        "Known-issue entries that matched nothing:", ""]
+                out += [f"  - {k.branch}: `{k.ops}` / `{k.diff}`: {k.issue}" for k in stale]
         if self.refusals:
             out += ["", "## Refusals by op" if markdown else "Refusals by op:", ""]
             for op, n in self.refusals.most_common():

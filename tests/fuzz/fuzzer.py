@@ -199,15 +199,15 @@ class Gen:
         torch = self.torch
         out = []
         for name, t in self.pool.items():
-            if not t.is_floating_point() or (pred is not None and not pred(t)):
-                continue
             try:
-                leaf = t.is_leaf
+                if not t.is_floating_point() or (pred is not None and not pred(t)):
+                    continue
+                leaf_rg = t.is_leaf and t.requires_grad
             except RuntimeError:
-                # a view whose base was written in place, which PyTorch refuses to rebase (an
-                # output of split/unbind, a no_grad view): reading its grad_fn raises
-                leaf = False
-            if inplace and leaf and t.requires_grad and self.rng.random() < 0.9:
+                # a view PyTorch invalidated (a multi-output view's base modified in place):
+                # even reading is_leaf raises, so no later step can use it
+                continue
+            if inplace and leaf_rg and self.rng.random() < 0.9:
                 continue
             out.append(name)
         del torch
@@ -440,8 +440,12 @@ def _scale(*arrays) -> float:
     return s
 
 
-def compare_tensors(a, t, torch, ad, *, grad_fn=True, scale_from=()) -> tuple | None:
-    """(what, detail) of the first difference between autodiag's a and torch's t, or None."""
+def compare_tensors(a, t, torch, ad, *, grad_fn=True, scale_from=(), tol_dtype=None
+                    ) -> tuple | None:
+    """(what, detail) of the first difference between autodiag's a and torch's t, or None.
+
+    Values are compared with the tolerance of t's dtype, or of ``tol_dtype`` when that is less
+    precise (a float64 result computed from float32 values carries float32 rounding)."""
     if isinstance(t, torch.Tensor) != isinstance(a, ad.Tensor):
         return "type", f"{type(a).__name__} vs {type(t).__name__}"
     if not isinstance(t, torch.Tensor):
@@ -462,8 +466,11 @@ def compare_tensors(a, t, torch, ad, *, grad_fn=True, scale_from=()) -> tuple | 
         if na != nt:
             return "grad_fn", f"{na} vs {nt}"
     an = np.asarray(a.detach().numpy())
-    tn = t.detach().numpy(force=True)  # force: PyTorch's ZeroTensor gradients
-    d = compare_arrays(an, tn, _dtype_name(t.dtype), _scale(tn, *scale_from))
+    tn = torch_array(t)
+    dtype = _dtype_name(t.dtype)
+    if tol_dtype is not None and TOL.get(tol_dtype, (0,))[0] > TOL.get(dtype, (0,))[0]:
+        dtype = tol_dtype
+    d = compare_arrays(an, tn, dtype, _scale(tn, *scale_from))
     return None if d is None else ("value", d)
 
 
@@ -475,6 +482,19 @@ def _grad_fn_name(x) -> str | None:
     except RuntimeError:
         return "Invalid"
     return None if fn is None else type(fn).__name__
+
+
+def torch_array(t) -> np.ndarray:
+    """A PyTorch tensor's values as a numpy array.
+
+    NOTE: PyTorch's second-order gradients can be ZeroTensors (efficient zeros); a view of one
+    (SliceBackward0 of a ZeroTensor: cat's double backward) has no real storage behind it, and
+    ``numpy(force=True)`` reads garbage or segfaults (PyTorch 2.13). Its values are zeros.
+    """
+    t = t.detach()
+    if t._is_zerotensor():
+        return np.zeros(tuple(t.shape), dtype=np.dtype(_dtype_name(t.dtype)))
+    return t.numpy(force=True)
 
 
 def _exc_name(e) -> str:
@@ -537,10 +557,10 @@ def run_program(program: Program, torch, ad) -> Outcome:
         if not okt:
             out.diff = Diff("forward", "exception", f"ok vs {_exc_name(vt)}", step.op, step.out)
             return out
-        scale = [pools["t"][r].detach().numpy(force=True) for r in step.refs
+        scale = [torch_array(pools["t"][r]) for r in step.refs
                  if isinstance(pools["t"][r], torch.Tensor)]
         try:
-            d = compare_tensors(va, vt, torch, ad, scale_from=scale)
+            d = compare_tensors(va, vt, torch, ad, scale_from=scale, tol_dtype=_tol_dtype(program))
         except Exception as e:  # noqa: BLE001 - e.g. numpy() on a broken tensor
             d = ("exception", f"{_exc_name(e)} while comparing")
         if d is None:
@@ -556,6 +576,13 @@ def run_program(program: Program, torch, ad) -> Outcome:
             pools["t"][step.out] = vt
     out.diff = _compare_grads(program, pools, torch, ad, out)
     return out
+
+
+def _tol_dtype(program: Program) -> str | None:
+    """float32 when any input is: the libraries' float32 math functions differ in the last bit
+    (numpy's exp(1) is 2.718282, PyTorch's 2.7182817), which float64 results computed from them
+    keep."""
+    return "float32" if any(i.dtype == "float32" for i in program.inputs) else None
 
 
 def _same_error_family(a, b) -> bool:
@@ -609,7 +636,7 @@ def _compare_grad_lists(stage, ga, gt, leaves, torch, ad, program, out):
         if a is None:
             continue
         try:
-            d = compare_tensors(a, t, torch, ad, grad_fn=False)
+            d = compare_tensors(a, t, torch, ad, grad_fn=False, tol_dtype=_tol_dtype(program))
         except Exception as e:  # noqa: BLE001
             d = ("exception", f"{_exc_name(e)} while comparing")
         if d is not None:

@@ -314,6 +314,43 @@ def _(g):
     x = g.pick(lambda t: t.ndim == 2, shape=g.shape(2, 2))
     return f"torch.mv({x}, {g.partner(x, 'mv')})"
 
+@op("einsum", "matmul", weight=1.2)
+def _(g):
+    """An equation over x's dims: repeated labels (diagonals) where sizes allow, up to two more
+    operands sharing some labels (size 1 where they broadcast), an ellipsis, explicit or
+    implicit output."""
+    r = g.rng
+    x = g.pick(lambda t: t.ndim <= 4)
+    sx = g.shape_of(x)
+    lx = list("ijkl"[:len(sx)])
+    for a in range(len(sx)):
+        for b in range(a + 1, len(sx)):
+            if sx[a] == sx[b] and lx[b] == "ijkl"[b] and r.random() < 0.25:
+                lx[b] = lx[a]  # a diagonal
+    ell = bool(sx) and r.random() < 0.2  # x's first dim under "..."
+    sizes = dict(zip(lx, sx))
+    names, subs = [x], ["..." + "".join(lx[1:]) if ell else "".join(lx)]
+    for extra in "pq"[: int(r.choice([0, 1, 1, 1, 2]))]:
+        labels = [lb for lb in dict.fromkeys(lx[1:] if ell else lx) if r.random() < 0.6]
+        labels += [extra] * int(r.random() < 0.6)
+        r.shuffle(labels)
+        shape = [1 if r.random() < 0.1 else sizes.get(lb, int(r.integers(0, 4)))
+                 for lb in labels]
+        sizes.update((lb, n) for lb, n in zip(labels, shape) if n != 1)
+        lead = "..." if ell and r.random() < 0.7 else ""
+        if lead:
+            shape = [int(r.choice([sx[0], 1]))][: int(r.integers(0, 2))] + shape
+        names.append(g.new(tuple(shape)))
+        subs.append(lead + "".join(labels))
+    eq = ",".join(subs)
+    if r.random() < 0.7:
+        used = list(dict.fromkeys(c for c in eq if c.isalpha()))
+        out = [c for c in r.permutation(used) if r.random() < 0.6]
+        if ell and r.random() < 0.8:
+            out.insert(int(r.integers(0, len(out) + 1)), "...")
+        eq += "->" + "".join(out)
+    return f"torch.einsum({eq!r}, {', '.join(names)})"
+
 # ---------------------------------------------------------------------------------------------
 # Views and shape ops
 # ---------------------------------------------------------------------------------------------

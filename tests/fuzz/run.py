@@ -54,6 +54,12 @@ def main(argv=None) -> int:
         args.seconds = 60.0
     deadline = None if args.seconds is None else time.monotonic() + args.seconds
     last = time.monotonic()
+
+    def write_markdown():
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(camp.report(max_repros=args.repros, markdown=True))
+
     try:
         while (args.programs is None or camp.programs < args.programs) and (
                 deadline is None or time.monotonic() < deadline):
@@ -62,13 +68,16 @@ def main(argv=None) -> int:
                 last = time.monotonic()
                 print(f"... {camp.programs} programs, {camp.failing} with a difference, "
                       f"{len(camp.classes)} classes", file=sys.stderr, flush=True)
+                write_markdown()  # a long run that dies still leaves its table
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-    report = camp.report(max_repros=args.repros)
-    print(report)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(camp.report(max_repros=args.repros, markdown=True))
+    except Exception:
+        # a bug of the fuzzer itself: the table so far, then the traceback
+        print(f"fuzzer error in program {camp.seed}:{camp.programs - 1}", file=sys.stderr)
+        write_markdown()
+        raise
+    print(camp.report(max_repros=args.repros))
+    write_markdown()
     return 1 if camp.unknown_failing else 0
 
 
