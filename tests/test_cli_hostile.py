@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from tests.test_cli import check_envelope, cli
+from test_cli import check_envelope, cli
 
 COMMANDS = ["graph", "trace", "check", "anomaly", "inplace", "leaks", "gradcheck"]
 
