@@ -449,7 +449,7 @@ def test_module_level_tensors_keep_their_names_when_the_script_fails(script):
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a POSIX pseudo-terminal")
 @pytest.mark.parametrize("damage", ["sys.stdout.close()", "os.close(2)"])
 def test_the_progress_line_survives_a_closed_terminal_stream(script, damage):
-    from tests.test_cli_width import pty_output
+    from test_cli_width import pty_output
 
     path = script(f"""\
         import os, sys, time
