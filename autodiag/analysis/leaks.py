@@ -125,12 +125,16 @@ class LeakFinder(Tracer):
 
     def _record(self, node) -> None:
         hi = self._hi
-        nodes = (node,)
+        step = self._steps[-1]
         for e in node._next:  # an input made by this op: a node of an op it called
             if e is not None and hi < (e[0] if e.__class__ is tuple else e)._seq < _AFTER_LEAVES:
-                nodes = new_nodes(node, hi)
                 break
-        step = self._steps[-1]
+        else:  # the common case: the op's own node alone
+            step.refs.append(weakref.ref(node, step.dead))
+            step.alive += 1
+            self._hi = node._seq
+            return
+        nodes = new_nodes(node, hi)
         add, dead = step.refs.append, step.dead
         for n in nodes:
             add(weakref.ref(n, dead))
