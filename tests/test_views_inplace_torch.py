@@ -472,3 +472,20 @@ def test_filled_expanded_view_raises_at_backward_as_pytorch():
 
     (_, ea), (_, et) = _both(run)
     assert et is not None and ea == et
+
+
+def test_view_of_a_normal_tensor_made_in_inference_mode_is_normal():
+    """PyTorch: only tensors allocated in inference_mode are inference tensors; a view of a
+    normal one is normal, so writing it outside the mode is allowed (autodiag refused it)."""
+
+    def run(m):
+        z = m.ones(3)
+        with m.inference_mode():
+            w, s = z[:2], z.split(1)[0]
+            fresh = m.ones(2)[:1]
+        flags = [w.is_inference(), s.is_inference(), fresh.is_inference()]
+        w.add_(1)
+        s.add_(1)
+        return flags, z
+
+    _same(run)
