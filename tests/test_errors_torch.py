@@ -595,3 +595,13 @@ def test_bce_with_logits_has_the_targets_dtype(torch, dtypes_, weights, reductio
     # PyTorch computes part of the loss in the input's precision: float32-level agreement
     np.testing.assert_allclose(a[2], b[2], rtol=1e-6)
     np.testing.assert_allclose(a[3], b[3], rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, dup", [
+    ("x.sum((0, -2))", 0), ("x.sum((1, 0, 1))", 1), ("x.mean([1, 1])", 1), ("x.amax((0, 0))", 0),
+    ("x.var((0, 0))", 0), ("x.std((1, -1))", 1), ("m.tensor(1.0).sum((0, -1))", 0),
+])
+def test_reduction_over_a_repeated_dim_is_refused(torch, call, dup):
+    # autodiag reduced each dim once, silently (var((0, 0)) divided by the wrong count)
+    same_error(lambda m: eval(call, {"m": m, "x": m.ones(2, 3)}), torch,  # noqa: S307
+               f"dim {dup} appears multiple times in the list of dims")
