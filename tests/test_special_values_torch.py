@@ -182,6 +182,18 @@ def test_var_std_backward_of_empty_input_raises_no_numpy_warning(op, shape, dim)
     assert x.grad.shape == shape and x.grad.dtype == ad.float32
 
 
+@pytest.mark.parametrize("dim, correction", [(1, 0), (0, 0), (1, -1), ((0, 1), 0), (1, 1)])
+def test_var_of_empty_input_warns_as_pytorch(dim, correction):
+    # PyTorch's n is input numel / output numel: 0 for an empty input, whatever the reduced dims
+    warned = []
+    for T in (ad, torch):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            T.var(T.zeros(0, 3), dim=dim, correction=correction)
+        warned.append(any("degrees of freedom" in str(x.message) for x in w))
+    assert warned[0] == warned[1]
+
+
 def test_var_std_of_float32_beyond_float32_squares():
     # PyTorch accumulates float32 var in float64: (2e19)^2 overflows float32, the variance not
     check(lambda T, x: x.var(), [3e19, 1.5, -0.5], "float32")

@@ -480,7 +480,8 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
         raise RuntimeError("std and var only support floating point and complex dtypes")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     n = int(np.prod([d.shape[i] for i in dims])) if d.ndim else 1
-    if n - c <= 0:
+    # NOTE: PyTorch counts n as input numel / output numel: 0 for an empty input, whatever dims
+    if (n if d.size else 0) - c <= 0:
         name = "std" if sqrt else "var"
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
                       f"than the reduction factor (input numel divided by output numel).",
