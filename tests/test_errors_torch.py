@@ -537,6 +537,24 @@ def test_clamp_mixed_scalar_and_tensor_bounds_refused(torch):
                "clamp() received an invalid combination of arguments")
 
 
+@pytest.mark.parametrize("call", [
+    "m.clamp(x, 1, m.tensor(2.0))", "m.clamp(x, m.tensor(2.0), 2.5)", "x.clamp_(m.tensor(1.5), 2)",
+    "m.clamp(w, m.tensor(2.0), 2.5)", "m.clamp(m.tensor([1, 2, 3]), m.tensor(1.5), 2)",
+])
+def test_clamp_0d_tensor_bound_next_to_a_number_is_a_number(torch, call):
+    # PyTorch's parser takes a 0-d tensor that does not require grad as a Number (ClampBackward1);
+    # autodiag raised TypeError
+    def f(m):
+        x = m.tensor([1.0, 2.0, 3.0])
+        w = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        r = eval(call, {"m": m, "x": x, "w": w})  # noqa: S307
+        return [r, None if r.grad_fn is None else r.grad_fn.name()]
+
+    run_both(f, torch)
+    same_error(lambda m: m.clamp(m.ones(3), m.tensor(2.0, requires_grad=True), 2.5), torch,
+               "clamp() received an invalid combination of arguments")
+
+
 SETITEMS = {
     "0d_empty_tuple": ((), (), "sum"), "0d_ellipsis": ((), Ellipsis, "sum"),
     "1d_ellipsis": ((3,), Ellipsis, "x"), "1d_full_slice": ((3,), slice(None), "x"),
@@ -595,3 +613,13 @@ def test_bce_with_logits_has_the_targets_dtype(torch, dtypes_, weights, reductio
     # PyTorch computes part of the loss in the input's precision: float32-level agreement
     np.testing.assert_allclose(a[2], b[2], rtol=1e-6)
     np.testing.assert_allclose(a[3], b[3], rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, dup", [
+    ("x.sum((0, -2))", 0), ("x.sum((1, 0, 1))", 1), ("x.mean([1, 1])", 1), ("x.amax((0, 0))", 0),
+    ("x.var((0, 0))", 0), ("x.std((1, -1))", 1), ("m.tensor(1.0).sum((0, -1))", 0),
+])
+def test_reduction_over_a_repeated_dim_is_refused(torch, call, dup):
+    # autodiag reduced each dim once, silently (var((0, 0)) divided by the wrong count)
+    same_error(lambda m: eval(call, {"m": m, "x": m.ones(2, 3)}), torch,  # noqa: S307
+               f"dim {dup} appears multiple times in the list of dims")

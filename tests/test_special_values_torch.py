@@ -158,6 +158,42 @@ def test_std_of_one_element_biased_gradient_is_zero():
     check(lambda T, x: x.std(dim=0, unbiased=False), [[2.0, 3.0]])
 
 
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_var_std_of_integers_and_bools_are_refused(op):
+    # autodiag computed them (var of tensor([1, 2, 3]) was the int64 tensor(1))
+    for data in ([1, 2, 3], [True, False]):
+        errors = []
+        for T in (ad, torch):
+            with pytest.raises(RuntimeError) as e:
+                getattr(T.tensor(data), op)(0)
+            errors.append(str(e.value))
+        assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+@pytest.mark.parametrize("shape, dim", [((0,), None), ((2, 0), 1), ((0, 3), 0)])
+def test_var_std_backward_of_empty_input_raises_no_numpy_warning(op, shape, dim):
+    x = ad.zeros(shape, requires_grad=True)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        y = getattr(x, op)() if dim is None else getattr(x, op)(dim)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" leaked from backward
+        y.sum().backward()
+    assert x.grad.shape == shape and x.grad.dtype == ad.float32
+
+
+@pytest.mark.parametrize("dim, correction", [(1, 0), (0, 0), (1, -1), ((0, 1), 0), (1, 1)])
+def test_var_of_empty_input_warns_as_pytorch(dim, correction):
+    # PyTorch's n is input numel / output numel: 0 for an empty input, whatever the reduced dims
+    warned = []
+    for T in (ad, torch):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            T.var(T.zeros(0, 3), dim=dim, correction=correction)
+        warned.append(any("degrees of freedom" in str(x.message) for x in w))
+    assert warned[0] == warned[1]
+
+
 def test_var_std_of_float32_beyond_float32_squares():
     # PyTorch accumulates float32 var in float64: (2e19)^2 overflows float32, the variance not
     check(lambda T, x: x.var(), [3e19, 1.5, -0.5], "float32")

@@ -232,6 +232,32 @@ def test_partial_overlap_between_input_and_written_tensor_is_refused():
         _same(fn)
 
 
+def test_tensor_given_by_keyword_is_an_input_of_the_in_place_op():
+    """clamp_(min=t): the keyword tensor is checked for overlap and counts for recording (it was
+    ignored: no overlap error, and a no_grad view was written with a graph instead of refused)."""
+
+    def overlap(m):
+        x = m.arange(9.0).reshape(3, 3)
+        return x.clamp_(min=x[0])
+
+    def no_grad_view(m):
+        base = m.ones(3)
+        w = m.tensor([2.0, 0.0], requires_grad=True)
+        with m.no_grad():
+            v = base[:2]
+        v.clamp_(min=w)
+        return base
+
+    def grad_through_keyword(m):
+        x = m.zeros(2)
+        w = m.tensor([1.0, -1.0], requires_grad=True)
+        x.clamp_(max=w)
+        return x.grad_fn.name(), m.autograd.grad(x.sum(), w)
+
+    for fn in (overlap, no_grad_view, grad_through_keyword):
+        _same(fn)
+
+
 # --- views PyTorch refuses to rebase --------------------------------------------------------------
 
 
@@ -446,3 +472,20 @@ def test_filled_expanded_view_raises_at_backward_as_pytorch():
 
     (_, ea), (_, et) = _both(run)
     assert et is not None and ea == et
+
+
+def test_view_of_a_normal_tensor_made_in_inference_mode_is_normal():
+    """PyTorch: only tensors allocated in inference_mode are inference tensors; a view of a
+    normal one is normal, so writing it outside the mode is allowed (autodiag refused it)."""
+
+    def run(m):
+        z = m.ones(3)
+        with m.inference_mode():
+            w, s = z[:2], z.split(1)[0]
+            fresh = m.ones(2)[:1]
+        flags = [w.is_inference(), s.is_inference(), fresh.is_inference()]
+        w.add_(1)
+        s.add_(1)
+        return flags, z
+
+    _same(run)

@@ -212,6 +212,8 @@ def normalize_dims(dim, ndim: int) -> tuple:
         if not -n <= d < n:
             raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}]"
                              f", but got {d})")
+        if d % n in out:
+            raise RuntimeError(f"dim {d % n} appears multiple times in the list of dims")
         out.append(d % n)
     # a 0-d tensor accepts dim 0/-1 but has no axis to reduce: numpy wants no axes
     return tuple(sorted(set(out))) if ndim else ()

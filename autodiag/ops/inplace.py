@@ -206,8 +206,10 @@ def _method(name: str, fn):
     raw = getattr(fn, "__wrapped__", fn)
 
     def inplace(self, *args, **kwargs):
-        check_overlap(self, args)
-        return apply_inplace(self, name, lambda t: raw(t, *args, **kwargs), *args)
+        # tensors given by keyword (clamp_(min=t)) are inputs too: overlap, grad recording
+        others = (*args, *kwargs.values()) if kwargs else args
+        check_overlap(self, others)
+        return apply_inplace(self, name, lambda t: raw(t, *args, **kwargs), *others)
 
     inplace.__name__ = name
     inplace.__doc__ = f"In-place version of ``{fn.__name__}``."

@@ -564,7 +564,14 @@ def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        return _clamp_tensor(input, min, max)
+        if min is not None and max is not None and \
+                isinstance(min, Tensor) is not isinstance(max, Tensor):
+            # NOTE: a Tensor next to a number: PyTorch's parser takes a 0-d tensor that does
+            # not require grad as a Number (clamp(x, t, 2.5)); any other is a TypeError
+            min, max = (b.item() if isinstance(b, Tensor) and not b.ndim and not b.requires_grad
+                        else b for b in (min, max))
+        if isinstance(min, Tensor) or isinstance(max, Tensor):
+            return _clamp_tensor(input, min, max)
     r = _unary(input, lambda a: _clamp_fwd(a, min, max), _cls, _SELF, float_only=False)
     if r.grad_fn is not None:
         r.grad_fn.min, r.grad_fn.max = min, max

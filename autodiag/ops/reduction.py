@@ -437,6 +437,8 @@ class VarBackward0(_Reduce):
         than a signed or NaN factor; with ``dim`` the factor is taken as it comes (negative when
         correction > n), exactly as PyTorch does."""
         x = self.saved(xp, 0)
+        if xp.arrays and x.size == 0:
+            return np.zeros_like(x)  # nothing to differentiate (numpy's mean of it would warn)
         if self.whole:
             mu = x.mean() if xp.arrays else x.mean()
             dof = self.n - self.correction
@@ -474,9 +476,12 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
         unbiased, dim = dim, None
     c = _correction(unbiased, correction)
     d = x._data
+    if d.dtype.kind not in "fc":
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     n = int(np.prod([d.shape[i] for i in dims])) if d.ndim else 1
-    if n - c <= 0:
+    # NOTE: PyTorch counts n as input numel / output numel: 0 for an empty input, whatever dims
+    if (n if d.size else 0) - c <= 0:
         name = "std" if sqrt else "var"
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
                       f"than the reduction factor (input numel divided by output numel).",

@@ -49,6 +49,10 @@ def _make_view(x: Tensor, data: np.ndarray, node, multi_output: bool = False) ->
         register_view(vc, t)
     if x._inference:
         t._inference = True
+    elif _state.inference:
+        # NOTE: a view of a normal tensor made in inference_mode is a normal tensor (PyTorch):
+        # is_inference() False, writable in place outside the mode
+        t.__dict__.pop("_inference", None)
     return t
 
 
