@@ -220,7 +220,7 @@ class Tensor:
                 # ``t.requires_grad = True`` on an integer tensor: PyTorch refuses the
                 # assignment; a slot cannot check it without slowing every read of the flag,
                 # so the leaf is refused when it first enters a graph, with PyTorch's message
-                raise RuntimeError(REQUIRES_GRAD_DTYPE_ERROR.lower()[0] +
+                raise RuntimeError(REQUIRES_GRAD_DTYPE_ERROR[0].lower() +
                                    REQUIRES_GRAD_DTYPE_ERROR[1:])
             acc = AccumulateGrad(self)
             self._acc = weakref.ref(acc)

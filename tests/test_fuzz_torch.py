@@ -2,7 +2,7 @@
 
 ``test_fuzz_budget`` runs FUZZ_PROGRAMS seeded random programs on autodiag and PyTorch and fails
 listing a minimal runnable repro for each class of difference. Classes listed in
-``tests/fuzz/known_issues.py`` (being fixed on other branches) are reported as a warning with their
+``tests/fuzz/known_issues.py`` are reported as a warning with their
 counts and do not fail the test; with FUZZ_STALE=1 the entries that matched no program fail it
 (listed). Long runs: ``python tests/fuzz/run.py --seconds 900``.
 """

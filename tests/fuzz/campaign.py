@@ -106,7 +106,7 @@ class Campaign:
                f"refusals: {sum(self.refusals.values())}"]
         bar = "|" if markdown else " "
         for title, group in (("Difference classes", unknown),
-                             ("Known-issue classes (fixed on other branches)", known)):
+                             ("Known-issue classes (tests/fuzz/known_issues.py)", known)):
             if not group:
                 continue
             out += ["", f"## {title}" if markdown else f"{title}:", ""]

@@ -28,7 +28,7 @@ class KnownIssue:
 
 
 KNOWN_ISSUES: list[KnownIssue] = [
-    # ---- found by the fuzzer, open (no branch yet; see /work/briefs/fuzz-findings.md) --------
+    # ---- found by the fuzzer, not fixed yet (`python tests/fuzz/run.py --known` lists them) --
     KnownIssue("pytorch", r"(^|\+)embedding(\+|$)", r"^grad2 exception: ok vs RuntimeError",
                "PyTorch's bug: embedding's double backward with an empty index raises 'cannot "
                "reshape tensor of 0 elements into shape [0, -1]'; autodiag returns the zero "
