@@ -382,7 +382,12 @@ class _TensorOps:
 
     def __getattr__(self, name):
         # exp, log, sin, ..., where, matmul: the public differentiable ops of the same name.
-        fn = REGISTRY[name]
+        # Any other name is an AttributeError, as Python's protocols (hasattr, doctest's
+        # ``__wrapped__`` probe, copy, pickle) expect of a missing attribute.
+        try:
+            fn = REGISTRY[name]
+        except KeyError:
+            raise AttributeError(f"the backward vocabulary has no op {name!r}") from None
         setattr(self, name, fn)
         return fn
 
