@@ -27,31 +27,14 @@ from autodiag.autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E
 from autodiag.dtypes import (bool, double, dtype, float, float16, float32,  # noqa: E402, A004
                              float64, get_default_dtype, half, int, int8, int16, int32, int64,
                              long, promote_types, set_default_dtype, short, uint8)
-from autodiag.ops import REGISTRY as _REGISTRY  # noqa: E402
-from autodiag.ops.factories import (arange, as_tensor, empty, empty_like, eye,  # noqa: E402
-                                    from_numpy, full, full_like, linspace, manual_seed, normal,
-                                    ones, ones_like, rand, rand_like, randint, randn, randn_like,
-                                    randperm, seed, tensor, zeros, zeros_like)
-from autodiag.ops.linalg import bmm, dot, einsum, matmul, mm, mv, outer  # noqa: E402
-from autodiag.ops.pointwise import (abs, add, allclose, ceil, clamp, clamp_max,  # noqa: E402, A004
-                                    clamp_min, clip, cos, div, divide, eq, equal, erf, exp, floor,
-                                    floor_divide, ge, gt, isclose, isfinite, isinf, isnan, le,
-                                    log, log1p, logical_and, logical_not, logical_or,
-                                    logical_xor, lt, maximum, minimum, mul, multiply, ne, neg,
-                                    negative, pow, reciprocal, relu, remainder, round, rsqrt,
-                                    rsub, sigmoid, sign, sin, sqrt, sub, subtract, tan, tanh,
-                                    trunc, true_divide, where)
-from autodiag.ops.reduction import (amax, amin, argmax, argmin, logsumexp, log_softmax,  # noqa
-                                    max, mean, min, norm, prod, softmax, std, sum, var)
-from autodiag.ops.reduction import all_ as all, any_ as any  # noqa: E402 - torch.all/any
-from autodiag.ops.shape import (broadcast_to, cat, chunk, clone, concat,  # noqa: E402
-                                concatenate, diagonal, expand_as, flatten, gather, index_select,
-                                masked_fill, moveaxis, movedim, narrow, permute, repeat,
-                                reshape, select, split, squeeze, stack, swapaxes, t, transpose,
-                                unbind, unflatten, unsqueeze)
+from autodiag.ops import torch_namespace as _torch_namespace  # noqa: E402
+from autodiag.ops.factories import manual_seed, seed  # noqa: E402
+
+# Every op registered as PyTorch's ``torch.<name>`` (``register(home="torch")`` in ops/_core.py):
+# the registration is the one place that declares an op's public name.
+globals().update(_torch_namespace())
 from autodiag.size import Size  # noqa: E402
 from autodiag.tensor import Tensor  # noqa: E402
-from autodiag.ops.nn_ops import addmm  # noqa: E402
 from autodiag import nn, optim, utils  # noqa: E402  (after the ops: they build on them)
 from autodiag import accelerator, backends, cuda  # noqa: E402 - all absent: CPU only
 from autodiag._device import device  # noqa: E402

@@ -376,6 +376,15 @@ UN_SAVED = ("_saved_self", "_saved_result", "_saved_min", "_saved_max", "_saved_
             "_saved_approximate", "_saved_beta", "_saved_threshold")
 
 
+def test_every_hot_path_op_is_swept():
+    # the ops that unary_op/binary_op build (``OpInfo.hot``): each needs its row in UN
+    from autodiag.ops import OPS
+
+    hot = {n for n, info in OPS.items() if info.hot}
+    assert "exp" in hot and "neg" not in hot
+    assert not hot - set(UN), f"hot-path ops without a row in UN: {sorted(hot - set(UN))}"
+
+
 def un_saved(fn, x, r):
     out = {}
     for attr in UN_SAVED:

@@ -1,7 +1,9 @@
-"""The op families. Importing this package registers every op (``REGISTRY``) and attaches the
-Tensor methods and operators."""
+"""The op families. Importing this package registers every op (``REGISTRY``, ``OPS``) and
+attaches the Tensor methods, their in-place twins and the operators."""
 
 from autodiag.ops import factories, inplace, linalg, nn_ops, operators, pointwise, reduction, shape  # noqa: F401
-from autodiag.ops._core import REGISTRY
+from autodiag.ops._core import OPS, REGISTRY, torch_namespace
 
-__all__ = ["REGISTRY"]
+inplace.make_twins()
+
+__all__ = ["OPS", "REGISTRY", "torch_namespace"]

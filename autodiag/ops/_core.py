@@ -29,27 +29,73 @@ NO_EDGE = None  # an input that needs no gradient (NOTE [Compact edges] in graph
 # name -> function, for every public op (the CLI's expression mode and the tests enumerate it)
 REGISTRY: dict[str, object] = {}
 
+# Where PyTorch has an op: ``torch.<name>``; a Tensor method only (``x.view``); or
+# ``torch.nn.functional.<name>`` (which ``autodiag.nn.functional`` exports, some with a wrapper).
+HOMES = ("torch", "Tensor", "nn.functional")
 
-def register(name: str | None = None, method: bool | str = True):
-    """Register an op as ``autodiag.<name>`` and, unless ``method=False``, as a Tensor method.
+
+class OpInfo:
+    """What one registration declares; the namespaces and tables derive from it
+    (``autodiag.<name>``, the in-place twins, the CLI's expression allow-list)."""
+
+    __slots__ = ("name", "op", "method", "home", "expr", "inplace", "hot")
+
+    def __init__(self, name, op, method, home, expr, inplace, hot):
+        self.name = name
+        self.op = op  # the traced function: what REGISTRY, autodiag.<name> and Tensor hold
+        self.method = method  # its Tensor method's name, or None
+        self.home = home  # one of HOMES
+        self.expr = expr  # callable in expression mode (``autodiag graph -e``)
+        self.inplace = inplace  # its in-place twin's Tensor method name (``add_``), or None
+        self.hot = hot  # built by unary_op/binary_op: it reports itself (NOTE [Hot path])
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}: {self.home}>"
+
+
+# name -> OpInfo, in registration order
+OPS: dict[str, OpInfo] = {}
+
+
+def register(name: str | None = None, method: bool | str = True, *, home: str = "torch",
+             expr: bool = False, inplace: bool = False):
+    """Register an op: everything that names it derives from this one declaration.
+
+    ``name``: its public name (default: the function's). ``method``: also a Tensor method (or
+    the method's name). ``home``: where PyTorch has it (``HOMES``); ``"torch"`` makes it
+    ``autodiag.<name>``. ``expr``: callable in the CLI's expression mode, which evaluates
+    untrusted text: only for pure math (no I/O, no random state, no write into an input).
+    ``inplace``: also the in-place twin ``Tensor.<name>_`` (ops/inplace.py makes it).
 
     The function is wrapped so that tracers see its calls (NOTE [Tracing cost] in
     trace/events.py); the wrapper is what the module, the registry and Tensor hold.
     """
+    if home not in HOMES:
+        raise ValueError(f"register: home must be one of {HOMES}, not {home!r}")
 
     def deco(fn):
         n = name or fn.__name__
-        if getattr(fn, "__autodiag_op__", None) == n and not hasattr(fn, "__wrapped__"):
+        hot = getattr(fn, "__autodiag_op__", None) == n and not hasattr(fn, "__wrapped__")
+        if hot:
             op = fn  # it reports itself (trace.events.self_traced)
         else:
             # an alias of a registered op is wrapped once, under its own name
             op = traced(n, _numpy_names(inspect.unwrap(fn)))
+        meth = None if not method else n if method is True else method
+        if inplace and not meth:
+            raise ValueError(f"register: {n} has no Tensor method, so no in-place twin")
         REGISTRY[n] = op
-        if method:
-            setattr(Tensor, n if method is True else method, op)
+        OPS[n] = OpInfo(n, op, meth, home, expr, n + "_" if inplace else None, hot)
+        if meth:
+            setattr(Tensor, meth, op)
         return op
 
     return deco
+
+
+def torch_namespace() -> dict:
+    """name -> op for every op PyTorch has as ``torch.<name>``: the ops of ``autodiag.*``."""
+    return {n: info.op for n, info in OPS.items() if info.home == "torch"}
 
 
 def _numpy_names(fn):

@@ -17,7 +17,7 @@ import numpy as np
 from autodiag.autograd.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
 from autodiag.ops import views
-from autodiag.ops._core import _state, as_tensor_operand, check_broadcast, edge, result, wrap
+from autodiag.ops._core import OPS, _state, as_tensor_operand, check_broadcast, edge, result, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -218,16 +218,13 @@ def _method(name: str, fn):
     return inplace
 
 
-for _name, _fn in (("add_", pw.add), ("sub_", pw.sub), ("mul_", pw.mul), ("div_", pw.div),
-                   ("pow_", pw.pow), ("clamp_", pw.clamp), ("clamp_min_", pw.clamp_min),
-                   ("clamp_max_", pw.clamp_max), ("relu_", pw.relu), ("neg_", pw.neg),
-                   ("exp_", pw.exp), ("log_", pw.log), ("sqrt_", pw.sqrt), ("abs_", pw.abs),
-                   ("sigmoid_", pw.sigmoid), ("tanh_", pw.tanh), ("sin_", pw.sin),
-                   ("cos_", pw.cos), ("floor_", pw.floor), ("ceil_", pw.ceil),
-                   ("round_", pw.round), ("sign_", pw.sign), ("reciprocal_", pw.reciprocal),
-                   ("subtract_", pw.sub), ("multiply_", pw.mul), ("divide_", pw.div),
-                   ("clip_", pw.clamp)):
-    _method(_name, _fn)
+def make_twins() -> None:
+    """The in-place twins the registrations declare (``register(inplace=True)``: ``add_``,
+    ``clamp_``, ``subtract_`` ...); run once every op is registered."""
+    for info in OPS.values():
+        if info.inplace:
+            _method(info.inplace, info.op)
+
 
 for _op, _fn in (("__iadd__", pw.add), ("__isub__", pw.sub), ("__imul__", pw.mul),
                  ("__itruediv__", pw.div), ("__ipow__", pw.pow)):

@@ -56,7 +56,7 @@ def _product(cls, a, b, out):
     return result(out, None)
 
 
-@register()
+@register(expr=True)
 def mm(input, mat2):
     a, b = as_tensor_operand(input), as_tensor_operand(mat2)
     if a.ndim != 2:
@@ -131,7 +131,7 @@ class DotBackward0(_Product):
                 g * self.saved(xp, 0) if nf[1] is not None else None)
 
 
-@register()
+@register(expr=True)
 def dot(input, tensor):
     a, b = as_tensor_operand(input), as_tensor_operand(tensor)
     if a.ndim != 1 or b.ndim != 1:
@@ -146,7 +146,7 @@ def dot(input, tensor):
 
 
 
-@register()
+@register(expr=True)
 def outer(input, vec2):
     a, b = as_tensor_operand(input), as_tensor_operand(vec2)
     return a.reshape(-1, 1) * b
@@ -178,7 +178,7 @@ def _unsafe_view(t: Tensor, shape) -> Tensor:
     return _shape_op(t, t._data.reshape(shape), UnsafeViewBackward0, is_view=False)
 
 
-@register()
+@register(expr=True)
 def matmul(input, other):
     """Matrix product with PyTorch's dispatch (``_matmul_impl``): dot, mv, mm, folding into mm/mv,
     or batched bmm with broadcasting. The recorded graph is PyTorch's, node for node."""

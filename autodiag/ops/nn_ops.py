@@ -230,7 +230,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return result(out, None)
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``, dispatched as PyTorch's ``at::linear``: a 2-D input with a
     bias is one ``addmm``; other contiguous inputs are flattened to 2-D around it; the rest is
@@ -293,7 +293,7 @@ def _broadcast_pair(a: Tensor, b: Tensor):
     return (a if sa == shape else expand(a, shape)), (b if sb == shape else expand(b, shape))
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
              weight=None):
     """Mean squared error, one ``MseLossBackward0`` node (as ``torch.nn.functional.mse_loss``).
@@ -461,7 +461,7 @@ def _nll_core(x: Tensor, target: Tensor, weight, r: int, ignore_index: int, cls)
     return result(np.asarray(out), None)
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
              reduce=None, reduction: str = "mean"):
     """Negative log-likelihood of class indices (``NllLossBackward0``), as
@@ -491,7 +491,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     return out.view(*out_size) if r == 0 else out
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
                   reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
     """``nll_loss(log_softmax(input, 1), target)`` for class indices (the graph is
@@ -625,7 +625,7 @@ def _bce_finish(gr, w, reduction, n, g):
     return gr * g
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction: str = "mean", pos_weight=None):
     """Sigmoid + binary cross-entropy in one stable node
@@ -742,7 +742,7 @@ def _sum_batch(xp, a, batch):
     return a.sum(axis=batch) if xp.arrays else a.sum(batch)
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Layer normalization over the trailing ``normalized_shape`` dims, one
     ``NativeLayerNormBackward0`` node (as ``torch.nn.functional.layer_norm``).
@@ -841,7 +841,7 @@ def _renorm_rows(weight: Tensor, idx: np.ndarray, max_norm: float, norm_type: fl
         bump_version(weight, "embedding_renorm_")
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False):
     """Rows of ``weight`` at the integer ``input`` indices (``EmbeddingBackward0``).
@@ -890,7 +890,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
 # ---------------------------------------------------------------------------------------------
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; the
     identity when ``p == 0`` or not training. Recorded as PyTorch records it on CPU: ``input *
@@ -953,7 +953,7 @@ def _leaky_relu_saving_result(t: Tensor, negative_slope: float) -> Tensor:
     return result(out, None)
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def leaky_relu_(input, negative_slope: float = 0.01):
     """In-place leaky ReLU (``LeakyReluBackward1``, which saves the output)."""
     return apply_inplace(input, "leaky_relu_",

@@ -187,7 +187,7 @@ class NegBackward0(Node):
 _neg = _own_code(unary_op(None, np.negative, NegBackward0, _NONE, float_only=False))
 
 
-@register()
+@register(inplace=True)
 def neg(input):
     if isinstance(input, Tensor) and input._data.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
@@ -206,7 +206,7 @@ class AbsBackward0(_Unary):
         return (g * xp.sign(self.saved(xp, 0)),)
 
 
-abs = register()(  # noqa: A001
+abs = register(expr=True, inplace=True)(  # noqa: A001
     unary_op("abs", _no_bool(np.abs, "abs_cpu"), AbsBackward0, _SELF, float_only=False))
 
 
@@ -217,7 +217,7 @@ class ExpBackward0(_UnaryResult):
         return (g * self.saved(xp, 0),)
 
 
-exp = register()(unary_op("exp", np.exp, ExpBackward0, _RESULT))
+exp = register(expr=True, inplace=True)(unary_op("exp", np.exp, ExpBackward0, _RESULT))
 
 
 class LogBackward0(_Unary):
@@ -227,7 +227,7 @@ class LogBackward0(_Unary):
         return (g / self.saved(xp, 0),)
 
 
-log = register()(unary_op("log", np.log, LogBackward0, _SELF))
+log = register(expr=True, inplace=True)(unary_op("log", np.log, LogBackward0, _SELF))
 
 
 class Log1PBackward0(_Unary):
@@ -237,7 +237,7 @@ class Log1PBackward0(_Unary):
         return (g / (self.saved(xp, 0) + 1),)
 
 
-log1p = register()(unary_op("log1p", np.log1p, Log1PBackward0, _SELF))
+log1p = register(expr=True)(unary_op("log1p", np.log1p, Log1PBackward0, _SELF))
 
 
 class SqrtBackward0(_UnaryResult):
@@ -247,7 +247,7 @@ class SqrtBackward0(_UnaryResult):
         return (g / (2 * self.saved(xp, 0)),)
 
 
-sqrt = register()(unary_op("sqrt", np.sqrt, SqrtBackward0, _RESULT))
+sqrt = register(expr=True, inplace=True)(unary_op("sqrt", np.sqrt, SqrtBackward0, _RESULT))
 
 
 class RsqrtBackward0(_UnaryResult):
@@ -258,7 +258,7 @@ class RsqrtBackward0(_UnaryResult):
         return (-0.5 * g * r * r * r,)
 
 
-rsqrt = register()(unary_op("rsqrt", lambda a: 1 / np.sqrt(a), RsqrtBackward0, _RESULT))
+rsqrt = register(expr=True)(unary_op("rsqrt", lambda a: 1 / np.sqrt(a), RsqrtBackward0, _RESULT))
 
 
 class ReciprocalBackward0(_UnaryResult):
@@ -269,7 +269,8 @@ class ReciprocalBackward0(_UnaryResult):
         return (-g * r * r,)
 
 
-reciprocal = register()(unary_op("reciprocal", np.reciprocal, ReciprocalBackward0, _RESULT))
+reciprocal = register(expr=True, inplace=True)(
+    unary_op("reciprocal", np.reciprocal, ReciprocalBackward0, _RESULT))
 
 
 class SinBackward0(_Unary):
@@ -279,7 +280,7 @@ class SinBackward0(_Unary):
         return (g * xp.cos(self.saved(xp, 0)),)
 
 
-sin = register()(unary_op("sin", np.sin, SinBackward0, _SELF))
+sin = register(expr=True, inplace=True)(unary_op("sin", np.sin, SinBackward0, _SELF))
 
 
 class CosBackward0(_Unary):
@@ -289,7 +290,7 @@ class CosBackward0(_Unary):
         return (g * -xp.sin(self.saved(xp, 0)),)
 
 
-cos = register()(unary_op("cos", np.cos, CosBackward0, _SELF))
+cos = register(expr=True, inplace=True)(unary_op("cos", np.cos, CosBackward0, _SELF))
 
 
 class TanBackward0(_UnaryResult):
@@ -300,7 +301,7 @@ class TanBackward0(_UnaryResult):
         return (g * (1 + r * r),)
 
 
-tan = register()(unary_op("tan", np.tan, TanBackward0, _RESULT))
+tan = register(expr=True)(unary_op("tan", np.tan, TanBackward0, _RESULT))
 
 
 class TanhBackward0(_UnaryResult):
@@ -311,7 +312,7 @@ class TanhBackward0(_UnaryResult):
         return (g * (1 - r * r),)
 
 
-tanh = register()(unary_op("tanh", np.tanh, TanhBackward0, _RESULT))
+tanh = register(expr=True, inplace=True)(unary_op("tanh", np.tanh, TanhBackward0, _RESULT))
 
 
 def _np_sigmoid(a):
@@ -332,7 +333,8 @@ class SigmoidBackward0(_UnaryResult):
         return (g * (r * (1 - r)),)
 
 
-sigmoid = register()(unary_op("sigmoid", _np_sigmoid, SigmoidBackward0, _RESULT))
+sigmoid = register(expr=True, inplace=True)(
+    unary_op("sigmoid", _np_sigmoid, SigmoidBackward0, _RESULT))
 
 
 # --- piecewise functions (zero or undefined derivative at the kinks, as PyTorch) ------------
@@ -410,7 +412,8 @@ def _np_relu(a):
     return np.maximum(a.dtype.type(0), a)
 
 
-relu = register()(unary_op("relu", _np_relu, ReluBackward0, _RESULT, float_only=False))
+relu = register(expr=True, inplace=True)(
+    unary_op("relu", _np_relu, ReluBackward0, _RESULT, float_only=False))
 
 
 class LeakyReluBackward0(_Unary):
@@ -424,7 +427,7 @@ class LeakyReluBackward0(_Unary):
         return {"negative_slope": self.negative_slope}
 
 
-@register(method=False)
+@register(method=False, home="nn.functional", expr=True)
 def leaky_relu(input, negative_slope: float = 0.01):
     _refuse(input, "leaky_relu_cpu", "biu")
     r = _unary(input, lambda a: np.where(a > 0, a, a * negative_slope).astype(a.dtype),
@@ -478,7 +481,7 @@ class GeluBackward0(_Unary):
         return {"approximate": self.approximate}
 
 
-@register(method=False)
+@register(method=False, home="nn.functional", expr=True)
 def gelu(input, approximate: str = "none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
@@ -502,7 +505,7 @@ class SoftplusBackward0(_Unary):
         return {"beta": self.beta, "threshold": self.threshold}
 
 
-@register(method=False)
+@register(method=False, home="nn.functional", expr=True)
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
     _refuse(input, "softplus_cpu", "biu")
 
@@ -559,7 +562,7 @@ def _clamp_array(a, lo, hi):
     return a
 
 
-@register()
+@register(expr=True, inplace=True)
 def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -659,17 +662,17 @@ def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
     return result(out, node)
 
 
-clip = register("clip")(clamp)
+clip = register("clip", inplace=True)(clamp)
 
 
-@register()
+@register(inplace=True)
 def clamp_min(input, min):  # noqa: A002
     if isinstance(min, Tensor):
         return _clamp_tensor(input, min, None, ClampMinBackward1)
     return clamp(input, min=min, _cls=ClampMinBackward0)
 
 
-@register()
+@register(inplace=True)
 def clamp_max(input, max):  # noqa: A002
     if isinstance(max, Tensor):
         return _clamp_tensor(input, None, max, ClampMaxBackward1)
@@ -694,7 +697,7 @@ TruncBackward0 = _zero_grad_node("TruncBackward0")
 _NO_DECIMALS = object()
 
 
-@register()
+@register(expr=True, inplace=True)
 def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
     cls = RoundBackward0 if decimals is _NO_DECIMALS else RoundBackward1
     d = 0 if decimals is _NO_DECIMALS else decimals
@@ -705,15 +708,16 @@ def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
     return _unary(input, lambda a: np.round(a, d), cls, _NONE, float_only=False)
 
 
-sign = register()(unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False))
+sign = register(expr=True, inplace=True)(
+    unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False))
 
 
-floor = register()(
+floor = register(expr=True, inplace=True)(
     unary_op("floor", _no_bool(np.floor, "floor_vml_cpu"), FloorBackward0, _NONE,
              float_only=False))
 
 
-ceil = register()(
+ceil = register(expr=True, inplace=True)(
     unary_op("ceil", _no_bool(np.ceil, "ceil_vml_cpu"), CeilBackward0, _NONE, float_only=False))
 
 
@@ -939,7 +943,7 @@ def _add_sub(input, other, alpha, np_fn, cls):
 _add = binary_op("add", np.add, AddBackward0, 0, 0)
 
 
-@register()
+@register(inplace=True)
 def add(input, other, *, alpha=1):
     if alpha == 1 and input.__class__ is Tensor:
         return _add(input, other)
@@ -975,7 +979,7 @@ def _check_bool_sub(a, b) -> None:
 _sub = binary_op("sub", np.subtract, SubBackward0, 0, 0)
 
 
-@register()
+@register(inplace=True)
 def sub(input, other, *, alpha=1):
     _check_bool_sub(input, other)
     if not isinstance(input, Tensor):
@@ -985,7 +989,7 @@ def sub(input, other, *, alpha=1):
     return _add_sub(input, other, alpha, np.subtract, SubBackward0)
 
 
-subtract = register("subtract")(sub)
+subtract = register("subtract", inplace=True)(sub)
 
 
 def _reversed_subtract(x, y):
@@ -1053,14 +1057,14 @@ class MulBackward0(_Binary):
 _mul = binary_op("mul", np.multiply, MulBackward0, _FOR_OTHER, _FOR_OTHER)
 
 
-@register()
+@register(inplace=True)
 def mul(input, other):
     if not isinstance(input, Tensor):
         input, other = other, input
     return _mul(input, other)
 
 
-multiply = register("multiply")(mul)
+multiply = register("multiply", inplace=True)(mul)
 
 
 class DivBackward0(_Binary):
@@ -1080,7 +1084,7 @@ class DivBackward0(_Binary):
 _div = binary_op("div", np.true_divide, DivBackward0, _FOR_OTHER, _ALWAYS, true_divide=True)
 
 
-@register()
+@register(inplace=True)
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
         return _div_rounded(input, other, rounding_mode)
@@ -1090,7 +1094,7 @@ def div(input, other, *, rounding_mode=None):
     return _div(input, other)
 
 
-divide = register("divide")(div)
+divide = register("divide", inplace=True)(div)
 true_divide = register("true_divide")(div)
 
 
@@ -1293,7 +1297,7 @@ class PowBackward2(Node):
         return {"self": self.base}
 
 
-@register()
+@register(expr=True, inplace=True)
 def pow(input, exponent):  # noqa: A001
     if not isinstance(input, Tensor):
         return _scalar_pow(input, exponent)
@@ -1384,12 +1388,12 @@ def _min_max(input, other, fn, cls):
 
 # NOTE: PyTorch's maximum(a, b) returns a on ties (maximum(-0.0, 0.0) is -0.0); numpy's returns
 # its second argument, so the operands go in swapped.
-@register()
+@register(expr=True)
 def maximum(input, other):
     return _min_max(input, other, lambda a, b: np.maximum(b, a), MaximumBackward0)
 
 
-@register()
+@register(expr=True)
 def minimum(input, other):
     return _min_max(input, other, lambda a, b: np.minimum(b, a), MinimumBackward0)
 
@@ -1407,7 +1411,7 @@ class WhereBackward0(Node):
                 xp.mask(~c, g) if nf[1] is not None else None)
 
 
-@register()
+@register(expr=True)
 def where(condition, input=None, other=None):
     if input is None and other is None:
         return tuple(result(i, None) for i in np.nonzero(as_tensor_operand(condition)._data))

@@ -92,7 +92,7 @@ def _sum_dtype(d: np.ndarray):
     return np.int64 if d.dtype.kind in "biu" else None
 
 
-@register()
+@register(expr=True)
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
     x = as_tensor_operand(input)
     d = x._data
@@ -130,7 +130,7 @@ class MeanBackward1(MeanBackward0):
     __slots__ = ()
 
 
-@register()
+@register(expr=True)
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     x = as_tensor_operand(input)
     d = x._data
@@ -210,7 +210,7 @@ class ProdBackward1(ProdBackward0):
     __slots__ = ()
 
 
-@register()
+@register(expr=True)
 def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
     x = as_tensor_operand(input)
     d = x._data
@@ -306,7 +306,7 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
     return _MaxMin(result(vals, None), indices)
 
 
-@register()
+@register(expr=True)
 def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001
     from autodiag.ops.pointwise import maximum
 
@@ -314,7 +314,7 @@ def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001
                     maximum, "max")
 
 
-@register()
+@register(expr=True)
 def min(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001
     from autodiag.ops.pointwise import minimum
 
@@ -353,12 +353,12 @@ def _amax_amin(input, dim, keepdim, np_red, cls, name):
     return result(out, None)
 
 
-@register()
+@register(expr=True)
 def amax(input, dim=(), keepdim: bool = False):
     return _amax_amin(input, dim, keepdim, np.max, AmaxBackward0, "amax")
 
 
-@register()
+@register(expr=True)
 def amin(input, dim=(), keepdim: bool = False):
     return _amax_amin(input, dim, keepdim, np.min, AminBackward0, "amin")
 
@@ -507,12 +507,12 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     return result(out, None)
 
 
-@register()
+@register(expr=True)
 def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     return _var_std(input, dim, unbiased, keepdim, correction, VarBackward0, False)
 
 
-@register()
+@register(expr=True)
 def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     return _var_std(input, dim, unbiased, keepdim, correction, StdBackward0, True)
 
@@ -550,7 +550,7 @@ class LinalgVectorNormBackward0(_Reduce):
         return {"ord": self.ord, "dim": self.dims}
 
 
-@register()
+@register(expr=True)
 def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
     if p == "fro" or p is None:
         p = 2
@@ -612,7 +612,7 @@ class LogsumexpBackward0(_Reduce):
         return (self.expand(xp, g) * xp.exp(x - r),)
 
 
-@register()
+@register(expr=True)
 def logsumexp(input, dim, keepdim: bool = False):
     x = as_tensor_operand(input)
     d = x._data if x._data.dtype.kind == "f" else x._data.astype(
@@ -690,11 +690,11 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
     return result(out, None)
 
 
-@register()
+@register(expr=True)
 def softmax(input, dim=None, dtype=None):
     return _softmax_like(input, dim, dtype, SoftmaxBackward0, False)
 
 
-@register()
+@register(expr=True)
 def log_softmax(input, dim=None, dtype=None):
     return _softmax_like(input, dim, dtype, LogSoftmaxBackward0, True)

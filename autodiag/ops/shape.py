@@ -131,7 +131,7 @@ def _infer_shape(shape, numel: int) -> tuple:
     return shape
 
 
-@register()
+@register(home="Tensor")
 def view(input, *shape):
     if len(shape) == 1 and isinstance(shape[0], dtypes.dtype):
         raise NotImplementedError("autodiag: view(dtype) is not supported")
@@ -168,12 +168,12 @@ def reshape(input, *shape):
     return _shape_op(c, c._data.reshape(shape), UnsafeViewBackward0, is_view=False)
 
 
-@register()
+@register(home="Tensor")
 def view_as(input, other):
     return view(input, other.shape)
 
 
-@register()
+@register(home="Tensor")
 def reshape_as(input, other):
     return reshape(input, other.shape)
 
@@ -350,7 +350,7 @@ class ExpandBackward0(Node):
         return {"self_sym_sizes": self.in_shape}
 
 
-@register()
+@register(home="Tensor")
 def expand(input, *sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
@@ -486,12 +486,12 @@ def movedim(input, source, destination):
 
 moveaxis = register("moveaxis")(movedim)
 
-@register()
+@register(home="Tensor")
 def expand_as(input, other):
     return expand(input, other.shape)
 
 
-@register(method=False)
+@register()
 def broadcast_to(input, size):
     return expand(input, size)
 
@@ -517,7 +517,7 @@ class RepeatBackward0(Node):
         return {"repeats": self.repeats}
 
 
-@register()
+@register(home="Tensor")
 def repeat(input, *repeats):
     if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
         repeats = tuple(repeats[0])
@@ -804,7 +804,8 @@ def cat(tensors, dim: int = 0):
     return result(out, None)
 
 
-concat = concatenate = register("concat", method=False)(cat)
+concat = register("concat", method=False)(cat)
+concatenate = register("concatenate", method=False)(cat)
 
 
 class StackBackward0(Node):
@@ -1102,7 +1103,7 @@ def clone(input, *, memory_format=None):
     return result(out, node)
 
 
-@register()
+@register(home="Tensor")
 def contiguous(input, memory_format=None):
     if input._data.flags.c_contiguous:
         return input
@@ -1125,7 +1126,7 @@ def _to_dtype(x: Tensor, dt: dtypes.dtype, copy: bool = False) -> Tensor:
     return result(out, None)
 
 
-@register()
+@register(home="Tensor")
 def to(input, *args, **kwargs):
     dt = kwargs.get("dtype")
     copy = kwargs.get("copy", False)
@@ -1157,7 +1158,7 @@ for _n, _dt in (("float", dtypes.float32), ("double", dtypes.float64), ("half", 
     setattr(Tensor, _n, _caster(_dt))
 
 
-@register()
+@register(home="Tensor")
 def type_as(input, other):
     return _to_dtype(input, other.dtype)
 

@@ -15,16 +15,11 @@ import keyword
 import math
 import operator
 
+from autodiag.ops import OPS
 from autodiag.target.errors import BadExpression, BadInvocation
 
-# The functions an expression may call: autodiag ops of these names.
-FUNCTIONS = (
-    "abs", "amax", "amin", "ceil", "clamp", "cos", "dot", "exp", "floor", "gelu", "leaky_relu",
-    "log", "log1p", "log_softmax", "logsumexp", "matmul", "max", "maximum", "mean", "min",
-    "minimum", "mm", "norm", "outer", "pow", "prod", "reciprocal", "relu", "round", "rsqrt",
-    "sigmoid", "sign", "sin", "softmax", "softplus", "sqrt", "std", "sum", "tan", "tanh", "var",
-    "where",
-)
+# The functions an expression may call: the ops registered with ``expr=True`` (ops/_core.py).
+FUNCTIONS = tuple(sorted(n for n, info in OPS.items() if info.expr))
 KEYWORDS = ("dim", "keepdim", "min", "max", "p", "approximate", "negative_slope", "beta",
             "threshold", "exponent", "unbiased", "correction")
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
@@ -228,7 +223,7 @@ def evaluate(tree: ast.Expression, env: dict):
         elif isinstance(node, ast.Call):
             args = [values.pop(id(a)) for a in node.args]
             kwargs = {kw.arg: values.pop(id(kw.value)) for kw in node.keywords}
-            v = getattr(ad, node.func.id)(*args, **kwargs)
+            v = OPS[node.func.id].op(*args, **kwargs)  # nn.functional's ops too
         else:  # ast.Subscript on a variable, with a constant index
             v = env[node.value.id][_index_value(node.slice)]
         values[id(node)] = v
