@@ -21,7 +21,7 @@ from autodiag import autograd, trace  # noqa: E402
 from autodiag._version import __version__  # noqa: E402
 from autodiag.autograd.anomaly import (is_anomaly_check_nan_enabled,  # noqa: E402
                                        is_anomaly_enabled, set_anomaly_enabled)
-from autodiag.autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402
+from autodiag.core.grad_mode import (enable_grad, inference_mode,  # noqa: E402
                                          is_grad_enabled, is_inference_mode_enabled, no_grad,
                                          set_grad_enabled)
 from autodiag.dtypes import (bool, double, dtype, float, float16, float32,  # noqa: E402, A004

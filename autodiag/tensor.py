@@ -12,8 +12,8 @@ import weakref
 import numpy as np
 
 from autodiag import _device, dtypes
-from autodiag.autograd import grad_mode, graph
-from autodiag.autograd.graph import AccumulateGrad, _add_hook, _HookDict
+from autodiag.core import grad_mode, graph
+from autodiag.core.graph import AccumulateGrad, _add_hook, _HookDict
 from autodiag.trace import events as _events
 from autodiag.trace.events import traced
 

@@ -9,13 +9,17 @@ on it.
 from __future__ import annotations
 
 import doctest
+import importlib
 import warnings
 
 import numpy as np
 import pytest
 
 import autodiag as ad
-from autodiag.autograd import _gradcheck, _gradcheck_diagnosis
+from autodiag.autograd import _gradcheck_diagnosis
+
+# the module: the attribute ``autograd.gradcheck`` is the function, as in PyTorch
+_gradcheck = importlib.import_module("autodiag.autograd.gradcheck")
 
 # ---------------------------------------------------------------------------------------------
 # The corpus

@@ -149,7 +149,7 @@ def test_nodes_keep_a_size_class_of_their_own():
     tensors do not use (sharing ndarray's made full collections of a 1e6-op graph ~30% slower)."""
     import numpy as np
 
-    from autodiag.autograd.graph import Node
+    from autodiag.core.graph import Node
     from autodiag.ops.pointwise import AddBackward0, MulBackward0, SinBackward0
     from autodiag.tensor import Tensor
 

@@ -30,11 +30,13 @@ import numpy as np
 
 from autodiag._look import is_a, look, variables
 from autodiag.analysis.findings import Finding
-from autodiag.autograd import _gradcheck as _gc
-from autodiag.autograd._gradcheck import GradcheckError
+from autodiag.autograd.gradcheck import GradcheckError
 from autodiag.autograd.function import Function, _has_setup_context
 from autodiag.tensor import Tensor
 from autodiag.trace.sites import capture_stack, short_path
+
+# the module (``autodiag.autograd.gradcheck`` the attribute is the function, as in PyTorch)
+_gc = sys.modules["autodiag.autograd.gradcheck"]
 
 # The library's functions, captured at import: CallRecorder replaces the public names while a
 # script runs, and the checks here always call the real ones.

@@ -65,7 +65,7 @@ class Diagnosis:
 
 
 def diagnose(err: Exception, run) -> list:
-    from autodiag.autograd._gradcheck import GradcheckError
+    from autodiag.autograd.gradcheck import GradcheckError
 
     found: list = []
     if run.mutated:
@@ -212,7 +212,7 @@ def _blocks(run, i: int):
     cached = getattr(run, "_rule_blocks", None)
     if cached is not None and cached[0] == i:
         return cached[1]
-    from autodiag.autograd._gradcheck import (_differentiable_outputs, analytical_jacobian,
+    from autodiag.autograd.gradcheck import (_differentiable_outputs, analytical_jacobian,
                                               numerical_jacobian)
 
     outs = _differentiable_outputs(run.func(*run.inputs))
@@ -229,7 +229,7 @@ def _blocks(run, i: int):
 def _elementwise(run, failure: dict):
     """(x, f, analytical diagonal, numerical diagonal) when the failing block is elementwise
     (input and output of the same shape, both Jacobians diagonal), else None."""
-    from autodiag.autograd._gradcheck import _differentiable_outputs
+    from autodiag.autograd.gradcheck import _differentiable_outputs
 
     j, i = failure["input"], failure["output"]
     a, n = failure["analytical"].astype(np.float64), failure["numerical"].astype(np.float64)
@@ -398,7 +398,7 @@ def _kink(run, failure: dict):
     """One-sided differences at the worst element: a jump means a non-differentiable point
     within eps (relu or abs at 0, a clamp bound); the central difference then averages the
     two sides and matches neither."""
-    from autodiag.autograd._gradcheck import _differentiable_outputs
+    from autodiag.autograd.gradcheck import _differentiable_outputs
 
     w = failure["worst"]
     inputs = _probe_inputs(run)
@@ -432,7 +432,7 @@ def _returned_dtypes(run, failure: dict):
     """Custom Functions whose backward returned a dtype other than their input's: autograd
     casts it silently, so a float16/int gradient loses precision without an error."""
     from autodiag.autograd import grad
-    from autodiag.autograd._gradcheck import _differentiable_outputs
+    from autodiag.autograd.gradcheck import _differentiable_outputs
     from autodiag.autograd.function import BackwardCFunction
     from autodiag.ops._core import wrap
 
@@ -547,7 +547,7 @@ def _low_precision(run, retry: bool) -> tuple:
         return Diagnosis("low_precision", f"Input {names} is not float64: gradcheck's default "
                          f"tolerances assume double precision.",
                          {"inputs": [j for j, _ in low]}), []
-    from autodiag.autograd._gradcheck import GradcheckError, _check, _Run
+    from autodiag.autograd.gradcheck import GradcheckError, _check, _Run
 
     again = _Run(run.func, _probe_inputs(run), run.eps, run.atol, run.rtol, run.nondet_tol,
                  run.check_grad_dtypes, run.fast_mode)

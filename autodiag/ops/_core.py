@@ -18,8 +18,8 @@ import numbers
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import Node, SavedTensor, _saved_hooks_stack
+from autodiag.core import grad_mode
+from autodiag.core.graph import Node, SavedTensor, _saved_hooks_stack
 from autodiag.tensor import Tensor, _init, _new
 from autodiag.trace.events import traced
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.autograd.graph import Node, SavedTensor
+from autodiag.core.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
 from autodiag.ops import views
 from autodiag.ops._core import _state, as_tensor_operand, check_broadcast, edge, result, wrap

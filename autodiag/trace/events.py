@@ -33,7 +33,7 @@ REPORTED = [0, 0, 0]
 # The nn.Module calls in progress while a tracer is installed, outermost first (nn.Module's
 # __call__ keeps it): an analysis names a module's ops by its path in the outermost one.
 MODULES: list = []
-# Sequence number source of graph nodes (set by autograd.graph; nodes made during an op have a
+# Sequence number source of graph nodes (set by core.graph; nodes made during an op have a
 # sequence number above the mark taken before it).
 _seq_source: list = [None]
 
@@ -75,7 +75,7 @@ def uninstall(tracer) -> None:
 
 def _note_saving_result(out) -> None:
     """The untraced call of a wrapped op: if its result's node saves tensors, remember the user's
-    line on it (NOTE [Saving sites] in autograd/graph.py)."""
+    line on it (NOTE [Saving sites] in core/graph.py)."""
     if out.__class__ is _T[0]:
         node = out.grad_fn
         if node is not None and node._saved is not None:
@@ -215,7 +215,7 @@ def _mark_new_nodes(node, mark: int, stack) -> None:
 
 
 def _emit_saves(node, outputs) -> None:
-    from autodiag.autograd.graph import SavedTensor
+    from autodiag.core.graph import SavedTensor
 
     T = _T[0]
     by_data = {id(o._data): o for o in outputs}

@@ -27,9 +27,9 @@ import sys
 import warnings
 import weakref
 
-from autodiag.autograd import grad_mode
+from autodiag.core import grad_mode
 from autodiag.autograd.function import Function
-from autodiag.autograd.graph import SavedTensor, saved_tensors_hooks
+from autodiag.core.graph import SavedTensor, saved_tensors_hooks
 from autodiag.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
@@ -312,7 +312,7 @@ class _CheckpointNode:
 
 
 def _raise_modified_input(t: Tensor, version: int) -> None:
-    from autodiag.autograd import errors
+    from autodiag.core import errors
 
     saved = SavedTensor.compact(t)
     saved.version = version

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 
-from autodiag.autograd import grad_mode
+from autodiag.core import grad_mode
 from autodiag.autograd.function import Function
 from autodiag.tensor import Tensor
 

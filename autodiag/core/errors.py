@@ -121,7 +121,7 @@ def _at(site) -> str:
 
 
 def freed_message(info: FreedInfo) -> str:
-    from autodiag.autograd.graph import ERR_BACKWARD_TWICE
+    from autodiag.core.graph import ERR_BACKWARD_TWICE
 
     k = info.freed_call
     freed_by = f"backward call {k} {_at(info.freed_at)}"
@@ -183,10 +183,9 @@ def _through(node, last_seq: int, root_nodes, frames):
     numbered up to ``last_seq`` existed before the freeing call; the frontier of that old part
     (old nodes that are roots or children of new ones) is where the new graph entered the old
     one. Prefer a named tensor whose grad_fn is on the frontier, then the newest old one."""
-    from autodiag.autograd.engine import _mark_needed
-    from autodiag.autograd.graph import children
+    from autodiag.core.graph import children, mark_needed
 
-    needed = _mark_needed(root_nodes, {node})
+    needed = mark_needed(root_nodes, {node})
     old = {n for n in needed if n._seq <= last_seq}
     frontier = {n for n in root_nodes if n in old}
     for n in needed:

@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 
 from autodiag.autograd._gradcheck_diagnosis import Diagnosis, compare, diagnose
-from autodiag.autograd.graph import Node
+from autodiag.core.graph import Node
 from autodiag.ops._core import edge, wrap
 from autodiag.tensor import Tensor
 
@@ -720,7 +720,3 @@ def _attach_diagnosis(err: Exception, run: _Run) -> None:
     elif hasattr(err, "add_note"):  # Python >= 3.11
         err.add_note(text)  # shown in the traceback; str(err) stays PyTorch's message
 
-
-# ``from autodiag.autograd.gradcheck import GradcheckError`` works as with torch, where the name
-# ``autograd.gradcheck`` is the function and the module lives only in sys.modules.
-sys.modules.setdefault("autodiag.autograd.gradcheck", sys.modules[__name__])
