@@ -29,9 +29,10 @@ from autodiag.dtypes import (bool, double, dtype, float, float16, float32,  # no
                              long, promote_types, set_default_dtype, short, uint8)
 from autodiag.ops import REGISTRY as _REGISTRY  # noqa: E402
 from autodiag.ops.factories import (arange, as_tensor, empty, empty_like, eye,  # noqa: E402
-                                    from_numpy, full, full_like, linspace, manual_seed, normal,
-                                    ones, ones_like, rand, rand_like, randint, randn, randn_like,
-                                    randperm, seed, tensor, zeros, zeros_like)
+                                    from_numpy, full, full_like, get_rng_state, linspace,
+                                    manual_seed, normal, ones, ones_like, rand, rand_like, randint,
+                                    randn, randn_like, randperm, seed, set_rng_state, tensor,
+                                    zeros, zeros_like)
 from autodiag.ops.linalg import bmm, dot, einsum, matmul, mm, mv, outer  # noqa: E402
 from autodiag.ops.pointwise import (abs, add, allclose, ceil, clamp, clamp_max,  # noqa: E402, A004
                                     clamp_min, clip, cos, div, divide, eq, equal, erf, exp, floor,
@@ -70,16 +71,3 @@ def numel(input) -> int:
 
 def is_floating_point(input) -> bool:
     return input.is_floating_point()
-
-
-def get_rng_state():
-    from autodiag.ops.factories import _rng
-
-    return _rng[0].bit_generator.state
-
-
-def set_rng_state(state) -> None:
-    from autodiag.ops.factories import _rng
-
-    _rng[0].bit_generator.state = state
-

@@ -12,9 +12,8 @@ import weakref
 import numpy as np
 
 from autodiag import _device, dtypes
-from autodiag.core import grad_mode, graph
+from autodiag.core import bindings, grad_mode
 from autodiag.core.graph import AccumulateGrad, _add_hook, _HookDict
-from autodiag.trace import events as _events
 from autodiag.trace.events import traced
 
 _grad_state = grad_mode._state
@@ -292,9 +291,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the ``.grad`` of the leaves."""
-        from autodiag.autograd import backward as _backward
-
-        _backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        bindings.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ------------------------------------------------------------------ conversion
 
@@ -374,8 +371,7 @@ class Tensor:
 _new = object.__new__
 
 
-graph._tensor_cls[0] = Tensor
-_events._T[0] = Tensor
+bindings.bind_tensor_type(Tensor)  # NOTE [Layers]: the core rebuilds saved outputs as Tensors
 
 
 def vc_of(t) -> list:

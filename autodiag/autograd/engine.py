@@ -23,10 +23,10 @@ import numpy as np
 
 from autodiag.autograd.anomaly import _state as _anomaly
 from autodiag.autograd.anomaly import report_backward_error
-from autodiag.core import grad_mode
+from autodiag.core import bindings, grad_mode
 from autodiag.core.errors import explain_freed
 from autodiag.core.graph import AccumulateGrad, Freed, children, edge_pair, mark_needed
-from autodiag.ops._core import ARRAY, TENSOR, edge, sum_to_array, wrap
+from autodiag.ops._core import ARRAY, TENSOR, edge, fix_shapes, wrap
 from autodiag.size import Size
 from autodiag.tensor import Tensor
 from autodiag.trace import events
@@ -396,7 +396,7 @@ def _run_node(node, grads, task: GraphTask, xp):
     else:
         outs = node._apply(xp, grads)
         if meta is not None:
-            outs = _fix_shapes(node, outs, meta, xp)
+            outs = fix_shapes(node, outs, meta, xp)
     if hooks is not None and hooks.post:
         outs = _run_post_hooks(hooks, outs, grads, xp)
     freed = task.freed
@@ -465,30 +465,6 @@ def _run_post_hooks(hooks, outs, grads, xp):
         if r is not None:
             outs = tuple(_unwrap_from_hook(g, xp) for g in r)
     return outs
-
-
-def _fix_shapes(node, outs, meta, xp):
-    """Sum gradients back over broadcast dims and cast to the input dtype (validate_outputs)."""
-    fixed = list(outs)
-    for i, m in enumerate(meta):
-        g = fixed[i]
-        if m is None or g is None:
-            continue
-        shape, dt = m
-        if xp.arrays:
-            if shape is not None and g.shape != shape:
-                g = sum_to_array(g, shape)
-            if g.dtype != dt:
-                g = g.astype(dt)
-        else:
-            if shape is not None and tuple(g._data.shape) != shape:
-                g = xp.sum_to(g, shape)
-            if g._data.dtype != dt:
-                from autodiag import dtypes
-
-                g = g.to(dtypes.from_numpy_dtype(dt))
-        fixed[i] = g
-    return tuple(fixed)
 
 
 # References to an incoming gradient array inside _accumulate when only the engine holds it:
@@ -566,6 +542,9 @@ def call_node_directly(node, grads):
     outs = node._apply(ARRAY, arrays)
     meta = node._input_meta
     if meta is not None:
-        outs = _fix_shapes(node, outs, meta, ARRAY)
+        outs = fix_shapes(node, outs, meta, ARRAY)
     res = tuple(None if o is None else wrap(np.asarray(o)) for o in outs)
     return res[0] if len(res) == 1 else res
+
+
+bindings.bind_engine(backward, call_node_directly)  # Tensor.backward, grad_fn(g) (NOTE [Layers])

@@ -16,7 +16,8 @@ import functools
 import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
-           "is_inference_mode_enabled"]
+           "is_inference_mode_enabled", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+           "is_anomaly_check_inf_enabled"]
 
 
 class _GradState(threading.local):
@@ -148,3 +149,24 @@ class inference_mode(_Mode):
         _state.record = not self.mode
         _state.inference = bool(self.mode)
         _state.asked = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Anomaly mode's switches (autograd/anomaly.py turns it on and off; the engine and its errors
+# read it): [enabled, check_nan, check_inf]; process-wide, as PyTorch's AnomalyMode.
+# ---------------------------------------------------------------------------------------------
+_anomaly = [False, True, False]
+
+
+def is_anomaly_enabled() -> bool:
+    """True while anomaly mode is on (``autodiag.is_anomaly_enabled``)."""
+    return _anomaly[0]
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    return _anomaly[1]
+
+
+def is_anomaly_check_inf_enabled() -> bool:
+    """autodiag only: True when anomaly mode also rejects infinite gradients."""
+    return _anomaly[2]

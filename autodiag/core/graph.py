@@ -41,13 +41,12 @@ import itertools
 import weakref
 from collections import OrderedDict
 
-from autodiag.trace import events as _events
+from autodiag.core import bindings
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
 
 _new_object = object.__new__
 _seq_counter = itertools.count()  # next(_seq_counter): 3.11 specializes it, not a bound __next__
-_events._seq_source[0] = _seq_counter.__next__
 
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -103,8 +102,8 @@ def _add_hook(d: _HookDict, fn) -> RemovableHandle:
 
 # Innermost (pack, unpack) pair of autograd.graph.saved_tensors_hooks, or None.
 _saved_hooks_stack: list = []
-# The Tensor class, filled in by autodiag.tensor (which imports this module).
-_tensor_cls: list = [type(None)]
+# The Tensor class: tensor.py, a layer above, binds it (core.bindings.bind_tensor_type).
+_Tensor: type = type(None)
 
 
 class SavedTensor:
@@ -166,9 +165,7 @@ class SavedTensor:
                 f"result, written in place through a view; "
                 f"its derivative of that result (create_graph=True, or _saved_result) is not "
                 f"supported. Use the out-of-place op, or clone() the view before modifying it.")
-        from autodiag.tensor import Tensor
-
-        return Tensor._make(self.data, node, True, self.vc, self.output_nr)
+        return _Tensor._make(self.data, node, True, self.vc, self.output_nr)
 
     def unpack_data(self, node):
         """The saved value as a numpy array (version-checked), for first-order backward."""
@@ -416,9 +413,7 @@ class Node:
 
     def __call__(self, *grads):
         """Run this node's backward on explicit gradients (as calling a PyTorch node does)."""
-        from autodiag.autograd.engine import call_node_directly
-
-        return call_node_directly(self, grads)
+        return bindings.call_node(self, grads)
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
@@ -437,7 +432,7 @@ class Node:
             if self._saved.__class__ is Freed:
                 raise_freed(self)
             s = self._saved[names.index(name)]
-            if isinstance(s, _tensor_cls[0]):
+            if isinstance(s, _Tensor):
                 s = SavedTensor.compact(s)
             if raw or s.__class__ is not SavedTensor:
                 return s
@@ -464,7 +459,7 @@ class Node:
             raise
         if s.__class__ is SavedTensor:
             return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
-        if isinstance(s, _tensor_cls[0]):
+        if isinstance(s, _Tensor):
             # NOTE [Compact saves]: an input saved at version 0 is stored as the tensor itself
             # (one object less per op for the cyclic GC to scan); any write since bumps it.
             vc = s._vc

@@ -438,3 +438,26 @@ class _TensorOps:
 
 
 TENSOR = _TensorOps()
+
+
+def fix_shapes(node, outs, meta, xp):
+    """Sum gradients back over broadcast dims and cast to the input dtype (validate_outputs)."""
+    fixed = list(outs)
+    for i, m in enumerate(meta):
+        g = fixed[i]
+        if m is None or g is None:
+            continue
+        shape, dt = m
+        if xp.arrays:
+            if shape is not None and g.shape != shape:
+                g = sum_to_array(g, shape)
+            if g.dtype != dt:
+                g = g.astype(dt)
+        else:
+            if shape is not None and tuple(g._data.shape) != shape:
+                g = xp.sum_to(g, shape)
+            if g._data.dtype != dt:
+                g = g.to(dtypes.from_numpy_dtype(dt))
+        fixed[i] = g
+    return tuple(fixed)
+
