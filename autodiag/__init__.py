@@ -27,7 +27,6 @@ from autodiag.core.grad_mode import (enable_grad, inference_mode,  # noqa: E402
 from autodiag.dtypes import (bool, double, dtype, float, float16, float32,  # noqa: E402, A004
                              float64, get_default_dtype, half, int, int8, int16, int32, int64,
                              long, promote_types, set_default_dtype, short, uint8)
-from autodiag.ops import REGISTRY as _REGISTRY  # noqa: E402
 from autodiag.ops.factories import (arange, as_tensor, empty, empty_like, eye,  # noqa: E402
                                     from_numpy, full, full_like, get_rng_state, linspace,
                                     manual_seed, normal, ones, ones_like, rand, rand_like, randint,

@@ -14,6 +14,7 @@ import numpy as np
 from autodiag import _device, dtypes
 from autodiag.core import bindings, grad_mode
 from autodiag.core.graph import AccumulateGrad, _add_hook, _HookDict
+from autodiag.size import wrap_dim
 from autodiag.trace.events import traced
 
 _grad_state = grad_mode._state
@@ -118,7 +119,7 @@ class Tensor:
     def size(self, dim: int | None = None):
         if dim is None:
             return self.shape
-        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+        return self._data.shape[wrap_dim(dim, self._data.ndim)]
 
     @property
     def dtype(self) -> dtypes.dtype:
@@ -174,7 +175,7 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         st = tuple(s // self._data.itemsize for s in self._data.strides)
-        return st if dim is None else st[_wrap_dim(dim, self._data.ndim)]
+        return st if dim is None else st[wrap_dim(dim, self._data.ndim)]
 
     def data_ptr(self) -> int:
         return self._data.__array_interface__["data"][0]
@@ -424,11 +425,3 @@ for _name in ("detach", "detach_", "item", "tolist", "numpy"):
 
 def _size_str(shape) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
-
-
-def _wrap_dim(dim: int, ndim: int) -> int:
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
-    return dim % n if ndim else 0

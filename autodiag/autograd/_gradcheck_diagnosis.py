@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autodiag.dtypes import torch_name
 from autodiag.tensor import Tensor
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -478,16 +479,10 @@ def _spy(node, seen: list):
                 continue
             dt = g._data.dtype if isinstance(g, Tensor) else np.asarray(g).dtype
             if dt != meta[1]:
-                seen.append((node.name(), k, _name(dt), _name(meta[1])))
+                seen.append((node.name(), k, torch_name(dt), torch_name(meta[1])))
         return res
 
     return spy
-
-
-def _name(dt) -> str:
-    from autodiag import dtypes
-
-    return f"torch.{dtypes.from_numpy_dtype(dt).name}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,7 +537,7 @@ def _low_precision(run, retry: bool) -> tuple:
         return None, []
     if run.mutated:
         retry = False  # a retry would run on inputs the function keeps changing
-    names = ", ".join(f"{j} ({_name(dt)})" for j, dt in low)
+    names = ", ".join(f"{j} ({torch_name(dt)})" for j, dt in low)
     if not retry:
         return Diagnosis("low_precision", f"Input {names} is not float64: gradcheck's default "
                          f"tolerances assume double precision.",

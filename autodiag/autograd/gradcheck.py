@@ -28,8 +28,10 @@ import warnings
 import numpy as np
 
 from autodiag.autograd._gradcheck_diagnosis import Diagnosis, compare, diagnose
+from autodiag.dtypes import torch_name
 from autodiag.core.graph import Node
 from autodiag.ops._core import edge, wrap
+from autodiag.size import Size
 from autodiag.tensor import Tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "Diagnosis"]
@@ -337,21 +339,11 @@ def _check_same_meta(a: np.ndarray, b: np.ndarray, eps: float, idx=None) -> None
     if a.shape != b.shape:
         raise AssertionError(f"Expected `func` to return outputs with the same shape when inputs "
                              f"are perturbed {on_index}by {eps}, but got: shapes "
-                             f"{_size(a.shape)} and {_size(b.shape)}.")
+                             f"{Size(a.shape)!r} and {Size(b.shape)!r}.")
     if a.dtype != b.dtype:
         raise AssertionError(f"Expected `func` to return outputs with the same dtype when inputs "
                              f"are perturbed {on_index}by {eps}, but got: dtypes "
-                             f"{_dtype_name(a.dtype)} and {_dtype_name(b.dtype)}.")
-
-
-def _size(shape) -> str:
-    return f"torch.Size([{', '.join(map(str, shape))}])"
-
-
-def _dtype_name(dt) -> str:
-    from autodiag import dtypes
-
-    return f"torch.{dtypes.from_numpy_dtype(dt).name}"
+                             f"{torch_name(a.dtype)} and {torch_name(b.dtype)}.")
 
 
 def numerical_jacobian(run: _Run, j: int, eps: float | None = None) -> list:

@@ -244,11 +244,6 @@ def emit_backward_begin(call) -> None:
         t.on_backward_begin(call)
 
 
-def emit_node_backward(node, grad_outputs, grad_inputs) -> None:
-    for t in LISTENERS["on_node_backward"]:
-        t.on_node_backward(node, grad_outputs, grad_inputs)
-
-
 def emit_backward_end(call) -> None:
     for t in LISTENERS["on_backward_end"]:
         t.on_backward_end(call)
