@@ -177,3 +177,43 @@ def test_the_test_sees_a_back_edge(tmp_path, monkeypatch):
     monkeypatch.setitem(MODULES, "autodiag.core.fake", fake)
     assert any(e.startswith("autodiag.core.fake (core) imports autodiag.tensor (tensor) at "
                             "autodiag/core/fake.py:2 (inside a function)") for e in back_edges())
+
+
+def test_the_gradcheck_diagnosis_reads_only_the_checkers_public_names():
+    """The diagnosis and the CLI's analysis build on ``autograd.gradcheck``'s public result
+    object (GradcheckRun, GradcheckError.failure, Diagnosis) and its public functions."""
+    for module in ("autodiag.autograd._gradcheck_diagnosis", "autodiag.analysis.gradcheck"):
+        tree = ast.parse(MODULES[module].read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "autodiag.autograd.gradcheck":
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{module}:{node.lineno} imports {private}"
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "_gc"):
+                assert not node.attr.startswith("_"), f"{module}:{node.lineno} reads _gc.{node.attr}"
+
+
+@pytest.mark.parametrize("path, names", [
+    ("autograd.graph", ["Node", "saved_tensors_hooks"]),
+    ("autograd.grad_mode", ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode"]),
+    ("autograd.function", ["Function", "FunctionCtx", "once_differentiable"]),
+    ("autograd.gradcheck", ["gradcheck", "gradgradcheck", "GradcheckError"]),
+    ("autograd.anomaly_mode", ["detect_anomaly", "set_detect_anomaly"]),
+])
+def test_pytorch_module_paths_still_import(path, names):
+    """The modules moved to the core keep the import paths PyTorch users write."""
+    import importlib
+    import sys
+
+    import autodiag
+
+    torch = pytest.importorskip("torch")
+    for lib in (autodiag, torch):
+        head, _, last = path.rpartition(".")
+        if last == "anomaly_mode":  # an attribute of torch.autograd, not always a submodule
+            module = getattr(importlib.import_module(f"{lib.__name__}.{head}"), last)
+        else:
+            module = importlib.import_module(f"{lib.__name__}.{path}")
+        assert module is sys.modules.get(f"{lib.__name__}.{path}", module)
+        for name in names:
+            assert hasattr(module, name), f"{lib.__name__}.{path}.{name}"
