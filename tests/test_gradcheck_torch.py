@@ -524,7 +524,8 @@ def test_undefined_grad_diagnosis():
 
     # autodiag's engine never calls a backward whose output gradients are all undefined (see
     # the report's mismatches), so this kind is exercised through the check itself
-    run = _gradcheck.GradcheckRun(NeedsDefined.apply, (x64(ad),), 1e-6, 1e-5, 1e-3, 0.0, False, False)
+    run = _gradcheck.GradcheckRun(NeedsDefined.apply, (x64(ad),), 1e-6, 1e-5, 1e-3, 0.0, False,
+                                  False)
     err = _gradcheck.GradcheckError("x", {"kind": "undefined_grad"})
     assert [d.kind for d in _gradcheck_diagnosis.diagnose(err, run)] == ["undefined_grad"]
 

@@ -149,11 +149,10 @@ def test_nodes_keep_a_size_class_of_their_own():
     tensors do not use (sharing ndarray's made full collections of a 1e6-op graph ~30% slower)."""
     import numpy as np
 
+    import autodiag as ad
     from autodiag.core.graph import Node
     from autodiag.ops.pointwise import AddBackward0, MulBackward0, SinBackward0
     from autodiag.tensor import Tensor
-
-    import autodiag as ad
 
     # the layout holds on every Python version: slots all the way down, no __dict__ (not the
     # byte count, which is CPython 3.11's)

@@ -3,9 +3,10 @@ from its own layer or the layers below it, at the top of the module and inside f
 and the engine's modules import each other without a cycle.
 
 Imports are read with ``ast``, not by importing: ``from P import name`` depends on ``P.name``
-when that is a module, else on ``P``; ``import P.Q`` depends on ``P.Q``. The packages a dotted import runs
-on the way (``autodiag/__init__.py`` for every ``autodiag.*``) are not counted: the namespace
-package imports everything, by design, and a module depending on it says so by importing it.
+when that is a module, else on ``P``; ``import P.Q`` depends on ``P.Q``. The packages a dotted
+import runs on the way (``autodiag/__init__.py`` for every ``autodiag.*``) are not counted: the
+namespace package imports everything, by design, and a module depending on it says so by
+importing it.
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ def test_the_gradcheck_diagnosis_reads_only_the_checkers_public_names():
                 assert not private, f"{module}:{node.lineno} imports {private}"
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id == "_gc"):
-                assert not node.attr.startswith("_"), f"{module}:{node.lineno} reads _gc.{node.attr}"
+                assert not node.attr.startswith("_"), (
+                    f"{module}:{node.lineno} reads _gc.{node.attr}")
 
 
 @pytest.mark.parametrize("path, names", [

@@ -19,10 +19,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import importlib
 import inspect
 import linecache
 import re
-import importlib
 import sys
 import time
 import warnings
@@ -31,9 +31,9 @@ import numpy as np
 
 from autodiag._look import is_a, look, variables
 from autodiag.analysis.findings import Finding
+from autodiag.autograd.function import Function, _has_setup_context
 from autodiag.autograd.gradcheck import (GradcheckError, GradcheckRun, analytical_jacobian,
                                          as_tuple, differentiable_outputs, numerical_jacobian)
-from autodiag.autograd.function import Function, _has_setup_context
 from autodiag.tensor import Tensor
 from autodiag.trace.sites import capture_stack, short_path
 

@@ -14,7 +14,7 @@ from autodiag.autograd.grad_mode import (
     set_grad_enabled,
 )
 from autodiag.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
-from autodiag.compat import Variable  # torch.autograd.Variable: a tensor
+from autodiag.compat import Variable  # noqa: F401 - torch.autograd.Variable: a tensor
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable", "graph",
            "functional", "gradcheck", "gradgradcheck", "GradcheckError",

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autodiag.dtypes import torch_name
 from autodiag.core.graph import Node
+from autodiag.dtypes import torch_name
 from autodiag.ops._core import edge, wrap
 from autodiag.size import Size
 from autodiag.tensor import Tensor
@@ -462,7 +462,8 @@ def _one_hots(output: Tensor):
         yield buf
 
 
-def analytical_jacobian(run: GradcheckRun, output: Tensor, check: bool = True, vectors=None) -> list:
+def analytical_jacobian(run: GradcheckRun, output: Tensor, check: bool = True,
+                        vectors=None) -> list:
     """Analytical Jacobians of ``output`` w.r.t. each differentiable input, computed twice:
     a difference beyond nondet_tol is PyTorch's "Backward is not reentrant" error."""
     vecs = list(vectors) if vectors is not None else None
