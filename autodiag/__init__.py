@@ -21,14 +21,14 @@ from autodiag import autograd, trace  # noqa: E402
 from autodiag._version import __version__  # noqa: E402
 from autodiag.autograd.anomaly import (is_anomaly_check_nan_enabled,  # noqa: E402
                                        is_anomaly_enabled, set_anomaly_enabled)
-from autodiag.autograd.grad_mode import (enable_grad, inference_mode,  # noqa: E402
+from autodiag.core.grad_mode import (enable_grad, inference_mode,  # noqa: E402
                                          is_grad_enabled, is_inference_mode_enabled, no_grad,
                                          set_grad_enabled)
 from autodiag.dtypes import (bool, double, dtype, float, float16, float32,  # noqa: E402, A004
                              float64, get_default_dtype, half, int, int8, int16, int32, int64,
                              long, promote_types, set_default_dtype, short, uint8)
 from autodiag.ops import torch_namespace as _torch_namespace  # noqa: E402
-from autodiag.ops.factories import manual_seed, seed  # noqa: E402
+from autodiag.ops.factories import get_rng_state, manual_seed, seed, set_rng_state  # noqa: E402
 
 # Every op registered as PyTorch's ``torch.<name>`` (``register(home="torch")`` in ops/_core.py):
 # the registration is the one place that declares an op's public name.
@@ -53,16 +53,3 @@ def numel(input) -> int:
 
 def is_floating_point(input) -> bool:
     return input.is_floating_point()
-
-
-def get_rng_state():
-    from autodiag.ops.factories import _rng
-
-    return _rng[0].bit_generator.state
-
-
-def set_rng_state(state) -> None:
-    from autodiag.ops.factories import _rng
-
-    _rng[0].bit_generator.state = state
-

@@ -60,6 +60,11 @@ _BY_NP = {d.np: d for d in (bool, uint8, int8, int16, int32, int64, float16, flo
 _default = [float32]
 
 
+def torch_name(np_dtype) -> str:
+    """``torch.float32``: how PyTorch's messages name the dtype of a numpy dtype."""
+    return f"torch.{from_numpy_dtype(np_dtype).name}"
+
+
 def from_numpy_dtype(np_dtype) -> dtype:
     """The autodiag dtype of a numpy dtype; raises TypeError for unsupported ones (complex, str)."""
     d = _BY_NP.get(np_dtype)

@@ -12,9 +12,9 @@ import weakref
 import numpy as np
 
 from autodiag import _device, dtypes
-from autodiag.autograd import grad_mode, graph
-from autodiag.autograd.graph import AccumulateGrad, _add_hook, _HookDict
-from autodiag.trace import events as _events
+from autodiag.core import bindings, grad_mode
+from autodiag.core.graph import AccumulateGrad, _add_hook, _HookDict
+from autodiag.size import wrap_dim
 from autodiag.trace.events import traced
 
 _grad_state = grad_mode._state
@@ -119,7 +119,7 @@ class Tensor:
     def size(self, dim: int | None = None):
         if dim is None:
             return self.shape
-        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+        return self._data.shape[wrap_dim(dim, self._data.ndim)]
 
     @property
     def dtype(self) -> dtypes.dtype:
@@ -175,7 +175,7 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         st = tuple(s // self._data.itemsize for s in self._data.strides)
-        return st if dim is None else st[_wrap_dim(dim, self._data.ndim)]
+        return st if dim is None else st[wrap_dim(dim, self._data.ndim)]
 
     def data_ptr(self) -> int:
         return self._data.__array_interface__["data"][0]
@@ -292,9 +292,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the ``.grad`` of the leaves."""
-        from autodiag.autograd import backward as _backward
-
-        _backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        bindings.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ------------------------------------------------------------------ conversion
 
@@ -374,8 +372,7 @@ class Tensor:
 _new = object.__new__
 
 
-graph._tensor_cls[0] = Tensor
-_events._T[0] = Tensor
+bindings.bind_tensor_type(Tensor)  # NOTE [Layers]: the core rebuilds saved outputs as Tensors
 
 
 def vc_of(t) -> list:
@@ -428,11 +425,3 @@ for _name in ("detach", "detach_", "item", "tolist", "numpy"):
 
 def _size_str(shape) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
-
-
-def _wrap_dim(dim: int, ndim: int) -> int:
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {dim})")
-    return dim % n if ndim else 0

@@ -1,5 +1,5 @@
 """A backward through a graph that an earlier backward freed (NOTE [Freed graphs] in
-autograd/graph.py): PyTorch's error first and unchanged, then autodiag names the node and its
+core/graph.py): PyTorch's error first and unchanged, then autodiag names the node and its
 line, the backward call that freed it (number, line) and the tensor the new backward reached it
 through; ``autodiag check`` reports it as a ``freed_graph`` finding."""
 

@@ -9,13 +9,17 @@ on it.
 from __future__ import annotations
 
 import doctest
+import importlib
 import warnings
 
 import numpy as np
 import pytest
 
 import autodiag as ad
-from autodiag.autograd import _gradcheck, _gradcheck_diagnosis
+from autodiag.autograd import _gradcheck_diagnosis
+
+# the module: the attribute ``autograd.gradcheck`` is the function, as in PyTorch
+_gradcheck = importlib.import_module("autodiag.autograd.gradcheck")
 
 # ---------------------------------------------------------------------------------------------
 # The corpus
@@ -520,7 +524,8 @@ def test_undefined_grad_diagnosis():
 
     # autodiag's engine never calls a backward whose output gradients are all undefined (see
     # the report's mismatches), so this kind is exercised through the check itself
-    run = _gradcheck._Run(NeedsDefined.apply, (x64(ad),), 1e-6, 1e-5, 1e-3, 0.0, False, False)
+    run = _gradcheck.GradcheckRun(NeedsDefined.apply, (x64(ad),), 1e-6, 1e-5, 1e-3, 0.0, False,
+                                  False)
     err = _gradcheck.GradcheckError("x", {"kind": "undefined_grad"})
     assert [d.kind for d in _gradcheck_diagnosis.diagnose(err, run)] == ["undefined_grad"]
 
@@ -593,9 +598,9 @@ def test_fast_failure_that_slow_mode_would_pass_says_so():
     # hard to provoke through the public API (fast mode scales atol by sum(u)·sum(v)), so the
     # report is built directly for a correct function
     x = x64(ad)
-    run = _gradcheck._Run(lambda t: t.exp(), (x,), 1e-6, 1e-5, 1e-3, 0.0, False, True)
-    _gradcheck._check(run, check_undefined_grad=False, check_backward_ad=True)
-    outputs = _gradcheck._differentiable_outputs(run.func(x))
+    run = _gradcheck.GradcheckRun(lambda t: t.exp(), (x,), 1e-6, 1e-5, 1e-3, 0.0, False, True)
+    _gradcheck.run_checks(run, check_undefined_grad=False, check_backward_ad=True)
+    outputs = _gradcheck.differentiable_outputs(run.func(x))
     with pytest.raises(_gradcheck.GradcheckError) as info:
         _gradcheck._raise_fast_failure(run, outputs, 0, 0, 1.0, 2.0)
     text = str(info.value)

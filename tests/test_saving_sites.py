@@ -1,5 +1,5 @@
 """The in-place error names the line that saved the tensor with no tracer and no anomaly mode
-(NOTE [Saving sites] in autograd/graph.py), for every way an op can be called."""
+(NOTE [Saving sites] in core/graph.py), for every way an op can be called."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import pytest
 
 import autodiag as ad
-from autodiag.autograd.graph import Node
+from autodiag.core.graph import Node
 from autodiag.trace import sites
 
 FILE = __file__.rsplit("/", 1)[-1]

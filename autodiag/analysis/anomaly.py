@@ -33,7 +33,7 @@ from numpy import ndarray
 
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.summary import summarize
-from autodiag.autograd.graph import AccumulateGrad
+from autodiag.core.graph import AccumulateGrad
 from autodiag.trace import StopRun, Tracer
 
 # Ops that set values the user chose: a non-finite result with finite tensor inputs is intended

@@ -20,7 +20,7 @@ from array import array
 import numpy as np
 
 from autodiag.analysis.summary import Summaries, summarize
-from autodiag.autograd.graph import AccumulateGrad
+from autodiag.core.graph import AccumulateGrad
 from autodiag.trace import Tracer
 
 

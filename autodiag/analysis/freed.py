@@ -1,6 +1,6 @@
 """A backward through a graph that an earlier backward freed (``autodiag check``).
 
-The engine's error already knows everything (NOTE [Freed graphs] in autograd/graph.py): the
+The engine's error already knows everything (NOTE [Freed graphs] in core/graph.py): the
 node whose saved tensors were gone, the line that recorded it, the backward call that freed
 them, and the tensor made before that call through which the failing backward got there. It
 keeps that on the exception as ``autodiag_freed`` (an ``errors.FreedInfo``); this detector turns

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import importlib
 import inspect
 import linecache
 import re
@@ -30,11 +31,14 @@ import numpy as np
 
 from autodiag._look import is_a, look, variables
 from autodiag.analysis.findings import Finding
-from autodiag.autograd import _gradcheck as _gc
-from autodiag.autograd._gradcheck import GradcheckError
 from autodiag.autograd.function import Function, _has_setup_context
+from autodiag.autograd.gradcheck import (GradcheckError, GradcheckRun, analytical_jacobian,
+                                         as_tuple, differentiable_outputs, numerical_jacobian)
 from autodiag.tensor import Tensor
 from autodiag.trace.sites import capture_stack, short_path
+
+# the module (the attribute ``autodiag.autograd.gradcheck`` is the function, as in PyTorch)
+_gc = importlib.import_module("autodiag.autograd.gradcheck")
 
 # The library's functions, captured at import: CallRecorder replaces the public names while a
 # script runs, and the checks here always call the real ones.
@@ -154,7 +158,7 @@ def run_check(case: Case, func, inputs: tuple, kwargs: dict, grad_outputs=None) 
     inner: list = []  # (func, inputs, eps) of the gradcheck that compares Jacobians
 
     def capture(f, ins, **kw):  # gradgradcheck's own gradcheck call
-        inner.append((f, _gc._as_tuple(ins), kw.get("eps", 1e-6)))
+        inner.append((f, as_tuple(ins), kw.get("eps", 1e-6)))
         return GRADCHECK(f, ins, **kw)
 
     kwargs = {k: v for k, v in kwargs.items() if k != "raise_exception"}
@@ -167,7 +171,7 @@ def run_check(case: Case, func, inputs: tuple, kwargs: dict, grad_outputs=None) 
                 _gc.gradcheck = capture  # the name gradgradcheck calls
                 GRADGRADCHECK(func, inputs, grad_outputs, raise_exception=True, **kwargs)
             else:
-                inner.append((func, _gc._as_tuple(inputs), kwargs.get("eps", 1e-6)))
+                inner.append((func, as_tuple(inputs), kwargs.get("eps", 1e-6)))
                 GRADCHECK(func, inputs, raise_exception=True, **kwargs)
         except Exception as e:  # noqa: BLE001 - every failure of the user's code is a result
             _record_failure(case, e)
@@ -232,20 +236,20 @@ def max_error(func, inputs: tuple, eps: float) -> float | None:
     NOTE: reuses the library's Jacobian helpers on a hand-filled run, the same fields
     ``_gradcheck._check`` fills before comparing."""
     try:
-        run = _gc._Run(func, inputs, eps, 0.0, 0.0, 0.0, False, False)
+        run = GradcheckRun(func, inputs, eps, 0.0, 0.0, 0.0, False, False)
         if sum(run.inputs[p]._data.size for p in run.diff_pos) > MAX_ERROR_NUMEL:
             return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = func(*run.inputs)
-            run.all_out = _gc._as_tuple(out)
+            run.all_out = as_tuple(out)
             run.float_out = [k for k, o in enumerate(run.all_out) if o._data.dtype.kind == "f"]
             run.keep = [n for n, k in enumerate(run.float_out) if run.all_out[k].requires_grad]
-            outputs = _gc._differentiable_outputs(out)
-            numerical = [_gc.numerical_jacobian(run, j) for j in range(len(run.diff_pos))]
+            outputs = differentiable_outputs(out)
+            numerical = [numerical_jacobian(run, j) for j in range(len(run.diff_pos))]
             worst = 0.0
             for i, o in enumerate(outputs):
-                for j, a in enumerate(_gc.analytical_jacobian(run, o, check=False)):
+                for j, a in enumerate(analytical_jacobian(run, o, check=False)):
                     n = numerical[j][run.keep[i]]
                     if a.size:
                         d = np.abs(a.astype(np.float64) - n.astype(np.float64))
@@ -356,7 +360,7 @@ class CallRecorder:
         where = f"{short_path(location['file'])}:{location['line']}" if location else "?"
         case = Case(name=f"{api}({callable_name(func)}) at {where}", source="call", api=api,
                     order=2 if api == "gradgradcheck" else 1,
-                    inputs=[describe(x) for x in _gc._as_tuple(inputs)], location=location,
+                    inputs=[describe(x) for x in as_tuple(inputs)], location=location,
                     stack=stack.frames(), settings=_settings_of(api, arguments))
         return run_check(case, func, inputs, arguments, grad_outputs)
 
@@ -520,7 +524,7 @@ def backward_return_location(cls: type, func, inputs: tuple) -> dict | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            outs = [o for o in _gc._as_tuple(func(*copies))
+            outs = [o for o in as_tuple(func(*copies))
                     if isinstance(o, Tensor) and o.requires_grad]
             diff = [x for x in copies if isinstance(x, Tensor) and x.requires_grad]
             grad([o.sum() for o in outs], diff, allow_unused=True)
@@ -832,7 +836,7 @@ def _fits(cls: type, names: list, arrays: list) -> str | None:
             out = cls.apply(*xs)
     except Exception as e:  # noqa: BLE001 - the forward does not take these inputs
         return f"forward raised {type(e).__name__}"
-    outs = [o for o in _gc._as_tuple(out) if isinstance(o, Tensor)]
+    outs = [o for o in as_tuple(out) if isinstance(o, Tensor)]
     diff = [o for o in outs if o.requires_grad]
     if not diff:
         return "no output requires grad"
@@ -841,11 +845,11 @@ def _fits(cls: type, names: list, arrays: list) -> str | None:
     try:
         grads = grad([o.sum() for o in diff], xs, allow_unused=True)
     except Exception as e:  # noqa: BLE001 - a broken backward is for gradcheck to report
-        from autodiag.autograd._gradcheck_diagnosis import _engine_error
+        from autodiag.autograd._gradcheck_diagnosis import engine_error
 
         # ... unless it is the shapes: try the next; the engine's checks of the returned
         # gradients (count, shape, type) are the backward's fault, whatever the inputs
-        if _SHAPE_ERROR.search(str(e)) and not _engine_error(str(e)):
+        if _SHAPE_ERROR.search(str(e)) and not engine_error(str(e)):
             return f"backward raised {type(e).__name__}: {str(e).splitlines()[0]}"
         return None
     missing = [n for n, g in zip(names, grads) if g is None]

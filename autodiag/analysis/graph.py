@@ -15,7 +15,7 @@ import weakref
 
 from autodiag._look import is_a, look, static_attr, variables
 from autodiag.analysis.summary import dtype_name, summarize
-from autodiag.autograd.graph import AccumulateGrad, Freed, SavedTensor, children
+from autodiag.core.graph import AccumulateGrad, Freed, SavedTensor, children
 from autodiag.ops._core import edge
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer

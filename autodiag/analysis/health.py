@@ -63,8 +63,8 @@ import numpy as np
 
 from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
-from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import AccumulateGrad
+from autodiag.core import grad_mode
+from autodiag.core.graph import AccumulateGrad
 from autodiag.nn.parameter import Parameter
 from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer

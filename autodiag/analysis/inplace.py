@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 
 from autodiag.analysis.findings import Finding
-from autodiag.autograd.graph import AccumulateGrad, Freed
+from autodiag.core.graph import AccumulateGrad, Freed
 from autodiag.ops.inplace import LEAF_ERROR, VIEW_OF_LEAF_ERROR
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import Tracer
@@ -75,7 +75,7 @@ class InplaceWatcher(Tracer):
         entry = self._watch.get(id(vc)) if vc is not None else None
         if entry is None or entry[0] is not vc:
             return
-        from autodiag.autograd.grad_mode import is_grad_enabled
+        from autodiag.core.grad_mode import is_grad_enabled
 
         for ref, version, is_output in list(entry[1].values()):
             node = ref()

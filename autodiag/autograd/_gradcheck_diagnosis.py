@@ -40,32 +40,19 @@ only drops that probe.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from autodiag.autograd.gradcheck import (Diagnosis, GradcheckError, GradcheckRun,
+                                         analytical_jacobian, differentiable_outputs,
+                                         numerical_jacobian, run_checks)
+from autodiag.dtypes import torch_name
 from autodiag.tensor import Tensor
 
 __all__ = ["Diagnosis", "diagnose"]
 
 
-@dataclass(frozen=True)
-class Diagnosis:
-    """One likely cause of a gradcheck failure: ``kind`` (stable id), a one-sentence ``hint``
-    and ``details`` (indices, values) for tools.
-
-    >>> from autodiag.autograd.gradcheck import Diagnosis
-    >>> Diagnosis("constant_factor", "off by a factor of 2.", {"factor": 2.0}).kind
-    'constant_factor'
-    """
-
-    kind: str
-    hint: str
-    details: dict = field(default_factory=dict, compare=False)
-
-
 def diagnose(err: Exception, run) -> list:
-    from autodiag.autograd._gradcheck import GradcheckError
 
     found: list = []
     if run.mutated:
@@ -78,7 +65,7 @@ def diagnose(err: Exception, run) -> list:
     failure = err.failure if isinstance(err, GradcheckError) else {}
     kind = failure.get("kind")
     if not isinstance(err, GradcheckError):
-        found += _engine_error(str(err))
+        found += engine_error(str(err))
     elif kind == "mismatch":
         found += _mismatch(run, failure)
     elif kind in _SIMPLE:
@@ -119,7 +106,7 @@ _ENGINE_PATTERNS = [
 ]
 
 
-def _engine_error(msg: str) -> list:
+def engine_error(msg: str) -> list:
     for pattern, kind, hint in _ENGINE_PATTERNS:
         m = pattern.search(msg)
         if m:
@@ -212,10 +199,8 @@ def _blocks(run, i: int):
     cached = getattr(run, "_rule_blocks", None)
     if cached is not None and cached[0] == i:
         return cached[1]
-    from autodiag.autograd._gradcheck import (_differentiable_outputs, analytical_jacobian,
-                                              numerical_jacobian)
 
-    outs = _differentiable_outputs(run.func(*run.inputs))
+    outs = differentiable_outputs(run.func(*run.inputs))
     out = outs[i]
     if sum(x._data.size for x in run.diff_inputs) * out._data.size > MAX_JACOBIAN_ENTRIES:
         return None
@@ -229,12 +214,11 @@ def _blocks(run, i: int):
 def _elementwise(run, failure: dict):
     """(x, f, analytical diagonal, numerical diagonal) when the failing block is elementwise
     (input and output of the same shape, both Jacobians diagonal), else None."""
-    from autodiag.autograd._gradcheck import _differentiable_outputs
 
     j, i = failure["input"], failure["output"]
     a, n = failure["analytical"].astype(np.float64), failure["numerical"].astype(np.float64)
     x = run.inputs[run.diff_pos[j]]
-    out = _differentiable_outputs(run.func(*_probe_inputs(run)))[i]
+    out = differentiable_outputs(run.func(*_probe_inputs(run)))[i]
     if x._data.shape != out._data.shape or a.shape[0] != a.shape[1] or a.shape[0] < 2:
         return None
     off = ~np.eye(a.shape[0], dtype=bool)
@@ -398,7 +382,6 @@ def _kink(run, failure: dict):
     """One-sided differences at the worst element: a jump means a non-differentiable point
     within eps (relu or abs at 0, a clamp bound); the central difference then averages the
     two sides and matches neither."""
-    from autodiag.autograd._gradcheck import _differentiable_outputs
 
     w = failure["worst"]
     inputs = _probe_inputs(run)
@@ -406,7 +389,7 @@ def _kink(run, failure: dict):
     idx, h = w["input_index"], run.eps
 
     def value() -> float:
-        out = _differentiable_outputs(run.func(*inputs))[w["output"]]
+        out = differentiable_outputs(run.func(*inputs))[w["output"]]
         return float(out._data[w["output_index"]] if out._data.ndim else out._data)
 
     orig = x._data[idx]
@@ -432,11 +415,10 @@ def _returned_dtypes(run, failure: dict):
     """Custom Functions whose backward returned a dtype other than their input's: autograd
     casts it silently, so a float16/int gradient loses precision without an error."""
     from autodiag.autograd import grad
-    from autodiag.autograd._gradcheck import _differentiable_outputs
     from autodiag.autograd.function import BackwardCFunction
     from autodiag.ops._core import wrap
 
-    outs = _differentiable_outputs(run.func(*run.inputs))
+    outs = differentiable_outputs(run.func(*run.inputs))
     seen: list = []
     spied = []
     stack = [o.grad_fn for o in outs]
@@ -478,16 +460,10 @@ def _spy(node, seen: list):
                 continue
             dt = g._data.dtype if isinstance(g, Tensor) else np.asarray(g).dtype
             if dt != meta[1]:
-                seen.append((node.name(), k, _name(dt), _name(meta[1])))
+                seen.append((node.name(), k, torch_name(dt), torch_name(meta[1])))
         return res
 
     return spy
-
-
-def _name(dt) -> str:
-    from autodiag import dtypes
-
-    return f"torch.{dtypes.from_numpy_dtype(dt).name}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,18 +518,17 @@ def _low_precision(run, retry: bool) -> tuple:
         return None, []
     if run.mutated:
         retry = False  # a retry would run on inputs the function keeps changing
-    names = ", ".join(f"{j} ({_name(dt)})" for j, dt in low)
+    names = ", ".join(f"{j} ({torch_name(dt)})" for j, dt in low)
     if not retry:
         return Diagnosis("low_precision", f"Input {names} is not float64: gradcheck's default "
                          f"tolerances assume double precision.",
                          {"inputs": [j for j, _ in low]}), []
-    from autodiag.autograd._gradcheck import GradcheckError, _check, _Run
 
-    again = _Run(run.func, _probe_inputs(run), run.eps, run.atol, run.rtol, run.nondet_tol,
+    again = GradcheckRun(run.func, _probe_inputs(run), run.eps, run.atol, run.rtol, run.nondet_tol,
                  run.check_grad_dtypes, run.fast_mode)
     in_float64 = []
     try:
-        _check(again, check_undefined_grad=False, check_backward_ad=True)
+        run_checks(again, check_undefined_grad=False, check_backward_ad=True)
         passes, outcome = True, "passes"
     except GradcheckError as e:
         passes, outcome = False, "fails too"

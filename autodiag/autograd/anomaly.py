@@ -38,6 +38,9 @@ import warnings
 
 import numpy as np
 
+from autodiag.core.grad_mode import _anomaly as _state
+from autodiag.core.grad_mode import (is_anomaly_check_inf_enabled, is_anomaly_check_nan_enabled,
+                                     is_anomaly_enabled)
 from autodiag.trace import Tracer, events
 from autodiag.trace.sites import _PKG_DIR
 
@@ -46,27 +49,6 @@ __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
 
 ENABLED_WARNING = ("Anomaly Detection has been enabled. This mode will increase the runtime and "
                    "should only be enabled for debugging.")
-INPLACE_HINT = ("Hint: the backtrace further above shows the operation that failed to compute "
-                "its gradient. The variable in question was changed in there or anywhere later. "
-                "Good luck!")
-
-# [enabled, check_nan, check_inf]; global, as PyTorch's AnomalyMode (not thread-local).
-_state = [False, True, False]
-
-
-def is_anomaly_enabled() -> bool:
-    """True while anomaly mode is on (``autodiag.is_anomaly_enabled``)."""
-    return _state[0]
-
-
-def is_anomaly_check_nan_enabled() -> bool:
-    return _state[1]
-
-
-def is_anomaly_check_inf_enabled() -> bool:
-    """autodiag only: True when anomaly mode also rejects infinite gradients."""
-    return _state[2]
-
 
 def set_anomaly_enabled(enabled: bool, check_nan: bool = True, check_inf: bool = False) -> None:
     """Switch anomaly mode (``torch.set_anomaly_enabled``); installs or removes its tracer."""

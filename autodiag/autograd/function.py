@@ -10,8 +10,8 @@ import functools
 
 import numpy as np
 
-from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import Freed, Node, SavedTensor, raise_freed
+from autodiag.core import grad_mode
+from autodiag.core.graph import Freed, Node, SavedTensor, raise_freed
 from autodiag.ops._core import NO_EDGE, edge, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
@@ -182,7 +182,7 @@ class Function(metaclass=FunctionMeta):
             out = cls._record(*args, **kwargs)
             node = getattr(out[0] if isinstance(out, tuple) and out else out, "grad_fn", None)
             if node is not None and node._saved is not None:
-                note_saver(node)  # NOTE [Saving sites] in autograd/graph.py
+                note_saver(node)  # NOTE [Saving sites] in core/graph.py
             return out
         if events._depth[0]:
             return cls._record(*args, **kwargs)

@@ -19,7 +19,7 @@ row in reverse mode (same values; PyTorch's argument errors are still raised).
 
 from __future__ import annotations
 
-from autodiag.autograd import grad_mode
+from autodiag.core import grad_mode
 from autodiag.tensor import Tensor
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from autodiag.autograd.grad_mode import no_grad
+from autodiag.core.grad_mode import no_grad
 from autodiag.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_",

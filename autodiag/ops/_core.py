@@ -18,8 +18,9 @@ import numbers
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import Node, SavedTensor, _saved_hooks_stack
+from autodiag.core import grad_mode
+from autodiag.core.graph import Node, SavedTensor, _saved_hooks_stack
+from autodiag.size import normalize_dims, wrap_dim  # noqa: F401 - the ops import them from here
 from autodiag.tensor import Tensor, _init, _new
 from autodiag.trace.events import traced
 
@@ -246,31 +247,6 @@ def broadcasting(fn, *args):
         raise
 
 
-def normalize_dims(dim, ndim: int) -> tuple:
-    """``dim`` (None, int, or sequence) as a sorted tuple of non-negative dims."""
-    if dim is None:
-        return tuple(range(ndim))
-    if isinstance(dim, (int, np.integer)):
-        dim = (dim,)
-    n = max(ndim, 1)
-    out = []
-    for d in dim:
-        if not -n <= d < n:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}]"
-                             f", but got {d})")
-        if d % n in out:
-            raise RuntimeError(f"dim {d % n} appears multiple times in the list of dims")
-        out.append(d % n)
-    # a 0-d tensor accepts dim 0/-1 but has no axis to reduce: numpy wants no axes
-    return tuple(sorted(set(out))) if ndim else ()
-
-
-def wrap_dim(d: int, ndim: int) -> int:
-    """``d`` as a non-negative dim (0 for 0-d tensors, which accept 0 and -1)."""
-    dims = normalize_dims(d, ndim)
-    return dims[0] if dims else 0
-
-
 class IdentityBackward(Node):
     """Base of nodes whose gradient passes through unchanged (clone, dtype copies, ...); the
     engine still sums it to the input's shape and casts it to the input's dtype."""
@@ -489,3 +465,26 @@ class _TensorOps:
 
 
 TENSOR = _TensorOps()
+
+
+def fix_shapes(node, outs, meta, xp):
+    """Sum gradients back over broadcast dims and cast to the input dtype (validate_outputs)."""
+    fixed = list(outs)
+    for i, m in enumerate(meta):
+        g = fixed[i]
+        if m is None or g is None:
+            continue
+        shape, dt = m
+        if xp.arrays:
+            if shape is not None and g.shape != shape:
+                g = sum_to_array(g, shape)
+            if g.dtype != dt:
+                g = g.astype(dt)
+        else:
+            if shape is not None and tuple(g._data.shape) != shape:
+                g = xp.sum_to(g, shape)
+            if g._data.dtype != dt:
+                g = g.to(dtypes.from_numpy_dtype(dt))
+        fixed[i] = g
+    return tuple(fixed)
+

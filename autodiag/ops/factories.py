@@ -19,6 +19,14 @@ from autodiag.tensor import REQUIRES_GRAD_DTYPE_ERROR, Tensor
 _rng = [np.random.default_rng()]
 
 
+def get_rng_state():
+    return _rng[0].bit_generator.state
+
+
+def set_rng_state(state) -> None:
+    _rng[0].bit_generator.state = state
+
+
 def manual_seed(seed: int):
     """Seed autodiag's random number generator."""
     _rng[0] = np.random.default_rng(int(seed))

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.autograd.graph import Node, SavedTensor
+from autodiag.core.graph import Node, SavedTensor
 from autodiag.ops import pointwise as pw
 from autodiag.ops import views
-from autodiag.ops._core import OPS, _state, as_tensor_operand, check_broadcast, edge, result, wrap
+from autodiag.ops._core import (OPS, _state, as_tensor_operand, check_broadcast, edge, fix_shapes,
+                                result, wrap)
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -378,8 +379,6 @@ class CopySlices(Node):
 
 
     def _view_backward(self, xp, g):
-        from autodiag.autograd.engine import _fix_shapes
-
         fn, pos = self.fn, self.positions
         if self.overlap and self._next[0] is not None:
             # an expanded view filled in place: PyTorch cannot write its gradient back either
@@ -394,7 +393,7 @@ class CopySlices(Node):
         res = fn._apply(xp, (region,))
         meta = fn._input_meta
         if meta is not None:
-            res = _fix_shapes(fn, res, meta, xp)
+            res = fix_shapes(fn, res, meta, xp)
         gbase = None
         if self._next[0] is not None:
             g0 = res[0]

@@ -6,7 +6,7 @@ import builtins
 
 import numpy as np
 
-from autodiag.autograd.graph import Node
+from autodiag.core.graph import Node
 from autodiag.ops._core import (_state, as_tensor_operand, check_broadcast, edge, register,
                                 result, save, set_broadcast_meta)
 from autodiag.tensor import Tensor

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import Freed, Node, raise_freed
+from autodiag.core.graph import Freed, Node, raise_freed
 from autodiag.ops._core import (
     ARRAY,
     FusedBackwardLink,

@@ -13,7 +13,7 @@ from sys import _getframe
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import Freed, Node, _saved_hooks_stack, _seq_counter
+from autodiag.core.graph import Freed, Node, _saved_hooks_stack, _seq_counter
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
@@ -60,7 +60,7 @@ def _float_data(x: Tensor) -> np.ndarray:
 # check ``TRACERS`` themselves (no registry wrapper around them), build the node field by field
 # (``Node.__init__`` inlined: every slot it sets is set here too, which a test checks), compute
 # edges and version-0 saves inline (``edge()``, ``save()``), and record the saving line with one
-# identity test (NOTE [Saving sites] in autograd/graph.py). Anything unusual (promotion,
+# identity test (NOTE [Saving sites] in core/graph.py). Anything unusual (promotion,
 # broadcasting, coercion, saved-tensor hooks, a tensor with a version counter) goes the general
 # way. A Python call costs ~80-110 ns against ~1.7 µs per recorded op.
 #

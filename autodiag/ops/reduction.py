@@ -15,7 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.autograd.graph import Node
+from autodiag.core.graph import Node
 from autodiag.ops._core import (
     _state,
     as_tensor_operand,

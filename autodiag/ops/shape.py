@@ -3,7 +3,7 @@ repeat, ``__getitem__``, cat/stack/split/chunk, gather, clone, dtype conversion.
 
 Views (``view``, ``reshape`` of contiguous data, ``squeeze``, ``unsqueeze``, ``transpose``,
 ``permute``, ``expand``, basic indexing, ``split``/``chunk``) share their base's numpy buffer and
-version counter (NOTE [Version counters] in autograd/graph.py) and set ``_base``.
+version counter (NOTE [Version counters] in core/graph.py) and set ``_base``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from autodiag import _device, dtypes
-from autodiag.autograd.graph import Node
+from autodiag.core.graph import Node
 from autodiag.ops._core import (
     IdentityBackward,
     _state,

@@ -2,7 +2,7 @@
 
 NOTE [Views and in-place]
 A view (``_base`` set, see shape.py's ``_make_view``) shares its base's buffer and version
-counter (NOTE [Version counters] in autograd/graph.py). Two things keep its gradient right when
+counter (NOTE [Version counters] in core/graph.py). Two things keep its gradient right when
 that buffer is written in place:
 
 * A write through the view itself (``v.mul_(w)``, ``v[0] = w``) rebases the *base*: the
@@ -30,8 +30,8 @@ import weakref
 
 import numpy as np
 
-from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import Node
+from autodiag.core import grad_mode
+from autodiag.core.graph import Node
 from autodiag.tensor import Tensor
 
 _state = grad_mode._state
@@ -145,7 +145,7 @@ def _stale_grad_fn(v):
 
 def rebase_error(v: Tensor, grad_fn, indirect: bool) -> str:
     """PyTorch's handle_view_on_rebase message for a view it refuses to rebase."""
-    from autodiag.autograd.errors import forward_op_name
+    from autodiag.core.errors import forward_op_name
 
     meta = v._creation
     what = "its base or another view of its base has been" if indirect else "is being"

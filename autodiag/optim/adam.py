@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.autograd import grad_mode
+from autodiag.core import grad_mode
 from autodiag.optim.optimizer import (
     Optimizer,
     ParamWriter,

@@ -18,8 +18,8 @@ from itertools import chain
 
 import numpy as np
 
-from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import RemovableHandle, _add_hook, _HookDict
+from autodiag.core import grad_mode
+from autodiag.core.graph import RemovableHandle, _add_hook, _HookDict
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -102,7 +102,7 @@ class ParamWriter:
     """Records in-place updates of parameters, as PyTorch's in-place ``add_``/``mul_`` under
     ``no_grad`` do: each write bumps the version counter shared with the parameter's views and
     remembers (op, site) for the "modified by an inplace operation" message (NOTE [Version
-    counters] in autograd/graph.py). The user's call site is captured once per step, not once
+    counters] in core/graph.py). The user's call site is captured once per step, not once
     per parameter (a frame walk each: the optimizer step's main overhead on small models).
 
     >>> import autodiag as torch

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from autodiag.autograd import grad_mode
+from autodiag.core import grad_mode
 from autodiag.optim.optimizer import (
     Optimizer,
     ParamWriter,

@@ -25,7 +25,8 @@ import types
 
 from autodiag import dtypes
 from autodiag._look import module_file
-from autodiag.autograd import anomaly, engine, grad_mode
+from autodiag.autograd import anomaly, engine
+from autodiag.core import grad_mode
 from autodiag.target.errors import BadTarget, TargetFailed
 from autodiag.torch_alias import missing_name, torch_alias
 from autodiag.trace import StopRun, sites

@@ -13,13 +13,15 @@ with a lazily formatted capture of the user's stack (shared between ops on the s
 (``LISTENERS``): ``on_save`` costs nothing unless someone listens. Measured on a 10,000-op chain
 of tiny tensors run as a script, a tracer that ignores every event costs ~1.25x the plain run.
 
-This module imports nothing from the engine at import time: ops, tensor and the engine import it.
+This module sits in the engine core, below the tensor (NOTE [Layers] in core/__init__.py): it
+knows nodes (core.graph), and the Tensor class only as tensor.py binds it.
 """
 
 from __future__ import annotations
 
 import functools
 
+from autodiag.core.graph import SavedTensor, _seq_counter
 from autodiag.trace.sites import Stack, capture_stack, note_saver
 
 # The installed tracers, in installation order. Mutated only by ``install``/``uninstall``.
@@ -33,9 +35,11 @@ REPORTED = [0, 0, 0]
 # The nn.Module calls in progress while a tracer is installed, outermost first (nn.Module's
 # __call__ keeps it): an analysis names a module's ops by its path in the outermost one.
 MODULES: list = []
-# Sequence number source of graph nodes (set by autograd.graph; nodes made during an op have a
-# sequence number above the mark taken before it).
-_seq_source: list = [None]
+# The sequence number the next graph node gets: nodes made during an op are numbered from the
+# mark taken before it on.
+_next_seq = _seq_counter.__next__
+# The Tensor class: tensor.py, a layer above, binds it (core.bindings.bind_tensor_type).
+_Tensor: type = type(None)
 
 
 # Per event, the installed tracers that override it (a tracer that ignores an event costs
@@ -75,8 +79,8 @@ def uninstall(tracer) -> None:
 
 def _note_saving_result(out) -> None:
     """The untraced call of a wrapped op: if its result's node saves tensors, remember the user's
-    line on it (NOTE [Saving sites] in autograd/graph.py)."""
-    if out.__class__ is _T[0]:
+    line on it (NOTE [Saving sites] in core/graph.py)."""
+    if out.__class__ is _Tensor:
         node = out.grad_fn
         if node is not None and node._saved is not None:
             note_saver(node, 3)
@@ -93,7 +97,7 @@ def traced(name: str, fn):
         if _depth[0]:
             return fn(*args, **kwargs)
         # call_traced, inlined (one frame less per op, and stacks start one frame closer)
-        mark = _seq_source[0]()
+        mark = _next_seq()
         _depth[0] += 1
         try:
             out = fn(*args, **kwargs)
@@ -118,13 +122,13 @@ def traced_binary(name: str, fn):
         if _depth[0]:
             return fn(self, other)
         # call_traced, inlined: operators are the most frequent ops of all
-        mark = _seq_source[0]()
+        mark = _next_seq()
         _depth[0] += 1
         try:
             out = fn(self, other)
         finally:
             _depth[0] -= 1
-        emit_op(name, (self, other) if isinstance(other, _T[0] or _load()) else (self,), out,
+        emit_op(name, (self, other) if isinstance(other, _Tensor) else (self,), out,
                 mark, 3)
         return out
 
@@ -143,7 +147,7 @@ def self_traced(name: str, op):
 def call_traced(name: str, fn, args: tuple, kwargs: dict | None):
     """Call the op ``fn`` and report it: for ops that check ``TRACERS`` themselves (the hot
     operators) rather than through a ``traced`` wrapper."""
-    mark = _seq_source[0]()
+    mark = _next_seq()
     _depth[0] += 1
     try:
         out = fn(*args, **kwargs) if kwargs else fn(*args)
@@ -160,8 +164,7 @@ def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
     """Report one op: ``name``, the node it recorded (None if none), its tensor inputs/outputs.
     ``skip``: frames from here to the caller of the op's wrapper."""
     REPORTED[0] += 1
-    T = _T[0] or _load()
-    if out.__class__ is T:  # the common case, without the generic walk
+    if out.__class__ is _Tensor:  # the common case, without the generic walk
         outputs = (out,)
         fn = out.grad_fn
         node = fn if fn is not None and mark <= fn._seq < _AFTER_LEAVES else None
@@ -215,12 +218,9 @@ def _mark_new_nodes(node, mark: int, stack) -> None:
 
 
 def _emit_saves(node, outputs) -> None:
-    from autodiag.autograd.graph import SavedTensor
-
-    T = _T[0]
     by_data = {id(o._data): o for o in outputs}
     for s in node._saved:
-        if isinstance(s, T):
+        if isinstance(s, _Tensor):
             t = s
         elif s.__class__ is SavedTensor:
             t = s.tensor if s.tensor is not None else by_data.get(id(s.data))
@@ -244,11 +244,6 @@ def emit_backward_begin(call) -> None:
         t.on_backward_begin(call)
 
 
-def emit_node_backward(node, grad_outputs, grad_inputs) -> None:
-    for t in LISTENERS["on_node_backward"]:
-        t.on_node_backward(node, grad_outputs, grad_inputs)
-
-
 def emit_backward_end(call) -> None:
     for t in LISTENERS["on_backward_end"]:
         t.on_backward_end(call)
@@ -265,19 +260,9 @@ def emit_step() -> None:
         t.on_step()
 
 
-_T: list = [None]  # the Tensor class (set by tensor.py, which imports this module)
-
-
-def _load():
-    from autodiag.tensor import Tensor
-
-    _T[0] = Tensor
-    return Tensor
-
-
 def _tensors_in(args, kwargs) -> tuple:
     """The Tensors among an op's arguments or results (one level into lists/tuples)."""
-    T = _T[0] or _load()
+    T = _Tensor
     if not kwargs and len(args) == 1 and isinstance(args[0], T):
         return args  # a unary op or a method without arguments
     found = []

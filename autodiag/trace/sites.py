@@ -86,7 +86,7 @@ last_user: list = [None]
 
 def note_saver(node, skip: int = 2) -> None:
     """Remember on ``node`` the user's line that recorded it (NOTE [Saving sites] in
-    autograd/graph.py): the innermost frame outside autodiag from ``skip`` frames up."""
+    core/graph.py): the innermost frame outside autodiag from ``skip`` frames up."""
     f = _user_frame(sys._getframe(skip))
     if f is not None:
         node._src_code = last_user[0] = f.f_code

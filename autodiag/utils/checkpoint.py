@@ -27,9 +27,10 @@ import sys
 import warnings
 import weakref
 
-from autodiag.autograd import grad_mode
 from autodiag.autograd.function import Function
-from autodiag.autograd.graph import SavedTensor, saved_tensors_hooks
+from autodiag.core import grad_mode
+from autodiag.core.graph import SavedTensor, saved_tensors_hooks
+from autodiag.ops.factories import get_rng_state, set_rng_state
 from autodiag.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
@@ -40,18 +41,6 @@ class CheckpointError(RuntimeError):
     """The recomputed forward did not save the same tensors as the original one."""
 
 
-def _get_rng_state():
-    from autodiag import get_rng_state
-
-    return get_rng_state()
-
-
-def _set_rng_state(state) -> None:
-    from autodiag import set_rng_state
-
-    set_rng_state(state)
-
-
 class _rng_restored:
     """Run a block with the RNG state ``state`` (None: untouched), then restore the caller's."""
 
@@ -60,12 +49,12 @@ class _rng_restored:
 
     def __enter__(self):
         if self.state is not None:
-            self.outer = _get_rng_state()
-            _set_rng_state(self.state)
+            self.outer = get_rng_state()
+            set_rng_state(self.state)
 
     def __exit__(self, *exc):
         if self.state is not None:
-            _set_rng_state(self.outer)
+            set_rng_state(self.outer)
         return False
 
 
@@ -136,7 +125,7 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=No
                          f"{determinism_check}")
     if not grad_mode.is_grad_enabled():
         return function(*args, **kwargs)
-    frame = _Frame(function, args, kwargs, _get_rng_state() if preserve else None,
+    frame = _Frame(function, args, kwargs, get_rng_state() if preserve else None,
                    check_metadata=determinism_check == "default")
     with saved_tensors_hooks(frame.pack, frame.unpack):
         out = function(*args, **kwargs)
@@ -312,7 +301,7 @@ class _CheckpointNode:
 
 
 def _raise_modified_input(t: Tensor, version: int) -> None:
-    from autodiag.autograd import errors
+    from autodiag.core import errors
 
     saved = SavedTensor.compact(t)
     saved.version = version
@@ -350,7 +339,7 @@ class CheckpointFunction(Function):
     def forward(ctx, run_function, preserve_rng_state, *args):
         _warn_if_no_input_requires_grad(args)
         ctx.run_function = run_function
-        ctx.fwd_rng_state = _get_rng_state() if preserve_rng_state else None
+        ctx.fwd_rng_state = get_rng_state() if preserve_rng_state else None
         ctx.inputs = [None if isinstance(a, Tensor) else a for a in args]
         ctx.tensor_indices = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.save_for_backward(*(a for a in args if isinstance(a, Tensor)))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import warnings
 
-from autodiag.autograd import grad_mode
 from autodiag.autograd.function import Function
+from autodiag.core import grad_mode
 from autodiag.tensor import Tensor
 
 

@@ -21,8 +21,8 @@ import warnings
 from collections import OrderedDict, namedtuple
 
 from autodiag import _device, dtypes
-from autodiag.autograd import grad_mode
-from autodiag.autograd.graph import RemovableHandle
+from autodiag.core import grad_mode
+from autodiag.core.graph import RemovableHandle
 from autodiag.nn.parameter import Buffer, Parameter
 from autodiag.tensor import Tensor
 from autodiag.trace import events

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autodiag.autograd.grad_mode import no_grad
+from autodiag.core.grad_mode import no_grad
 from autodiag.nn import functional as F
 from autodiag.nn import init
 from autodiag.nn.modules.module import Module

@@ -5,9 +5,16 @@ from __future__ import annotations
 import re
 import weakref
 
+from autodiag import dtypes
+from autodiag.core import bindings
+from autodiag.core.grad_mode import is_anomaly_enabled
 from autodiag.trace.sites import code_site, saver_site, short_path, site_text
 
 _BACKWARD_SUFFIX = re.compile(r"Backward(\d*)$")
+# PyTorch's hint in anomaly mode (in place of the hint to enable it)
+INPLACE_HINT = ("Hint: the backtrace further above shows the operation that failed to compute "
+                "its gradient. The variable in question was changed in there or anywhere later. "
+                "Good luck!")
 
 
 def forward_op_name(node) -> str:
@@ -36,10 +43,8 @@ def inplace_modified_message(saved, node) -> str:
         owner = t.grad_fn
         out_nr = t._output_nr
     else:
-        from autodiag.tensor import Tensor
-
-        t = Tensor._make(saved.data)
-        shape, dt = saved.data.shape, _type_str(t)
+        shape = saved.data.shape
+        dt = dtypes.from_numpy_dtype(saved.data.dtype).legacy_type_name
         owner, out_nr = node, saved.output_nr
     which = (f", which is output {out_nr} of {forward_op_name(owner)}," if owner is not None
              else "")
@@ -57,8 +62,6 @@ def inplace_modified_message(saved, node) -> str:
         op, site = saved.vc[1]
         details.append(f"last modified in place by {op} at {site_text(site)}")
     msg += " " + "; ".join(details) + "."
-    from autodiag.autograd.anomaly import INPLACE_HINT, is_anomaly_enabled
-
     if is_anomaly_enabled():
         msg += " " + INPLACE_HINT
     else:
@@ -121,7 +124,7 @@ def _at(site) -> str:
 
 
 def freed_message(info: FreedInfo) -> str:
-    from autodiag.autograd.graph import ERR_BACKWARD_TWICE
+    from autodiag.core.graph import ERR_BACKWARD_TWICE
 
     k = info.freed_call
     freed_by = f"backward call {k} {_at(info.freed_at)}"
@@ -183,10 +186,9 @@ def _through(node, last_seq: int, root_nodes, frames):
     numbered up to ``last_seq`` existed before the freeing call; the frontier of that old part
     (old nodes that are roots or children of new ones) is where the new graph entered the old
     one. Prefer a named tensor whose grad_fn is on the frontier, then the newest old one."""
-    from autodiag.autograd.engine import _mark_needed
-    from autodiag.autograd.graph import children
+    from autodiag.core.graph import children, mark_needed
 
-    needed = _mark_needed(root_nodes, {node})
+    needed = mark_needed(root_nodes, {node})
     old = {n for n in needed if n._seq <= last_seq}
     frontier = {n for n in root_nodes if n in old}
     for n in needed:
@@ -212,8 +214,8 @@ def _named_tensors(frames):
     code of the frame that binds the name (None for ``self.`` attributes and for the globals of a
     module whose own frame is not on the stack)."""
     from autodiag._look import attributes, is_a, variables
-    from autodiag.tensor import Tensor
 
+    Tensor = bindings.Tensor
     module_code = {id(f.f_globals): f.f_code for f in frames if f.f_locals is f.f_globals}
     for f in frames:
         f_locals = f.f_locals

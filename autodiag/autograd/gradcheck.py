@@ -24,15 +24,34 @@ from __future__ import annotations
 
 import sys
 import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from autodiag.autograd._gradcheck_diagnosis import Diagnosis, compare, diagnose
-from autodiag.autograd.graph import Node
+from autodiag.core.graph import Node
+from autodiag.dtypes import torch_name
 from autodiag.ops._core import edge, wrap
+from autodiag.size import Size
 from autodiag.tensor import Tensor
 
-__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "Diagnosis"]
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "Diagnosis", "GradcheckRun",
+           "run_checks", "numerical_jacobian", "analytical_jacobian", "differentiable_outputs",
+           "as_tuple"]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One likely cause of a gradcheck failure: ``kind`` (stable id), a one-sentence ``hint``
+    and ``details`` (indices, values) for tools.
+
+    >>> from autodiag.autograd.gradcheck import Diagnosis
+    >>> Diagnosis("constant_factor", "off by a factor of 2.", {"factor": 2.0}).kind
+    'constant_factor'
+    """
+
+    kind: str
+    hint: str
+    details: dict = field(default_factory=dict, compare=False)
 
 
 class GradcheckError(RuntimeError):
@@ -148,10 +167,10 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
             raise NotImplementedError(f"autodiag: gradcheck({name}=True) needs "
                                       f"{'forward-mode AD' if 'forward' in name else 'vmap'}, "
                                       f"which autodiag does not have; pass {name}=False")
-    run = _Run(func, _as_tuple(inputs), eps, atol, rtol, nondet_tol, check_grad_dtypes,
+    run = GradcheckRun(func, as_tuple(inputs), eps, atol, rtol, nondet_tol, check_grad_dtypes,
                fast_mode)
     try:
-        _check(run, check_undefined_grad, check_backward_ad)
+        run_checks(run, check_undefined_grad, check_backward_ad)
     except GradcheckError as err:
         if not raise_exception:
             return False
@@ -193,14 +212,14 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     from autodiag.autograd import grad
     from autodiag.ops.factories import rand
 
-    tupled_inputs = _as_tuple(inputs)
+    tupled_inputs = as_tuple(inputs)
     if grad_outputs is None:
-        outs = _differentiable_outputs(func(*tupled_inputs))
+        outs = differentiable_outputs(func(*tupled_inputs))
         tupled_grad_outputs = tuple(
             (rand(*o.shape, dtype=o.dtype if o.is_floating_point() else None) * 2 - 1)
             .requires_grad_() for o in outs)
     else:
-        tupled_grad_outputs = _as_tuple(grad_outputs)
+        tupled_grad_outputs = as_tuple(grad_outputs)
     n_out = len(tupled_grad_outputs)
     diff_in = {i for i, x in enumerate(tupled_inputs) if isinstance(x, Tensor) and x.requires_grad}
     diff_go = {i for i, x in enumerate(tupled_grad_outputs) if x.requires_grad}
@@ -208,7 +227,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     def new_func(*args):
         ins = tuple(x.requires_grad_() if i in diff_in else x
                     for i, x in enumerate(args[:len(args) - n_out]))
-        outs = _differentiable_outputs(func(*ins))
+        outs = differentiable_outputs(func(*ins))
         gos = tuple(x.requires_grad_() if i in diff_go else x
                     for i, x in enumerate(args[len(args) - n_out:]))
         diff_ins = tuple(x for i, x in enumerate(ins) if i in diff_in)
@@ -228,8 +247,11 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
 # ---------------------------------------------------------------------------------------------
 
 
-class _Run:
-    """One gradcheck call: the function, its inputs, the settings, what was observed."""
+class GradcheckRun:
+    """One gradcheck call: the function, its inputs, the settings, what was observed. With
+    ``GradcheckError.failure`` it is what the diagnosis (``_gradcheck_diagnosis``) and the
+    CLI's analysis read; they rerun the check's pieces through ``run_checks``,
+    ``numerical_jacobian``, ``analytical_jacobian`` and ``differentiable_outputs``."""
 
     def __init__(self, func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes,
                  fast_mode):
@@ -247,7 +269,7 @@ class _Run:
         return [self.inputs[p] for p in self.diff_pos]
 
 
-def _as_tuple(x) -> tuple:
+def as_tuple(x) -> tuple:
     if isinstance(x, tuple):
         return x
     if isinstance(x, list):
@@ -255,18 +277,18 @@ def _as_tuple(x) -> tuple:
     return (x,)
 
 
-def _differentiable_outputs(x) -> tuple:
-    return tuple(o for o in _as_tuple(x) if o.requires_grad)
+def differentiable_outputs(x) -> tuple:
+    return tuple(o for o in as_tuple(x) if o.requires_grad)
 
 
-def _check(run: _Run, check_undefined_grad: bool, check_backward_ad: bool) -> None:
+def run_checks(run: GradcheckRun, check_undefined_grad: bool, check_backward_ad: bool) -> None:
     _check_inputs(run.inputs)
     before = [np.array(x._data) if isinstance(x, Tensor) else None for x in run.inputs]
     func_out = run.func(*run.inputs)
     run.mutated = [i for i, (x, b) in enumerate(zip(run.inputs, before))
                    if b is not None and not _same_values(x._data, b)]
-    outputs = _differentiable_outputs(func_out)
-    run.all_out = _as_tuple(func_out)
+    outputs = differentiable_outputs(func_out)
+    run.all_out = as_tuple(func_out)
     floats = [k for k, o in enumerate(run.all_out) if o._data.dtype.kind == "f"]
     # numerical Jacobians exist for float outputs; keep[i]: that list's index of output i
     run.float_out = floats
@@ -326,10 +348,10 @@ def _check_inputs(inputs) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _outputs_now(run: _Run) -> list:
+def _outputs_now(run: GradcheckRun) -> list:
     """func at the current (perturbed) inputs: copies of its output arrays (an output may alias
     the input being perturbed)."""
-    return [np.array(o._data) for o in _as_tuple(run.func(*run.inputs))]
+    return [np.array(o._data) for o in as_tuple(run.func(*run.inputs))]
 
 
 def _check_same_meta(a: np.ndarray, b: np.ndarray, eps: float, idx=None) -> None:
@@ -337,24 +359,14 @@ def _check_same_meta(a: np.ndarray, b: np.ndarray, eps: float, idx=None) -> None
     if a.shape != b.shape:
         raise AssertionError(f"Expected `func` to return outputs with the same shape when inputs "
                              f"are perturbed {on_index}by {eps}, but got: shapes "
-                             f"{_size(a.shape)} and {_size(b.shape)}.")
+                             f"{Size(a.shape)!r} and {Size(b.shape)!r}.")
     if a.dtype != b.dtype:
         raise AssertionError(f"Expected `func` to return outputs with the same dtype when inputs "
                              f"are perturbed {on_index}by {eps}, but got: dtypes "
-                             f"{_dtype_name(a.dtype)} and {_dtype_name(b.dtype)}.")
+                             f"{torch_name(a.dtype)} and {torch_name(b.dtype)}.")
 
 
-def _size(shape) -> str:
-    return f"torch.Size([{', '.join(map(str, shape))}])"
-
-
-def _dtype_name(dt) -> str:
-    from autodiag import dtypes
-
-    return f"torch.{dtypes.from_numpy_dtype(dt).name}"
-
-
-def numerical_jacobian(run: _Run, j: int, eps: float | None = None) -> list:
+def numerical_jacobian(run: GradcheckRun, j: int, eps: float | None = None) -> list:
     """Numerical Jacobians of every float output w.r.t. differentiable input ``j``: arrays of
     shape (input numel, output numel) in the output's dtype (PyTorch's transposed layout).
     Row by row: perturb one element by ±eps, run func twice, difference the outputs."""
@@ -387,7 +399,7 @@ _BOOL_SUB = ("Subtraction, the `-` operator, with two bool tensors is not suppor
              "or `logical_xor()` operator instead.")
 
 
-def _numerical_directional(run: _Run, j: int, u: np.ndarray) -> list:
+def _numerical_directional(run: GradcheckRun, j: int, u: np.ndarray) -> list:
     """J·u for every output, by central differences along ``eps·u`` (fast mode)."""
     eps = run.eps
     x = run.inputs[run.diff_pos[j]]
@@ -418,7 +430,7 @@ def _vjp(output: Tensor, diff_inputs: list, grad_output: np.ndarray) -> tuple:
     return grad(output, diff_inputs, wrap(grad_output), retain_graph=True, allow_unused=True)
 
 
-def _analytical_rows(run: _Run, output: Tensor, grad_outputs) -> tuple[list, bool, bool]:
+def _analytical_rows(run: GradcheckRun, output: Tensor, grad_outputs) -> tuple[list, bool, bool]:
     """One Jacobian column per grad_output (``vᵀJ``), stacked per input: arrays of shape
     (input numel, number of grad_outputs) in the input's dtype; plus whether every gradient had
     the input's size and dtype."""
@@ -450,7 +462,8 @@ def _one_hots(output: Tensor):
         yield buf
 
 
-def analytical_jacobian(run: _Run, output: Tensor, check: bool = True, vectors=None) -> list:
+def analytical_jacobian(run: GradcheckRun, output: Tensor, check: bool = True,
+                        vectors=None) -> list:
     """Analytical Jacobians of ``output`` w.r.t. each differentiable input, computed twice:
     a difference beyond nondet_tol is PyTorch's "Backward is not reentrant" error."""
     vecs = list(vectors) if vectors is not None else None
@@ -522,7 +535,7 @@ def _fmt(v) -> str:
     return repr(float(v))
 
 
-def worst_element(run: _Run, i: int, j: int, a: np.ndarray, n: np.ndarray) -> dict:
+def worst_element(run: GradcheckRun, i: int, j: int, a: np.ndarray, n: np.ndarray) -> dict:
     """The element of the (input j, output i) block that most exceeds the tolerance."""
     diff = np.abs(a.astype(np.float64) - n.astype(np.float64))
     allowed = run.atol + run.rtol * np.abs(n.astype(np.float64))
@@ -544,7 +557,7 @@ def _worst_line(w: dict) -> str:
             f"{w['tolerance']:.3g})\n")
 
 
-def _slow_gradcheck(run: _Run, func_out, outputs) -> None:
+def _slow_gradcheck(run: GradcheckRun, func_out, outputs) -> None:
     if not outputs:
         for j in range(len(run.diff_pos)):
             for jac in numerical_jacobian(run, j):
@@ -572,7 +585,7 @@ def _unit_vector(rng, numel: int, dtype) -> np.ndarray:
     return v
 
 
-def _fast_gradcheck(run: _Run, func_out, outputs) -> None:
+def _fast_gradcheck(run: GradcheckRun, func_out, outputs) -> None:
     rng = np.random.default_rng(_FAST_MODE_SEED)
     diff = run.diff_inputs
     all_u = [_unit_vector(rng, x._data.size, x._data.dtype) for x in diff]
@@ -599,7 +612,7 @@ def _fast_gradcheck(run: _Run, func_out, outputs) -> None:
                 _raise_fast_failure(run, outputs, i, j, a, n)
 
 
-def _raise_fast_failure(run: _Run, outputs, i: int, j: int, a, n) -> None:
+def _raise_fast_failure(run: GradcheckRun, outputs, i: int, j: int, a, n) -> None:
     """PyTorch's fast-mode report: the two scalars, then the slow Jacobians of the failing
     (input, output) block (only that block is recomputed)."""
     slow_n = numerical_jacobian(run, j)[run.keep[i]]
@@ -624,7 +637,7 @@ def _raise_fast_failure(run: _Run, outputs, i: int, j: int, a, n) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _test_backward_mul_by_grad_output(run: _Run, outputs, retain_graph: bool) -> None:
+def _test_backward_mul_by_grad_output(run: GradcheckRun, outputs, retain_graph: bool) -> None:
     from autodiag.autograd import grad
 
     diff = run.diff_inputs
@@ -664,7 +677,7 @@ def _warn_bc_breaking() -> None:
                   stacklevel=_user_stacklevel())
 
 
-def _test_undefined_backward_mode(run: _Run, outputs) -> None:
+def _test_undefined_backward_mode(run: GradcheckRun, outputs) -> None:
     from autodiag.autograd import grad
 
     diff = run.diff_inputs
@@ -696,8 +709,11 @@ def _test_undefined_backward_mode(run: _Run, outputs) -> None:
         check(outs)
 
 
-def _attach_diagnosis(err: Exception, run: _Run) -> None:
+def _attach_diagnosis(err: Exception, run: GradcheckRun) -> None:
     """Diagnose a failure (never raising) and add the findings to the error."""
+    # the diagnosis builds on this module's public names: imported when a check fails
+    from autodiag.autograd._gradcheck_diagnosis import compare, diagnose
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -720,7 +736,3 @@ def _attach_diagnosis(err: Exception, run: _Run) -> None:
     elif hasattr(err, "add_note"):  # Python >= 3.11
         err.add_note(text)  # shown in the traceback; str(err) stays PyTorch's message
 
-
-# ``from autodiag.autograd.gradcheck import GradcheckError`` works as with torch, where the name
-# ``autograd.gradcheck`` is the function and the module lives only in sys.modules.
-sys.modules.setdefault("autodiag.autograd.gradcheck", sys.modules[__name__])

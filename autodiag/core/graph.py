@@ -1,0 +1,502 @@
+"""The autograd graph: ``Node``, ``AccumulateGrad``, saved tensors and hook handles.
+
+NOTE [Graph ownership]
+The graph is owned in one direction only, from outputs towards inputs:
+``tensor.grad_fn -> Node -> next_functions -> Node ... -> AccumulateGrad -> leaf``.
+Nothing points back: a node never holds the tensor it produced (a saved *output* is stored as its
+numpy array plus version counter and rebuilt on unpack), a leaf holds its ``AccumulateGrad`` only
+through a weak reference, and ``retain_grad`` hooks hold their tensor weakly. So dropping the last
+reference to a loss frees its whole graph by reference counting alone, with no cyclic GC.
+
+NOTE [Version counters]
+A tensor's ``_vc`` is a list ``[version]`` shared by the tensor, all its views and its base, or
+None until something needs it (a view, a save at a non-zero version, an in-place write): most
+tensors never do, and a missing counter reads as version 0 (``tensor.vc_of`` creates it).
+In-place ops bump ``_vc[0]`` and store ``(op name, site)`` of the write in ``_vc[1]``, so the
+"modified by an inplace operation" error can name the line that wrote. A saved tensor records
+the version it had; on unpack a different version raises that error.
+
+NOTE [Saving sites]
+The "modified by an inplace operation" error names the line that saved the tensor, also with no
+tracer and no anomaly mode. A node that saves tensors remembers the code object and instruction
+offset of the user's frame that recorded it (``trace.sites.note_saver``: one frame walk, two
+slots, no new object); the line is decoded only when the error is raised. The hot ops
+(``pointwise.binary_op``/``unary_op``) call it themselves, every other public op through its
+``traced`` wrapper, and ``autograd.Function.apply`` for custom functions.
+
+NOTE [Freed graphs]
+A backward call without ``retain_graph`` frees the saved tensors of every node it runs by
+setting ``node._saved`` to the call's ``Freed`` marker: one small object per call, shared by all
+the nodes it frees, which records the call's number, the user's line that made it (code object
+and instruction offset, decoded only when reported, as NOTE [Saving sites]) and the newest
+sequence number of its graph. A node is freed when ``node._saved.__class__ is Freed``. So when a
+later backward reaches such a node, the "backward through the graph a second time" error can
+say which call freed it and where, and (engine.py) through which tensor, made before that call,
+the new backward got there: nodes numbered up to the marker's ``last_seq`` existed before it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict
+
+from autodiag.core import bindings
+
+__all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
+
+_new_object = object.__new__
+_seq_counter = itertools.count()  # next(_seq_counter): 3.11 specializes it, not a bound __next__
+
+ERR_BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward."
+)
+
+
+class RemovableHandle:
+    """Returned by every ``register_*hook``; ``.remove()`` unregisters the hook."""
+
+    __slots__ = ("_dict_ref", "id")
+    _ids = itertools.count()
+
+    def __init__(self, hooks_dict: dict):
+        self._dict_ref = weakref.ref(hooks_dict) if _weakrefable(hooks_dict) else lambda: hooks_dict
+        self.id = next(RemovableHandle._ids)
+
+    def remove(self) -> None:
+        d = self._dict_ref()
+        if d is not None:
+            d.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _weakrefable(obj) -> bool:
+    try:
+        weakref.ref(obj)
+        return True
+    except TypeError:
+        return False
+
+
+class _HookDict(OrderedDict):
+    """An OrderedDict that can be weakly referenced (handles must not keep hooks alive)."""
+
+
+def _add_hook(d: _HookDict, fn) -> RemovableHandle:
+    h = RemovableHandle(d)
+    d[h.id] = fn
+    return h
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved tensors
+# ---------------------------------------------------------------------------------------------
+
+# Innermost (pack, unpack) pair of autograd.graph.saved_tensors_hooks, or None.
+_saved_hooks_stack: list = []
+# The Tensor class: tensor.py, a layer above, binds it (core.bindings.bind_tensor_type).
+_Tensor: type = type(None)
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had when saved.
+
+    An *input* is kept as the Tensor itself. An *output* of the node that saves it is kept as its
+    array and version counter, never as the Tensor (that would be a reference cycle: the tensor's
+    grad_fn would own the tensor); ``unpack`` rebuilds a Tensor whose grad_fn is the node.
+    """
+
+    __slots__ = ("tensor", "data", "vc", "version", "output_nr", "packed", "unpack_hook")
+
+    def __init__(self, t, is_output: bool):
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = [0]
+        self.vc = vc
+        self.version = vc[0]
+        self.packed = None
+        self.unpack_hook = None
+        if is_output:
+            self.tensor = None
+            self.data = t._data
+            self.output_nr = t._output_nr
+        else:
+            self.tensor = t
+            self.data = None
+            self.output_nr = 0
+        if _saved_hooks_stack:
+            pack, unpack = _saved_hooks_stack[-1]
+            self.packed = pack(t)
+            self.unpack_hook = unpack
+            self.tensor = None
+            self.data = None
+
+    @classmethod
+    def compact(cls, t) -> SavedTensor:
+        """The full record of a compactly saved input (the tensor itself, saved at version 0)."""
+        s = cls.__new__(cls)
+        s.tensor, s.data, s.vc, s.version, s.output_nr = t, None, t._vc or [0], 0, 0
+        s.packed = s.unpack_hook = None
+        return s
+
+    def unpack_tensor(self, node):
+        """The saved value as a Tensor (version-checked), as ``grad_fn._saved_x`` returns it."""
+        if self.unpack_hook is not None:
+            return self.unpack_hook(self.packed)
+        if self.vc[0] != self.version:
+            _raise_version_error(self, node)
+        if self.tensor is not None:
+            return self.tensor
+        if self.output_nr < 0:
+            # an output written through a view (ops/views.py): its history is the view's, not
+            # ``node``'s; never a wrong derivative
+            from autodiag.core.errors import forward_op_name
+
+            raise NotImplementedError(
+                f"autodiag: {node.name()} (in-place {forward_op_name(node).lower()}_) saved its "
+                f"result, written in place through a view; "
+                f"its derivative of that result (create_graph=True, or _saved_result) is not "
+                f"supported. Use the out-of-place op, or clone() the view before modifying it.")
+        return _Tensor._make(self.data, node, True, self.vc, self.output_nr)
+
+    def unpack_data(self, node):
+        """The saved value as a numpy array (version-checked), for first-order backward."""
+        if self.unpack_hook is not None:
+            return self.unpack_hook(self.packed)._data
+        if self.vc[0] != self.version:
+            _raise_version_error(self, node)
+        t = self.tensor
+        return t._data if t is not None else self.data
+
+
+def _raise_version_error(saved: SavedTensor, node) -> None:
+    from autodiag.core import errors
+
+    raise RuntimeError(errors.inplace_modified_message(saved, node))
+
+
+class saved_tensors_hooks:
+    """Context manager that packs every tensor saved for backward, as in PyTorch.
+
+    >>> import autodiag as torch
+    >>> x = torch.ones(3, requires_grad=True)
+    >>> with torch.autograd.graph.saved_tensors_hooks(lambda t: t * 1, lambda t: t):
+    ...     y = x.exp()
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        _saved_hooks_stack.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        _saved_hooks_stack.pop()
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Nodes
+# ---------------------------------------------------------------------------------------------
+
+
+class Freed:
+    """``Node._saved`` of a node whose saved tensors a backward call released (NOTE [Freed
+    graphs]): one per call, shared by every node it freed."""
+
+    # ``call``: the backward call's number (engine.backward_calls); ``code``/``lasti``: the
+    # user's frame that made it (None/-1 if unknown) and its instruction offset there;
+    # ``last_seq``: the newest node sequence number of the call's graph. Made by
+    # engine._freed_marker (without an __init__ frame: it runs once per backward call).
+    __slots__ = ("call", "code", "lasti", "last_seq")
+
+    def __repr__(self) -> str:
+        return f"<freed by backward call {self.call}>"
+
+
+def raise_freed(node):
+    """Raise PyTorch's "backward through the graph a second time" error for a freed ``node``,
+    with what autodiag knows about it (core/errors.py)."""
+    from autodiag.core import errors
+
+    raise errors.freed_error(node)
+
+
+def compact_edge(e):
+    """(node, nr) -> node when nr is 0 (NOTE [Compact edges]); None and nodes pass through."""
+    if e.__class__ is tuple:
+        node, nr = e
+        return node if nr == 0 or node is None else e
+    return e
+
+
+def edge_pair(e) -> tuple:
+    """A compact edge as PyTorch's (node, input_nr) pair."""
+    return e if e.__class__ is tuple else (e, 0)
+
+
+def children(node):
+    """The nodes a node's edges point at (None for inputs needing no grad)."""
+    return [e[0] if e.__class__ is tuple else e for e in node._next]
+
+
+def mark_needed(roots, target_nodes: set) -> set:
+    """Nodes on some path from a root to a target node (iterative post-order)."""
+    needed = set()
+    done = set()
+    stack = [(n, False) for n in roots if n is not None]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            if node in target_nodes or any(c in needed for c in children(node)
+                                           if c is not None):
+                needed.add(node)
+            done.add(node)
+            continue
+        if node in done:
+            continue
+        stack.append((node, True))
+        for child in children(node):
+            if child is not None and child not in done:
+                stack.append((child, False))
+    return needed
+
+
+class NodeHooks:
+    """Hooks of one node, kept apart so that nodes without hooks pay one slot."""
+
+    __slots__ = ("pre", "post", "tensor_pre", "retain")
+
+    def __init__(self):
+        self.pre = _HookDict()  # fn(grad_outputs)
+        self.post = _HookDict()  # fn(grad_inputs, grad_outputs)
+        self.tensor_pre = {}  # output_nr -> _HookDict of fn(grad) (Tensor.register_hook)
+        self.retain = {}  # output_nr -> weakref to the tensor that retains its grad
+
+
+class NodeExtras:
+    """What few nodes carry, kept apart so that the others pay one slot (NOTE [Node layout]):
+    ``input_meta`` (per input, the (shape, dtype) its gradient must get back, for ops that
+    broadcast or promote), user ``metadata`` (or anomaly mode's record), ``hooks`` (a
+    NodeHooks) and ``trace`` (the user's Stack where the node was recorded, set only while
+    tracing)."""
+
+    __slots__ = ("input_meta", "metadata", "hooks", "trace")
+
+
+def _extra(field: str) -> property:
+    """``node._<field>``: the field of the node's NodeExtras, None when it has none; setting a
+    value other than None creates the NodeExtras (every field None; built without an
+    ``__init__`` frame, since anomaly mode makes one per node)."""
+    member = NodeExtras.__dict__[field]
+    get, put = member.__get__, member.__set__
+
+    def fget(node):
+        x = node._x
+        return None if x is None else get(x)
+
+    def fset(node, value):
+        x = node._x
+        if x is None:
+            if value is None:
+                return
+            x = node._x = _new_object(NodeExtras)
+            x.input_meta = x.metadata = x.hooks = x.trace = None
+        put(x, value)
+
+    return property(fget, fset, doc=f"NodeExtras.{field} of this node (None if unset)")
+
+
+class Node:
+    """A backward function in the graph, as ``torch.autograd.graph.Node``.
+
+    Subclasses implement ``backward(self, xp, grad)`` in one vocabulary: ``grad`` is the gradient
+    of the node's output, saved inputs are read with ``self.saved(xp, i)``, and ``xp`` is the
+    array namespace (numpy arrays for plain backward, differentiable Tensors for
+    ``create_graph=True``). It returns one gradient per entry of ``next_functions`` (``None``
+    for no gradient).
+
+    >>> import autodiag as torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> y = x * 2
+    >>> y.grad_fn.name(), y.grad_fn.next_functions[0][0].name()
+    ('MulBackward0', 'torch::autograd::AccumulateGrad')
+    """
+
+    # NOTE [Node layout]: every slot is one more pointer the cyclic GC visits, twice per
+    # collection, for every node of every live graph. So a node keeps what most nodes have;
+    # what few have lives in ``_x``, a NodeExtras or None, read and written through the
+    # ``_input_meta``/``_metadata``/``_hooks``/``_trace`` properties (the engine reads ``_x``
+    # once per node). Moving four slots there cut the 10k chain's forward from 16,340 to
+    # 15,248 instructions per op (tests/perf/count_instructions.py).
+    # ``_src_code``/``_src_lasti``: the user's line that recorded a node which saves tensors,
+    # left unset by every other node (NOTE [Saving sites]).
+    # ``_pad0``/``_pad1`` are never set (an unset slot costs the GC a NULL test): they keep a
+    # node at 112 bytes, a pymalloc size class of its own. At 96 bytes nodes shared numpy's
+    # ndarray class, and the full collections of the 1e6-op chain took 2.3 s instead of 1.7 s
+    # (bench_engine.py --big: forward 1.20x torch instead of 1.09x); the 10k chain measured the
+    # same either way.
+    # test_graph_lifetime.py checks the size class.
+    __slots__ = ("_next", "_saved", "_seq", "_x", "_src_code", "_src_lasti", "_pad0", "_pad1",
+                 "__weakref__")
+
+    _input_meta = _extra("input_meta")
+    _metadata = _extra("metadata")
+    _hooks = _extra("hooks")
+    _trace = _extra("trace")
+
+    # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
+    _saved_names: tuple = ()
+    # Outputs of the forward op = gradients this node receives (multi-output nodes shadow it).
+    _num_outputs = 1
+
+    def __init__(self, next_functions=(), saved=None):
+        # NOTE [Compact edges]: an edge is stored as the node itself when its input_nr is 0,
+        # None for no gradient, and (node, input_nr) only for outputs of multi-output nodes:
+        # one tuple per node instead of one per edge, fewer objects for the cyclic GC to scan.
+        self._next = next_functions
+        self._saved = saved
+        self._seq = next(_seq_counter)
+        self._x = None
+
+    # --- PyTorch's public Node API --------------------------------------------------------
+
+    @property
+    def next_functions(self) -> tuple:
+        """((node, input_nr), ...) in input order; (None, 0) for inputs that need no grad."""
+        return tuple(e if e.__class__ is tuple else (e, 0) for e in self._next)
+
+    @next_functions.setter
+    def next_functions(self, edges) -> None:
+        self._next = tuple(compact_edge(e) for e in edges)
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def metadata(self) -> dict:
+        m = self._metadata
+        if m.__class__ is not dict:
+            # None, or the AnomalyRecord of a node recorded in anomaly mode (autograd/anomaly.py)
+            m = self._metadata = {} if m is None else m.as_dict(self)
+        return m
+
+    def register_hook(self, fn) -> RemovableHandle:
+        """``fn(grad_inputs, grad_outputs) -> tuple | None`` runs after this node's backward."""
+        return _add_hook(self._hook_table().post, fn)
+
+    def register_prehook(self, fn) -> RemovableHandle:
+        """``fn(grad_outputs) -> tuple | None`` runs before this node's backward."""
+        return _add_hook(self._hook_table().pre, fn)
+
+    def _hook_table(self) -> NodeHooks:
+        if self._hooks is None:
+            self._hooks = NodeHooks()
+        return self._hooks
+
+    def _sequence_nr(self) -> int:
+        return self._seq
+
+    @property
+    def requires_grad(self) -> bool:
+        return True
+
+    def __call__(self, *grads):
+        """Run this node's backward on explicit gradients (as calling a PyTorch node does)."""
+        return bindings.call_node(self, grads)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    def __getattr__(self, attr: str):
+        # grad_fn._saved_self / _saved_result / _raw_saved_self, as PyTorch exposes them.
+        if attr.startswith("_saved_"):
+            return self._saved_attr(attr[7:], raw=False)
+        if attr.startswith("_raw_saved_"):
+            return self._saved_attr(attr[11:], raw=True)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+    def _saved_attr(self, name: str, raw: bool):
+        names = type(self)._saved_names
+        if name in names:
+            if self._saved.__class__ is Freed:
+                raise_freed(self)
+            s = self._saved[names.index(name)]
+            if isinstance(s, _Tensor):
+                s = SavedTensor.compact(s)
+            if raw or s.__class__ is not SavedTensor:
+                return s
+            return s.unpack_tensor(self)
+        extra = self._saved_extra()
+        if name in extra:
+            return extra[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '_saved_{name}'")
+
+    def _saved_extra(self) -> dict:
+        """Non-tensor saved values (dims, scalars) under their PyTorch names."""
+        return {}
+
+    # --- engine side ------------------------------------------------------------------------
+
+    def saved(self, xp, i: int):
+        """Saved tensor ``i`` for the backward formula: an array, or a Tensor under create_graph."""
+        saved = self._saved
+        try:
+            s = saved[i]
+        except TypeError:  # NOTE: a Freed marker is not subscriptable (a zero-cost check)
+            if saved.__class__ is Freed:
+                raise_freed(self)
+            raise
+        if s.__class__ is SavedTensor:
+            return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
+        if isinstance(s, _Tensor):
+            # NOTE [Compact saves]: an input saved at version 0 is stored as the tensor itself
+            # (one object less per op for the cyclic GC to scan); any write since bumps it.
+            vc = s._vc
+            if vc is not None and vc[0]:
+                _raise_version_error(SavedTensor.compact(s), self)
+            return s._data if xp.arrays else s
+        return s  # a constant (Python scalar) kept with the tensors
+
+    def _apply(self, xp, grads):
+        """grads: one per output of the forward op. Returns one per next_functions entry."""
+        return self.backward(xp, grads[0])
+
+    def backward(self, xp, grad):  # pragma: no cover - every op overrides it
+        raise NotImplementedError(f"the derivative of {self.name()} is not implemented")
+
+    def _release(self, freed: Freed) -> None:
+        """Free saved tensors after a backward without retain_graph (NOTE [Freed graphs])."""
+        if self._saved is not None:
+            self._saved = freed
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf that requires grad: it adds incoming gradients into ``variable.grad``.
+
+    One per leaf, shared by every op that uses the leaf. The leaf keeps it through a weak
+    reference, so it lives exactly as long as some graph uses it.
+    """
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__()
+        self._seq = 1 << 62  # PyTorch gives AccumulateGrad the highest priority
+        self.variable = variable
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def _apply(self, xp, grads):
+        raise AssertionError("the engine accumulates directly")  # pragma: no cover
