@@ -114,6 +114,13 @@ ORDER = [
     "x = torch.ones(3); x[True] = torch.ones(5)",
     "x = torch.ones(3); x[0:2] = torch.ones(1, 1, 2); r = x",
     "x = torch.ones(3); x[0:2] = torch.ones(2, 1, 2)",
+    # the value is made a tensor first (valueToTensor): a number only, never NaN from None
+    "x = torch.ones(3); x[0:2] = None",
+    "x = torch.ones(3); x[5] = None",
+    "x = torch.ones(3); x[0:2] = [1., 2.]",
+    "x = torch.ones(3); x[torch.tensor([0])] = [5.]",
+    "x = torch.ones(3); x[0:2] = True; r = x",
+    "x = torch.ones(3); del x[0]",
 ]
 
 

@@ -646,6 +646,16 @@ def _strip_leading_ones(a: np.ndarray) -> np.ndarray:
     return a[(0,) * _leading_ones(a.shape) + (Ellipsis,)]
 
 
+def _value_tensor(t: Tensor, value) -> Tensor:
+    """PyTorch's valueToTensor: a tensor as it is, a number as a 0-d tensor of ``t``'s dtype."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return wrap(np.asarray(value, dtype=t._data.dtype))
+    raise TypeError(f"can't assign a {type(value).__name__} to a "
+                    f"torch.{t.dtype.scalar_name}Tensor")
+
+
 def _shape_str(shape) -> str:
     return f"[{', '.join(map(str, shape))}]"
 
@@ -801,6 +811,7 @@ def _copy_to(t: Tensor, value) -> None:
 
 def setitem(self, index, value):
     """``self[index] = value`` (NOTE [setitem as PyTorch does it])."""
+    v = _value_tensor(self, value)
     if index is False:
         return  # PyTorch: nothing at all (a False in a tuple indexes an empty unsqueeze)
     if index is True:
@@ -808,16 +819,21 @@ def setitem(self, index, value):
     basic, adv, user_mask = _index_plan(self, index)
     if adv is None:
         if _whole(basic, self._data.shape):
-            _copy_to(self, value)
+            _copy_to(self, v)
             return
-        v = value if isinstance(value, Tensor) else wrap(np.asarray(value, self._data.dtype))
         _check_basic_shape(self, basic, v)
         apply_inplace(self, "__setitem__", lambda t: _basic_result(t, basic, v), value)
         return
-    v = value if isinstance(value, Tensor) else wrap(np.asarray(value, self._data.dtype))
     apply_inplace(self, "__setitem__", lambda t: _advanced_result(t, basic, adv, user_mask, v),
                   value)
 
 
 Tensor.__setitem__ = events.traced("__setitem__", setitem)
+
+
+def _delitem(self, index):
+    raise TypeError("Tensor does not support deleting items")
+
+
+Tensor.__delitem__ = _delitem
 
