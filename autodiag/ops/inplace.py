@@ -360,19 +360,22 @@ class CopySlices(Node):
             return self._view_backward(xp, g)
         nf = self._next
         gx = gv = None
-        idx = self.index
+        steps = self.index  # the view's basic index, then an advanced one into it
         if nf[0] is not None:
             if xp.arrays:
                 gx = np.array(g)  # a copy, and an array even for a numpy scalar (0-d grads)
-                gx[idx] = 0
+                _assign(gx, steps, 0)
             else:
                 keep = np.ones(g._data.shape, dtype=bool)
-                keep[idx] = False
+                _assign(keep, steps, False)
                 gx = xp.mask(keep, g)
         if nf[1] is not None:
             shape = self.src_shape
             lead = _leading_ones(shape)
-            gv = xp.sum_to(g[idx], shape[lead:])
+            region = g
+            for step in steps:
+                region = region[step]
+            gv = xp.sum_to(region, shape[lead:])
             if lead:
                 gv = xp.reshape(gv, shape)
         return (gx, gv)
@@ -409,24 +412,18 @@ class CopySlices(Node):
         return (gbase,) + tuple(res[1:])
 
 
+def _assign(a: np.ndarray, steps: tuple, value) -> None:
+    """``a[basic][advanced] = value``: the advanced step writes through the basic view."""
+    if len(steps) == 1:
+        a[steps[0]] = value
+    else:
+        a[steps[0]][steps[1]] = value
+
+
 def _leading_ones(shape: tuple) -> int:
     """How many leading size-1 dims PyTorch's copy into a slice drops from the value
     (``slicePrefix1sDims``: ``x[0] = ones(1, 1, 3)`` writes a (3,) row)."""
     return next((i for i, s in enumerate(shape) if s != 1), len(shape))
-
-
-def _normalize_index(index, t: Tensor):
-    if not isinstance(index, tuple):
-        index = (index,)
-    out = []
-    for it in index:
-        if isinstance(it, Tensor):
-            out.append(it._data if it.ndim else it._data.item())
-        elif isinstance(it, list):
-            out.append(np.asarray(it))
-        else:
-            out.append(it)
-    return tuple(out)
 
 
 class IndexPutBackward0(CopySlices):
@@ -438,39 +435,328 @@ class IndexPutBackward0(CopySlices):
         return "IndexPutBackward0"
 
 
-def _setitem_node_class(index: tuple):
-    """IndexPutBackward0 when the index is advanced only (PyTorch calls index_put_ on the tensor
-    itself); CopySlices when basic indexing makes a view first (an int, a real slice, None)."""
-    advanced = False
+# NOTE [setitem as PyTorch does it]: THPVariable_setitem first makes a view of ``x`` with the
+# basic parts of the index (select, slice, unsqueeze; IndexError for an int out of range), then
+# either copies the value into that view (``copy_to``: copy_, fill_ for a 0-d value, else copy_
+# of the value expanded; expand's error comes before the in-place checks) or, when tensors are
+# in the index, calls ``index_put_`` on the view with the tensors in place of the dims they
+# index. The basic step and the advanced step are kept apart here for that reason: numpy, given
+# both in one tuple, treats an int beside an array as advanced (``x[0, :, [1, 2]]`` has another
+# shape in numpy than in PyTorch). A bool (Python or 0-d tensor) is an unsqueeze indexed by
+# ``[0]`` or ``[]``, as PyTorch's boolToIndexingTensor makes it.
+
+_INDEX_TYPES_ERROR = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                      "Variables are valid indices (got {})")
+_INDEX_DTYPE_ERROR = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+def _index_plan(t: Tensor, index) -> tuple:
+    """PyTorch's applySlicing for ``t[index] = ...``: ``(basic, advanced, user_mask)``, where
+    ``basic`` is a numpy basic index (ints, slices, None) making the view, ``advanced`` is
+    ``None`` or an index for that view (full slices and int64/bool arrays), ``user_mask`` whether
+    its one array is a bool mask the user gave (index_put_'s masked_fill shortcut)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    ndim, shape = t._data.ndim, t._data.shape
+    items = []
+    specified = 0
     for it in index:
+        if isinstance(it, Tensor):
+            it = it._data
+        elif isinstance(it, list):
+            it = np.asarray(it)
+            if it.dtype.kind == "f":
+                raise IndexError(_INDEX_DTYPE_ERROR)
+        items.append(it)
         if isinstance(it, np.ndarray):
-            advanced = True
-        elif it is Ellipsis or (isinstance(it, slice) and it == slice(None)):
-            continue
+            specified += it.ndim if it.dtype == np.bool_ else 1
+        elif not (it is None or it is Ellipsis or isinstance(it, (bool, np.bool_))):
+            specified += 1
+    if specified > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    basic: list = []
+    adv: list = []  # per dim of the view: slice(None) or an array
+    arrays = 0
+    user_mask = False
+    dim = 0  # the dim of t the next item reads
+    real_dim = 0  # PyTorch's dim in messages: t's dims and the inserted ones
+    for it in items:
+        if it is None:
+            basic.append(None)
+            adv.append(slice(None))
+            real_dim += 1
+        elif it is Ellipsis:
+            n = ndim - specified
+            basic.extend([slice(None)] * n)
+            adv.extend([slice(None)] * n)
+            dim += n
+            real_dim += n
+        elif isinstance(it, (bool, np.bool_)) or (isinstance(it, np.ndarray) and it.ndim == 0
+                                                   and it.dtype == np.bool_):
+            basic.append(None)
+            adv.append(np.zeros(1 if bool(it) else 0, dtype=np.int64))
+            arrays += 1
+            real_dim += 1
+        elif isinstance(it, (int, np.integer)) or (isinstance(it, np.ndarray) and it.ndim == 0
+                                                    and it.dtype.kind in "iu"):
+            i, n = int(it), shape[dim]
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for dimension {real_dim} with "
+                                 f"size {n}")
+            basic.append(i)
+            dim += 1
+            real_dim += 1
+        elif isinstance(it, slice):
+            if it.step is not None and it.step <= 0:
+                raise ValueError("step must be greater than zero")
+            basic.append(it)
+            adv.append(slice(None))
+            dim += 1
+            real_dim += 1
+        elif isinstance(it, np.ndarray):
+            if it.dtype.kind not in "iub":
+                raise IndexError(_INDEX_DTYPE_ERROR)
+            arr = it if it.dtype == np.bool_ else it.astype(np.int64, copy=False)
+            n = arr.ndim if arr.dtype == np.bool_ else 1
+            basic.extend([slice(None)] * n)
+            adv.append(arr)
+            arrays += 1
+            user_mask = arr.dtype == np.bool_
+            dim += n
+            real_dim += n
         else:
-            return CopySlices
-    return IndexPutBackward0 if advanced else CopySlices
+            raise IndexError(_INDEX_TYPES_ERROR.format(type(it).__name__))
+    if not arrays:
+        return tuple(basic), None, False
+    while isinstance(adv[-1], slice):
+        adv.pop()
+    return tuple(basic), tuple(adv), user_mask and arrays == 1
 
 
-def _setitem_result(t: Tensor, index, value) -> Tensor:
-    v = as_tensor_operand(value)
+def _is_self(basic: tuple, shape: tuple) -> bool:
+    """Is PyTorch's view the tensor itself (only full slices, which applySlice skips)?"""
+    for it, n in zip(basic, shape):
+        if not (isinstance(it, slice) and it.start in (None, 0) and it.step in (None, 1) and
+                (it.stop is None or it.stop >= n)):
+            return False
+    return len(basic) <= len(shape)
+
+
+# --- overlap, as PyTorch's get_overlap_status (ATen/MemoryOverlap.cpp) -------------------------
+
+_NO, _FULL, _PARTIAL, _TOO_HARD = range(4)
+
+
+def _strides(a: np.ndarray) -> tuple:
+    """``a``'s strides in elements as PyTorch has them: a size-1 dim numpy made with stride 0
+    (None, broadcast_to) gets unsqueeze's stride, the extent of the dim after it."""
+    st = [s // a.itemsize for s in a.strides]
+    for d in range(a.ndim - 1, -1, -1):
+        if a.shape[d] == 1 and st[d] == 0:
+            st[d] = a.shape[d + 1] * st[d + 1] if d + 1 < a.ndim else 1
+    return tuple(st)
+
+
+def _expanded_strides(strides: tuple, shape: tuple, target: tuple) -> tuple:
+    """The strides of ``expand(target)`` (PyTorch's inferExpandGeometry)."""
+    out = [0] * len(target)
+    k = len(target) - len(shape)
+    for i in range(len(target) - 1, -1, -1):
+        if i >= k:
+            st = strides[i - k] if shape[i - k] == target[i] else 0
+        else:  # a new dim: the extent of the next one (0 after a 0-d tensor)
+            st = target[i + 1] * out[i + 1] if i + 1 < len(target) and target[i] == 1 else 0
+        out[i] = st
+    return tuple(out)
+
+
+def _dense(shape: tuple, strides: tuple) -> bool:
+    """PyTorch's is_non_overlapping_and_dense: a permutation of a contiguous layout."""
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    want = 1
+    for d in sorted(range(len(shape)), key=lambda d: (shape[d] < 2, strides[d])):
+        if shape[d] < 2:
+            return True
+        if strides[d] != want:
+            return False
+        want *= shape[d]
+    return True
+
+
+def _overlap(a: np.ndarray, b: np.ndarray, b_shape: tuple, b_st: tuple) -> int:
+    """How the written ``a`` and the read ``b`` (seen with PyTorch's shape and strides, as
+    expand makes them) share memory, in get_overlap_status's terms."""
+    a_st = _strides(a)
+    if a.size == 0 or b.size == 0:
+        return _NO
+    if not (_dense(a.shape, a_st) and _dense(b_shape, b_st)):
+        return _TOO_HARD if np.shares_memory(a, b) else _NO
+    a0 = a.__array_interface__["data"][0]
+    b0 = b.__array_interface__["data"][0]
+    a1 = a0 + a.size * a.itemsize
+    b1 = b0 + int(np.prod(b_shape, dtype=np.int64)) * b.itemsize
+    if a0 == b0 and a1 == b1:
+        return _FULL if a_st == b_st else _PARTIAL
+    return _PARTIAL if a0 < b1 and b0 < a1 else _NO
+
+
+def _check_order_free(t: Tensor, dst: np.ndarray, src: np.ndarray, written: np.ndarray) -> None:
+    """PyTorch copies overlapping memory it cannot analyse element by element, so its result
+    then depends on its loop order. Computed out of place here, the result is the same when no
+    element read is also written with another value; otherwise refuse rather than differ."""
+    root = t._base._data if t._base is not None else t._data
+    flat = root.reshape(-1)
+    ps = views.positions(root, src).ravel()
+    new = flat.copy()
+    new[views.positions(root, dst).ravel()] = np.broadcast_to(written, dst.shape).ravel()
+    if not np.array_equal(new[ps], flat[ps], equal_nan=new.dtype.kind in "fc"):
+        raise NotImplementedError(
+            "__setitem__: the value shares memory with the elements written, and PyTorch's "
+            "result then depends on its loop order; clone() the value first")
+
+
+def _check_copy_overlap(t: Tensor, dst: np.ndarray, v: Tensor, src_shape: tuple,
+                        src_st: tuple, written: np.ndarray) -> None:
+    """copy_'s check (TensorIterator's): the value partly overlapping the view written."""
+    if not _shares_storage(t, v):
+        return
+    vd = v._data
+    if (dst.__array_interface__["data"][0] == vd.__array_interface__["data"][0] and
+            dst.shape == src_shape and _strides(dst) == src_st):
+        return  # copy_'s early exit: the same elements
+    status = _overlap(dst, vd, src_shape, src_st)
+    if status == _PARTIAL:
+        raise RuntimeError(PARTIAL_OVERLAP_ERROR)
+    if status == _TOO_HARD:
+        _check_order_free(t, dst, vd, written)
+
+
+def _shares_storage(t: Tensor, v: Tensor) -> bool:
+    # only tensors sharing a version counter share memory (a view made, or the tensor itself)
+    return v is t or (t._vc is not None and v._vc is t._vc)
+
+
+def _strip_leading_ones(a: np.ndarray) -> np.ndarray:
+    """``a`` viewed without its leading size-1 dims (a view: ``...`` keeps a 0-d result one)."""
+    return a[(0,) * _leading_ones(a.shape) + (Ellipsis,)]
+
+
+def _value_tensor(t: Tensor, value) -> Tensor:
+    """PyTorch's valueToTensor: a tensor as it is, a number as a 0-d tensor of ``t``'s dtype."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return wrap(np.asarray(value, dtype=t._data.dtype))
+    raise TypeError(f"can't assign a {type(value).__name__} to a "
+                    f"torch.{t.dtype.scalar_name}Tensor")
+
+
+def _shape_str(shape) -> str:
+    return f"[{', '.join(map(str, shape))}]"
+
+
+def _expandable(shape: tuple, target: tuple) -> bool:
+    return len(shape) <= len(target) and all(
+        s == 1 or s == n for s, n in zip(shape[::-1], target[::-1]))
+
+
+def _check_basic_shape(t: Tensor, basic: tuple, v: Tensor) -> None:
+    """copy_to's expand of the value to the view, before any in-place check (a view op)."""
+    target = t._data[basic].shape
+    vs = v._data.shape
+    if vs and vs != target:
+        lead = _leading_ones(vs)
+        if not _expandable(vs[lead:], target):
+            from autodiag.ops.shape import expand
+
+            expand(wrap(np.zeros(vs[lead:], dtype=v._data.dtype)), target)  # expand's error
+            raise RuntimeError(f"setitem: cannot expand {_shape_str(vs)} to "
+                               f"{_shape_str(target)}")  # not reached: expand raised
+
+
+def _basic_result(t: Tensor, basic: tuple, v: Tensor) -> Tensor:
+    """``t[basic] = v`` (copy_to into the view), recorded as CopySlices."""
     out = t._data.copy()
-    lead = _leading_ones(v._data.shape)
-    try:
-        out[index] = v._data[(0,) * lead] if lead else v._data
-    except ValueError:
-        target = out[index].shape
-        if any(isinstance(it, np.ndarray) for it in index):  # advanced: index_put_'s error
-            raise RuntimeError(f"shape mismatch: value tensor of shape "
-                               f"[{', '.join(map(str, v._data.shape))}] cannot be broadcast to "
-                               f"indexing result of shape [{', '.join(map(str, target))}]"
-                               ) from None
-        from autodiag.ops.shape import expand
+    dst = t._data[basic]
+    vd = v._data
+    if vd.ndim and vd.shape != dst.shape:  # copy_ of the value without leading 1s, expanded
+        src = _strip_leading_ones(vd)
+        written = np.broadcast_to(src, dst.shape)
+        _check_copy_overlap(t, dst, v, dst.shape,
+                            _expanded_strides(_strides(src), src.shape, dst.shape), written)
+    else:
+        written = vd
+        if vd.ndim:  # copy_; a 0-d value is fill_, which clones a value sharing memory
+            _check_copy_overlap(t, dst, v, vd.shape, _strides(vd), written)
+    out[basic] = written
+    return _record(t, out, v, (basic,), CopySlices)
 
-        expand(v.detach(), target)  # basic: PyTorch copies into a view (expand's error)
-        raise
+
+def _advanced_result(t: Tensor, basic: tuple, adv: tuple, user_mask: bool, v: Tensor) -> Tensor:
+    """``t[basic][adv] = v`` (index_put_ on the view), with index_put_'s checks in its order:
+    overlap, mask shapes, value shape, dtype, index bounds."""
+    out = t._data.copy()
+    dst = t._data[basic]
+    vd = v._data
+    vd = _strip_leading_ones(vd)  # PyTorch's valuesSliced
+    masked = user_mask and vd.size == 1  # index_put_ dispatches to masked_fill_(value.item())
+    if not masked and _shares_storage(t, v):
+        status = _overlap(dst, vd, vd.shape, _strides(vd))
+        if status in (_FULL, _PARTIAL):  # assert_no_overlap
+            raise RuntimeError(PARTIAL_OVERLAP_ERROR)
+        if status == _TOO_HARD and vd.size > 1:
+            raise NotImplementedError(
+                "__setitem__: the value shares memory with the tensor written through an "
+                "advanced index, and PyTorch's result then depends on its loop order; clone() "
+                "the value first")
+    probe = []  # the index with every int array at 0: the result's shape, bounds unchecked
+    d = 0
+    for it in adv:
+        if isinstance(it, np.ndarray) and it.dtype == np.bool_:
+            for j, n in enumerate(it.shape):
+                if n != dst.shape[d + j]:
+                    raise IndexError(
+                        f"The shape of the mask {_shape_str(it.shape)} at index {j} does not "
+                        f"match the shape of the indexed tensor {_shape_str(dst.shape)} at "
+                        f"index {d + j}")
+            probe.append(it)
+            d += it.ndim
+        else:
+            probe.append(np.zeros_like(it) if isinstance(it, np.ndarray) else it)
+            d += 1
+    dummy = tuple(max(n, 1) if d < len(adv) and isinstance(adv[d], np.ndarray) and
+                  adv[d].dtype != np.bool_ else n for d, n in enumerate(dst.shape))
+    try:
+        target = np.broadcast_to(np.zeros((), np.int8), dummy)[tuple(probe)].shape
+    except IndexError as e:  # index arrays that do not broadcast together
+        raise IndexError(str(e)) from None
+    if not _expandable(vd.shape, target):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {_shape_str(vd.shape)} cannot "
+                           f"be broadcast to indexing result of shape {_shape_str(target)}")
+    if not masked and vd.dtype != out.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{t.dtype.scalar_name} for the destination and "
+                           f"{v.dtype.scalar_name} for the source.")
+    d = 0
+    for it in adv:
+        if isinstance(it, np.ndarray) and it.dtype != np.bool_:
+            n = dst.shape[d]
+            bad = (it >= n) | (it < -n)
+            if bad.any():
+                raise IndexError(f"index {int(it[bad].flat[0])} is out of bounds for dimension "
+                                 f"{d} with size {n}")
+        d += it.ndim if isinstance(it, np.ndarray) and it.dtype == np.bool_ else 1
+    out[basic][adv] = vd
+    cls = IndexPutBackward0 if _is_self(basic, t._data.shape) else CopySlices
+    return _record(t, out, v, (basic, adv), cls)
+
+
+def _record(t: Tensor, out: np.ndarray, v: Tensor, index: tuple, cls) -> Tensor:
+    """The result of ``t[index] = v`` with its node: ``index`` is the view's basic index, then
+    (when there is one) the advanced index into that view."""
     if _state.record and (t.requires_grad or v.requires_grad):
-        node = _setitem_node_class(index)((edge(t), edge(v)))
+        node = cls((edge(t), edge(v)))
         node.index, node.src_shape = index, v._data.shape
         if v._data.dtype != out.dtype:
             node._input_meta = (None, (v._data.shape, v._data.dtype))
@@ -501,23 +787,49 @@ def _copy_to(t: Tensor, value) -> None:
     v = value if isinstance(value, Tensor) else wrap(np.asarray(value, dtype=t._data.dtype))
     vs = v._data.shape
     if vs == t._data.shape:
-        copy_(t, v)
+        src, st = v, _strides(v._data)
     elif not vs:
         fill_(t, v)
+        return
     else:
         from autodiag.ops.shape import expand, view
 
-        k = next((i for i, s in enumerate(vs) if s != 1), len(vs))
-        copy_(t, expand(view(v, vs[k:]), t._data.shape))
+        k = _leading_ones(vs)
+        src = expand(view(v, vs[k:]), t._data.shape)
+        st = _expanded_strides(_strides(v._data)[k:], vs[k:], t._data.shape)
+
+    def compute(t):  # copy_, with its overlap check as PyTorch's (check_overlap is stricter)
+        _check_copy_overlap(t, t._data, v, t._data.shape, st, src._data)
+        return _copy_result(t, src)
+
+    apply_inplace(t, "copy_", compute, src)
 
 
 def setitem(self, index, value):
-    idx = _normalize_index(index, self)
-    if _whole(idx, self._data.shape):
-        _copy_to(self, value)
+    """``self[index] = value`` (NOTE [setitem as PyTorch does it])."""
+    v = _value_tensor(self, value)
+    if index is False:
+        return  # PyTorch: nothing at all (a False in a tuple indexes an empty unsqueeze)
+    if index is True:
+        index = None  # a lone True: copy_to into self.unsqueeze(0)
+    basic, adv, user_mask = _index_plan(self, index)
+    if adv is None:
+        if _whole(basic, self._data.shape):
+            _copy_to(self, v)
+            return
+        _check_basic_shape(self, basic, v)
+        apply_inplace(self, "__setitem__", lambda t: _basic_result(t, basic, v), value)
         return
-    apply_inplace(self, "__setitem__", lambda t: _setitem_result(t, idx, value), value)
+    apply_inplace(self, "__setitem__", lambda t: _advanced_result(t, basic, adv, user_mask, v),
+                  value)
 
 
 Tensor.__setitem__ = events.traced("__setitem__", setitem)
+
+
+def _delitem(self, index):
+    raise TypeError("Tensor does not support deleting items")
+
+
+Tensor.__delitem__ = _delitem
 

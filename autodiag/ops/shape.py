@@ -664,8 +664,8 @@ def getitem(self: Tensor, index, _cls=None):
         index = (index,)
     n_used = 0
     for it in index:
-        if it is None or it is Ellipsis:
-            continue
+        if it is None or it is Ellipsis or isinstance(it, (bool, np.bool_)):
+            continue  # a bool adds a dim of its own (below)
         if isinstance(it, (Tensor, np.ndarray)) and it.dtype in (dtypes.bool, np.bool_):
             n_used += it.ndim
         else:
@@ -684,8 +684,9 @@ def getitem(self: Tensor, index, _cls=None):
             t = unsqueeze(t, dim)
             dim += 1
         elif isinstance(it, (bool, np.bool_)):
-            adv.append((dim, np.asarray(it)))
+            # PyTorch: unsqueeze, then index the new dim with [0] (True) or [] (False)
             t = unsqueeze(t, dim)
+            adv.append((dim, np.zeros(1 if it else 0, dtype=np.int64)))
             dim += 1
         elif isinstance(it, (int, np.integer)) or (isinstance(it, Tensor) and it.ndim == 0 and
                                                    it._data.dtype.kind in "iu" and not adv):
