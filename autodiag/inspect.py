@@ -1,0 +1,209 @@
+"""The inspection seam: what an analysis may know about an engine's graph and tensors.
+
+Analyses (``autodiag/analysis``) and reports read the engine only through these functions and
+the tracing events (``autodiag.trace``), never through the engine's private fields: how a node
+stores its edges (NOTE [Compact edges]), its saved tensors (NOTE [Compact saves]) or its extras
+is the engine's business. This is the surface a second engine implements to be analysed (issue
+21: the same functions over PyTorch's graphs), so it speaks in plain data — tuples, ints, dtype
+names as strings — and hands out values (arrays) only where asked.
+
+Nodes:
+
+* ``edges(node)``: ``((node, input_nr), ...)`` in input order, ``(None, 0)`` for an input that
+  needs no gradient — PyTorch's ``next_functions``; ``children(node)`` the nodes alone.
+* ``sequence_nr(node)``: creation order (a node made later has a larger number; a leaf's
+  ``AccumulateGrad`` has ``LEAF_SEQUENCE_NR``, above every op's).
+* ``site(node)``: the user's ``Stack`` where the op that recorded it ran (set only while tracing),
+  or None.
+* ``leaf_variable(node)``: the leaf tensor of an ``AccumulateGrad`` node, None for other nodes.
+* ``is_freed(node)``: a backward without ``retain_graph`` released its saved tensors;
+  ``holds_saved(node)``: it saved tensors and still holds them.
+* ``saved_entries(node, values=False)``: its saved tensors as ``SavedEntry`` tuples (name, shape,
+  dtype, bytes, version at save, current version, and the array only with ``values=True``).
+* ``has_hooks(node_or_tensor)``, ``footprint(node)`` (bytes of the node object and its edges).
+
+Tensors and gradients:
+
+* ``values(x)``: the array of a tensor (a gradient passes through as it is), ``version(t)``,
+  ``version_counter(t)`` (an object shared by a tensor and its views, compared by identity; None
+  until something needs one), ``shape(t)`` (a tuple), ``dtype_name(t)``, ``grad(t)`` (a leaf's
+  ``.grad``, without the non-leaf warning).
+
+Grad mode: ``grad_mode()`` is ``"grad"``, ``"no_grad"`` or ``"inference_mode"`` for the
+calling thread.
+
+>>> import autodiag as torch
+>>> from autodiag import inspect
+>>> x = torch.ones(2, requires_grad=True)
+>>> y = (x * x).sum()
+>>> [type(n).__name__ for n in inspect.children(y.grad_fn)]
+['MulBackward0']
+>>> mul = inspect.children(y.grad_fn)[0]
+>>> [(e.name, e.shape, e.dtype, e.version) for e in inspect.saved_entries(mul)]
+[('self', (2,), 'float32', 0), ('other', (2,), 'float32', 0)]
+>>> inspect.leaf_variable(inspect.children(mul)[0]) is x
+True
+"""
+
+from __future__ import annotations
+
+import sys
+from operator import attrgetter
+from typing import NamedTuple
+
+from autodiag.autograd import grad_mode as _grad_mode
+from autodiag.autograd.graph import AccumulateGrad, Freed, SavedTensor
+from autodiag.tensor import Tensor
+
+__all__ = ["SavedEntry", "LEAF_SEQUENCE_NR", "edges", "children", "sequence_nr", "site",
+           "leaf_variable", "is_freed", "holds_saved", "saved_entries", "has_hooks",
+           "footprint", "values", "version", "version_counter", "shape", "dtype_name", "grad",
+           "grad_mode"]
+
+LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
+
+
+class SavedEntry(NamedTuple):
+    """One tensor a node saved for backward. ``shape``/``dtype`` are None (and ``nbytes`` 0)
+    when saved-tensor hooks packed it into something that is not a tensor; ``value`` is the
+    array only when asked for (``saved_entries(node, values=True)``)."""
+
+    name: str  # as PyTorch names it: "self", "other", "result", ...
+    shape: tuple | None
+    dtype: str | None
+    nbytes: int
+    version: int  # the tensor's version when it was saved
+    current_version: int  # its version now (different: modified in place since)
+    value: object = None
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+# NOTE: the accessors tracers call per op are C-level getters (attrgetter), not Python
+# functions: a tracer on a 1,000,000-op chain pays a C call per read, no frame.
+sequence_nr = attrgetter("_seq")  # (node) -> int: creation order
+site = attrgetter("_trace")  # (node) -> Stack | None: where the op that recorded it ran
+
+
+def edges(node) -> tuple:
+    """``((node, input_nr), ...)`` in input order; ``(None, 0)`` for no gradient."""
+    return tuple(e if e.__class__ is tuple else (e, 0) for e in node._next)
+
+
+def children(node) -> list:
+    """The nodes ``node``'s edges point at, in input order (None for no gradient)."""
+    return [e[0] if e.__class__ is tuple else e for e in node._next]
+
+
+def leaf_variable(node):
+    """The leaf tensor of an ``AccumulateGrad`` node (None for any other node, or a leaf that
+    is gone)."""
+    return node.variable if node.__class__ is AccumulateGrad else None
+
+
+def is_freed(node) -> bool:
+    """Whether a backward call without ``retain_graph`` released the node's saved tensors."""
+    return node._saved.__class__ is Freed
+
+
+def holds_saved(node) -> bool:
+    """Whether the node saved tensors for its backward and still holds them."""
+    s = node._saved
+    return s is not None and s.__class__ is not Freed
+
+
+def saved_entries(node, values: bool = False) -> tuple:
+    """The node's saved tensors (``SavedEntry``), in the order of its ``_saved_*`` names; ()
+    when it saved none or they were freed. Constants kept with them (Python scalars) are not
+    tensors and are left out."""
+    saved = node._saved
+    if saved.__class__ is not tuple:
+        return ()
+    out = []
+    names = node._saved_names
+    for k, s in enumerate(saved):
+        if s is None:
+            continue
+        c = s.__class__
+        if c is Tensor:  # NOTE [Compact saves]: an input saved at version 0, stored as itself
+            d, vc = s._data, s._vc
+            out.append(SavedEntry(names[k], d.shape, _dtype_name(d.dtype), d.nbytes, 0,
+                                  vc[0] if vc else 0, d if values else None))
+            continue
+        if c is SavedTensor:
+            if s.unpack_hook is not None:
+                p = s.packed
+                data = p._data if isinstance(p, Tensor) else None
+            else:
+                data = s.tensor._data if s.tensor is not None else s.data
+            version, current = s.version, s.vc[0]
+        elif isinstance(s, Tensor):
+            data, version, current = s._data, 0, (s._vc[0] if s._vc else 0)
+        else:
+            continue  # a constant kept with the tensors
+        name = names[k] if k < len(names) else f"saved_{k}"
+        if data is None:
+            out.append(SavedEntry(name, None, None, 0, version, current))
+        else:
+            out.append(SavedEntry(name, data.shape, _dtype_name(data.dtype), data.nbytes, version,
+                                  current, data if values else None))
+    return tuple(out)
+
+
+def has_hooks(obj) -> bool:
+    """Whether a node or a tensor has gradient hooks registered (they may change gradients)."""
+    if isinstance(obj, Tensor):
+        return bool(obj._hooks)
+    return obj._hooks is not None
+
+
+def footprint(node) -> int:
+    """Bytes of the node object and its edge tuple (its saved tensors not counted)."""
+    return sys.getsizeof(node) + sys.getsizeof(node._next)
+
+
+# --- tensors and gradients ---------------------------------------------------------------------
+
+
+def values(x):
+    """The array of a tensor; anything else (a gradient that is already an array) as it is."""
+    return x._data if isinstance(x, Tensor) else x
+
+
+version = attrgetter("_version")  # (tensor) -> int: in-place writes bump it
+shape = attrgetter("_data.shape")  # (tensor) -> tuple
+
+
+def version_counter(t):
+    """The object that counts ``t``'s versions, shared by ``t``, its base and all its views
+    (compare it by identity), or None if nothing has needed one yet (then ``t`` is at version 0
+    and no tensor saved for backward shares its storage)."""
+    return t._vc
+
+
+def dtype_name(t) -> str:
+    """``"float32"``, ``"int64"``, ...: the tensor's dtype as a string."""
+    return _dtype_name(t._data.dtype)
+
+
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dt) -> str:
+    """numpy dtype -> "float32" (cached: ``dtype.name`` costs microseconds per call)."""
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = dt.name
+    return name
+
+
+def grad(t):
+    """A tensor's ``.grad`` (without the warning ``.grad`` gives for non-leaf tensors)."""
+    return t._grad
+
+
+def grad_mode() -> str:
+    """The calling thread's grad mode: ``"grad"``, ``"no_grad"`` or ``"inference_mode"``."""
+    if _grad_mode.is_inference_mode_enabled():
+        return "inference_mode"
+    return "grad" if _grad_mode.is_grad_enabled() else "no_grad"
