@@ -15,7 +15,7 @@ Nodes:
   ``AccumulateGrad`` has ``LEAF_SEQUENCE_NR``, above every op's).
 * ``site(node)``: the user's ``Stack`` where the op that recorded it ran (set only while tracing),
   or None.
-* ``leaf_variable(node)``: the leaf tensor of an ``AccumulateGrad`` node, None for other nodes.
+* ``is_leaf_node(node)``: an ``AccumulateGrad``; ``leaf_variable(node)``: the leaf tensor of an ``AccumulateGrad`` node, None for other nodes.
 * ``is_freed(node)``: a backward without ``retain_graph`` released its saved tensors;
   ``holds_saved(node)``: it saved tensors and still holds them.
 * ``saved_entries(node, values=False)``: its saved tensors as ``SavedEntry`` tuples (name, shape,
@@ -24,7 +24,9 @@ Nodes:
 
 Tensors and gradients:
 
-* ``values(x)``: the array of a tensor (a gradient passes through as it is), ``version(t)``,
+* ``gradient_edge(t)``: ``(node, output_nr)`` through which gradient reaches ``t``, or None.
+* ``values(x)``: the array of a tensor (a gradient passes through as it is; ``array(t)`` for
+  what is known to be a tensor), ``version(t)``,
   ``version_counter(t)`` (an object shared by a tensor and its views, compared by identity; None
   until something needs one), ``shape(t)`` (a tuple), ``dtype_name(t)``, ``grad(t)`` (a leaf's
   ``.grad``, without the non-leaf warning).
@@ -53,11 +55,13 @@ from typing import NamedTuple
 
 from autodiag.autograd import grad_mode as _grad_mode
 from autodiag.autograd.graph import AccumulateGrad, Freed, SavedTensor
+from autodiag.ops._core import edge as _edge
 from autodiag.tensor import Tensor
+from autodiag.tensor import vc_of as _vc_of
 
 __all__ = ["SavedEntry", "LEAF_SEQUENCE_NR", "edges", "children", "sequence_nr", "site",
-           "leaf_variable", "is_freed", "holds_saved", "saved_entries", "has_hooks",
-           "footprint", "values", "version", "version_counter", "shape", "dtype_name", "grad",
+           "is_leaf_node", "leaf_variable", "gradient_edge", "is_freed", "holds_saved", "saved_entries", "has_hooks",
+           "footprint", "values", "array", "version", "version_counter", "shape", "dtype_name", "grad",
            "grad_mode"]
 
 LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
@@ -90,9 +94,46 @@ def edges(node) -> tuple:
     return tuple(e if e.__class__ is tuple else (e, 0) for e in node._next)
 
 
-def children(node) -> list:
+def children(node) -> tuple:
     """The nodes ``node``'s edges point at, in input order (None for no gradient)."""
-    return [e[0] if e.__class__ is tuple else e for e in node._next]
+    nx = node._next
+    for e in nx:
+        if e.__class__ is tuple:  # NOTE [Compact edges]: a pair only for an output > 0
+            return tuple([e[0] if e.__class__ is tuple else e for e in nx])
+    return nx
+
+
+def node_info(node) -> tuple:
+    """What a graph walk reads of a node, in one call: ``(sequence_nr, children, input_nrs,
+    site, leaf variable or None, saved)``. ``children`` and ``input_nrs`` are ``edges(node)``
+    split in two, ``input_nrs`` None when every one is 0 (``zip(children, input_nrs or
+    repeat(0))`` walks the pairs without making them); ``saved`` is ``saved_entries(node)``
+    without values, as plain tuples, or None when a backward call freed them.
+
+    NOTE: one call instead of five, and no pair per edge, for the walk every graph format
+    pays on every node; plain tuples of numbers and strings are untracked by the cyclic GC."""
+    nx = node._next
+    nrs = None
+    for e in nx:
+        if e.__class__ is tuple:
+            nrs = tuple(e[1] if e.__class__ is tuple else 0 for e in nx)
+            nx = tuple(e[0] if e.__class__ is tuple else e for e in nx)
+            break
+    saved = node._saved
+    if saved is None:
+        saved = ()
+    elif saved.__class__ is Freed:
+        saved = None
+    else:
+        saved = tuple(_saved_tuples(node, saved, False))
+    x = node._x
+    return (node._seq, nx, nrs, None if x is None else x.trace,
+            node.variable if node.__class__ is AccumulateGrad else None, saved)
+
+
+def is_leaf_node(node) -> bool:
+    """Whether ``node`` is a leaf's ``AccumulateGrad`` (it accumulates into ``.grad``)."""
+    return node.__class__ is AccumulateGrad
 
 
 def leaf_variable(node):
@@ -119,6 +160,11 @@ def saved_entries(node, values: bool = False) -> tuple:
     saved = node._saved
     if saved.__class__ is not tuple:
         return ()
+    return tuple([SavedEntry(*t) for t in _saved_tuples(node, saved, values)])
+
+
+def _saved_tuples(node, saved: tuple, values: bool) -> list:
+    """``saved_entries`` as plain tuples (six fields, seven with ``values``)."""
     out = []
     names = node._saved_names
     for k, s in enumerate(saved):
@@ -127,8 +173,8 @@ def saved_entries(node, values: bool = False) -> tuple:
         c = s.__class__
         if c is Tensor:  # NOTE [Compact saves]: an input saved at version 0, stored as itself
             d, vc = s._data, s._vc
-            out.append(SavedEntry(names[k], d.shape, _dtype_name(d.dtype), d.nbytes, 0,
-                                  vc[0] if vc else 0, d if values else None))
+            t = (names[k], d.shape, _dtype_name(d.dtype), d.nbytes, 0, vc[0] if vc else 0)
+            out.append(t + (d,) if values else t)
             continue
         if c is SavedTensor:
             if s.unpack_hook is not None:
@@ -143,11 +189,11 @@ def saved_entries(node, values: bool = False) -> tuple:
             continue  # a constant kept with the tensors
         name = names[k] if k < len(names) else f"saved_{k}"
         if data is None:
-            out.append(SavedEntry(name, None, None, 0, version, current))
+            out.append((name, None, None, 0, version, current))
         else:
-            out.append(SavedEntry(name, data.shape, _dtype_name(data.dtype), data.nbytes, version,
-                                  current, data if values else None))
-    return tuple(out)
+            t = (name, data.shape, _dtype_name(data.dtype), data.nbytes, version, current)
+            out.append(t + (data,) if values else t)
+    return out
 
 
 def has_hooks(obj) -> bool:
@@ -165,20 +211,29 @@ def footprint(node) -> int:
 # --- tensors and gradients ---------------------------------------------------------------------
 
 
+def gradient_edge(t) -> tuple | None:
+    """``(node, output_nr)``: where gradient reaches ``t`` (its grad_fn and which output of it
+    ``t`` is, or a leaf's ``AccumulateGrad`` and 0), as PyTorch's
+    ``autograd.graph.get_gradient_edge``; None when ``t`` needs no gradient."""
+    e = _edge(t)
+    return None if e is None else e if e.__class__ is tuple else (e, 0)
+
+
 def values(x):
     """The array of a tensor; anything else (a gradient that is already an array) as it is."""
     return x._data if isinstance(x, Tensor) else x
 
 
+array = attrgetter("_data")  # (tensor) -> its array: ``values`` for a known tensor, C-level
 version = attrgetter("_version")  # (tensor) -> int: in-place writes bump it
 shape = attrgetter("_data.shape")  # (tensor) -> tuple
 
 
-def version_counter(t):
+def version_counter(t, create: bool = False):
     """The object that counts ``t``'s versions, shared by ``t``, its base and all its views
     (compare it by identity), or None if nothing has needed one yet (then ``t`` is at version 0
-    and no tensor saved for backward shares its storage)."""
-    return t._vc
+    and no tensor saved for backward shares its storage) unless ``create``."""
+    return _vc_of(t) if create else t._vc
 
 
 def dtype_name(t) -> str:
