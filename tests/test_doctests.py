@@ -11,6 +11,7 @@ import pytest
 MODULES = [
     "autodiag.trace",
     "autodiag.trace.sites",
+    "autodiag.inspect",
     "autodiag.analysis.summary",
     "autodiag.analysis.referrers",
     "autodiag.analysis.check",
