@@ -15,11 +15,14 @@ Nodes:
   ``AccumulateGrad`` has ``LEAF_SEQUENCE_NR``, above every op's).
 * ``site(node)``: the user's ``Stack`` where the op that recorded it ran (set only while tracing),
   or None.
-* ``is_leaf_node(node)``: an ``AccumulateGrad``; ``leaf_variable(node)``: the leaf tensor of an ``AccumulateGrad`` node, None for other nodes.
+* ``is_leaf_node(node)``: an ``AccumulateGrad``; ``leaf_variable(node)``: the leaf tensor of an
+  ``AccumulateGrad`` node, None for other nodes.
 * ``is_freed(node)``: a backward without ``retain_graph`` released its saved tensors;
   ``holds_saved(node)``: it saved tensors and still holds them.
 * ``saved_entries(node, values=False)``: its saved tensors as ``SavedEntry`` tuples (name, shape,
   dtype, bytes, version at save, current version, and the array only with ``values=True``).
+* ``node_info(node)``: what a whole-graph walk reads of a node, in one call (the hot path of
+  graph capture).
 * ``has_hooks(node_or_tensor)``, ``footprint(node)`` (bytes of the node object and its edges).
 
 Tensors and gradients:
@@ -59,10 +62,10 @@ from autodiag.ops._core import edge as _edge
 from autodiag.tensor import Tensor
 from autodiag.tensor import vc_of as _vc_of
 
-__all__ = ["SavedEntry", "LEAF_SEQUENCE_NR", "edges", "children", "sequence_nr", "site",
-           "is_leaf_node", "leaf_variable", "gradient_edge", "is_freed", "holds_saved", "saved_entries", "has_hooks",
-           "footprint", "values", "array", "version", "version_counter", "shape", "dtype_name", "grad",
-           "grad_mode"]
+__all__ = ["SavedEntry", "LEAF_SEQUENCE_NR", "edges", "children", "node_info", "sequence_nr",
+           "site", "is_leaf_node", "leaf_variable", "gradient_edge", "is_freed", "holds_saved",
+           "saved_entries", "has_hooks", "footprint", "values", "array", "version",
+           "version_counter", "shape", "dtype_name", "grad", "grad_mode"]
 
 LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
 

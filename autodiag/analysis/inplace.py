@@ -129,8 +129,8 @@ class InplaceWatcher(Tracer):
         self.hazards[key] = _Hazard(
             op=op, write_stack=stack, node_name=node.name(), node_ref=weakref.ref(node),
             save_stack=save_stack, saved_version=saved_version, version=version,
-            shape=list(inspect.shape(tensor)), dtype=inspect.dtype_name(tensor), count=1, needed_at=None, needed_call=None,
-            failed=False, no_grad=no_grad, is_output=is_output)
+            shape=list(inspect.shape(tensor)), dtype=inspect.dtype_name(tensor), count=1,
+            needed_at=None, needed_call=None, failed=False, no_grad=no_grad, is_output=is_output)
 
     def _sweep(self) -> None:
         """Forget saves whose node is gone, has run, or has freed its saved tensors."""

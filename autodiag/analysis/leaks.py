@@ -42,9 +42,9 @@ from autodiag.analysis.findings import Finding
 from autodiag.analysis.graph import _grad_fn, saved_info
 from autodiag.analysis.referrers import Holder, container_kind, find_holder
 from autodiag.analysis.summary import fmt_bytes
+from autodiag.inspect import LEAF_SEQUENCE_NR, children, sequence_nr
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
-from autodiag.inspect import LEAF_SEQUENCE_NR, children, sequence_nr
 from autodiag.trace.events import new_nodes
 from autodiag.trace.sites import capture_stack, format_site, short_path
 
