@@ -29,6 +29,8 @@ LAYERS = [
     ("tensor", ["autodiag.tensor"]),
     ("ops", ["autodiag.ops", "autodiag.ops.*", "autodiag.compat", "autodiag.generator"]),
     ("autograd", ["autodiag.autograd", "autodiag.autograd.*"]),
+    # the inspection seam: what analyses may read of nodes and tensors
+    ("inspect", ["autodiag.inspect"]),
     ("nn/optim", ["autodiag.nn", "autodiag.nn.*", "autodiag.optim", "autodiag.optim.*",
                   "autodiag.utils", "autodiag.utils.*", "autodiag.serialization"]),
     ("namespace", ["autodiag", "autodiag.torch_alias"]),

@@ -33,7 +33,7 @@ from numpy import ndarray
 
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.summary import summarize
-from autodiag.core.graph import AccumulateGrad
+from autodiag.inspect import array, children, leaf_variable, site, values
 from autodiag.trace import StopRun, Tracer
 
 # Ops that set values the user chose: a non-finite result with finite tensor inputs is intended
@@ -70,7 +70,7 @@ def _finite(a: np.ndarray) -> bool:
 def _any_big_nonfinite(grads) -> bool:
     for g in grads:
         if g is not None:
-            a = getattr(g, "_data", g)
+            a = values(g)
             if a.size >= BIG and not _finite(a):
                 return True
     return False
@@ -89,7 +89,7 @@ def stats(a) -> dict | None:
     s = summarize(a)
     if s is None:
         return None
-    data = np.asarray(getattr(a, "_data", a))
+    data = np.asarray(values(a))
     if data.dtype.kind in "fiu" and data.size:
         # finite negatives (-inf is counted as inf)
         s["negatives"] = int(np.count_nonzero((data < 0) & (data > -np.inf)))
@@ -155,12 +155,12 @@ class AnomalyFinder(Tracer):
             # finite in, finite out: only an input already known to be bad matters
             bad = self._bad
             for t in inputs:
-                if id(t._data) in bad:
+                if id(array(t)) in bad:
                     break
             else:
                 return
         for o in outputs:
-            d = o._data
+            d = array(o)
             if d.dtype.kind == "f":
                 if d.ndim == 1:
                     # a few elements: a Python sum beats a BLAS call's overhead
@@ -177,7 +177,7 @@ class AnomalyFinder(Tracer):
                     self._forward_nonfinite(op, node, inputs, o, stack)
 
     def _forward_nonfinite(self, op, node, inputs, out, stack) -> None:
-        d = out._data
+        d = array(out)
         n_nan, n_inf = _kinds(d)
         if not (n_nan or n_inf):
             return  # a sum of squares that overflowed: finite after all
@@ -190,7 +190,7 @@ class AnomalyFinder(Tracer):
         in_nan = in_inf = False
         source = None
         for t in inputs:
-            a = t._data
+            a = array(t)
             if a.dtype.kind not in "fc":
                 continue
             if inplace and a is d:
@@ -278,7 +278,7 @@ class AnomalyFinder(Tracer):
             if g is not None:
                 if g.__class__ is not ndarray:
                     # a Tensor under create_graph, or a numpy scalar from a formula
-                    g = g._data if hasattr(g, "_data") else np.asarray(g)
+                    g = np.asarray(values(g))
                 if g.size >= BIG:
                     if not _finite(g):
                         entry[1].append((node, grad_outputs, grad_inputs))
@@ -320,26 +320,26 @@ class AnomalyFinder(Tracer):
 
     def _backward_nonfinite(self, node, grad_outputs, grad_inputs, entry) -> bool:
         """Classify one node's gradients; True when some gradient it sent is NaN/Inf."""
-        out_nan = out_inf = 0
+        out_nan = 0
         bad_outputs = []
+        kids = children(node)
         for i, g in enumerate(grad_inputs):
-            if g is None or node._next[i] is None:
+            if g is None or kids[i] is None:
                 continue
-            a = np.asarray(getattr(g, "_data", g))
+            a = np.asarray(values(g))
             if a.dtype.kind != "f" or _finite(a):
                 continue
             n_nan, n_inf = _kinds(a)
             if n_nan or n_inf:
                 bad_outputs.append(i)
                 out_nan += n_nan
-                out_inf += n_inf
         if not bad_outputs:
             return False
         in_nan = in_inf = False
         for g in grad_outputs:
             if g is None:
                 continue
-            a = np.asarray(getattr(g, "_data", g))
+            a = np.asarray(values(g))
             if a.dtype.kind == "f" and not _finite(a):
                 k_nan, k_inf = _kinds(a)
                 in_nan |= bool(k_nan)
@@ -351,9 +351,9 @@ class AnomalyFinder(Tracer):
         if kind is None:
             self.propagated_backward += 1
             return True
-        trace = node._trace
-        site = trace.site if trace is not None else None
-        key = (kind, node.name(), site, site is None and id(node))
+        trace = site(node)
+        where = trace.site if trace is not None else None
+        key = (kind, node.name(), where, where is None and id(node))
         origin = self.origins.get(key)
         if origin is not None:
             origin.count += 1
@@ -381,11 +381,11 @@ class AnomalyFinder(Tracer):
 
 def _outgoing(node, i: int, g) -> dict:
     """The gradient ``node`` sent through its ``i``-th edge, and where it went."""
-    e = node._next[i]
-    child = e[0] if e.__class__ is tuple else e
+    child = children(node)[i]
     out = {"input": i, "to": child.name() if child is not None else None, "grad": stats(g)}
-    if child.__class__ is AccumulateGrad:
-        out["_leaf"] = weakref.ref(child.variable)  # named at the end, from the namespace
+    v = leaf_variable(child) if child is not None else None
+    if v is not None:
+        out["_leaf"] = weakref.ref(v)  # named at the end, from the namespace
     return out
 
 
@@ -412,12 +412,9 @@ def _path(task, target) -> list[str]:
                     names.append(n.name())
                     n = parent[n]
                 return names[::-1]
-            if n.__class__ is AccumulateGrad:
-                continue
-            for e in n._next:
-                if e is None:
+            for c in children(n):
+                if c is None:
                     continue
-                c = e[0] if e.__class__ is tuple else e
                 if c not in parent:
                     parent[c] = n
                     nxt.append(c)

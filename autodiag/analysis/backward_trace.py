@@ -19,8 +19,8 @@ from array import array
 
 import numpy as np
 
+from autodiag import inspect
 from autodiag.analysis.summary import Summaries, summarize
-from autodiag.core.graph import AccumulateGrad
 from autodiag.trace import Tracer
 
 
@@ -36,7 +36,7 @@ class _ForwardValues:
 
     def put(self, node, out) -> None:
         cv = self.codec.encode(out)
-        seq = node._seq
+        seq = inspect.sequence_nr(node)
         if self.base is None:
             self.base = seq
         k = seq - self.base
@@ -57,7 +57,7 @@ class _ForwardValues:
     def get(self, node) -> tuple[int, float] | dict | None:
         """(code, value), a summary dict, or None."""
         if self.base is not None:
-            k = node._seq - self.base
+            k = inspect.sequence_nr(node) - self.base
             if 0 <= k < len(self.codes) and self.codes[k] != Summaries.NONE:
                 return self.codes[k], self.values[k]
         return self.others.get(node)
@@ -133,20 +133,19 @@ class BackwardTrace(Tracer):
             cv_in = enc(g)
             add_in(g, cv_in)
         self._in_end.append(len(self._in))
-        if node.__class__ is AccumulateGrad:
-            v = node.variable
+        v = inspect.leaf_variable(node)
+        if v is not None:
             self._value.add(v)
             self.leaf_refs[row] = weakref.ref(v)
             self._site.append(None)
         else:
             self._add_forward(node)
-            self._site.append(node._trace)
+            self._site.append(inspect.site(node))
             g_in = grad_outputs[0] if len(grad_outputs) == 1 else None
             to, add_grad, local = self._out_to.append, self._out_grad.add_as, self._out_local
-            for e, g in zip(node._next, grad_inputs):
-                if e is None:
+            for child, g in zip(inspect.children(node), grad_inputs):
+                if child is None:
                     continue
-                child = e[0] if e.__class__ is tuple else e
                 to(type(child).__name__)
                 cv = enc(g)
                 add_grad(g, cv)
@@ -281,7 +280,7 @@ def _add_local(col: Summaries, g_in, g_out, a: tuple | None, b: tuple | None) ->
         if x == 0 or x - x != 0:
             col.add(None)
             return
-        dt = getattr(g_in, "_data", g_in).dtype
+        dt = inspect.values(g_in).dtype
         q = b[1] / x if dt == np.float64 else float(dt.type(b[1]) / dt.type(x))
         col.add_encoded(a[0], q)
         return
@@ -291,8 +290,8 @@ def _add_local(col: Summaries, g_in, g_out, a: tuple | None, b: tuple | None) ->
 def _local(g_in, g_out):
     """sent / received, elementwise, as an array, or None (different shapes, a gradient
     received that is 0 or not finite)."""
-    a = np.asarray(getattr(g_in, "_data", g_in))
-    b = np.asarray(getattr(g_out, "_data", g_out))
+    a = np.asarray(inspect.values(g_in))
+    b = np.asarray(inspect.values(g_out))
     if a.shape != b.shape or a.dtype.kind != "f" or b.dtype.kind != "f" or a.size == 0:
         return None
     if not np.all(np.isfinite(a)) or np.any(a == 0):

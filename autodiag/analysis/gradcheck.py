@@ -34,6 +34,7 @@ from autodiag.analysis.findings import Finding
 from autodiag.autograd.function import Function, _has_setup_context
 from autodiag.autograd.gradcheck import (GradcheckError, GradcheckRun, analytical_jacobian,
                                          as_tuple, differentiable_outputs, numerical_jacobian)
+from autodiag.inspect import array
 from autodiag.tensor import Tensor
 from autodiag.trace.sites import capture_stack, short_path
 
@@ -237,13 +238,13 @@ def max_error(func, inputs: tuple, eps: float) -> float | None:
     ``_gradcheck._check`` fills before comparing."""
     try:
         run = GradcheckRun(func, inputs, eps, 0.0, 0.0, 0.0, False, False)
-        if sum(run.inputs[p]._data.size for p in run.diff_pos) > MAX_ERROR_NUMEL:
+        if sum(array(run.inputs[p]).size for p in run.diff_pos) > MAX_ERROR_NUMEL:
             return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = func(*run.inputs)
             run.all_out = as_tuple(out)
-            run.float_out = [k for k, o in enumerate(run.all_out) if o._data.dtype.kind == "f"]
+            run.float_out = [k for k, o in enumerate(run.all_out) if array(o).dtype.kind == "f"]
             run.keep = [n for n, k in enumerate(run.float_out) if run.all_out[k].requires_grad]
             outputs = differentiable_outputs(out)
             numerical = [numerical_jacobian(run, j) for j in range(len(run.diff_pos))]
@@ -379,7 +380,7 @@ class RecordedCall:
 
     @classmethod
     def of(cls, args: tuple, kwargs: dict, stack) -> RecordedCall:
-        copied = tuple(Tensor._make(np.array(a._data)) if isinstance(a, Tensor) else a
+        copied = tuple(Tensor._make(np.array(array(a))) if isinstance(a, Tensor) else a
                        for a in args)
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         return cls(copied, dict(kwargs), needs, stack.location())
@@ -517,7 +518,7 @@ def backward_return_location(cls: type, func, inputs: tuple) -> dict | None:
     def on_call(frame, event, arg):
         return local if frame.f_code is code else None
 
-    copies = tuple(ad.tensor(x._data.copy(), requires_grad=x.requires_grad)
+    copies = tuple(ad.tensor(array(x).copy(), requires_grad=x.requires_grad)
                    if isinstance(x, Tensor) else x for x in inputs)
     previous = sys.gettrace()
     sys.settrace(on_call)
@@ -640,10 +641,10 @@ def _recorded_inputs(cls: type, rec: RecordedCall):
     # every floating-point tensor goes to float64, checked or not: ops such as matmul want
     # their operands in one dtype
     low = sorted({a.dtype.name for a in args if isinstance(a, Tensor) and
-                  a.is_floating_point() and a._data.dtype != np.float64})
+                  a.is_floating_point() and array(a).dtype != np.float64})
     if low:
         notes.append(f"{', '.join(low)} converted to float64 for finite differences")
-    numel = sum(a._data.size for a, c in zip(args, checked) if c)
+    numel = sum(array(a).size for a, c in zip(args, checked) if c)
     if numel > MAX_RECORDED_NUMEL:
         args, cut = _cut(args)
         notes.append(f"the script's inputs have {numel} elements to check: each is cut to "
@@ -651,7 +652,7 @@ def _recorded_inputs(cls: type, rec: RecordedCall):
     inputs = []
     for a, c in zip(args, checked):
         if isinstance(a, Tensor):
-            data = a._data.astype(np.float64) if a.is_floating_point() else np.array(a._data)
+            data = array(a).astype(np.float64) if a.is_floating_point() else np.array(array(a))
             a = ad.tensor(data, requires_grad=c) if c else Tensor._make(data)
         inputs.append(a)
     return [(tuple(inputs), notes)], False, None
@@ -661,11 +662,11 @@ def _cut(args: list) -> tuple[list, str]:
     """Leading slices of the tensors: each dimension longer than _CUT_FROM gets a new length
     above _CUT_FROM, distinct per original length (so sizes that matched still match and
     sizes that differed still differ)."""
-    sizes = sorted({n for a in args if isinstance(a, Tensor) for n in a._data.shape
+    sizes = sorted({n for a in args if isinstance(a, Tensor) for n in array(a).shape
                     if n > _CUT_FROM})
     new = {n: _CUT_FROM + 1 + k for k, n in enumerate(sizes)}
-    out = [Tensor._make(np.array(a._data[tuple(slice(0, new.get(n, n))
-                                                for n in a._data.shape)]))
+    out = [Tensor._make(np.array(array(a)[tuple(slice(0, new.get(n, n))
+                                                for n in array(a).shape)]))
            if isinstance(a, Tensor) else a for a in args]
     return out, ", ".join(f"{n} -> {m}" for n, m in new.items())
 
@@ -840,7 +841,7 @@ def _fits(cls: type, names: list, arrays: list) -> str | None:
     diff = [o for o in outs if o.requires_grad]
     if not diff:
         return "no output requires grad"
-    if not all(bool(np.all(np.isfinite(o._data))) for o in outs if o._data.dtype.kind == "f"):
+    if not all(bool(np.all(np.isfinite(array(o)))) for o in outs if array(o).dtype.kind == "f"):
         return "non-finite output"
     try:
         grads = grad([o.sum() for o in diff], xs, allow_unused=True)

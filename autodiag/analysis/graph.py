@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import weakref
 
+from autodiag import inspect
 from autodiag._look import is_a, look, static_attr, variables
-from autodiag.analysis.summary import dtype_name, summarize
-from autodiag.core.graph import AccumulateGrad, Freed, SavedTensor, children
-from autodiag.ops._core import edge
+from autodiag.analysis.summary import summarize
+from autodiag.inspect import children
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 
-ORDERS = ("tree", "bfs", "dfs", "topo")
 _NO_SAVED: tuple = ()
+_ZEROS = itertools.repeat(0)  # the input_nr of every edge of most nodes
 
 
 class GraphSnapshot:
@@ -81,23 +82,20 @@ class GraphSnapshot:
         add_leaf, add_saved, add_freed = snap.leaf.append, snap.saved.append, snap.freed.append
         add_site, add_order = snap.sites.append, order.append
         index_get = index.get
+        info = inspect.node_info
         count = len(order)
         # NOTE: this loop is the traversal every format pays for (about 1 µs per node); keep
-        # per-node work to attribute reads and appends. Iterating a list while appending to it
+        # per-node work to one seam call and appends. Iterating a list while appending to it
         # visits the appended items too: a breadth-first walk without a queue.
         for node in order:
-            cls_ = node.__class__
-            add_name(cls_.__name__)  # as torchviz shows it: AccumulateGrad, CopySlices
-            add_seq(node._seq)
+            add_name(node.__class__.__name__)  # as torchviz shows it: AccumulateGrad, CopySlices
+            seq, kids, nrs, site, v, saved = info(node)
+            add_seq(seq)
             edges = []
-            for e in node._next:
-                if e is None:
+            for child, nr in zip(kids, nrs or _ZEROS):
+                if child is None:
                     edges.append(None)
                     continue
-                if e.__class__ is tuple:
-                    child, nr = e
-                else:
-                    child, nr = e, 0
                 j = index_get(child)
                 if j is None:
                     j = index[child] = count
@@ -105,22 +103,11 @@ class GraphSnapshot:
                     add_order(child)
                 edges.append((j, nr))
             add_next(tuple(edges))
-            if cls_ is AccumulateGrad:
-                v = node.variable
-                add_leaf((weakref.ref(v), v._data.shape, dtype_name(v._data.dtype)))
-            else:
-                add_leaf(None)
-            s = node._saved
-            if s is None:
-                add_saved(_NO_SAVED)
-                add_freed(False)
-            elif s.__class__ is Freed:
-                add_saved(_NO_SAVED)
-                add_freed(True)
-            else:
-                add_saved(saved_info(node))
-                add_freed(False)
-            add_site(node._trace)
+            add_leaf(None if v is None else (weakref.ref(v), inspect.shape(v),
+                                             inspect.dtype_name(v)))
+            add_saved(saved or _NO_SAVED)
+            add_freed(saved is None)
+            add_site(site)
         if values is not None:
             for k, node in enumerate(order):
                 v = values.get(node)
@@ -168,7 +155,7 @@ class GraphSnapshot:
         for name, shape, dt, nbytes, version, current in self.saved[i]:
             d = {"name": name, "version": version}
             if shape is not None:
-                d.update(shape=list(shape), dtype=dtype_name(dt), bytes=nbytes)
+                d.update(shape=list(shape), dtype=dt, bytes=nbytes)
             if current != version:
                 d["current_version"] = current
             out.append(d)
@@ -291,38 +278,10 @@ class GraphSnapshot:
 
 
 def saved_info(node) -> tuple:
-    """The node's saved tensors as ``(name, shape, numpy dtype, bytes, version, current
-    version)``."""
-    saved = node._saved
-    if saved.__class__ is not tuple:
-        return _NO_SAVED
-    out = []
-    names = node._saved_names
-    for k, s in enumerate(saved):
-        if s is None:
-            continue
-        c = s.__class__
-        if c is Tensor:  # NOTE [Compact saves]: an input saved at version 0, stored as itself
-            d, vc = s._data, s._vc
-            out.append((names[k], d.shape, d.dtype, d.nbytes, 0, vc[0] if vc else 0))
-            continue
-        if c is SavedTensor:
-            if s.unpack_hook is not None:
-                p = s.packed
-                data = p._data if isinstance(p, Tensor) else None
-            else:
-                data = s.tensor._data if s.tensor is not None else s.data
-            version, current = s.version, s.vc[0]
-        elif isinstance(s, Tensor):
-            data, version, current = s._data, 0, (s._vc[0] if s._vc else 0)
-        else:
-            continue  # a constant kept with the tensors
-        name = names[k] if k < len(names) else f"saved_{k}"
-        if data is None:
-            out.append((name, None, None, 0, version, current))
-        else:
-            out.append((name, data.shape, data.dtype, data.nbytes, version, current))
-    return tuple(out) if out else _NO_SAVED
+    """The node's saved tensors as plain tuples ``(name, shape, dtype name, bytes, version,
+    current version)`` (``inspect.SavedEntry`` without its value: a plain tuple of numbers and
+    strings, which the cyclic GC stops tracking)."""
+    return tuple(e[:6] for e in inspect.saved_entries(node)) or _NO_SAVED
 
 
 class GraphCapture(Tracer):
@@ -333,7 +292,6 @@ class GraphCapture(Tracer):
                  grads: bool = False):
         self.want_call = call
         self.keep_all = keep_all
-        self.want_values = values
         self.want_grads = grads
         self.calls = 0
         self.snapshots: list[GraphSnapshot] = []
@@ -380,8 +338,8 @@ class GraphCapture(Tracer):
 
 def _node_of(t):
     """The node gradient reaches ``t`` through (its grad_fn, or a leaf's AccumulateGrad)."""
-    e = edge(t)
-    return e[0] if e.__class__ is tuple else e
+    e = inspect.gradient_edge(t)
+    return None if e is None else e[0]
 
 
 def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:

@@ -61,10 +61,9 @@ from collections import deque
 
 import numpy as np
 
+from autodiag import inspect
 from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
-from autodiag.core import grad_mode
-from autodiag.core.graph import AccumulateGrad
 from autodiag.nn.parameter import Parameter
 from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer
@@ -266,11 +265,8 @@ class GradHealth(Tracer):
                         rec.convert = rec.convert or (op, stack, False)
                     elif op in DETACH_OPS:
                         self._track_detach((id(t),), outputs, stack, False)
-                    elif not grad_mode._state.record and rec.no_grad is None:
-                        rec.no_grad = (
-                            "inference_mode" if grad_mode._state.inference else "no_grad",
-                            stack,
-                        )
+                    elif rec.no_grad is None and (mode := inspect.grad_mode()) != "grad":
+                        rec.no_grad = (mode, stack)
                 elif detached:
                     d = detached.get(id(t))
                     if d is not None and d[0]() is t:
@@ -316,14 +312,12 @@ class GradHealth(Tracer):
             if n in seen:
                 continue
             seen.add(n)
-            if n.__class__ is AccumulateGrad:
-                v = n.variable
+            if inspect.is_leaf_node(n):
+                v = inspect.leaf_variable(n)
                 if v is not None and id(v) in self._leaves:
                     out.append(id(v))
                 continue
-            for e in n._next:
-                if e is not None:
-                    todo.append(e[0] if e.__class__ is tuple else e)
+            todo.extend(c for c in inspect.children(n) if c is not None)
         return out
 
     # --- backward --------------------------------------------------------------------------
@@ -338,48 +332,49 @@ class GradHealth(Tracer):
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         cls = node.__class__
-        if cls is AccumulateGrad:
+        if inspect.is_leaf_node(node):
             self._accumulated(node, grad_outputs)
         elif cls is ReluBackward0 and grad_inputs and grad_inputs[0] is not None:
             g = grad_inputs[0]
-            a = g if g.__class__ is np.ndarray else np.asarray(getattr(g, "_data", g))
-            if a.ndim and node._trace is not None:
+            a = g if g.__class__ is np.ndarray else np.asarray(inspect.values(g))
+            where = inspect.site(node)
+            if a.ndim and where is not None:
                 alive = (a != 0).reshape(-1, a.shape[-1]).any(axis=0)
                 module = self._relu_modules.pop(id(node), None)
-                self._tasks[-1][2].append((node._trace, alive, module))
+                self._tasks[-1][2].append((where, alive, module))
 
     def _accumulated(self, node, grads) -> None:
         entry = self._tasks[-1]
         task = entry[0]
-        var = node.variable
+        var = inspect.leaf_variable(node)
         if var is None:
             return
         if not task.accumulate or (task.leaf_targets is not None and node not in task.leaf_targets):
             self._leaf(var).handled = True
             return
-        grad = var._grad
+        grad = inspect.grad(var)
         g = grads[0] if grads else None
         if grad is None or g is None:
             return
         rec = self._leaf(var)
         rec.received += 1
-        data = grad._data
+        data = inspect.array(grad)
         if not rec.nonzero:
             rec.nonzero = bool(data.any())
-        if var._hooks or node._hooks is not None:
+        if inspect.has_hooks(var) or inspect.has_hooks(node):
             rec.hooked = True
         elif rec.grad_ref is not None:
             # NOTE [Telling accumulation from clearing]
-            ga = g._data if isinstance(g, Tensor) else g
+            ga = inspect.values(g)
             if rec.grad_ref() is not grad or data is ga or np.array_equal(data, ga):
                 rec.cleared = True
-            elif rec.version != var._version:
+            elif rec.version != inspect.version(var):
                 rec.stale += 1
                 if rec.stale_at is None:
                     rec.stale_at = (entry[1], rec.updated_at)
         rec.grad_ref = weakref.ref(grad)
         self._measure_update(rec, var)
-        rec.version = var._version
+        rec.version = inspect.version(var)
         if not self._optimizers:  # no optimizer (yet): norms per backward call
             if rec.bwd_norms is None:
                 rec.bwd_norms = _Norms()
@@ -388,12 +383,13 @@ class GradHealth(Tracer):
     def _measure_update(self, rec: _Leaf, var: Tensor) -> None:
         """How far the parameter moved since its last accumulation, relative to its norm (the
         update/weight ratio of whatever updated it: an optimizer or a manual step)."""
-        value = var._data
+        value = inspect.array(var)
         before = rec.before
         # NOTE: against the largest norm the parameter has had, not its last one: a scalar
         # crossing zero on its way to the optimum moves by many times its (tiny) current norm
         size = max(before[2], _norm(value)) if before is not None else _norm(value)
-        if before is not None and before[0] != var._version and before[1].shape == value.shape \
+        if before is not None and before[0] != inspect.version(var) \
+                and before[1].shape == value.shape \
                 and before[2] > 0:
             ratio = _norm(value - before[1]) / before[2]
             u = rec.updates
@@ -409,7 +405,7 @@ class GradHealth(Tracer):
             # NOTE: copies only of parameters (adopted at the end of each backward call; the
             # first call's are not known yet): a loop that makes a fresh input leaf with
             # requires_grad each step must not keep a copy of every one
-            rec.before = (var._version, value.copy(), size)
+            rec.before = (inspect.version(var), value.copy(), size)
 
     def on_backward_end(self, task):
         if not self._tasks or self._tasks[-1][0] is not task:
@@ -477,7 +473,7 @@ class GradHealth(Tracer):
                 rec.updated_at = rec.updated_at or known[1]
                 if rec.step_norms is None:
                     rec.step_norms = _Norms()
-                rec.step_norms.add(_norm(p.grad._data), self.th)
+                rec.step_norms.add(_norm(inspect.array(p.grad)), self.th)
 
     # --- results ---------------------------------------------------------------------------
 
@@ -791,13 +787,12 @@ def _leaf_variables(node) -> list:
         if n in seen:
             continue
         seen.add(n)
-        if n.__class__ is AccumulateGrad:
-            if n.variable is not None:
-                out.append(n.variable)
+        if inspect.is_leaf_node(n):
+            v = inspect.leaf_variable(n)
+            if v is not None:
+                out.append(v)
             continue
-        for e in n._next:
-            if e is not None:
-                todo.append(e[0] if e.__class__ is tuple else e)
+        todo.extend(c for c in inspect.children(n) if c is not None)
     return out
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import weakref
 
+from autodiag import inspect
 from autodiag.analysis.findings import Finding
-from autodiag.core.graph import AccumulateGrad, Freed
 from autodiag.ops.inplace import LEAF_ERROR, VIEW_OF_LEAF_ERROR
-from autodiag.tensor import Tensor, vc_of
+from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 from autodiag.trace.sites import capture_stack
 
@@ -59,35 +59,37 @@ class InplaceWatcher(Tracer):
     # --- events ---------------------------------------------------------------------------
 
     def on_save(self, node, tensor):
-        vc = vc_of(tensor)
+        vc = inspect.version_counter(tensor, create=True)
         entry = self._watch.get(id(vc))
         if entry is None:
             entry = self._watch[id(vc)] = (vc, {})
         # keyed by node: a node saving one tensor twice (x * x) is one entry; an id reused by a
         # new node replaces the entry of a dead one
-        entry[1][id(node)] = (weakref.ref(node), vc[0], tensor.grad_fn is node)
+        entry[1][id(node)] = (weakref.ref(node), inspect.version(tensor),
+                              tensor.grad_fn is node)
         self._saves += 1
         if self._saves % SWEEP_EVERY == 0:
             self._sweep()
 
     def on_inplace(self, tensor, op, stack):
-        vc = tensor._vc
+        vc = inspect.version_counter(tensor)
         entry = self._watch.get(id(vc)) if vc is not None else None
         if entry is None or entry[0] is not vc:
             return
         from autodiag.core.grad_mode import is_grad_enabled
 
+        now = inspect.version(tensor)
         for ref, version, is_output in list(entry[1].values()):
             node = ref()
-            if node is None or node in self._ran or node._saved.__class__ is Freed or \
-                    node._saved is None or version == vc[0]:
+            if node is None or node in self._ran or not inspect.holds_saved(node) or \
+                    version == now:
                 continue
-            self._record(op, stack, node, version, vc[0], tensor, is_output,
+            self._record(op, stack, node, version, now, tensor, is_output,
                          not is_grad_enabled())
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         # without retain_graph a node that ran has freed its saved tensors: nothing to track
-        if self._retaining[-1] and node.__class__ is not AccumulateGrad:
+        if self._retaining[-1] and not inspect.is_leaf_node(node):
             self._ran.add(node)
 
     def on_backward_begin(self, task):
@@ -118,18 +120,17 @@ class InplaceWatcher(Tracer):
     # --- bookkeeping ----------------------------------------------------------------------
 
     def _record(self, op, stack, node, saved_version, version, tensor, is_output, no_grad):
-        save_stack = node._trace
+        save_stack = inspect.site(node)
         key = (stack.site, node.name(), save_stack.site if save_stack is not None else None)
         h = self.hazards.get(key)
         if h is not None:
             h.count += 1
             return
-        d = tensor._data
         self.hazards[key] = _Hazard(
             op=op, write_stack=stack, node_name=node.name(), node_ref=weakref.ref(node),
             save_stack=save_stack, saved_version=saved_version, version=version,
-            shape=list(d.shape), dtype=d.dtype.name, count=1, needed_at=None, needed_call=None,
-            failed=False, no_grad=no_grad, is_output=is_output)
+            shape=list(inspect.shape(tensor)), dtype=inspect.dtype_name(tensor), count=1,
+            needed_at=None, needed_call=None, failed=False, no_grad=no_grad, is_output=is_output)
 
     def _sweep(self) -> None:
         """Forget saves whose node is gone, has run, or has freed its saved tensors."""
@@ -137,7 +138,7 @@ class InplaceWatcher(Tracer):
         for k in list(self._watch):
             vc, entries = self._watch[k]
             for nid in [nid for nid, e in entries.items()
-                        if (n := e[0]()) is None or n in ran or n._saved.__class__ is Freed]:
+                        if (n := e[0]()) is None or n in ran or inspect.is_freed(n)]:
                 del entries[nid]
             if not entries:
                 del self._watch[k]
@@ -169,10 +170,9 @@ def _reachable(roots) -> set:
         if n in seen:
             continue
         seen.add(n)
-        for e in getattr(n, "_next", ()):
-            if e is not None:
-                c = e[0] if e.__class__ is tuple else e
-                if c is not None and c not in seen:
+        for c in inspect.children(n):
+            if c is not None:
+                if c not in seen:
                     stack.append(c)
     return seen
 

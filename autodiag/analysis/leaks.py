@@ -34,17 +34,18 @@ import collections
 import gc
 import linecache
 import re
-import sys
 import weakref
 
+from autodiag import inspect
 from autodiag._look import is_a, look
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.graph import _grad_fn, saved_info
 from autodiag.analysis.referrers import Holder, container_kind, find_holder
 from autodiag.analysis.summary import fmt_bytes
+from autodiag.inspect import LEAF_SEQUENCE_NR, children, sequence_nr
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
-from autodiag.trace.events import _AFTER_LEAVES, new_nodes
+from autodiag.trace.events import new_nodes
 from autodiag.trace.sites import capture_stack, format_site, short_path
 
 MAX_SEARCHES = 6  # holder searches per investigation (each scans the heap once per expansion)
@@ -120,26 +121,26 @@ class LeakFinder(Tracer):
             self._pending = False
             self.mode = "backward"
             self._end_step()
-        if node is not None and node._seq > self._hi:
+        if node is not None and sequence_nr(node) > self._hi:
             self._record(node)
 
     def _record(self, node) -> None:
         hi = self._hi
         step = self._steps[-1]
-        for e in node._next:  # an input made by this op: a node of an op it called
-            if e is not None and hi < (e[0] if e.__class__ is tuple else e)._seq < _AFTER_LEAVES:
+        for c in children(node):  # an input made by this op: a node of an op it called
+            if c is not None and hi < sequence_nr(c) < LEAF_SEQUENCE_NR:
                 break
         else:  # the common case: the op's own node alone
             step.refs.append(weakref.ref(node, step.dead))
             step.alive += 1
-            self._hi = node._seq
+            self._hi = sequence_nr(node)
             return
         nodes = new_nodes(node, hi)
         add, dead = step.refs.append, step.dead
         for n in nodes:
             add(weakref.ref(n, dead))
         step.alive += len(nodes)
-        self._hi = max(n._seq for n in nodes)
+        self._hi = max(sequence_nr(n) for n in nodes)
 
     def on_backward_begin(self, task) -> None:
         self._bw_depth += 1
@@ -147,7 +148,7 @@ class LeakFinder(Tracer):
             self._retain = _RetainCall(capture_stack(3).site)
 
     def on_node_backward(self, node, grad_outputs, grad_inputs) -> None:
-        if node._seq >= _AFTER_LEAVES:
+        if sequence_nr(node) >= LEAF_SEQUENCE_NR:
             return  # a leaf's AccumulateGrad is shared by every step's graph
         entry = self._ran.get(id(node))
         if entry is not None and entry[0]() is node and entry[1] is not self._retain:
@@ -274,16 +275,16 @@ class LeakFinder(Tracer):
                 alive.append(n)
         referenced = set()
         for n in alive:
-            for e in n._next:
-                if e is not None:
-                    referenced.add(id(e[0] if e.__class__ is tuple else e))
+            for c in children(n):
+                if c is not None:
+                    referenced.add(id(c))
         tops = []
         for n in alive:
             if id(n) not in referenced:
                 count, spans = _reachable(n, old)
                 if count:
                     tops.append((count, spans, n))
-        tops.sort(key=lambda t: (-t[0], t[2]._seq))
+        tops.sort(key=lambda t: (-t[0], sequence_nr(t[2])))
         covered: set = set()
         found: dict = {}  # the holder's path without indices -> [_Leak, steps spanned]
         searches = 0
@@ -311,7 +312,7 @@ class LeakFinder(Tracer):
                     found[key][0].tensors += max(len(tensors), 1)
                     found[key][1] |= spans
                     continue
-                trace = top._trace
+                trace = inspect.site(top)
                 created = trace.location() if trace is not None else None
                 counts = [c for c, _, t in tops if id(t) in covered] or [count]
                 leak = _Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
@@ -419,7 +420,7 @@ def _bytes_of(refs: list) -> int:
         n = r()
         if n is None:
             continue
-        total += sys.getsizeof(n) + sys.getsizeof(n._next)
+        total += inspect.footprint(n)
         for s in saved_info(n):
             total += s[3]
         seen.add(id(n))
@@ -442,9 +443,8 @@ def _reachable(top, old: dict) -> tuple[int, set]:
         if i in old:
             count += 1
             steps.add(old[i])
-        for e in n._next:
-            if e is not None:
-                m = e[0] if e.__class__ is tuple else e
+        for m in children(n):
+            if m is not None:
                 if id(m) in old:
                     todo.append(m)
     return count, steps

@@ -7,6 +7,8 @@ from array import array
 
 import numpy as np
 
+from autodiag.inspect import values
+
 SMALL = 8  # tensors with at most this many elements are shown in full
 
 
@@ -15,8 +17,7 @@ def summarize(a) -> dict | None:
     (a numpy array or a Tensor); None for None."""
     if a is None:
         return None
-    data = getattr(a, "_data", a)
-    data = np.asarray(data)
+    data = np.asarray(values(a))
     out = {"shape": list(data.shape), "dtype": dtype_name(data.dtype)}
     if data.size == 0:
         return out
@@ -67,7 +68,7 @@ class Summaries:
     def encode(self, a) -> tuple[int, float] | None:
         """(code, value) of a one-element float array (a Tensor's data counts), None for
         anything else."""
-        data = getattr(a, "_data", a)
+        data = values(a)
         if data.__class__ is _ndarray and data.size == 1:
             dt = data.dtype
             if dt.kind != "f":

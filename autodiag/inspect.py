@@ -1,0 +1,267 @@
+"""The inspection seam: what an analysis may know about an engine's graph and tensors.
+
+Analyses (``autodiag/analysis``) and reports read the engine only through these functions and
+the tracing events (``autodiag.trace``), never through the engine's private fields: how a node
+stores its edges (NOTE [Compact edges]), its saved tensors (NOTE [Compact saves]) or its extras
+is the engine's business. This is the surface a second engine implements to be analysed (issue
+21: the same functions over PyTorch's graphs), so it speaks in plain data — tuples, ints, dtype
+names as strings — and hands out values (arrays) only where asked.
+
+Nodes:
+
+* ``edges(node)``: ``((node, input_nr), ...)`` in input order, ``(None, 0)`` for an input that
+  needs no gradient — PyTorch's ``next_functions``; ``children(node)`` the nodes alone.
+* ``sequence_nr(node)``: creation order (a node made later has a larger number; a leaf's
+  ``AccumulateGrad`` has ``LEAF_SEQUENCE_NR``, above every op's).
+* ``site(node)``: the user's ``Stack`` where the op that recorded it ran (set only while tracing),
+  or None.
+* ``is_leaf_node(node)``: an ``AccumulateGrad``; ``leaf_variable(node)``: the leaf tensor of an
+  ``AccumulateGrad`` node, None for other nodes.
+* ``is_freed(node)``: a backward without ``retain_graph`` released its saved tensors;
+  ``holds_saved(node)``: it saved tensors and still holds them.
+* ``saved_entries(node, values=False)``: its saved tensors as ``SavedEntry`` tuples (name, shape,
+  dtype, bytes, version at save, current version, and the array only with ``values=True``).
+* ``node_info(node)``: what a whole-graph walk reads of a node, in one call (the hot path of
+  graph capture).
+* ``has_hooks(node_or_tensor)``, ``footprint(node)`` (bytes of the node object and its edges).
+
+Tensors and gradients:
+
+* ``gradient_edge(t)``: ``(node, output_nr)`` through which gradient reaches ``t``, or None.
+* ``values(x)``: the array of a tensor (a gradient passes through as it is; ``array(t)`` for
+  what is known to be a tensor), ``version(t)``,
+  ``version_counter(t)`` (an object shared by a tensor and its views, compared by identity; None
+  until something needs one), ``shape(t)`` (a tuple), ``dtype_name(t)``, ``grad(t)`` (a leaf's
+  ``.grad``, without the non-leaf warning).
+
+Grad mode: ``grad_mode()`` is ``"grad"``, ``"no_grad"`` or ``"inference_mode"`` for the
+calling thread.
+
+>>> import autodiag as torch
+>>> from autodiag import inspect
+>>> x = torch.ones(2, requires_grad=True)
+>>> y = (x * x).sum()
+>>> [type(n).__name__ for n in inspect.children(y.grad_fn)]
+['MulBackward0']
+>>> mul = inspect.children(y.grad_fn)[0]
+>>> [(e.name, e.shape, e.dtype, e.version) for e in inspect.saved_entries(mul)]
+[('self', (2,), 'float32', 0), ('other', (2,), 'float32', 0)]
+>>> inspect.leaf_variable(inspect.children(mul)[0]) is x
+True
+"""
+
+from __future__ import annotations
+
+import sys
+from operator import attrgetter
+from typing import NamedTuple
+
+from autodiag.core import grad_mode as _grad_mode
+from autodiag.core.graph import AccumulateGrad, Freed, SavedTensor
+from autodiag.ops._core import edge as _edge
+from autodiag.tensor import Tensor
+from autodiag.tensor import vc_of as _vc_of
+
+__all__ = ["SavedEntry", "LEAF_SEQUENCE_NR", "edges", "children", "node_info", "sequence_nr",
+           "site", "is_leaf_node", "leaf_variable", "gradient_edge", "is_freed", "holds_saved",
+           "saved_entries", "has_hooks", "footprint", "values", "array", "version",
+           "version_counter", "shape", "dtype_name", "grad", "grad_mode"]
+
+LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
+
+
+class SavedEntry(NamedTuple):
+    """One tensor a node saved for backward. ``shape``/``dtype`` are None (and ``nbytes`` 0)
+    when saved-tensor hooks packed it into something that is not a tensor; ``value`` is the
+    array only when asked for (``saved_entries(node, values=True)``)."""
+
+    name: str  # as PyTorch names it: "self", "other", "result", ...
+    shape: tuple | None
+    dtype: str | None
+    nbytes: int
+    version: int  # the tensor's version when it was saved
+    current_version: int  # its version now (different: modified in place since)
+    value: object = None
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+# NOTE: the accessors tracers call per op are C-level getters (attrgetter), not Python
+# functions: a tracer on a 1,000,000-op chain pays a C call per read, no frame.
+sequence_nr = attrgetter("_seq")  # (node) -> int: creation order
+site = attrgetter("_trace")  # (node) -> Stack | None: where the op that recorded it ran
+
+
+def edges(node) -> tuple:
+    """``((node, input_nr), ...)`` in input order; ``(None, 0)`` for no gradient."""
+    return tuple(e if e.__class__ is tuple else (e, 0) for e in node._next)
+
+
+def children(node) -> tuple:
+    """The nodes ``node``'s edges point at, in input order (None for no gradient)."""
+    nx = node._next
+    for e in nx:
+        if e.__class__ is tuple:  # NOTE [Compact edges]: a pair only for an output > 0
+            return tuple([e[0] if e.__class__ is tuple else e for e in nx])
+    return nx
+
+
+def node_info(node) -> tuple:
+    """What a graph walk reads of a node, in one call: ``(sequence_nr, children, input_nrs,
+    site, leaf variable or None, saved)``. ``children`` and ``input_nrs`` are ``edges(node)``
+    split in two, ``input_nrs`` None when every one is 0 (``zip(children, input_nrs or
+    repeat(0))`` walks the pairs without making them); ``saved`` is ``saved_entries(node)``
+    without values, as plain tuples, or None when a backward call freed them.
+
+    NOTE: one call instead of five, and no pair per edge, for the walk every graph format
+    pays on every node; plain tuples of numbers and strings are untracked by the cyclic GC."""
+    nx = node._next
+    nrs = None
+    for e in nx:
+        if e.__class__ is tuple:
+            nrs = tuple(e[1] if e.__class__ is tuple else 0 for e in nx)
+            nx = tuple(e[0] if e.__class__ is tuple else e for e in nx)
+            break
+    saved = node._saved
+    if saved is None:
+        saved = ()
+    elif saved.__class__ is Freed:
+        saved = None
+    else:
+        saved = tuple(_saved_tuples(node, saved, False))
+    x = node._x
+    return (node._seq, nx, nrs, None if x is None else x.trace,
+            node.variable if node.__class__ is AccumulateGrad else None, saved)
+
+
+def is_leaf_node(node) -> bool:
+    """Whether ``node`` is a leaf's ``AccumulateGrad`` (it accumulates into ``.grad``)."""
+    return node.__class__ is AccumulateGrad
+
+
+def leaf_variable(node):
+    """The leaf tensor of an ``AccumulateGrad`` node (None for any other node, or a leaf that
+    is gone)."""
+    return node.variable if node.__class__ is AccumulateGrad else None
+
+
+def is_freed(node) -> bool:
+    """Whether a backward call without ``retain_graph`` released the node's saved tensors."""
+    return node._saved.__class__ is Freed
+
+
+def holds_saved(node) -> bool:
+    """Whether the node saved tensors for its backward and still holds them."""
+    s = node._saved
+    return s is not None and s.__class__ is not Freed
+
+
+def saved_entries(node, values: bool = False) -> tuple:
+    """The node's saved tensors (``SavedEntry``), in the order of its ``_saved_*`` names; ()
+    when it saved none or they were freed. Constants kept with them (Python scalars) are not
+    tensors and are left out."""
+    saved = node._saved
+    if saved.__class__ is not tuple:
+        return ()
+    return tuple([SavedEntry(*t) for t in _saved_tuples(node, saved, values)])
+
+
+def _saved_tuples(node, saved: tuple, values: bool) -> list:
+    """``saved_entries`` as plain tuples (six fields, seven with ``values``)."""
+    out = []
+    names = node._saved_names
+    for k, s in enumerate(saved):
+        if s is None:
+            continue
+        c = s.__class__
+        if c is Tensor:  # NOTE [Compact saves]: an input saved at version 0, stored as itself
+            d, vc = s._data, s._vc
+            t = (names[k], d.shape, _dtype_name(d.dtype), d.nbytes, 0, vc[0] if vc else 0)
+            out.append(t + (d,) if values else t)
+            continue
+        if c is SavedTensor:
+            if s.unpack_hook is not None:
+                p = s.packed
+                data = p._data if isinstance(p, Tensor) else None
+            else:
+                data = s.tensor._data if s.tensor is not None else s.data
+            version, current = s.version, s.vc[0]
+        elif isinstance(s, Tensor):
+            data, version, current = s._data, 0, (s._vc[0] if s._vc else 0)
+        else:
+            continue  # a constant kept with the tensors
+        name = names[k] if k < len(names) else f"saved_{k}"
+        if data is None:
+            out.append((name, None, None, 0, version, current))
+        else:
+            t = (name, data.shape, _dtype_name(data.dtype), data.nbytes, version, current)
+            out.append(t + (data,) if values else t)
+    return out
+
+
+def has_hooks(obj) -> bool:
+    """Whether a node or a tensor has gradient hooks registered (they may change gradients)."""
+    if isinstance(obj, Tensor):
+        return bool(obj._hooks)
+    return obj._hooks is not None
+
+
+def footprint(node) -> int:
+    """Bytes of the node object and its edge tuple (its saved tensors not counted)."""
+    return sys.getsizeof(node) + sys.getsizeof(node._next)
+
+
+# --- tensors and gradients ---------------------------------------------------------------------
+
+
+def gradient_edge(t) -> tuple | None:
+    """``(node, output_nr)``: where gradient reaches ``t`` (its grad_fn and which output of it
+    ``t`` is, or a leaf's ``AccumulateGrad`` and 0), as PyTorch's
+    ``autograd.graph.get_gradient_edge``; None when ``t`` needs no gradient."""
+    e = _edge(t)
+    return None if e is None else e if e.__class__ is tuple else (e, 0)
+
+
+def values(x):
+    """The array of a tensor; anything else (a gradient that is already an array) as it is."""
+    return x._data if isinstance(x, Tensor) else x
+
+
+array = attrgetter("_data")  # (tensor) -> its array: ``values`` for a known tensor, C-level
+version = attrgetter("_version")  # (tensor) -> int: in-place writes bump it
+shape = attrgetter("_data.shape")  # (tensor) -> tuple
+
+
+def version_counter(t, create: bool = False):
+    """The object that counts ``t``'s versions, shared by ``t``, its base and all its views
+    (compare it by identity), or None if nothing has needed one yet (then ``t`` is at version 0
+    and no tensor saved for backward shares its storage) unless ``create``."""
+    return _vc_of(t) if create else t._vc
+
+
+def dtype_name(t) -> str:
+    """``"float32"``, ``"int64"``, ...: the tensor's dtype as a string."""
+    return _dtype_name(t._data.dtype)
+
+
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dt) -> str:
+    """numpy dtype -> "float32" (cached: ``dtype.name`` costs microseconds per call)."""
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = dt.name
+    return name
+
+
+def grad(t):
+    """A tensor's ``.grad`` (without the warning ``.grad`` gives for non-leaf tensors)."""
+    return t._grad
+
+
+def grad_mode() -> str:
+    """The calling thread's grad mode: ``"grad"``, ``"no_grad"`` or ``"inference_mode"``."""
+    if _grad_mode.is_inference_mode_enabled():
+        return "inference_mode"
+    return "grad" if _grad_mode.is_grad_enabled() else "no_grad"
