@@ -3,11 +3,14 @@ document, and JUnit test cases."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.markup import escape
 
 from autodiag.analysis.gradcheck import Case, totals
 from autodiag.report import table
 from autodiag.report.junit import TestCase
+from autodiag.report.output import envelope
 from autodiag.trace.sites import short_path
 
 _VERDICT = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "error": "[bold red]error[/]",
@@ -158,3 +161,36 @@ def junit_cases(cases: list[Case], label: str) -> list[TestCase]:
             line=c.location["line"] if c.location else None))
     return out
 
+
+
+# --- the renderers of ``autodiag gradcheck`` (report/outcome.py) --------------------------------
+
+
+@dataclasses.dataclass
+class GradcheckReport:
+    """The checks and their settings; ``script_error``: the script's failure that no failed
+    check explains; ``nothing_ran``: the failure of a run whose every check was skipped."""
+
+    cases: list
+    settings: object
+    script_error: object = None
+    nothing_ran: object = None
+
+
+def json_report(sink, outcome) -> None:
+    rep = outcome.data
+    found, interrupted = outcome.findings, outcome.result.interrupted
+    error = rep.script_error or (rep.nothing_ran if not found else None)
+    status = "interrupted" if interrupted else "error" if error is not None else \
+        "findings" if found else "ok"
+    sink.write_json(envelope("gradcheck", outcome.label, found, status, error=error,
+                             interrupted=interrupted, **to_json(rep.cases, rep.settings)))
+
+
+def text_report(sink, outcome) -> None:
+    rep = outcome.data
+    console = sink.console()
+    print_table(console, rep.cases, f"gradcheck {outcome.label} ({settings_line(rep.settings)})")
+    details(console, rep.cases)
+    console.print()
+    console.print(f"[dim]{escape(summary_line(rep.cases))}[/]")
