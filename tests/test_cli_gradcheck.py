@@ -559,8 +559,7 @@ def test_bad_backward_sample_fails_with_its_diagnosis():
     assert by_fn["Square"]["diagnoses"][0]["kind"] == "constant_factor"
     assert "off by a factor of 0.5" in by_fn["Square"]["hint"]
     assert by_fn["Square"]["location"]["line"] == 36  # its backward's return line
-    assert by_fn["Cube"]["diagnoses"] == [] or by_fn["Cube"]["diagnoses"][0]["kind"] != \
-        "constant_factor"
+    assert by_fn["Cube"]["diagnoses"] == []  # no simple shape fits Cube's error
 
 
 # --- issue 15 item 7: multi-input Functions, the return line, rule-shape diagnoses ------------
