@@ -16,14 +16,14 @@ import inspect
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
 from autodiag.cli._files import Protected, recording_opens, refuse_same_file
-from autodiag.report import annotations as gh
-from autodiag.report import junit
+from autodiag.report import ci
 from autodiag.report.outcome import Outcome
 from autodiag.report.output import (
     Sink,
@@ -280,31 +280,15 @@ class Command:
         label = self.target.label if self.target is not None else "(no target)"
         if error is None and self.result is not None and self.result.interrupted:
             error = AutodiagError("interrupted: the report covers what ran before")
+        if self.junit_xml is None and not self.annotate:
+            return
+        site = self._error_site(error) if error is not None else (None, None)
         if self.junit_xml is not None:
-            if cases is not None:
-                tests = list(cases)
-            elif findings or error is None:
-                tests = junit.from_findings(findings, f"autodiag.{self.name}",
-                                            passed_name=f"{self.name} {label}")
-            else:
-                tests = []
-            if error is not None:
-                file, line = self._error_site(error)
-                tests.append(junit.TestCase(
-                    f"run of {label}", f"autodiag.{self.name}", status="error",
-                    message=error.message, text=error.details or error.message,
-                    type=type(error).__name__, file=short_path(file) if file else None,
-                    line=line))
             self.protected.refuse(self.junit_xml, "--junit-xml", self.force)  # never, anyway
-            write_atomic(self.junit_xml, junit.render(f"autodiag {self.name} {label}", tests),
-                         "--junit-xml")
+            write_atomic(self.junit_xml, ci.junit_report(self.name, label, findings, error,
+                                                         cases, site), "--junit-xml")
         if self.annotate:
-            lines = gh.from_findings(findings)
-            if error is not None:
-                file, line = self._error_site(error)
-                text = error.message + (f"\n{error.hint}" if error.hint else "")
-                lines.append(gh.annotation("error", text, file=file, line=line,
-                                           title=f"autodiag {self.name}: {error.title}"))
+            lines = ci.annotation_lines(self.name, findings, error, site)
             # plain writes, not rich: a wrapped or styled line is no longer a workflow command
             try:
                 sys.stderr.write("".join(x + "\n" for x in lines))
@@ -446,8 +430,8 @@ class Spec:
     (``report/outcome.py``); the first is the default."""
 
     name: str
-    run: object
-    renderers: dict
+    run: Callable[..., Outcome | int]
+    renderers: dict[str, Callable]
     format_help: str = "text or json."
     placed: dict = dataclasses.field(default_factory=dict)  # own option -> the shared option
     # it follows in --help (default: --quiet)

@@ -47,7 +47,6 @@ def gradcheck(
 
     Example: [bold]autodiag gradcheck myop.py --junit-xml gradcheck.xml[/bold]
     """
-
     t = cmd.make_target()
     if t.expr is not None and function:
         raise BadInvocation("--function selects Functions defined by a script; it does not "
