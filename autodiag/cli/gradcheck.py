@@ -3,22 +3,16 @@ autograd.Functions it defines — or an expression's, and say why a check fails.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from autodiag.analysis import gradcheck as checks
 from autodiag.cli._common import Command, Spec, target_failure
 from autodiag.report import gradcheck as render
 from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, BadTarget
-
-# With at least this many checks to run after the script, a progress bar shows on stderr
-# (when stderr is a terminal).
-PROGRESS_MIN_CASES = 8
 
 
 def gradcheck(
@@ -75,7 +69,7 @@ def gradcheck(
         else:
             plan = _plan_functions(result, recorder, settings, function)
         if plan:
-            with _progress(cmd, len(plan)) as progress:
+            with render.progress(cmd.err, len(plan)) as progress:
                 cases += checks.run_checks(plan, settings, progress)
     if not cases:
         failed = target_failure(cmd, result)
@@ -127,20 +121,3 @@ def _plan_functions(result, recorder, settings, names: list[str] | None) -> list
                                 f"Functions it defines: {defined}.")
         classes = [c for c in classes if c.__name__ in names]
     return checks.plan_functions(classes, settings, recorder.function_calls)
-
-
-@contextlib.contextmanager
-def _progress(cmd, total: int):
-    """A progress callback for run_checks: a rich bar on a terminal's stderr for many checks."""
-    if total < PROGRESS_MIN_CASES or not cmd.err.is_terminal:
-        yield None
-        return
-    columns = (TextColumn("[bold]gradcheck[/]"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.description}"))
-    with Progress(*columns, console=cmd.err, transient=True) as bar:
-        task = bar.add_task("", total=total)
-
-        def advance(done: int, _total: int, name: str) -> None:
-            bar.update(task, completed=done, description=escape(name))
-
-        yield advance

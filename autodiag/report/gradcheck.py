@@ -3,9 +3,11 @@ document, and JUnit test cases."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from autodiag.analysis.gradcheck import Case, totals
 from autodiag.report import table
@@ -194,3 +196,26 @@ def text_report(sink, outcome) -> None:
     details(console, rep.cases)
     console.print()
     console.print(f"[dim]{escape(summary_line(rep.cases))}[/]")
+
+
+# With at least this many checks to run after the script, a progress bar shows on stderr
+# (when stderr is a terminal).
+PROGRESS_MIN_CASES = 8
+
+
+@contextlib.contextmanager
+def progress(err, total: int):
+    """A progress callback for run_checks: a rich bar on ``err`` (the stderr console) when it
+    is a terminal and there are many checks; else None."""
+    if total < PROGRESS_MIN_CASES or not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("[bold]gradcheck[/]"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.description}"))
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(done: int, _total: int, name: str) -> None:
+            bar.update(task, completed=done, description=escape(name))
+
+        yield advance
