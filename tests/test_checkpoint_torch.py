@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
-from test_autograd_torch import names, run_both, same_error
+from differential import names, run_both, same_error
 
 import autodiag as ad
 from autodiag.utils import checkpoint as ad_checkpoint

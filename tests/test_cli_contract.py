@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from test_cli import cli
+from cli_helpers import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -499,23 +499,23 @@ def test_junit_renderer_is_generic():
 def test_progress_bar_on_a_terminal(monkeypatch):
     from rich.console import Console
 
-    from autodiag.cli import gradcheck as command
+    from autodiag.report import gradcheck as command
 
     buf = io.StringIO()
 
     class Cmd:
         err = Console(file=buf, force_terminal=True, width=100)
 
-    with command._progress(Cmd, 3) as cb:
+    with command.progress(Cmd.err, 3) as cb:
         assert cb is None  # few checks: no bar
     seen = []
-    with command._progress(Cmd, command.PROGRESS_MIN_CASES) as cb:
+    with command.progress(Cmd.err, command.PROGRESS_MIN_CASES) as cb:
         for k in range(command.PROGRESS_MIN_CASES):
             cb(k + 1, command.PROGRESS_MIN_CASES, f"case {k}")
             seen.append(k)
     assert "gradcheck" in buf.getvalue() and len(seen) == command.PROGRESS_MIN_CASES
     Cmd.err = Console(file=io.StringIO(), force_terminal=False)
-    with command._progress(Cmd, 100) as cb:
+    with command.progress(Cmd.err, 100) as cb:
         assert cb is None  # not a terminal: no bar in CI logs
 
 
@@ -559,8 +559,7 @@ def test_bad_backward_sample_fails_with_its_diagnosis():
     assert by_fn["Square"]["diagnoses"][0]["kind"] == "constant_factor"
     assert "off by a factor of 0.5" in by_fn["Square"]["hint"]
     assert by_fn["Square"]["location"]["line"] == 36  # its backward's return line
-    assert by_fn["Cube"]["diagnoses"] == [] or by_fn["Cube"]["diagnoses"][0]["kind"] != \
-        "constant_factor"
+    assert by_fn["Cube"]["diagnoses"] == []  # no simple shape fits Cube's error
 
 
 # --- issue 15 item 7: multi-input Functions, the return line, rule-shape diagnoses ------------

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from test_cli import check_envelope, cli
+from cli_helpers import check_envelope, cli
 
 COMMANDS = ["graph", "trace", "check", "anomaly", "inplace", "leaks", "gradcheck"]
 
@@ -449,7 +449,7 @@ def test_module_level_tensors_keep_their_names_when_the_script_fails(script):
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a POSIX pseudo-terminal")
 @pytest.mark.parametrize("damage", ["sys.stdout.close()", "os.close(2)"])
 def test_the_progress_line_survives_a_closed_terminal_stream(script, damage):
-    from test_cli_width import pty_output
+    from cli_helpers import pty_output
 
     path = script(f"""\
         import os, sys, time

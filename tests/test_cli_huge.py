@@ -20,7 +20,7 @@ from autodiag.analysis.graph import GraphSnapshot
 from autodiag.report import graph as graph_render
 from autodiag.report.output import Sink, Streamed, _dump_streaming, envelope
 from autodiag.trace import tracing
-from test_cli import check_envelope, check_graph, cli
+from cli_helpers import check_envelope, check_graph, cli
 
 CHAIN = """\
 import autodiag as torch

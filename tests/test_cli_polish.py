@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from test_cli import cli
+from cli_helpers import cli
 
 
 

@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
-import subprocess
 import sys
 
 import pytest
+from cli_helpers import ROOT, pty_output
 from typer.testing import CliRunner
 
 from autodiag.cli import app
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "samples", "model.py")
 BAD_BACKWARD = os.path.join(ROOT, "samples", "bad_backward.py")
 WIDTHS = [60, 80, 120]
@@ -155,47 +153,6 @@ def test_narrow_tables_say_which_columns_they_left_out():
 
 
 # --- a real terminal ------------------------------------------------------------------------
-
-
-def _entry_point() -> list[str]:
-    exe = os.path.join(os.path.dirname(sys.executable), "autodiag")
-    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "autodiag"]
-
-
-def pty_output(args: list[str], columns: int = 80, rows: int = 50,
-               stderr: bool = False) -> bytes:
-    """Run the autodiag entry point with stdout (and, with ``stderr``, stderr) on a
-    pseudo-terminal of the given size; the raw bytes it wrote there."""
-    import fcntl
-    import struct
-    import termios
-
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "NO_COLOR", "CI")}
-    env["TERM"] = "xterm-256color"
-    proc = subprocess.Popen(_entry_point() + args, stdin=slave, stdout=slave,
-                            stderr=slave if stderr else subprocess.DEVNULL, env=env,
-                            close_fds=True, cwd=ROOT)
-    os.close(slave)
-    chunks = []
-    try:
-        while True:
-            ready, _, _ = select.select([master], [], [], 120)
-            if not ready:
-                raise AssertionError("autodiag produced no output for 120 s")
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        proc.wait(timeout=120)
-        os.close(master)
-    return b"".join(chunks)
 
 
 def run_in_pty(args: list[str], columns: int, rows: int = 50) -> str:

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_torch_alias import cli
+from cli_helpers import cli
 
 import autodiag as ad
 import autodiag.utils.data as add

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_autograd_torch import assert_same, run_both, same_error
+from differential import run_both, same_error
 
 import autodiag as ad
 

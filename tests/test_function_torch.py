@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_autograd_torch import names, run_both, same_error
+from differential import names, run_both, same_error
 
 import autodiag as ad
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import doctest
 
 import pytest
-from test_autograd_torch import run_both, same_error
+from differential import run_both, same_error
 
 import autodiag as ad
 from autodiag.autograd import functional as ad_functional

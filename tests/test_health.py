@@ -11,7 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from test_cli import ROOT, check_envelope, cli
+from cli_helpers import ROOT, check_envelope, cli
 
 import autodiag as torch
 from autodiag.analysis.health import GradHealth, Thresholds
@@ -338,7 +338,7 @@ def test_clean_samples_have_no_false_positive(name):
         assert code == 0 and kinds == [] and doc["status"] == "ok"
 
 
-def test_micro_batch_training_loop_passes_check(script):  # noqa: F811
+def test_micro_batch_training_loop_passes_check(script):
     step = "    if step % 4 == 3:\n        opt.step()\n        opt.zero_grad()"
     code, doc = check_json(script(LOOP.format(clear="    pass", step=step)))
     assert code == 0 and doc["findings"] == [] and doc["backward_calls"] == 12

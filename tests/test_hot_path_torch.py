@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_autograd_torch import assert_same, catch, names, run_both, same_error
+from differential import assert_same, catch, names, run_both, same_error
 
 import autodiag as ad
 

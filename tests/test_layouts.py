@@ -12,7 +12,7 @@ import json
 import textwrap
 
 import pytest
-from test_cli import cli
+from cli_helpers import cli
 
 HEAD = "import autodiag as torch\nimport autodiag.nn as nn\n"
 

@@ -8,8 +8,7 @@ import os
 import sys
 
 import pytest
-from test_cli import cli
-from test_cli_width import pty_output
+from cli_helpers import cli, pty_output
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty") or sys.platform == "win32",
                                 reason="needs a POSIX pseudo-terminal")

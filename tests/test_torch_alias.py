@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from test_cli import cli
+from cli_helpers import cli
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

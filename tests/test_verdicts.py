@@ -8,7 +8,7 @@ import json
 import sys
 
 import pytest
-from test_cli import cli
+from cli_helpers import cli
 
 ANALYSING = ("check", "anomaly", "inplace", "leaks", "graph", "trace")
 

@@ -916,3 +916,34 @@ def totals(cases: list[Case]) -> dict:
     for c in cases:
         t[key[c.verdict]] += 1
     return t
+
+
+def explaining_case(cases: list[Case], error) -> Case | None:
+    """The failed check that explains why the script failed with ``error`` (a TargetFailed, or
+    None), or None: ``assert gradcheck(...)`` raising at the call's line, ``sys.exit(1)`` after
+    a failed call, or the script dying of the very error a Function's check reports (a backward
+    returning the wrong number of gradients, say)."""
+    if error is None:
+        return None
+    exc = error.exception
+    at_line = failed_call_site(cases, exc)
+    if at_line is not None:
+        return at_line
+    failed = [c for c in cases if c.failed]
+    recorded = [c for c in failed if c.source == "call"]
+    if recorded and error.exit_status is not None:
+        return recorded[-1]
+    if exc is not None and str(exc).strip():
+        same = [c for c in failed if c.exception == type(exc).__name__ and
+                c.error.strip().splitlines()[0] == str(exc).strip().splitlines()[0]]
+        if same:
+            return same[0]
+    return None
+
+
+def checks_time_limit(timeout: float | None):
+    """--timeout for the checks run after the script (a separate budget of the same size)."""
+    from autodiag.target.script import time_limit
+
+    return time_limit(timeout, "checking the script's Functions", "Raise --timeout, use "
+                      "--fast, or give sample_inputs() smaller inputs.")

@@ -189,6 +189,7 @@ def dtype_name(dt) -> str:
 
 def fmt_bytes(n: float) -> str:
     """A byte count for people: ``512 B``, ``36.2 KB``, ``1.0 MB`` (negative for shrinkage).
+    Here rather than in ``report/values.py``: the leak findings' messages use it too.
 
     >>> fmt_bytes(37080), fmt_bytes(-544), fmt_bytes(3 << 30)
     ('36.2 KB', '-544 B', '3.0 GB')
@@ -198,43 +199,3 @@ def fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def fmt_number(v) -> str:
-    """A compact number: 4 significant digits, integers without a decimal point."""
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, int):
-        return str(v)
-    if v != v:
-        return "nan"
-    if v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    if v == int(v) and abs(v) < 1e15:
-        return str(int(v))
-    return f"{v:.4g}"
-
-
-def fmt_summary(s: dict | None) -> str:
-    """One short line for a summary: the values when small, else range and mean."""
-    if s is None:
-        return "-"
-    if "values" in s:
-        v = s["values"]
-        return _fmt_nested(v)
-    if "min" not in s:
-        return f"[{', '.join(map(str, s['shape']))}] {s['dtype']}"
-    text = (f"[{'x'.join(map(str, s['shape']))}] min {fmt_number(s['min'])} max "
-            f"{fmt_number(s['max'])} mean {fmt_number(s.get('mean'))}")
-    bad = [f"{s[k]} {k}" for k in ("nan", "inf") if s.get(k)]
-    if bad:
-        text += " (" + ", ".join(bad) + ")"
-    return text
-
-
-def _fmt_nested(v) -> str:
-    if isinstance(v, list):
-        return "[" + ", ".join(_fmt_nested(x) for x in v) + "]"
-    return fmt_number(v)

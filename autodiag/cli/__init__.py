@@ -14,15 +14,10 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from autodiag._version import __version__
-from autodiag.cli import anomaly as _anomaly
-from autodiag.cli import check as _check
-from autodiag.cli import gradcheck as _gradcheck
-from autodiag.cli import graph as _graph
-from autodiag.cli import inplace as _inplace
-from autodiag.cli import leaks as _leaks
-from autodiag.cli import trace as _trace
-from autodiag.cli._common import with_common_options
+from autodiag.cli import anomaly, check, gradcheck, graph, inplace, leaks, trace
+from autodiag.cli._common import typer_command
 from autodiag.report import output
+
 
 class _Help:
     """Help that reads well at any width.
@@ -130,11 +125,9 @@ app = typer.Typer(
     cls=_Group,
 )
 
-for _name, _fn in (("graph", _graph.graph), ("trace", _trace.trace),
-                   ("gradcheck", _gradcheck.gradcheck), ("anomaly", _anomaly.anomaly),
-                   ("inplace", _inplace.inplace), ("leaks", _leaks.leaks),
-                   ("check", _check.check)):
-    app.command(_name, no_args_is_help=True, cls=_Command)(with_common_options(_fn))
+for _command in (graph, trace, gradcheck, anomaly, inplace, leaks, check):
+    app.command(_command.COMMAND.name, no_args_is_help=True,
+                cls=_Command)(typer_command(_command.COMMAND))
 
 
 def _version(value: bool) -> None:

@@ -1,25 +1,30 @@
-"""What every command shares: the TARGET options, the CI outputs (--junit-xml, --annotations),
-the failure table, and the run pipeline (parse -> run target with tracers -> analysis -> render
--> CI outputs -> exit code)."""
+"""What every command shares: its options (declared once, ``SHARED``), the CI outputs
+(--junit-xml, --annotations), the failure table, and the run pipeline: parse -> run target with
+tracers -> analysis -> render -> CI outputs -> exit code.
+
+A command is a ``Spec``: a ``run(cmd, **its own options)`` that runs the target with its tracers
+and returns an ``Outcome`` (findings + info), and its renderers by format name
+(``report/outcome.py``). ``typer_command(spec)`` makes the typer command of it; ``pipeline``
+renders the outcome in the chosen format and turns it into CI outputs and an exit code."""
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import dataclasses
 import enum
-import functools
 import inspect
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
 from autodiag.cli._files import Protected, recording_opens, refuse_same_file
-from autodiag.report import annotations as gh
-from autodiag.report import junit
+from autodiag.report import ci
+from autodiag.report.outcome import Outcome
 from autodiag.report.output import (
     Sink,
     check_writable,
@@ -49,15 +54,6 @@ MAX_TIMEOUT = 1e9
 
 # --- options shared by the commands -----------------------------------------------------------
 
-
-class TextOrJson(str, enum.Enum):
-    """--format of the commands that have no graph formats."""
-
-    text = "text"
-    json = "json"
-
-
-FormatOpt = Annotated[TextOrJson, typer.Option("--format", "-f", help="text or json.")]
 TargetArg = Annotated[str | None, typer.Argument(
     help="Python script to run as __main__ (or use -e EXPR).", show_default=False)]
 ScriptArgs = Annotated[list[str] | None, typer.Argument(
@@ -93,34 +89,6 @@ class Engine(str, enum.Enum):
 EngineOpt = Annotated[Engine, typer.Option(
     "--engine", help="autodiag: run the target on autodiag's engine, with `import torch` "
     "resolving to it. torch (real PyTorch) is planned, not available yet.")]
-_engine: contextvars.ContextVar = contextvars.ContextVar("engine", default=Engine.autodiag)
-_force: contextvars.ContextVar = contextvars.ContextVar("force", default=False)
-
-
-def with_common_options(command):
-    """``command`` with the --engine and --force options added (every command takes them,
-    declared once here). The engine choice reaches ``make_target`` and --force the output
-    checks of ``Command``, so both are checked inside the command's failure handling like any
-    other option."""
-
-    @functools.wraps(command)
-    def wrapper(*args, engine: Engine = Engine.autodiag, force: bool = False, **kwargs):
-        tokens = _engine.set(engine), _force.set(force)
-        try:
-            return command(*args, **kwargs)
-        finally:
-            _engine.reset(tokens[0])
-            _force.reset(tokens[1])
-
-    sig = inspect.signature(command, eval_str=True)
-    extra = [inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY,
-                               default=Engine.autodiag, annotation=EngineOpt),
-             inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, default=False,
-                               annotation=ForceOpt)]
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])
-    wrapper.__annotations__ = {**inspect.get_annotations(command, eval_str=True),
-                               "engine": EngineOpt, "force": ForceOpt}
-    return wrapper
 
 
 class Annotations(str, enum.Enum):
@@ -130,7 +98,7 @@ class Annotations(str, enum.Enum):
     none = "none"
 
 
-# The two CI options every command takes; pass them on to ``guarded`` (see ``Command``).
+# The two CI options every command takes (written by ``Command.ci_outputs``).
 JunitOpt = Annotated[str | None, typer.Option(
     "--junit-xml", help="Also write a JUnit XML report to FILE, for CI: a failing test case per "
     "finding (gradcheck: a case per check), an error case if the target fails, else one "
@@ -141,7 +109,46 @@ AnnotationsOpt = Annotated[Annotations | None, typer.Option(
     "none: never. Default: github when GITHUB_ACTIONS=true.", show_default=False)]
 
 
-def make_target(target: str | None, script_args, expr, var, dtype, timeout) -> Target:
+@dataclasses.dataclass
+class Shared:
+    """The options every command takes, as given."""
+
+    target: str | None
+    script_args: list | None
+    expr: str | None
+    var: list | None
+    dtype: str
+    fmt: str  # the --format name
+    output: str | None
+    no_color: bool
+    timeout: float | None
+    junit_xml: str | None
+    annotations: Annotations | None
+    quiet: bool
+    engine: Engine
+    force: bool
+
+
+def _shared(fmt_annotation, fmt_default) -> list[inspect.Parameter]:
+    """The shared options as typer parameters, in --help order (the command's own options go
+    after --quiet, or where its ``Spec.placed`` says)."""
+    k = inspect.Parameter.KEYWORD_ONLY
+    return [inspect.Parameter(name, k, default=default, annotation=annotation)
+            for name, annotation, default in (
+                ("target", TargetArg, None), ("script_args", ScriptArgs, None),
+                ("expr", ExprOpt, None), ("var", VarOpt, None), ("dtype", DtypeOpt, "float64"),
+                ("fmt", fmt_annotation, fmt_default), ("output", OutputOpt, None),
+                ("no_color", NoColorOpt, False), ("timeout", TimeoutOpt, None),
+                ("junit_xml", JunitOpt, None), ("annotations", AnnotationsOpt, None),
+                ("quiet", QuietOpt, False), ("engine", EngineOpt, Engine.autodiag),
+                ("force", ForceOpt, False))]
+
+
+SHARED = [p.name for p in _shared(None, None)]
+
+
+def make_target(target: str | None, script_args, expr, var, dtype, timeout,
+                engine: Engine = Engine.autodiag) -> Target:
     if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
         raise BadInvocation(f"--timeout {timeout:g}: expected a number of seconds greater than 0 "
                             f"and at most {MAX_TIMEOUT:g}",
@@ -154,7 +161,7 @@ def make_target(target: str | None, script_args, expr, var, dtype, timeout) -> T
         raise BadInvocation("no target: give a script path or -e EXPR",
                             "For example: autodiag graph samples/model.py, or autodiag graph "
                             "-e '(3*x+2)**2' --var x=1.")
-    if _engine.get() is Engine.torch:
+    if engine is Engine.torch:
         raise BadInvocation("--engine torch is not available yet: this version of autodiag "
                             "runs targets on its own engine only",
                             "Use --engine autodiag (the default): `import torch` in the script "
@@ -172,20 +179,20 @@ class Command:
     --force), or the same file for both; ``run_target`` refuses, before anything is written, a
     path that is a file the run opened (``cli/_files.py``).
 
-    CI outputs, for a new command: take ``junit_xml: JunitOpt = None`` and ``annotations:
-    AnnotationsOpt = None``, pass them to ``guarded``, and once the findings are known call
-    ``cmd.ci_outputs(findings, error=<the TargetFailed that is not a finding, or None>)``.
-    ``start()`` refuses an unwritable --junit-xml before anything runs. A command with no
-    findings need not call ``ci_outputs``: ``guarded`` writes the outputs of every run that
-    got past ``start()`` — one passing case, or an error case for the failure it reported."""
+    CI outputs: ``finish`` writes them from the command's Outcome (``ci_outputs``); ``start()``
+    refuses an unwritable --junit-xml before anything runs. For a command with no findings,
+    ``guarded`` writes the outputs of every run that got past ``start()`` — one passing case,
+    or an error case for the failure it reported."""
 
-    def __init__(self, name: str, output: str | None, no_color: bool,
-                 junit_xml: str | None = None, annotations: Annotations | None = None,
-                 quiet: bool = False, fmt: str | None = None):
+    def __init__(self, name: str, opts: Shared):
         self.name = name
-        self.json = fmt == "json"
+        self.opts = opts
+        self.format = opts.fmt
+        self.json = opts.fmt == "json"
         self.label: str | None = None  # the target as given, once make_target saw it
-        self.force = _force.get()
+        self.force = opts.force
+        output, no_color, annotations = opts.output, opts.no_color, opts.annotations
+        quiet, junit_xml = opts.quiet, opts.junit_xml
         self.protected = Protected()
         self.output_ok: bool | None = None  # -o passed every check (None: not checked yet)
         self.refused = False  # an output file was refused as one of the user's files
@@ -204,11 +211,11 @@ class Command:
         self.failure: AutodiagError | None = None  # the last failure reported by fail()
         self.ci_done = False
 
-    def make_target(self, target: str | None, script_args, expr, var, dtype,
-                    timeout) -> Target:
+    def make_target(self) -> Target:
         """The command's TARGET, checked (``make_target``); remembered for the envelope."""
-        self.label = target if expr is None else f"-e {expr}"
-        t = make_target(target, script_args, expr, var, dtype, timeout)
+        o = self.opts
+        self.label = o.target if o.expr is None else f"-e {o.expr}"
+        t = make_target(o.target, o.script_args, o.expr, o.var, o.dtype, o.timeout, o.engine)
         self.target = t
         return t
 
@@ -273,31 +280,15 @@ class Command:
         label = self.target.label if self.target is not None else "(no target)"
         if error is None and self.result is not None and self.result.interrupted:
             error = AutodiagError("interrupted: the report covers what ran before")
+        if self.junit_xml is None and not self.annotate:
+            return
+        site = self._error_site(error) if error is not None else (None, None)
         if self.junit_xml is not None:
-            if cases is not None:
-                tests = list(cases)
-            elif findings or error is None:
-                tests = junit.from_findings(findings, f"autodiag.{self.name}",
-                                            passed_name=f"{self.name} {label}")
-            else:
-                tests = []
-            if error is not None:
-                file, line = self._error_site(error)
-                tests.append(junit.TestCase(
-                    f"run of {label}", f"autodiag.{self.name}", status="error",
-                    message=error.message, text=error.details or error.message,
-                    type=type(error).__name__, file=short_path(file) if file else None,
-                    line=line))
             self.protected.refuse(self.junit_xml, "--junit-xml", self.force)  # never, anyway
-            write_atomic(self.junit_xml, junit.render(f"autodiag {self.name} {label}", tests),
-                         "--junit-xml")
+            write_atomic(self.junit_xml, ci.junit_report(self.name, label, findings, error,
+                                                         cases, site), "--junit-xml")
         if self.annotate:
-            lines = gh.from_findings(findings)
-            if error is not None:
-                file, line = self._error_site(error)
-                text = error.message + (f"\n{error.hint}" if error.hint else "")
-                lines.append(gh.annotation("error", text, file=file, line=line,
-                                           title=f"autodiag {self.name}: {error.title}"))
+            lines = ci.annotation_lines(self.name, findings, error, site)
             # plain writes, not rich: a wrapped or styled line is no longer a workflow command
             try:
                 sys.stderr.write("".join(x + "\n" for x in lines))
@@ -377,14 +368,11 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
         "tensors (`import autodiag as torch`), or give an expression with -e.")
 
 
-def guarded(name: str, output: str | None, no_color: bool, body,
-            junit_xml: str | None = None, annotations: Annotations | None = None,
-            quiet: bool = False, fmt=None) -> None:
+def guarded(name: str, opts: Shared, body) -> None:
     """Run a command body ``body(cmd) -> exit code`` with the failure table applied, write the
-    CI outputs if the body did not, with ``fmt`` json the error envelope if the body wrote no
+    CI outputs if the body did not, with --format json the error envelope if the body wrote no
     report, and exit."""
-    cmd = Command(name, output, no_color, junit_xml, annotations, quiet,
-                  getattr(fmt, "value", fmt))
+    cmd = Command(name, opts)
     try:
         try:
             code = body(cmd)
@@ -425,3 +413,87 @@ def target_failure(cmd: Command, result: Run) -> int | None:
     if result.error is not None:
         return cmd.fail(result.error)
     return None
+
+
+# --- the pipeline: a command declared once, run the same way ----------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A command: its name, what it runs and its renderers.
+
+    ``run(cmd, **own_options) -> Outcome`` (or an exit code when the run ended before there was
+    anything to report) makes the target (``cmd.make_target()``), opens the output
+    (``cmd.start()``), runs the target with its tracers (``cmd.run_target``) and analyses what
+    they recorded; its docstring is the command's help, its keyword parameters (typer
+    ``Annotated`` options) the command's own options. ``renderers``: format name -> renderer
+    (``report/outcome.py``); the first is the default."""
+
+    name: str
+    run: Callable[..., Outcome | int]
+    renderers: dict[str, Callable]
+    format_help: str = "text or json."
+    placed: dict = dataclasses.field(default_factory=dict)  # own option -> the shared option
+    # it follows in --help (default: --quiet)
+
+
+def typer_command(spec: Spec):
+    """The function typer makes ``spec``'s command of: the shared options and the command's
+    own, which it hands to ``pipeline``."""
+    formats = enum.Enum(f"{spec.name.title()}Format", [(f, f) for f in spec.renderers],
+                        type=str)
+    fmt_opt = Annotated[formats, typer.Option("--format", "-f", help=spec.format_help)]
+    shared = _shared(fmt_opt, next(iter(formats)))
+    own = [p for p in inspect.signature(spec.run, eval_str=True).parameters.values()][1:]
+    params = list(shared)
+    for p in reversed(own):  # each after its anchor, in their own order
+        anchor = spec.placed.get(p.name, "quiet")
+        at = next(i for i, q in enumerate(params) if q.name == anchor) + 1
+        params.insert(at, p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+    def command(**options) -> None:
+        opts = Shared(**{name: options.pop(name) for name in SHARED})
+        opts.fmt = opts.fmt.value
+        guarded(spec.name, opts, lambda cmd: pipeline(spec, cmd, options))
+
+    command.__name__ = command.__qualname__ = spec.name
+    command.__doc__ = spec.run.__doc__
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
+def pipeline(spec: Spec, cmd: Command, options: dict) -> int:
+    """Run the command, render its outcome in the chosen format, then CI outputs and exit code."""
+    outcome = spec.run(cmd, **options)
+    if isinstance(outcome, int):  # it ended before there was a report
+        return outcome
+    outcome.command = spec.name
+    note = spec.renderers[cmd.format](cmd.sink, outcome)
+    if note:
+        outcome.notes.insert(0, note)
+    return finish(cmd, outcome)
+
+
+def finish(cmd: Command, outcome: Outcome) -> int:
+    """CI outputs, notes, and the exit code of an outcome: interrupted 130; findings that decide
+    it 1 (with the target's failure shown if it is not a finding); a failed target 3; the
+    command's own failure; else 0."""
+    result = outcome.result
+    if outcome.findings is not None:
+        cmd.ci_outputs(outcome.findings, error=None if outcome.explained else result.error,
+                       cases=outcome.cases)
+    for note in outcome.notes:
+        cmd.err.print(note)
+    if result.interrupted:
+        return target_failure(cmd, result)
+    if outcome.failing:
+        if result.error is not None and outcome.show_error:
+            cmd.fail(result.error)  # shown, but the findings decide the exit code
+        return EXIT_FINDINGS
+    failed = target_failure(cmd, result)
+    if failed is not None:
+        return failed
+    if outcome.failure is not None:
+        return cmd.fail(outcome.failure)
+    return EXIT_OK

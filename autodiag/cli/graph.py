@@ -6,28 +6,12 @@ import enum
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from autodiag._look import is_a, type_name
 from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
-from autodiag.cli._common import (
-    AnnotationsOpt,
-    DtypeOpt,
-    ExprOpt,
-    JunitOpt,
-    NoColorOpt,
-    QuietOpt,
-    OutputOpt,
-    ScriptArgs,
-    TargetArg,
-    TimeoutOpt,
-    VarOpt,
-    guarded,
-    target_failure,
-)
+from autodiag.cli._common import Command, Spec, target_failure
 from autodiag.report import graph as render
-from autodiag.report.output import envelope
-from autodiag.report.table import print_table
+from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, NothingToShow
 from autodiag.tensor import Tensor
 
@@ -39,38 +23,16 @@ class Order(str, enum.Enum):
     topo = "topo"
 
 
-class GraphFormat(str, enum.Enum):
-    text = "text"
-    json = "json"
-    dot = "dot"
-    mermaid = "mermaid"
-    svg = "svg"
-
-
 # Past these sizes a format stops being useful (Mermaid refuses > 500 edges by default), so
 # they truncate unless --max-nodes says otherwise; JSON and DOT are complete by default.
-# JSON is indented up to this many nodes, compact beyond (10x faster for huge graphs).
-PRETTY_JSON_NODES = 5000
 DEFAULT_MAX_NODES = {"text": 500, "mermaid": 400, "svg": 2000, "json": None, "dot": None}
 
 
 def graph(
-    target: TargetArg = None,
-    script_args: ScriptArgs = None,
-    expr: ExprOpt = None,
-    var: VarOpt = None,
-    dtype: DtypeOpt = "float64",
+    cmd: Command,
     order: Annotated[Order, typer.Option("--order", help="tree (indented DFS, shared "
                                          "subgraphs once), bfs, dfs, or topo (the order "
                                          "backward runs).")] = Order.tree,
-    fmt: Annotated[GraphFormat, typer.Option("--format", "-f", help="text, json, dot, mermaid, "
-                                             "or svg (needs Graphviz).")] = GraphFormat.text,
-    output: OutputOpt = None,
-    no_color: NoColorOpt = False,
-    timeout: TimeoutOpt = None,
-    junit_xml: JunitOpt = None,
-    annotations: AnnotationsOpt = None,
-    quiet: QuietOpt = False,
     call: Annotated[int | None, typer.Option("--call", help="Show the graph of the N-th "
                                                 "backward/grad call (default: the last).",
                                                 min=1, metavar="N", show_default=False)] = None,
@@ -91,43 +53,41 @@ def graph(
     max_depth: Annotated[int | None, typer.Option("--max-depth", help="Stop N edges below "
                                                      "the roots.", min=0,
                                                      metavar="N", show_default=False)] = None,
-) -> None:
+) -> Outcome | int:
     """Show the grad_fn graph: of the last backward() call, or of the module-level tensors.
 
     Example: [bold]autodiag graph samples/model.py --order topo[/bold]
     """
 
-    def body(cmd) -> int:
-        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
-        if call is not None and all_calls:
-            raise BadInvocation("--call and --all exclude each other", "Pick one.")
-        if root is not None and (call is not None or all_calls):
-            raise BadInvocation("--root shows a variable's graph; it excludes --call and --all",
-                                "Pick one.")
-        if fmt is GraphFormat.svg and not render.has_dot():
-            raise BadInvocation("--format svg needs Graphviz's dot program, which is not on "
-                                "PATH", "Install Graphviz, or use --format dot and render the "
-                                "file elsewhere.")
-        sink = cmd.start()
-        cap = GraphCapture(call=call, keep_all=all_calls, values=values, grads=grads)
-        result = cmd.run_target(t, [cap])
-        snaps = _select(cap, result, call, root)
-        if snaps is None:  # the target failed before making any graph
-            return target_failure(cmd, result)
-        names = names_by_id(*result.scopes)
-        for s in snaps:
-            s.name_nodes(names)
-        limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[fmt.value]
-        view = render.View(order.value, limit, max_depth, show_saved, values, grads)
-        left = _render(cmd, sink, snaps, view, fmt.value, cap.calls, t.label, result, all_calls)
-        if left and fmt is not GraphFormat.json:
-            cmd.err.print(f"[yellow]note:[/] {left} nodes not shown (--max-nodes "
-                          f"{limit}{'' if max_depth is None else f', --max-depth {max_depth}'})"
-                          f"; use --max-nodes N or --format json for everything")
-        failed = target_failure(cmd, result)
-        return 0 if failed is None else failed
+    t = cmd.make_target()
+    if call is not None and all_calls:
+        raise BadInvocation("--call and --all exclude each other", "Pick one.")
+    if root is not None and (call is not None or all_calls):
+        raise BadInvocation("--root shows a variable's graph; it excludes --call and --all",
+                            "Pick one.")
+    if cmd.format == "svg" and not render.has_dot():
+        raise BadInvocation("--format svg needs Graphviz's dot program, which is not on "
+                            "PATH", "Install Graphviz, or use --format dot and render the "
+                            "file elsewhere.")
+    cmd.start()
+    cap = GraphCapture(call=call, keep_all=all_calls, values=values, grads=grads)
+    result = cmd.run_target(t, [cap])
+    snaps = _select(cap, result, call, root)
+    if snaps is None:  # the target failed before making any graph
+        return target_failure(cmd, result)
+    names = names_by_id(*result.scopes)
+    for s in snaps:
+        s.name_nodes(names)
+    limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[cmd.format]
+    view = render.View(order.value, limit, max_depth, show_saved, values, grads)
+    return Outcome(result, data=render.GraphReport(snaps, view, cap.calls, all_calls))
 
-    guarded("graph", output, no_color, body, junit_xml, annotations, quiet, fmt)
+
+COMMAND = Spec("graph", graph, {"text": render.text_report, "json": render.json_report,
+                                "dot": render.dot_report, "mermaid": render.mermaid_report,
+                                "svg": render.svg_report},
+               format_help="text, json, dot, mermaid, or svg (needs Graphviz).",
+               placed={"order": "dtype"})
 
 
 def _select(cap: GraphCapture, result, call: int | None, root: str | None):
@@ -164,47 +124,3 @@ def _select(cap: GraphCapture, result, call: int | None, root: str | None):
                         f"call and left no module-level tensor with a grad_fn",
                         "Compute something from a tensor with requires_grad=True (and call "
                         "backward()), or use --root NAME.")
-
-
-def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
-            many: bool) -> int:
-    """Write the report; returns how many nodes the view left out (largest over graphs)."""
-    left = 0
-    if fmt == "json":
-        graphs = [render.to_json(s, view, stream=True) for s in snaps]
-        left = max(g["truncated"] for g in graphs)
-        extra = {"calls": calls}
-        if not many:
-            extra.update(graphs[0])
-        else:
-            extra["graphs"] = graphs
-        total = sum(len(g["order"].items) for g in graphs)
-        # node dicts are built as they are written: a huge graph is never one document
-        sink.write_json_stream(envelope("graph", label, [], error=result.error,
-                                        interrupted=result.interrupted, **extra),
-                               pretty=total <= PRETTY_JSON_NODES)
-        return left
-    if fmt in ("dot", "svg", "mermaid"):
-        parts = []
-        for s in snaps:
-            text = render.to_mermaid(s, view) if fmt == "mermaid" else render.to_dot(s, view)
-            left = max(left, render.visible(s, view)[1])
-            parts.append(text)
-        if fmt == "svg":
-            parts = [render.dot_to_svg(p) for p in parts]
-        sink.write_text("".join(parts))
-        return left
-    console = sink.console()
-    for s in snaps:
-        if view.order == "tree":
-            text, n_left = render.tree_text(s, view, console.width)
-            console.print(text, end="")
-        else:
-            rows, n_left = render.table_rows(s, view)
-            print_table(console, render.GRAPH_COLUMNS, rows, title=f"{view.order} order")
-        left = max(left, n_left)
-        line = render.summary_line(s, calls)
-        if n_left:
-            line += f" — {n_left} nodes not shown"
-        console.print(f"[dim]{escape(line)}[/]")
-    return left

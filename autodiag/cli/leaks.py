@@ -7,45 +7,16 @@ from typing import Annotated
 import typer
 
 from autodiag.analysis.leaks import LeakFinder
-from autodiag.cli._common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    AnnotationsOpt,
-    DtypeOpt,
-    ExprOpt,
-    FormatOpt,
-    JunitOpt,
-    NoColorOpt,
-    QuietOpt,
-    OutputOpt,
-    ScriptArgs,
-    TargetArg,
-    TextOrJson,
-    TimeoutOpt,
-    VarOpt,
-    guarded,
-    target_failure,
-)
+from autodiag.cli._common import Command, Spec
 from autodiag.report import leaks as render
-from autodiag.report.output import envelope
+from autodiag.report.outcome import Outcome, json_envelope
 
 
 def leaks(
-    target: TargetArg = None,
-    script_args: ScriptArgs = None,
-    expr: ExprOpt = None,
-    var: VarOpt = None,
-    dtype: DtypeOpt = "float64",
-    fmt: FormatOpt = TextOrJson.text,
-    output: OutputOpt = None,
-    no_color: NoColorOpt = False,
-    timeout: TimeoutOpt = None,
-    junit_xml: JunitOpt = None,
-    annotations: AnnotationsOpt = None,
-    quiet: QuietOpt = False,
+    cmd: Command,
     grow_steps: Annotated[int, typer.Option(
         "--grow-steps", min=2, help="Consecutive steps of growth that make a leak.")] = 3,
-) -> None:
+) -> Outcome:
     """Find graphs kept alive across training steps, and who holds them.
 
     A step ends at each optimizer step() (or backward() without an optimizer, or
@@ -54,25 +25,14 @@ def leaks(
 
     Example: [bold]autodiag leaks train.py[/bold]
     """
+    t = cmd.make_target()
+    cmd.start()
+    finder = LeakFinder(grow_steps=grow_steps)
+    result = cmd.run_target(t, [finder])
+    findings = finder.findings()
+    # a failed target's exit code (3) outranks the leaks found before it failed
+    return Outcome(result, findings, info={"step_source": finder.mode, "steps": finder.census},
+                   failing=bool(findings) and result.error is None)
 
-    def body(cmd) -> int:
-        t = cmd.make_target(target, script_args, expr, var, dtype, timeout)
-        sink = cmd.start()
-        finder = LeakFinder(grow_steps=grow_steps)
-        result = cmd.run_target(t, [finder])
-        findings = finder.findings()
-        if fmt is TextOrJson.json:
-            sink.write_json(envelope("leaks", t.label, findings, error=result.error,
-                                     interrupted=result.interrupted,
-                                     step_source=finder.mode, steps=finder.census))
-        else:
-            render.render(sink.console(), [f.to_json() for f in findings], finder.census,
-                          {"target": t.label, "step_source": finder.mode,
-                           "failed": result.error is not None or result.interrupted})
-        cmd.ci_outputs(findings, error=result.error)
-        failed = target_failure(cmd, result)
-        if failed is not None:
-            return failed
-        return EXIT_FINDINGS if findings else EXIT_OK
 
-    guarded("leaks", output, no_color, body, junit_xml, annotations, quiet, fmt)
+COMMAND = Spec("leaks", leaks, {"text": render.text_report, "json": json_envelope})

@@ -89,3 +89,12 @@ def finding_lines(f: dict, calls: int, target: str) -> list[str]:
     if f.get("hint"):
         lines.append(f"  [yellow]hint:[/] {escape(f['hint'])}")
     return lines
+
+
+def text_report(sink, outcome) -> None:
+    """The text renderer of ``autodiag anomaly`` (``report/outcome.py``)."""
+    info = outcome.info
+    render(sink.console(), [f.to_json() for f in outcome.findings],
+           {"target": outcome.label, "calls": info["backward_calls"],
+            "stopped_at": info["stopped_at_call"], "ops": info["ops"],
+            "propagated": info["propagated"], "failed": outcome.failed})

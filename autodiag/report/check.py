@@ -108,3 +108,10 @@ def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:
         f"{'s' if warnings != 1 else ''}[/] in {escape(target)}{stopped} ({escape(by_kind)}; "
         f"{ran})."
     )
+
+
+def text_report(sink, outcome) -> None:
+    """The text renderer of ``autodiag check`` (``report/outcome.py``)."""
+    render(sink.console(), [f.to_json() for f in outcome.findings], outcome.label,
+           dict(outcome.info, backward_total=outcome.result.backward_calls),  # grad calls too
+           outcome.failed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from autodiag.analysis.summary import fmt_number
+from autodiag.report.values import fmt_number
 from autodiag.trace.sites import short_path
 
 KIND_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold blue"}

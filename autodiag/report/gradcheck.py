@@ -3,11 +3,16 @@ document, and JUnit test cases."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from autodiag.analysis.gradcheck import Case, totals
 from autodiag.report import table
 from autodiag.report.junit import TestCase
+from autodiag.report.output import envelope
 from autodiag.trace.sites import short_path
 
 _VERDICT = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "error": "[bold red]error[/]",
@@ -158,3 +163,59 @@ def junit_cases(cases: list[Case], label: str) -> list[TestCase]:
             line=c.location["line"] if c.location else None))
     return out
 
+
+
+# --- the renderers of ``autodiag gradcheck`` (report/outcome.py) --------------------------------
+
+
+@dataclasses.dataclass
+class GradcheckReport:
+    """The checks and their settings; ``script_error``: the script's failure that no failed
+    check explains; ``nothing_ran``: the failure of a run whose every check was skipped."""
+
+    cases: list
+    settings: object
+    script_error: object = None
+    nothing_ran: object = None
+
+
+def json_report(sink, outcome) -> None:
+    rep = outcome.data
+    found, interrupted = outcome.findings, outcome.result.interrupted
+    error = rep.script_error or (rep.nothing_ran if not found else None)
+    status = "interrupted" if interrupted else "error" if error is not None else \
+        "findings" if found else "ok"
+    sink.write_json(envelope("gradcheck", outcome.label, found, status, error=error,
+                             interrupted=interrupted, **to_json(rep.cases, rep.settings)))
+
+
+def text_report(sink, outcome) -> None:
+    rep = outcome.data
+    console = sink.console()
+    print_table(console, rep.cases, f"gradcheck {outcome.label} ({settings_line(rep.settings)})")
+    details(console, rep.cases)
+    console.print()
+    console.print(f"[dim]{escape(summary_line(rep.cases))}[/]")
+
+
+# With at least this many checks to run after the script, a progress bar shows on stderr
+# (when stderr is a terminal).
+PROGRESS_MIN_CASES = 8
+
+
+@contextlib.contextmanager
+def progress(err, total: int):
+    """A progress callback for run_checks: a rich bar on ``err`` (the stderr console) when it
+    is a terminal and there are many checks; else None."""
+    if total < PROGRESS_MIN_CASES or not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("[bold]gradcheck[/]"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.description}"))
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(done: int, _total: int, name: str) -> None:
+            bar.update(task, completed=done, description=escape(name))
+
+        yield advance

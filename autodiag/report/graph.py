@@ -14,9 +14,10 @@ from rich.markup import escape
 from rich.text import Text
 
 from autodiag.analysis.graph import GraphSnapshot
-from autodiag.analysis.summary import fmt_bytes, fmt_summary
+from autodiag.analysis.summary import fmt_bytes
 from autodiag.report import table
-from autodiag.report.output import Streamed, _json_default
+from autodiag.report.output import Streamed, _json_default, envelope
+from autodiag.report.values import fmt_summary
 from autodiag.tensor import _size_str
 from autodiag.trace.sites import format_site, short_path
 
@@ -402,3 +403,91 @@ def dot_to_svg(dot_text: str) -> str:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip() or "dot failed")
     return proc.stdout
+
+
+# --- the renderers of ``autodiag graph``, one per --format (report/outcome.py) -----------------
+
+# JSON is indented up to this many nodes, compact beyond (10x faster for huge graphs).
+PRETTY_JSON_NODES = 5000
+
+
+@dataclasses.dataclass
+class GraphReport:
+    """What the renderers show: the graphs, how, and the run's backward/grad call count."""
+
+    snaps: list
+    view: View
+    calls: int
+    many: bool  # --all: a list of graphs
+
+
+def json_report(sink, outcome) -> None:
+    rep, result = outcome.data, outcome.result
+    snaps, view, calls, many = rep.snaps, rep.view, rep.calls, rep.many
+    graphs = [to_json(s, view, stream=True) for s in snaps]
+    extra = {"calls": calls}
+    if not many:
+        extra.update(graphs[0])
+    else:
+        extra["graphs"] = graphs
+    total = sum(len(g["order"].items) for g in graphs)
+    # node dicts are built as they are written: a huge graph is never one document
+    sink.write_json_stream(envelope("graph", outcome.label, [], error=result.error,
+                                    interrupted=result.interrupted, **extra),
+                           pretty=total <= PRETTY_JSON_NODES)
+
+
+def _diagrams(sink, outcome, fmt: str) -> str | None:
+    rep = outcome.data
+    snaps, view = rep.snaps, rep.view
+    left = 0
+    parts = []
+    for s in snaps:
+        text = to_mermaid(s, view) if fmt == "mermaid" else to_dot(s, view)
+        left = max(left, visible(s, view)[1])
+        parts.append(text)
+    if fmt == "svg":
+        parts = [dot_to_svg(p) for p in parts]
+    sink.write_text("".join(parts))
+    return _left_out(view, left)
+
+
+def dot_report(sink, outcome) -> str | None:
+    return _diagrams(sink, outcome, "dot")
+
+
+def mermaid_report(sink, outcome) -> str | None:
+    return _diagrams(sink, outcome, "mermaid")
+
+
+def svg_report(sink, outcome) -> str | None:
+    return _diagrams(sink, outcome, "svg")
+
+
+def text_report(sink, outcome) -> str | None:
+    rep = outcome.data
+    snaps, view, calls = rep.snaps, rep.view, rep.calls
+    left = 0
+    console = sink.console()
+    for s in snaps:
+        if view.order == "tree":
+            text, n_left = tree_text(s, view, console.width)
+            console.print(text, end="")
+        else:
+            rows, n_left = table_rows(s, view)
+            table.print_table(console, GRAPH_COLUMNS, rows, title=f"{view.order} order")
+        left = max(left, n_left)
+        line = summary_line(s, calls)
+        if n_left:
+            line += f" — {n_left} nodes not shown"
+        console.print(f"[dim]{escape(line)}[/]")
+    return _left_out(view, left)
+
+
+def _left_out(view: View, left: int) -> str | None:
+    """The note for stderr when the view left nodes out (largest over the graphs)."""
+    if not left:
+        return None
+    depth = '' if view.max_depth is None else f', --max-depth {view.max_depth}'
+    return (f"[yellow]note:[/] {left} nodes not shown (--max-nodes {view.max_nodes}{depth}); "
+            f"use --max-nodes N or --format json for everything")

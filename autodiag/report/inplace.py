@@ -62,3 +62,9 @@ def _finding(f: dict) -> list[str]:
     if f.get("hint"):
         lines.append(f"  [yellow]hint:[/] {escape(f['hint'])}")
     return lines
+
+
+def text_report(sink, outcome) -> None:
+    """The text renderer of ``autodiag inplace`` (``report/outcome.py``)."""
+    render(sink.console(), [f.to_json() for f in outcome.findings], outcome.label,
+           outcome.explained, outcome.failed, outcome.result.backward_calls)

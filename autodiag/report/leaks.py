@@ -105,3 +105,10 @@ def _finding(f: dict) -> list[str]:
     if f.get("hint"):
         lines.append(f"  [yellow]hint:[/] {escape(f['hint'])}")
     return lines
+
+
+def text_report(sink, outcome) -> None:
+    """The text renderer of ``autodiag leaks`` (``report/outcome.py``)."""
+    render(sink.console(), [f.to_json() for f in outcome.findings], outcome.info["steps"],
+           {"target": outcome.label, "step_source": outcome.info["step_source"],
+            "failed": outcome.failed})

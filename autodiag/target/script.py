@@ -451,6 +451,18 @@ class _Alarm:
         return False
 
 
+@contextlib.contextmanager
+def time_limit(timeout: float | None, what: str, hint: str):
+    """--timeout for work a command does after the target ran (a separate budget of the same
+    size): when it expires, a TargetFailed (kind "timeout") saying ``what`` did not finish."""
+    try:
+        with _Alarm(timeout):
+            yield
+    except Timeout:
+        raise TargetFailed(f"{what} did not finish within --timeout {timeout:g} s", hint,
+                           kind="timeout") from None
+
+
 class _Saved:
     """Interpreter state a script may change, captured before it runs."""
 
