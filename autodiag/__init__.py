@@ -44,6 +44,8 @@ from autodiag.ops.pointwise import (abs, add, allclose, ceil, clamp, clamp_max, 
 from autodiag.ops.reduction import (amax, amin, argmax, argmin, logsumexp, log_softmax,  # noqa
                                     max, mean, min, norm, prod, softmax, std, sum, var)
 from autodiag.ops.reduction import all_ as all, any_ as any  # noqa: E402 - torch.all/any
+from autodiag.ops.reduction import cumprod, cumsum  # noqa: E402
+from autodiag.ops.shape import flip  # noqa: E402
 from autodiag.ops.shape import (broadcast_to, cat, chunk, clone, concat,  # noqa: E402
                                 concatenate, diagonal, expand_as, flatten, gather, index_select,
                                 masked_fill, moveaxis, movedim, narrow, permute, repeat,

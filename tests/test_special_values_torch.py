@@ -449,3 +449,55 @@ def test_masked_backward_with_special_gradients(op):
         for dtype in ("float64", "float32"):
             for grad_out in (1.0, inf, -inf, nan, 0.0):
                 check(fn, [v, 1.5, -0.5], dtype, grad_out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Products with zeros, infinities and overflow: prod's and cumprod's first and second
+# derivatives (NOTE [Products with zeros] in autodiag/ops/reduction.py)
+# ---------------------------------------------------------------------------------------------
+
+PRODUCT_DATA = [
+    [2.0, 3.0, -1.5],  # no zero: grad * (result / x)
+    [2.0, 0.0, 3.0],  # one zero
+    [0.0, 2.0, 0.0],  # two zeros
+    [0.0, 0.0, 0.0],
+    [inf, 2.0, 3.0],  # inf / inf = nan in result / x, as in PyTorch
+    [-inf, 0.0, 3.0],  # inf and a zero: the exclusive products meet inf * 0
+    [0.0, inf, 0.0],
+    [nan, 0.0, 2.0],
+    [1e300, -1e300, 0.5],  # the product overflows (float64), and in float32 every input does
+    [3e38, 2.0, 1e-45],  # float32: cumprod accumulates in float64 as PyTorch's kernel does
+    [[1.0, 1.0], [-inf, 1.0], [1.0, 0.0]],
+    [[0.0, 2.0, 0.0, 1.0], [3.0, 0.0, inf, 2.0]],
+]
+
+PRODUCTS = {
+    "prod": lambda T, x: x.prod(),
+    "prod_dim0": lambda T, x: x.prod(0),
+    "prod_dim-1_keepdim": lambda T, x: x.prod(-1, keepdim=True),
+    "cumprod_dim0": lambda T, x: x.cumprod(0),
+    "cumprod_dim-1": lambda T, x: x.cumprod(-1),
+}
+
+
+@pytest.mark.parametrize("op", sorted(PRODUCTS))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_products_through_zeros_and_infinities(op, dtype):
+    for data in PRODUCT_DATA:
+        for grad_out in (1.0, -2.0):
+            check(PRODUCTS[op], data, dtype, grad_out)
+
+
+def test_prod_second_derivative_through_a_zero_is_finite():
+    # the fuzzer's `prod | grad2 value: finite vs nan`: prod(dim=0) of a column with -inf and
+    # a column with a zero; PyTorch's second derivative goes through cumprod's backward
+    check(lambda T, x: x.prod(dim=0), [[1.0, 1.0], [-inf, 1.0], [1.0, 0.0]], "float32", 0.5)
+    check(lambda T, x: x.prod(dim=0), [1.0, -1e300, 1.0, 1e300])
+
+
+def test_first_order_prod_with_two_zeros_is_zero_even_beside_inf():
+    # without create_graph PyTorch returns zeros_like(input) for a full product with two zeros
+    for T in (ad, torch):
+        x = T.tensor([0.0, inf, 0.0], requires_grad=True)
+        x.prod().backward()
+        assert _np(x.grad).tolist() == [0.0, 0.0, 0.0]
