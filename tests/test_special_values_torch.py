@@ -501,3 +501,11 @@ def test_first_order_prod_with_two_zeros_is_zero_even_beside_inf():
         x = T.tensor([0.0, inf, 0.0], requires_grad=True)
         x.prod().backward()
         assert _np(x.grad).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_reciprocal_gradient_squares_the_result_first():
+    # the fuzzer's `div.rscalar | grad value: inf vs nan`: -inf / x is reciprocal(x) * -inf, and
+    # reciprocal's backward is -grad * (result * result): 1e-30 ** 2 underflows in float32
+    check(lambda T, x: -inf / x, [1e30, 2.0], "float32", 0.5)
+    check(lambda T, x: x.reciprocal(), [1e30, -3e38, 2.0], "float32", inf)
+    check(lambda T, x: -1.0 / x, [-3e38, 1e-30], "float32", 1.0)
