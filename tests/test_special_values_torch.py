@@ -509,3 +509,25 @@ def test_reciprocal_gradient_squares_the_result_first():
     check(lambda T, x: -inf / x, [1e30, 2.0], "float32", 0.5)
     check(lambda T, x: x.reciprocal(), [1e30, -3e38, 2.0], "float32", inf)
     check(lambda T, x: -1.0 / x, [-3e38, 1e-30], "float32", 1.0)
+
+
+def _layer_norm_grad(T, x, w, shape, eps, dtype, grad_out=0.5):
+    x = T.tensor(x, dtype=getattr(T, dtype), requires_grad=True)
+    w = T.tensor(w, dtype=getattr(T, dtype))
+    y = T.nn.functional.layer_norm(x, shape, w, T.ones_like(w), eps=eps)
+    (g,) = T.autograd.grad(y, x, T.full_like(y, grad_out), create_graph=True)
+    (g0,) = T.autograd.grad(T.nn.functional.layer_norm(x, shape, w, T.ones_like(w), eps=eps),
+                            x, T.full_like(y, grad_out))
+    return g, g0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_layer_norm_gradient_with_an_infinite_weight_is_nan_everywhere(dtype):
+    # the fuzzer's `layer_norm | grad value: inf vs nan`: PyTorch's kernel forms the gradient as
+    # a * dy + b * x + c and the inf weight reaches every element through b
+    for x, w in (([[[4.14, 1.0, 1.0]]], [1.0, -inf, 1.0]),
+                 ([[1.0, 1.0], [1.0, 0.0], [2.0, 3.0]], [[1.0, 1.0], [inf, 1.0], [1.0, 1.0]])):
+        shape = tuple(np.shape(w))
+        for a, t in zip(_layer_norm_grad(ad, x, w, shape, 1e-5, dtype),
+                        _layer_norm_grad(torch, x, w, shape, 1e-5, dtype)):
+            assert_same(a, t, f"layer_norm gradient at {x}, weight {w}", zero_signs=False)

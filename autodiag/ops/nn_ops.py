@@ -701,14 +701,18 @@ class NativeLayerNormBackward0(Node):
             xhat = xc * rstd
         gx = gw = gb = None
         if nf[0] is not None:
+            # NOTE: PyTorch's CPU kernel (layer_norm_backward_frame), term for term: with
+            # ds = sum(dy * x), db = sum(dy), the gradient is a * dy + b * x + c, where a = rstd,
+            # b = (db * mean - ds) * a^3 / N, c = -b * mean - db * a / N. Not the textbook
+            # rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): an inf weight must make every
+            # element NaN (through b), and cancellation rounds as PyTorch's does.
             gy = g * w if w is not None else g
-            if xp.arrays:
-                m1 = gy.mean(axis=axes, keepdims=True)
-                m2 = (gy * xhat).mean(axis=axes, keepdims=True)
-            else:
-                m1 = gy.mean(axes, keepdim=True)
-                m2 = (gy * xhat).mean(axes, keepdim=True)
-            gx = rstd * (gy - m1 - xhat * m2)
+            scale = 1.0 / math.prod(self.normalized_shape)
+            ds = xp.sum(gy * x, axes, keepdim=True)
+            db = xp.sum(gy, axes, keepdim=True)
+            b = (db * mean - ds) * rstd * rstd * rstd * scale
+            c = -b * mean - db * rstd * scale
+            gx = rstd * gy + b * x + c
         if nf[1] is not None:
             gw = _sum_batch(xp, g * xhat, batch)
         if len(nf) > 2 and nf[2] is not None:
