@@ -531,3 +531,12 @@ def test_layer_norm_gradient_with_an_infinite_weight_is_nan_everywhere(dtype):
         for a, t in zip(_layer_norm_grad(ad, x, w, shape, 1e-5, dtype),
                         _layer_norm_grad(torch, x, w, shape, 1e-5, dtype)):
             assert_same(a, t, f"layer_norm gradient at {x}, weight {w}", zero_signs=False)
+
+
+def test_layer_norm_gradient_over_an_empty_normalized_shape():
+    # 1 / N with N = 0 is inf in PyTorch's kernel, never a ZeroDivisionError; the gradient is empty
+    for T in (ad, torch):
+        x = T.zeros(2, 0, requires_grad=True)
+        y = T.nn.functional.layer_norm(x, (0,))
+        (g,) = T.autograd.grad(y, x, T.ones_like(y), create_graph=True)
+        assert tuple(g.shape) == (2, 0)

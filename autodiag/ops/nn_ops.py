@@ -707,7 +707,8 @@ class NativeLayerNormBackward0(Node):
             # rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): an inf weight must make every
             # element NaN (through b), and cancellation rounds as PyTorch's does.
             gy = g * w if w is not None else g
-            scale = 1.0 / math.prod(self.normalized_shape)
+            n = math.prod(self.normalized_shape)
+            scale = 1.0 / n if n else math.inf  # PyTorch's 1 / N in floating point
             ds = xp.sum(gy * x, axes, keepdim=True)
             db = xp.sum(gy, axes, keepdim=True)
             b = (db * mean - ds) * rstd * rstd * rstd * scale
