@@ -540,3 +540,26 @@ def test_layer_norm_gradient_over_an_empty_normalized_shape():
         y = T.nn.functional.layer_norm(x, (0,))
         (g,) = T.autograd.grad(y, x, T.ones_like(y), create_graph=True)
         assert tuple(g.shape) == (2, 0)
+
+
+def _layer_norm_second(T, x, w, eps):
+    x = T.tensor(x, dtype=T.float32, requires_grad=True)
+    w = T.tensor(w, dtype=T.float32, requires_grad=True)
+    y = T.nn.functional.layer_norm(x, tuple(w.shape), w, T.ones_like(w), eps=eps)
+    def ramp(t):  # distinct weights: constant ones make the second derivative cancel to ~0
+        return (T.arange(t.numel(), dtype=t.dtype).reshape(t.shape) + 1.0) * 0.5
+
+    gx, gw = T.autograd.grad(y, (x, w), ramp(y), create_graph=True)
+    return (gx, gw) + T.autograd.grad((gx, gw), (x, w), (ramp(gx), ramp(gw) * -1.0))
+
+
+def test_layer_norm_second_derivative_is_pytorch_double_backward():
+    # the gradient's values are the kernel's, its derivative PyTorch's double backward: the
+    # fuzzer's `layer_norm+min | grad2 value: nan vs finite` and `layer_norm | grad2 value:
+    # different finite values` (a two-element row, where the gradient is all cancellation)
+    for x, w, eps in (([2.0, 1.02, 0.5, -1.0], [1.2, 1.71, 0.5, 2.0], 1e-5),
+                      ([[1.0, 4.0, -2.0]], [[1.5, -0.5, 2.0]], 1e-5)):
+        for k, (a, t) in enumerate(zip(_layer_norm_second(ad, x, w, eps),
+                                       _layer_norm_second(torch, x, w, eps))):
+            assert_same(a, t, f"layer_norm derivative {k} at {x}, weight {w}", rtol=1e-4,
+                        zero_signs=False)
