@@ -449,6 +449,14 @@ RED_CASES = (
     Case("var_0d_dim", lambda T, x: x.std(0, correction=0), (I((3,)),), op=("std",)),
     Case("logsumexp_0d", lambda T, x: T.logsumexp(x, 0), (I(()),), op=("logsumexp",)),
     Case("sum_dtype", lambda T, x: x.sum(dtype=T.float64), (I((3, 4)),), op=("sum",)),
+    Case("cumsum_dim1", lambda T, x: T.cumsum(x, 1), (I(R3),), op=("cumsum",)),
+    Case("cumsum_0d", lambda T, x: x.cumsum(0), (I(()),), op=("cumsum",)),
+    Case("cumsum_dtype", lambda T, x: x.cumsum(-1, dtype=T.float64), (I(R3),),
+         op=("cumsum",)),
+    Case("cumprod_dim0", lambda T, x: T.cumprod(x, 0), (I(R3, "away"),), op=("cumprod",)),
+    Case("cumprod_dim-1", lambda T, x: x.cumprod(-1), (I(R3, "away"),), op=("cumprod",)),
+    Case("flip_dims", lambda T, x: T.flip(x, (0, -1)), (I(R3),), op=("flip",)),
+    Case("flip_varargs", lambda T, x: x.flip(1), (I(R3),), op=("flip",)),
 ]
 
 SOFTMAX_CASES = [
@@ -692,6 +700,13 @@ TIES += [
         ("prod_two_zeros", lambda T, x: x.prod(), [2.0, 0.0, 3.0, 0.0]),
         ("prod_dim_zeros", lambda T, x: x.prod(1),
          [[2.0, 0.0, 3.0], [0.0, 0.0, 1.0], [1.0, 2.0, 3.0]]),
+    ]
+] + [
+    Case(f"tie-{name}", fn, (I(data=data),), op=("cumprod",))
+    for name, fn, data in [
+        ("cumprod_one_zero", lambda T, x: x.cumprod(0), [2.0, 0.0, 3.0, -1.5]),
+        ("cumprod_zeros", lambda T, x: x.cumprod(1),
+         [[2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 1.0, 2.0], [1.0, 2.0, 3.0, 0.0]]),
     ]
 ]
 

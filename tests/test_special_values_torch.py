@@ -449,3 +449,117 @@ def test_masked_backward_with_special_gradients(op):
         for dtype in ("float64", "float32"):
             for grad_out in (1.0, inf, -inf, nan, 0.0):
                 check(fn, [v, 1.5, -0.5], dtype, grad_out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Products with zeros, infinities and overflow: prod's and cumprod's first and second
+# derivatives (NOTE [Products with zeros] in autodiag/ops/reduction.py)
+# ---------------------------------------------------------------------------------------------
+
+PRODUCT_DATA = [
+    [2.0, 3.0, -1.5],  # no zero: grad * (result / x)
+    [2.0, 0.0, 3.0],  # one zero
+    [0.0, 2.0, 0.0],  # two zeros
+    [0.0, 0.0, 0.0],
+    [inf, 2.0, 3.0],  # inf / inf = nan in result / x, as in PyTorch
+    [-inf, 0.0, 3.0],  # inf and a zero: the exclusive products meet inf * 0
+    [0.0, inf, 0.0],
+    [nan, 0.0, 2.0],
+    [1e300, -1e300, 0.5],  # the product overflows (float64), and in float32 every input does
+    [3e38, 2.0, 1e-45],  # float32: cumprod accumulates in float64 as PyTorch's kernel does
+    [[1.0, 1.0], [-inf, 1.0], [1.0, 0.0]],
+    [[0.0, 2.0, 0.0, 1.0], [3.0, 0.0, inf, 2.0]],
+]
+
+PRODUCTS = {
+    "prod": lambda T, x: x.prod(),
+    "prod_dim0": lambda T, x: x.prod(0),
+    "prod_dim-1_keepdim": lambda T, x: x.prod(-1, keepdim=True),
+    "cumprod_dim0": lambda T, x: x.cumprod(0),
+    "cumprod_dim-1": lambda T, x: x.cumprod(-1),
+}
+
+
+@pytest.mark.parametrize("op", sorted(PRODUCTS))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_products_through_zeros_and_infinities(op, dtype):
+    for data in PRODUCT_DATA:
+        for grad_out in (1.0, -2.0):
+            check(PRODUCTS[op], data, dtype, grad_out)
+
+
+def test_prod_second_derivative_through_a_zero_is_finite():
+    # the fuzzer's `prod | grad2 value: finite vs nan`: prod(dim=0) of a column with -inf and
+    # a column with a zero; PyTorch's second derivative goes through cumprod's backward
+    check(lambda T, x: x.prod(dim=0), [[1.0, 1.0], [-inf, 1.0], [1.0, 0.0]], "float32", 0.5)
+    check(lambda T, x: x.prod(dim=0), [1.0, -1e300, 1.0, 1e300])
+
+
+def test_first_order_prod_with_two_zeros_is_zero_even_beside_inf():
+    # without create_graph PyTorch returns zeros_like(input) for a full product with two zeros
+    for T in (ad, torch):
+        x = T.tensor([0.0, inf, 0.0], requires_grad=True)
+        x.prod().backward()
+        assert _np(x.grad).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_reciprocal_gradient_squares_the_result_first():
+    # the fuzzer's `div.rscalar | grad value: inf vs nan`: -inf / x is reciprocal(x) * -inf, and
+    # reciprocal's backward is -grad * (result * result): 1e-30 ** 2 underflows in float32
+    check(lambda T, x: -inf / x, [1e30, 2.0], "float32", 0.5)
+    check(lambda T, x: x.reciprocal(), [1e30, -3e38, 2.0], "float32", inf)
+    check(lambda T, x: -1.0 / x, [-3e38, 1e-30], "float32", 1.0)
+
+
+def _layer_norm_grad(T, x, w, shape, eps, dtype, grad_out=0.5):
+    x = T.tensor(x, dtype=getattr(T, dtype), requires_grad=True)
+    w = T.tensor(w, dtype=getattr(T, dtype))
+    y = T.nn.functional.layer_norm(x, shape, w, T.ones_like(w), eps=eps)
+    (g,) = T.autograd.grad(y, x, T.full_like(y, grad_out), create_graph=True)
+    (g0,) = T.autograd.grad(T.nn.functional.layer_norm(x, shape, w, T.ones_like(w), eps=eps),
+                            x, T.full_like(y, grad_out))
+    return g, g0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_layer_norm_gradient_with_an_infinite_weight_is_nan_everywhere(dtype):
+    # the fuzzer's `layer_norm | grad value: inf vs nan`: PyTorch's kernel forms the gradient as
+    # a * dy + b * x + c and the inf weight reaches every element through b
+    for x, w in (([[[4.14, 1.0, 1.0]]], [1.0, -inf, 1.0]),
+                 ([[1.0, 1.0], [1.0, 0.0], [2.0, 3.0]], [[1.0, 1.0], [inf, 1.0], [1.0, 1.0]])):
+        shape = tuple(np.shape(w))
+        for a, t in zip(_layer_norm_grad(ad, x, w, shape, 1e-5, dtype),
+                        _layer_norm_grad(torch, x, w, shape, 1e-5, dtype)):
+            assert_same(a, t, f"layer_norm gradient at {x}, weight {w}", zero_signs=False)
+
+
+def test_layer_norm_gradient_over_an_empty_normalized_shape():
+    # 1 / N with N = 0 is inf in PyTorch's kernel, never a ZeroDivisionError; the gradient is empty
+    for T in (ad, torch):
+        x = T.zeros(2, 0, requires_grad=True)
+        y = T.nn.functional.layer_norm(x, (0,))
+        (g,) = T.autograd.grad(y, x, T.ones_like(y), create_graph=True)
+        assert tuple(g.shape) == (2, 0)
+
+
+def _layer_norm_second(T, x, w, eps):
+    x = T.tensor(x, dtype=T.float32, requires_grad=True)
+    w = T.tensor(w, dtype=T.float32, requires_grad=True)
+    y = T.nn.functional.layer_norm(x, tuple(w.shape), w, T.ones_like(w), eps=eps)
+    def ramp(t):  # distinct weights: constant ones make the second derivative cancel to ~0
+        return (T.arange(t.numel(), dtype=t.dtype).reshape(t.shape) + 1.0) * 0.5
+
+    gx, gw = T.autograd.grad(y, (x, w), ramp(y), create_graph=True)
+    return (gx, gw) + T.autograd.grad((gx, gw), (x, w), (ramp(gx), ramp(gw) * -1.0))
+
+
+def test_layer_norm_second_derivative_is_pytorch_double_backward():
+    # the gradient's values are the kernel's, its derivative PyTorch's double backward: the
+    # fuzzer's `layer_norm+min | grad2 value: nan vs finite` and `layer_norm | grad2 value:
+    # different finite values` (a two-element row, where the gradient is all cancellation)
+    for x, w, eps in (([2.0, 1.02, 0.5, -1.0], [1.2, 1.71, 0.5, 2.0], 1e-5),
+                      ([[1.0, 4.0, -2.0]], [[1.5, -0.5, 2.0]], 1e-5)):
+        for k, (a, t) in enumerate(zip(_layer_norm_second(ad, x, w, eps),
+                                       _layer_norm_second(torch, x, w, eps))):
+            assert_same(a, t, f"layer_norm derivative {k} at {x}, weight {w}", rtol=1e-4,
+                        zero_signs=False)

@@ -306,6 +306,14 @@ def sum_to_array(g: np.ndarray, shape: tuple) -> np.ndarray:
     return g.reshape(shape)
 
 
+def scan_array(fn, a: np.ndarray, dim: int) -> np.ndarray:
+    """``np.cumsum``/``np.cumprod`` along ``dim`` as PyTorch's CPU kernels compute them: float32
+    and float16 accumulate in float64 (``[-1.5, 3e38, 0.]``'s cumprod ends in -0., not nan)."""
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+        return fn(a.astype(np.float64), axis=dim).astype(a.dtype)
+    return fn(a, axis=dim)
+
+
 _erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf per element
 
 
@@ -359,6 +367,18 @@ class _ArrayOps:
 
     sum_to = staticmethod(sum_to_array)
     matmul = staticmethod(np.matmul)
+
+    @staticmethod
+    def flip(a, dims):
+        return np.flip(a, dims)
+
+    @staticmethod
+    def cumsum(a, dim):
+        return scan_array(np.cumsum, a, dim)
+
+    @staticmethod
+    def cumprod(a, dim):
+        return scan_array(np.cumprod, a, dim)
 
     @staticmethod
     def mT(a):

@@ -703,12 +703,16 @@ class NativeLayerNormBackward0(Node):
         if nf[0] is not None:
             gy = g * w if w is not None else g
             if xp.arrays:
-                m1 = gy.mean(axis=axes, keepdims=True)
-                m2 = (gy * xhat).mean(axis=axes, keepdims=True)
+                gx = _layer_norm_input_grad(gy, x, mean, rstd, axes, self.normalized_shape)
             else:
+                # the textbook formula, recorded: its derivative is what PyTorch's double
+                # backward computes; its values are then the kernel's, as PyTorch's are
                 m1 = gy.mean(axes, keepdim=True)
                 m2 = (gy * xhat).mean(axes, keepdim=True)
-            gx = rstd * (gy - m1 - xhat * m2)
+                gx = rstd * (gy - m1 - xhat * m2)
+                gx._data = _layer_norm_input_grad(
+                    gy._data, x._data, self._saved[3], self._saved[4], axes,
+                    self.normalized_shape).astype(gx._data.dtype, copy=False)
         if nf[1] is not None:
             gw = _sum_batch(xp, g * xhat, batch)
         if len(nf) > 2 and nf[2] is not None:
@@ -717,6 +721,23 @@ class NativeLayerNormBackward0(Node):
             return (gx, gw, gb)
         b = self.saved(xp, 2) if self._saved[2] is not None else None
         return fused_gradients((gx, gw, gb), (g, x, w, b), NativeLayerNormBackwardBackward0)
+
+
+def _layer_norm_input_grad(gy, x, mean, rstd, axes, normalized_shape) -> np.ndarray:
+    """layer_norm's input gradient as PyTorch's CPU kernel (layer_norm_backward_frame) forms it
+    from the saved statistics: with ds = sum(dy * x), db = sum(dy), it is a * dy + b * x + c,
+    a = rstd, b = (db * mean - ds) * a^3 / N, c = -b * mean - db * a / N.
+
+    NOTE: not the textbook rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): an inf weight must
+    make every element NaN (through b), and cancellation must round as PyTorch's does."""
+    n = math.prod(normalized_shape)
+    scale = 1.0 / n if n else math.inf  # PyTorch's 1 / N in floating point
+    with np.errstate(all="ignore"):
+        ds = (gy * x).sum(axis=axes, keepdims=True)
+        db = gy.sum(axis=axes, keepdims=True)
+        b = (db * mean - ds) * rstd * rstd * rstd * scale
+        c = -b * mean - db * rstd * scale
+        return np.asarray(rstd * gy + b * x + c, dtype=gy.dtype)
 
 
 class NativeLayerNormBackwardBackward0(FusedBackwardLink):

@@ -266,7 +266,9 @@ class ReciprocalBackward0(_UnaryResult):
 
     def backward(self, xp, g):
         r = self.saved(xp, 0)
-        return (-g * r * r,)
+        # NOTE: PyTorch's -grad * (result * result): r * r underflows to 0 first, so an
+        # inf gradient gives NaN (-g * r * r would give inf)
+        return (-g * (r * r),)
 
 
 reciprocal = register(expr=True, inplace=True)(

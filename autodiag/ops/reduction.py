@@ -17,6 +17,7 @@ import numpy as np
 from autodiag import dtypes
 from autodiag.core.graph import Node
 from autodiag.ops._core import (
+    ARRAY,
     _state,
     as_tensor_operand,
     edge,
@@ -25,6 +26,8 @@ from autodiag.ops._core import (
     result,
     save,
     save_output,
+    scan_array,
+    set_broadcast_meta,
     wrap,
     wrap_dim,
 )
@@ -153,57 +156,61 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     return result(out, None)
 
 
-def _prod_of_others(x: np.ndarray, axis: int) -> np.ndarray:
-    """For each element, the product of the other elements along ``axis`` (zero-safe)."""
-    if x.shape[axis] == 0:
-        return x.copy()  # nothing to multiply: an empty gradient
-    x = np.moveaxis(x, axis, -1)
-    ones = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)
-    before = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
-    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(x[..., 1:], -1)], axis=-1), -1),
-                    -1)
-    return np.moveaxis(before * after, -1, axis)
-
-
 class ProdBackward0(_Reduce):
+    """PyTorch's prod_backward, branch for branch: ``grad * (result / self)`` without zeros;
+    with zeros the exclusive products of ``prod_safe_zeros_backward`` (cumprods from both
+    ends), whose derivative is then cumprod's (NOTE [Products with zeros])."""
+
     __slots__ = ()
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
         x = self.saved(xp, 0)
-        g = self.expand(xp, g)
-        if xp.arrays:
-            if self.unreduce or len(self.dims) <= 1:
-                axes = self.dims
-            else:
-                axes = self.dims
-            if len(axes) == 1:
-                return (g * _prod_of_others(x, axes[0]),)
-            flat = x.reshape(-1)
-            return (g * _prod_of_others(flat, 0).reshape(x.shape),)
         r = self.saved(xp, 1)  # read (version-checked) as PyTorch unpacks it, used or not
         if x.ndim == 0:
-            return (g,)  # PyTorch's prod_backward: the gradient itself (no use of self)
-        if not bool((x._data == 0).any()):
-            return (g * self.expand(xp, r) / x,)
-        if int(np.prod([x._data.shape[d] for d in self.dims])) == 1:
-            return (g,)  # prod_safe_zeros_backward of one element: the gradient itself
-        # NOTE: result / x is 0/0 at a zero. Zero-safe and differentiable: the product of the
-        # others is the product of a row of an (n, n) matrix of x with 1 on its diagonal
-        # (O(n^2) memory, paid only when x has a zero; PyTorch branches on zeros too).
-        if len(self.dims) == 1 and x.ndim > 1:
-            d = self.dims[0]
-            return (g * _prod_of_others_tensor(x.transpose(d, -1)).transpose(d, -1),)
-        return (g * _prod_of_others_tensor(x.reshape(-1)).reshape(x.shape),)
+            return (g,)
+        g, r = self.expand(xp, g), self.expand(xp, r)
+        zeros = int(np.count_nonzero((x if xp.arrays else x._data) == 0))
+        if zeros == 0:
+            return (g * (r / x),)
+        if len(self.dims) == 1 and self.__class__ is ProdBackward1:
+            return (_prod_safe_zeros(xp, g, x, self.dims[0]),)
+        if zeros > 1 and xp.arrays:
+            return (xp.zeros_like(x),)  # no grad mode: PyTorch's zeros_like(input)
+        flat = _prod_safe_zeros(xp, g.reshape(-1), x.reshape(-1), 0)
+        return (flat.reshape(x.shape),)
 
 
-def _prod_of_others_tensor(x: Tensor) -> Tensor:
-    """For each element, the product of the others along the last dim (recorded ops)."""
-    from autodiag.ops.pointwise import where
+# NOTE [Products with zeros]
+# d prod(x) / d x_k is the product of the others, and result / x_k is 0/0 at a zero.
+# PyTorch's prod_safe_zeros_backward writes it as ``grad * (exclusive_normal *
+# exclusive_reverse)``: the cumprod of [1, x_0, .., x_{n-2}] times the reversed cumprod of
+# [x_1, .., x_{n-1}, 1]. We build it from the same ops (cat, cumprod, flip) so that under
+# create_graph its derivative is the one PyTorch's engine computes, through cumprod's backward,
+# with the same inf * 0 = nan where an input is inf or the products overflow.
 
-    n = x.shape[-1]
-    rows = x.unsqueeze(-2).expand(*x.shape[:-1], n, n)
-    return where(wrap(np.eye(n, dtype=np.bool_)), 1.0, rows).prod(-1)
+
+def _prod_safe_zeros(xp, g, x, dim: int):
+    """PyTorch's prod_safe_zeros_backward(grad, input, dim); ``g`` has ``x``'s shape."""
+    n = x.shape[dim]
+    if math.prod(x.shape) == 0 or n == 1:
+        return g
+    if xp.arrays:
+        ones = np.ones(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype=g.dtype)
+        cat = np.concatenate
+        normal = ARRAY.cumprod(cat([ones, x[(slice(None),) * dim + (slice(0, n - 1),)]], dim),
+                               dim)
+        rest = np.flip(x[(slice(None),) * dim + (slice(1, n),)], dim)
+        reverse = np.flip(ARRAY.cumprod(cat([ones, rest], dim), dim), dim)
+        return g * (normal * reverse)
+    from autodiag.ops.shape import cat
+
+    ones = wrap(np.ones(tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim + 1:]),
+                        dtype=g._data.dtype))
+    normal = cumprod(cat([ones, x.narrow(dim, 0, n - 1)], dim), dim)
+    rest = x.narrow(dim, 1, n - 1).flip(dim)
+    reverse = cumprod(cat([ones, rest], dim), dim).flip(dim)
+    return g * (normal * reverse)
 
 
 class ProdBackward1(ProdBackward0):
@@ -223,6 +230,140 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
         return _record_reduce(ProdBackward0 if dim is None else ProdBackward1, x, out, dims,
                               unreduce, ("self", "result"))
     return result(out, None)
+
+
+# --- cumsum / cumprod -------------------------------------------------------------------------
+
+
+def _reversed_cumsum(xp, w, dim: int):
+    """``w.flip(dim).cumsum(dim).flip(dim)``: each element plus all after it along ``dim``."""
+    return xp.flip(xp.cumsum(xp.flip(w, (dim,)), dim), (dim,))
+
+
+class CumsumBackward0(Node):
+    __slots__ = ("dim",)
+
+    def backward(self, xp, g):
+        # PyTorch's cumsum_backward
+        if math.prod(g.shape) <= 1 or g.shape[self.dim] == 1:
+            return (g,)
+        return (_reversed_cumsum(xp, g, self.dim),)
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
+class CumprodBackward0(Node):
+    __slots__ = ("dim",)
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        # PyTorch's cumprod_backward: without zeros, reversed_cumsum(result * grad) / self;
+        # with zeros an O(n) select formula without grad mode, and with it (create_graph) the
+        # O(n^2) sum of omitted products, whose own derivative is cumprod's second derivative
+        x, out = self.saved(xp, 0), self.saved(xp, 1)
+        dim = self.dim
+        if math.prod(x.shape) <= 1 or x.shape[dim] == 1:
+            return (g,)
+        w = out * g
+        if not bool(((x if xp.arrays else x._data) == 0).any()):
+            return (_reversed_cumsum(xp, w, dim) / x,)
+        if xp.arrays:
+            return (_cumprod_backward_zeros(g, x, out, w, dim),)
+        return (_cumprod_backward_omitted(g, x, dim),)
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
+def _cumprod_backward_zeros(g, x, out, w, dim: int) -> np.ndarray:
+    """cumprod's gradient where ``x`` has zeros, without grad mode (PyTorch's masks): before
+    the first zero z1 of a slice, reversed_cumsum(result * grad) / x; at z1, prod(x[:z1]) times
+    the sum of grad * cumprod(x) over (z1, z2); 0 after it."""
+    zero = g.dtype.type(0)
+    grad_input = np.zeros(x.shape, dtype=g.dtype)
+    count = np.cumsum(x == 0, axis=dim)
+    mask = count == 0
+    with np.errstate(all="ignore"):
+        before = _reversed_cumsum(ARRAY, np.where(mask, w, zero), dim) / x
+    grad_input[mask] = before[mask]
+    mask = count == 1
+    first = np.argmax(mask, axis=dim, keepdims=True)  # 0 where a slice has no zero
+    first_mask = np.zeros_like(mask)
+    np.put_along_axis(first_mask, first, True, axis=dim)
+    first_mask &= mask
+    mask &= ~first_mask
+    with np.errstate(all="ignore"):
+        between = (ARRAY.cumprod(np.where(mask, x, x.dtype.type(1)), dim) *
+                   np.where(count != 1, zero, g)).sum(axis=dim, keepdims=True)
+        upto = np.take_along_axis(out, np.maximum(first - 1, 0), axis=dim)
+        at_zero = between * np.where(first == 0, upto.dtype.type(1), upto)
+    grad_input[first_mask] = np.broadcast_to(at_zero, x.shape)[first_mask]
+    return grad_input
+
+
+def _cumprod_backward_omitted(g: Tensor, x: Tensor, dim: int) -> Tensor:
+    """cumprod's gradient under grad mode, zeros or not: for each k, the sum over j >= k of
+    grad[j] * prod(x[:k]) * prod(x[k+1:j+1]) (PyTorch's omitted products, recorded ops)."""
+    from autodiag.ops.shape import cat, stack
+
+    n = x.shape[dim]
+    ones = wrap(np.ones(tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim + 1:]),
+                        dtype=g._data.dtype))
+    cols = []
+    for k in range(n):
+        if k == 0:
+            omitted = cat([ones, cumprod(x.narrow(dim, 1, n - 1), dim)], dim)
+        elif k == n - 1:
+            omitted = prod(x.narrow(dim, 0, k), dim, keepdim=True)
+        else:
+            until = prod(x.narrow(dim, 0, k), dim, keepdim=True)
+            after = cumprod(x.narrow(dim, k + 1, n - k - 1), dim)
+            omitted = cat([until, until.expand_as(after) * after], dim)
+        cols.append(sum(g.narrow(dim, k, n - k) * omitted, dim))
+    return stack(cols, dim)
+
+
+def _scan(name: str, fn, cls, input, dim, dtype):
+    x = as_tensor_operand(input)
+    d = x._data
+    dim = wrap_dim(dim, d.ndim)
+    if dtype is not None:
+        d = d.astype(dtypes.to_np(dtype))  # cast inside the op, as PyTorch does (no ToCopy)
+    elif d.dtype.kind in "biu":
+        d = d.astype(np.int64)  # PyTorch accumulates integers and bools in int64
+    out = scan_array(fn, d, dim) if d.ndim else d.copy()
+    if _state.record and x.requires_grad:
+        node = cls((edge(x),))
+        node.dim = dim
+        set_broadcast_meta(node, out, x)  # the gradient goes back in the input's dtype
+        r = result(out, node)
+        if cls is CumprodBackward0:
+            node._saved = (save(x), save_output(r))
+        return r
+    return result(out, None)
+
+
+@register()
+def cumsum(input, dim: int, *, dtype=None):
+    """Cumulative sums along ``dim``.
+
+    >>> import autodiag as ad
+    >>> ad.tensor([1., 2., 3.]).cumsum(0)
+    tensor([1., 3., 6.])
+    """
+    return _scan("cumsum", np.cumsum, CumsumBackward0, input, dim, dtype)
+
+
+@register()
+def cumprod(input, dim: int, *, dtype=None):
+    """Cumulative products along ``dim``.
+
+    >>> import autodiag as ad
+    >>> ad.tensor([1., 2., 3.]).cumprod(0)
+    tensor([1., 2., 6.])
+    """
+    return _scan("cumprod", np.cumprod, CumprodBackward0, input, dim, dtype)
 
 
 # --- max / min --------------------------------------------------------------------------------

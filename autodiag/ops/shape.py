@@ -21,6 +21,7 @@ from autodiag.ops._core import (
     as_tensor_operand,
     broadcasting,
     edge,
+    normalize_dims,
     register,
     result,
     save,
@@ -313,6 +314,36 @@ def permute(input, *dims):
         node = PermuteBackward0((edge(input),))
         node.dims = dims
     return _make_view(input, d.transpose(dims), node)
+
+
+
+class FlipBackward0(Node):
+    __slots__ = ("dims",)
+
+    def backward(self, xp, g):
+        return (xp.flip(g, self.dims),)
+
+    def _saved_extra(self):
+        return {"dims": self.dims}
+
+
+@register()
+def flip(input, *dims):
+    """Reverse the order of elements along ``dims`` (a copy, as in PyTorch).
+
+    >>> import autodiag as ad
+    >>> ad.tensor([1., 2., 3.]).flip(0)
+    tensor([3., 2., 1.])
+    """
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    d = input._data
+    dims = normalize_dims(dims, d.ndim)  # PyTorch's errors for repeated and out-of-range dims
+    node = None
+    if _state.record and input.requires_grad:
+        node = FlipBackward0((edge(input),))
+        node.dims = dims
+    return result(np.flip(d, dims).copy() if dims else d.copy(), node)
 
 
 def _T(self):

@@ -42,6 +42,17 @@ KNOWN_ISSUES: list[KnownIssue] = [
                "'modified by an inplace operation' at backward, autodiag returns a gradient "
                "(one cause: PyTorch unpacks, so version-checks, every saved tensor of a node, "
                "autodiag those its formula reads)"),
+    KnownIssue("platform", r"(^|\+)(remainder|fmod)(\+|$)", r"^forward value: finite vs nan$",
+               "remainder where |a / b| overflows (a denormal divisor): PyTorch's CPU kernel gives "
+               "NaN in its SIMD body (SLEEF fmod; 8 float64 / 16 float32 elements a step with "
+               "AVX2) and the exact value in its scalar tail, so by size, layout and CPU; "
+               "autodiag gives the exact one (README 'Where autodiag differs')"),
+    KnownIssue("platform", r"(^|\+)(matmul|mm|bmm|linear)(\+|$)",
+               r"^forward value: (-?inf vs nan|nan vs -?inf)$",
+               "a product that overflows beside an inf in matmul: a fused multiply-add keeps the "
+               "exact product (inf + -3e68 = inf), a plain multiply rounds it to -inf first "
+               "(NaN); PyTorch loops plainly below a size threshold and calls BLAS above it, "
+               "numpy calls BLAS sooner (README 'Where autodiag differs')"),
     KnownIssue("open", r"^layer_norm$", r"^forward value",
                "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
                "autodiag's are finite"),
