@@ -24,7 +24,7 @@ from autodiag.autograd import grad_mode
 from autodiag.autograd.anomaly import _state as _anomaly
 from autodiag.autograd.anomaly import report_backward_error
 from autodiag.autograd.errors import explain_freed
-from autodiag.autograd.graph import AccumulateGrad, Freed, children
+from autodiag.autograd.graph import AccumulateGrad, Freed, check_saved, children, last_write
 from autodiag.ops._core import ARRAY, TENSOR, sum_to_array, wrap
 from autodiag.tensor import Tensor
 from autodiag.trace import events
@@ -240,6 +240,8 @@ def _run_node(node, grads, task: GraphTask, xp):
     if hooks is not None:
         grads = _run_tensor_hooks(hooks, grads, task)
         grads = _run_node_pre_hooks(hooks, grads, task)
+    if node._seq < last_write[0]:  # NOTE [Version checks at backward]
+        check_saved(node)
     if all(g is None for g in grads):
         outs = (None,) * len(node._next)
     else:
@@ -412,6 +414,7 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
 def call_node_directly(node, grads):
     """``grad_fn(g)``: run one node's formula on explicit gradients (no graph walk)."""
     arrays = [g._data if isinstance(g, Tensor) else g for g in grads]
+    check_saved(node)
     outs = node._apply(ARRAY, arrays)
     meta = node._input_meta
     if meta is not None:
