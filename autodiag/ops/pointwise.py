@@ -266,7 +266,7 @@ class ReciprocalBackward0(_UnaryResult):
 
     def backward(self, xp, g):
         r = self.saved(xp, 0)
-        return (-g * r * r,)
+        return (-g * (r * r),)  # PyTorch's -grad * (result * result): its rounding and graph
 
 
 reciprocal = register()(unary_op("reciprocal", np.reciprocal, ReciprocalBackward0, _RESULT))
