@@ -563,6 +563,19 @@ def test_every_saved_tensor_is_version_checked_at_backward(code):
     assert ea == et
 
 
+def test_a_node_autograd_grad_only_captures_at_is_not_version_checked():
+    # the node of an input of autograd.grad does not run, so PyTorch unpacks nothing of it
+    def run(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        b = x * 1
+        y = x * b
+        z = y * 2
+        b.add_(1)
+        return m.autograd.grad(z.sum(), [y])
+
+    _same(run)
+
+
 def test_scalar_base_pow_saves_its_exponent_as_pytorch():
     packed = []
     for m in (ad, torch):

@@ -149,7 +149,13 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
     node = None
     try:
         while heap:
-            node = heapq.heappop(heap)[2]
+            entry = heapq.heappop(heap)
+            node = entry[2]
+            if -entry[0] < last_write[0] and (task.execute is None or node in task.execute):
+                # NOTE [Version checks at backward]: a node older than the last in-place write.
+                # The heap entry's -seq, not node._seq: an attribute read of a node is slow
+                # (Node.__getattr__ defeats CPython's attribute caches), and every node passes
+                check_saved(node)
             grads = buffers.pop(node, None)
             if grads is None:
                 grads = [None] * node._num_outputs
@@ -240,8 +246,6 @@ def _run_node(node, grads, task: GraphTask, xp):
     if hooks is not None:
         grads = _run_tensor_hooks(hooks, grads, task)
         grads = _run_node_pre_hooks(hooks, grads, task)
-    if node._seq < last_write[0]:  # NOTE [Version checks at backward]
-        check_saved(node)
     if all(g is None for g in grads):
         outs = (None,) * len(node._next)
     else:

@@ -36,12 +36,6 @@ KNOWN_ISSUES: list[KnownIssue] = [
     KnownIssue("open", r".", r"^(grad2?|forward) value: -?0 vs -?0$",
                "sign of a zero differs (gradient formulas, clamp; and matmul/mm/linear sums, "
                "platform-dependent: README 'Where autodiag differs'); values equal"),
-    KnownIssue("open", r"(^|\+)(\w+_|iadd|setitem)(\+|$)",
-               r"^grad2? exception: ok vs RuntimeError",
-               "a saved tensor modified in place is not detected in some cases: PyTorch raises "
-               "'modified by an inplace operation' at backward, autodiag returns a gradient "
-               "(one cause: PyTorch unpacks, so version-checks, every saved tensor of a node, "
-               "autodiag those its formula reads)"),
     KnownIssue("open", r"^layer_norm$", r"^forward value",
                "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
                "autodiag's are finite"),
