@@ -146,15 +146,17 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
         node_listeners = events.LISTENERS["on_node_backward"]
     prev_mode = _state.record
     _state.record = create_graph
+    written = last_write[0]  # a local: compared on every node
     node = None
     try:
         while heap:
-            entry = heapq.heappop(heap)
-            node = entry[2]
-            if -entry[0] < last_write[0] and (task.execute is None or node in task.execute):
-                # NOTE [Version checks at backward]: a node older than the last in-place write.
-                # The heap entry's -seq, not node._seq: an attribute read of a node is slow
-                # (Node.__getattr__ defeats CPython's attribute caches), and every node passes
+            key, _, node = heapq.heappop(heap)
+            if key > written and (task.execute is None or node in task.execute):
+                # NOTE [Version checks at backward]: a node older than the last in-place write
+                # before this call. The heap key -seq, not node._seq: an attribute read of a
+                # node is slow (Node.__getattr__ defeats CPython's attribute caches), and every
+                # node passes here. A write by a hook during the call is still caught where the
+                # formula reads the tensor.
                 check_saved(node)
             grads = buffers.pop(node, None)
             if grads is None:

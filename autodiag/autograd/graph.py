@@ -20,9 +20,10 @@ NOTE [Version checks at backward]
 PyTorch unpacks, so version-checks, every saved tensor of a node before its formula runs, also
 those the formula then does not read (``(2 ** x)`` saves x, read only when the base is 0). So
 does autodiag (``check_saved``), where a write could have happened: every write stores a fresh
-sequence number in ``last_write[0]`` (``note_write``), and a node made after the last write
-cannot hold a stale saved tensor, so the engine checks only nodes older than it, at the cost of
-one comparison per node (graphs with no in-place op in them, the common case, check nothing).
+sequence number, negated, in ``last_write[0]`` (``note_write``), and a node made after the last
+write cannot hold a stale saved tensor, so the engine checks only nodes older than it, at the
+cost of one comparison per node with its heap key ``-seq`` (graphs with no in-place op in them,
+the common case, check nothing).
 
 NOTE [Saving sites]
 The "modified by an inplace operation" error names the line that saved the tensor, also with no
@@ -178,14 +179,15 @@ class SavedTensor:
         return t._data if t is not None else self.data
 
 
-# The sequence number drawn at the last in-place write of any tensor (NOTE [Version checks at
-# backward]); -1 before the first.
-last_write = [-1]
+# Minus the sequence number drawn at the last in-place write of any tensor (NOTE [Version checks
+# at backward]), 0 before the first: a node is older than the write when ``-node._seq >
+# last_write[0]``. Negated, as the engine's heap keys are, so that its check allocates nothing.
+last_write = [0]
 
 
 def note_write() -> None:
     """Every version bump calls this (NOTE [Version checks at backward])."""
-    last_write[0] = next(_seq_counter)
+    last_write[0] = -next(_seq_counter)
 
 
 def check_saved(node) -> None:
