@@ -298,19 +298,8 @@ def test_binary_double_backward(torch, op, case):
     check(lambda m: _double(m, op, case, False), torch)
 
 
-SUM_TO_0D = pytest.mark.xfail(strict=True, reason="create_graph: a gradient summed to a 0-d input "
-                              "is recorded as ViewBackward0(SumBackward1) (torch: SumBackward0)")
-
-
 def _double_names_params():
-    out = []
-    for case in SECOND:
-        for op in BIN:
-            marks = []
-            if case in ("bcast_0d", "f32__0d_f64"):
-                marks = [SUM_TO_0D]
-            out.append(pytest.param(op, case, id=f"{op}-{case}", marks=marks))
-    return out
+    return [pytest.param(op, case, id=f"{op}-{case}") for case in SECOND for op in BIN]
 
 
 @pytest.mark.parametrize("op, case", _double_names_params())

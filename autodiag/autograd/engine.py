@@ -25,7 +25,8 @@ from autodiag.autograd.anomaly import _state as _anomaly
 from autodiag.autograd.anomaly import report_backward_error
 from autodiag.core import bindings, grad_mode
 from autodiag.core.errors import explain_freed
-from autodiag.core.graph import AccumulateGrad, Freed, children, edge_pair, mark_needed
+from autodiag.core.graph import (AccumulateGrad, Freed, check_saved, children, edge_pair,
+                                 last_write, mark_needed)
 from autodiag.ops._core import ARRAY, TENSOR, edge, fix_shapes, wrap
 from autodiag.size import Size
 from autodiag.tensor import Tensor
@@ -126,10 +127,18 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
         node_listeners = events.LISTENERS["on_node_backward"]
     prev_mode = _state.record
     _state.record = create_graph
+    written = last_write[0]  # a local: compared on every node
     node = None
     try:
         while heap:
-            node = heapq.heappop(heap)[2]
+            key, _, node = heapq.heappop(heap)
+            if key > written and (task.execute is None or node in task.execute):
+                # NOTE [Version checks at backward]: a node older than the last in-place write
+                # before this call. The heap key -seq, not node._seq: an attribute read of a
+                # node is slow (Node.__getattr__ defeats CPython's attribute caches), and every
+                # node passes here. A write by a hook during the call is still caught where the
+                # formula reads the tensor.
+                check_saved(node)
             grads = buffers.pop(node, None)
             if grads is None:
                 grads = [None] * node._num_outputs
@@ -539,6 +548,7 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
 def call_node_directly(node, grads):
     """``grad_fn(g)``: run one node's formula on explicit gradients (no graph walk)."""
     arrays = [g._data if isinstance(g, Tensor) else g for g in grads]
+    check_saved(node)
     outs = node._apply(ARRAY, arrays)
     meta = node._input_meta
     if meta is not None:

@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from autodiag.core import grad_mode
-from autodiag.core.graph import Freed, Node, SavedTensor, raise_freed
+from autodiag.core.graph import Freed, Node, SavedTensor, note_write, raise_freed
 from autodiag.ops._core import NO_EDGE, edge, wrap
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
@@ -56,6 +56,7 @@ class BackwardCFunction(Node, FunctionCtx):
 
     __slots__ = ("__dict__",)
     _forward_cls = None
+    _unpacks_saved = False  # ctx.saved_tensors is version-checked when read
 
     def __init__(self):
         super().__init__()
@@ -230,6 +231,7 @@ class Function(metaclass=FunctionMeta):
                 t = o
                 vc = vc_of(t)
                 vc[0] += 1
+                note_write()
                 if len(vc) > 2:  # views of it regenerate their history (ops/views.py)
                     from autodiag.ops.views import mark_stale
 

@@ -16,6 +16,15 @@ In-place ops bump ``_vc[0]`` and store ``(op name, site)`` of the write in ``_vc
 "modified by an inplace operation" error can name the line that wrote. A saved tensor records
 the version it had; on unpack a different version raises that error.
 
+NOTE [Version checks at backward]
+PyTorch unpacks, so version-checks, every saved tensor of a node before its formula runs, also
+those the formula then does not read (``(2 ** x)`` saves x, read only when the base is 0). So
+does autodiag (``check_saved``), where a write could have happened: every write stores a fresh
+sequence number, negated, in ``last_write[0]`` (``note_write``), and a node made after the last
+write cannot hold a stale saved tensor, so the engine checks only nodes older than it, at the
+cost of one comparison per node with its heap key ``-seq`` (graphs with no in-place op in them,
+the common case, check nothing).
+
 NOTE [Saving sites]
 The "modified by an inplace operation" error names the line that saved the tensor, also with no
 tracer and no anomaly mode. A node that saves tensors remembers the code object and instruction
@@ -155,16 +164,6 @@ class SavedTensor:
             _raise_version_error(self, node)
         if self.tensor is not None:
             return self.tensor
-        if self.output_nr < 0:
-            # an output written through a view (ops/views.py): its history is the view's, not
-            # ``node``'s; never a wrong derivative
-            from autodiag.core.errors import forward_op_name
-
-            raise NotImplementedError(
-                f"autodiag: {node.name()} (in-place {forward_op_name(node).lower()}_) saved its "
-                f"result, written in place through a view; "
-                f"its derivative of that result (create_graph=True, or _saved_result) is not "
-                f"supported. Use the out-of-place op, or clone() the view before modifying it.")
         return _Tensor._make(self.data, node, True, self.vc, self.output_nr)
 
     def unpack_data(self, node):
@@ -175,6 +174,34 @@ class SavedTensor:
             _raise_version_error(self, node)
         t = self.tensor
         return t._data if t is not None else self.data
+
+
+# Minus the sequence number drawn at the last in-place write of any tensor (NOTE [Version checks
+# at backward]), 0 before the first: a node is older than the write when ``-node._seq >
+# last_write[0]``. Negated, as the engine's heap keys are, so that its check allocates nothing.
+last_write = [0]
+
+
+def note_write() -> None:
+    """Every version bump calls this (NOTE [Version checks at backward])."""
+    last_write[0] = -next(_seq_counter)
+
+
+def check_saved(node) -> None:
+    """Raise the "modified by an inplace operation" error if any tensor ``node`` saved was
+    written since (NOTE [Version checks at backward]). Custom Functions are left out: their
+    ``ctx.saved_tensors`` is checked when read, as in PyTorch."""
+    saved = node._saved
+    if saved.__class__ is not tuple or not node._unpacks_saved:
+        return
+    for s in saved:
+        if s.__class__ is SavedTensor:
+            if s.unpack_hook is None and s.vc[0] != s.version:
+                _raise_version_error(s, node)
+        elif isinstance(s, _Tensor):
+            vc = s._vc  # NOTE [Compact saves]: saved at version 0
+            if vc is not None and vc[0]:
+                _raise_version_error(SavedTensor.compact(s), node)
 
 
 def _raise_version_error(saved: SavedTensor, node) -> None:
@@ -359,6 +386,8 @@ class Node:
     _saved_names: tuple = ()
     # Outputs of the forward op = gradients this node receives (multi-output nodes shadow it).
     _num_outputs = 1
+    # Whether backward version-checks all saved tensors first (check_saved).
+    _unpacks_saved = True
 
     def __init__(self, next_functions=(), saved=None):
         # NOTE [Compact edges]: an edge is stored as the node itself when its input_nr is 0,

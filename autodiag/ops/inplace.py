@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.core.graph import Node, SavedTensor
+from autodiag.core.graph import (Freed, Node, SavedTensor, check_saved, note_write,
+                                 raise_freed)
 from autodiag.ops import pointwise as pw
 from autodiag.ops import views
 from autodiag.ops._core import (OPS, _state, as_tensor_operand, check_broadcast, edge, fix_shapes,
@@ -91,6 +92,7 @@ def bump_version(t: Tensor, op_name: str) -> None:
     """Bump the shared version counter and remember where the write happened."""
     vc = vc_of(t)
     vc[0] += 1
+    note_write()
     site = user_site()
     n = len(vc)
     if n == 1:
@@ -187,6 +189,14 @@ def _snapshot_saved_self(node, t: Tensor) -> None:
 
 
 def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
+    """The node saved its result ``r``: what it saves is ``t`` after the write (its buffer and
+    version counter, at the version the write gave it).
+
+    Unpacked (create_graph=True), the result's grad_fn is ``node`` itself, also when ``t`` is a
+    view whose base was rebased: PyTorch then holds the view's regenerated grad_fn weakly
+    (SavedVariable's weak_grad_fn_: AsStridedBackward0 over the base's CopySlices) and falls
+    back to ``node`` once it is gone. Both reach the same leaves with the same gradient: the
+    result depends only on the old view, which is ``node``'s input."""
     saved = node._saved
     if not saved or saved.__class__ is not tuple:
         return
@@ -194,8 +204,7 @@ def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
         if s.__class__ is SavedTensor and s.tensor is None and s.vc is r._vc:
             s.data, s.vc = t._data, vc_of(t)
             s.version = s.vc[0]
-            if t._base is not None:
-                s.output_nr = -1  # its history is the view's (SavedTensor.unpack_tensor)
+            s.output_nr = 0
 
 
 # --- the in-place methods ---------------------------------------------------------------------
@@ -350,14 +359,21 @@ class CopySlices(Node):
         return "torch::autograd::CopySlices"  # a C++ node in PyTorch, named with its namespace
 
     def _release(self, freed) -> None:
-        fn = self.fn
-        if fn is not None:
-            fn._release(freed)
+        if self.fn is not None:
+            # PyTorch's CopySlices::release_variables drops ``fn`` (its saved tensors go with
+            # it) and a later backward through this node raises. Not ``fn._release``: a
+            # create_graph gradient graph may still use ``fn``, as the grad_fn of the result
+            # it saved (_rebind_saved_result), and run it after this node.
+            self.fn = None
+            self._saved = freed
+            return
         super()._release(freed)
 
     def backward(self, xp, g):
         if self.fn is not None:
             return self._view_backward(xp, g)
+        if self._saved.__class__ is Freed:  # a view's CopySlices, released (_release)
+            raise_freed(self)
         nf = self._next
         gx = gv = None
         steps = self.index  # the view's basic index, then an advanced one into it
@@ -393,6 +409,7 @@ class CopySlices(Node):
             region = flat[flat_pos].reshape(pos.shape)
         else:
             region = g.reshape(-1)[flat_pos].reshape(pos.shape)
+        check_saved(fn)  # as the engine does for the nodes it runs
         res = fn._apply(xp, (region,))
         meta = fn._input_meta
         if meta is not None:
@@ -404,11 +421,16 @@ class CopySlices(Node):
                 flat[flat_pos] = 0 if g0 is None else np.broadcast_to(g0, pos.shape).ravel()
                 gbase = result
             else:
-                mask = np.ones(g._data.size, dtype=bool)
-                mask[flat_pos] = False
-                gbase = g * mask.reshape(g._data.shape)
-                if g0 is not None:
-                    gbase = gbase + views.scatter(xp, g0, self.base_shape, pos, False)
+                # PyTorch copies fn's gradient into the view's region of the base's gradient:
+                # a select, never ``g * mask`` (an inf there would turn into NaN, NOTE [Masked
+                # gradients] in ops/_core.py)
+                keep = np.ones(g._data.size, dtype=bool)
+                keep[flat_pos] = False
+                keep = keep.reshape(g._data.shape)
+                if g0 is None:
+                    gbase = xp.mask(keep, g)
+                else:
+                    gbase = xp.where(keep, g, views.scatter(xp, g0, self.base_shape, pos, False))
         return (gbase,) + tuple(res[1:])
 
 

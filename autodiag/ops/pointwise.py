@@ -1345,7 +1345,8 @@ def _scalar_pow(base, exponent: Tensor):
         node = PowBackward2((edge(exponent),))
         node.base = base
         r = result(out, node)
-        node._saved = (save_output(r), save(exponent) if base == 0 else None)
+        se = save(exponent)  # PyTorch saves the exponent first (pack-hook order), always
+        node._saved = (save_output(r), se)
         return r
     return result(out, None)
 

@@ -113,6 +113,8 @@ def sum_to(g: Tensor, shape: tuple) -> Tensor:
     shape = tuple(shape)
     if tuple(g._data.shape) == shape:
         return g
+    if not shape:
+        return sum(g)  # PyTorch's sum_to: SumBackward0, not a view of a keepdim sum
     lead = g.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
                                        if s == 1 and g._data.shape[i + lead] != 1)

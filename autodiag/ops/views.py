@@ -260,6 +260,10 @@ class AsStridedBackward0(Node):
     __slots__ = ("base_shape", "positions", "overlap")
 
     def backward(self, xp, g):
+        if not self.positions.size:
+            # PyTorch's as_strided_backward: a view with a size-0 dim gets plain zeros of the
+            # base's shape, which depend on nothing (under create_graph they need no grad)
+            return (xp.zeros(self.base_shape, g),)
         return (scatter(xp, g, self.base_shape, self.positions, self.overlap),)
 
     def _saved_extra(self):

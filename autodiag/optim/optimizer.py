@@ -19,7 +19,7 @@ from itertools import chain
 import numpy as np
 
 from autodiag.core import grad_mode
-from autodiag.core.graph import RemovableHandle, _add_hook, _HookDict
+from autodiag.core.graph import RemovableHandle, _add_hook, _HookDict, note_write
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -120,6 +120,7 @@ class ParamWriter:
     def __call__(self, p: Tensor, op: str = "add_") -> None:
         vc = vc_of(p)
         vc[0] += 1
+        note_write()
         if len(vc) == 1:
             vc.append((op, self.site))
         else:

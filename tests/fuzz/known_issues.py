@@ -36,12 +36,6 @@ KNOWN_ISSUES: list[KnownIssue] = [
     KnownIssue("open", r".", r"^(grad2?|forward) value: -?0 vs -?0$",
                "sign of a zero differs (gradient formulas, clamp; and matmul/mm/linear sums, "
                "platform-dependent: README 'Where autodiag differs'); values equal"),
-    KnownIssue("open", r"(^|\+)(\w+_|iadd|setitem)(\+|$)",
-               r"^grad2? exception: ok vs RuntimeError",
-               "a saved tensor modified in place is not detected in some cases: PyTorch raises "
-               "'modified by an inplace operation' at backward, autodiag returns a gradient "
-               "(one cause: PyTorch unpacks, so version-checks, every saved tensor of a node, "
-               "autodiag those its formula reads)"),
     KnownIssue("platform", r"(^|\+)(remainder|fmod)(\+|$)", r"^forward value: finite vs nan$",
                "remainder where |a / b| overflows (a denormal divisor): PyTorch's CPU kernel gives "
                "NaN in its SIMD body (SLEEF fmod; 8 float64 / 16 float32 elements a step with "
