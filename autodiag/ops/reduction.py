@@ -170,7 +170,7 @@ class ProdBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         g = self.expand(xp, g)
         if xp.arrays:
             if self.unreduce or len(self.dims) <= 1:
@@ -181,7 +181,7 @@ class ProdBackward0(_Reduce):
                 return (g * _prod_of_others(x, axes[0]),)
             flat = x.reshape(-1)
             return (g * _prod_of_others(flat, 0).reshape(x.shape),)
-        r = self.saved(xp, 1)  # read (version-checked) as PyTorch unpacks it, used or not
+        r = self.saved_result(xp)  # read (version-checked) as PyTorch unpacks it, used or not
         if x.ndim == 0:
             return (g,)  # PyTorch's prod_backward: the gradient itself (no use of self)
         if not bool((x._data == 0).any()):
@@ -239,7 +239,7 @@ class MaxBackward1(_Reduce):
     def backward(self, xp, g):
         # PyTorch's evenly_distribute_backward: a NaN maximum selects the NaNs; the gradient is
         # a select (NOTE [Masked gradients]), so g = inf does not leak NaN into the others
-        x, r = self.saved(xp, 0), self.saved(xp, 1)
+        x, r = self.saved_self(xp), self.saved_result(xp)
         keep = xp.isnan(x) if np.isnan(r if xp.arrays else r._data) else x == r
         count = int(keep.sum()) if xp.arrays else keep.sum()
         return (xp.mask(keep, g / count),)
@@ -256,7 +256,7 @@ class MaxBackward0(Node):
     _saved_names = ("indices",)
 
     def backward(self, xp, g):
-        idx = self.saved(xp, 0)
+        idx = self.saved_indices(xp)
         from autodiag.ops.shape import scatter_into_zeros
 
         if not self.keepdim:
@@ -329,8 +329,8 @@ class AmaxBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
+        x = self.saved_self(xp)
+        r = self.expand(xp, self.saved_result(xp))
         mask = x == r
         # the count is summed with keepdim, so it broadcasts back without reinserting dims
         count = xp.broadcast_to(xp.sum(mask * 1.0, self.dims, keepdim=True), self.in_shape)
@@ -436,7 +436,7 @@ class VarBackward0(_Reduce):
         the whole tensor with no degrees of freedom left gives inf (NaN where x == mean) rather
         than a signed or NaN factor; with ``dim`` the factor is taken as it comes (negative when
         correction > n), exactly as PyTorch does."""
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         if xp.arrays and x.size == 0:
             return np.zeros_like(x)  # nothing to differentiate (numpy's mean of it would warn)
         if self.whole:
@@ -466,7 +466,7 @@ class StdBackward0(VarBackward0):
 
     def backward(self, xp, g):
         # PyTorch's std_backward: var_backward of grad / (2 * std), zeroed where std == 0
-        r = self.saved(xp, 1)
+        r = self.saved_result(xp)
         return (self.var_backward(xp, xp.mask(r != 0, g / (2 * r))),)
 
 
@@ -527,8 +527,8 @@ class LinalgVectorNormBackward0(_Reduce):
         p = self.ord
         if p == 0:
             return (None,)  # PyTorch's gradient is undefined: none reaches the input
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
+        x = self.saved_self(xp)
+        r = self.expand(xp, self.saved_result(xp))
         g = self.expand(xp, g)
         if p == 1:
             return (xp.sign(x) * g,)
@@ -607,8 +607,8 @@ class LogsumexpBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
+        x = self.saved_self(xp)
+        r = self.expand(xp, self.saved_result(xp))
         return (self.expand(xp, g) * xp.exp(x - r),)
 
 
@@ -643,7 +643,7 @@ class SoftmaxBackward0(Node):
 
     def backward(self, xp, g):
         # PyTorch's _softmax_backward_data: result * (grad - sum(grad * result)), in this order
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         gr = g * r
         s = gr.sum(axis=self.dim, keepdims=True) if xp.arrays else gr.sum(self.dim, keepdim=True)
         return (r * (g - s),)
@@ -656,7 +656,7 @@ class LogSoftmaxBackward0(SoftmaxBackward0):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         s = g.sum(axis=self.dim, keepdims=True) if xp.arrays else g.sum(self.dim, keepdim=True)
         return (g - xp.exp(r) * s,)
 
