@@ -13,7 +13,7 @@ from sys import _getframe
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.core.graph import Freed, Node, _saved_hooks_stack, _seq_counter
+from autodiag.core.graph import Node, _saved_hooks_stack, _seq_counter
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
@@ -906,11 +906,11 @@ class _Binary(Node):
     _saved_names = ("self", "other")
 
     def _saved_attr(self, name: str, raw: bool):
-        saved = self._saved
-        other = saved[1] if saved is not None and saved.__class__ is not Freed else None
-        if name == "other" and not raw and isinstance(other, (int, float, bool)):
-            # PyTorch shows a saved Python number as a 0-d tensor: float64, int64 or bool
-            return wrap(np.asarray(other))
+        if name == "other" and not raw and self._saved is not None:
+            other = super()._saved_attr("other", raw=True)
+            if isinstance(other, (int, float, bool)):
+                # PyTorch shows a saved Python number as a 0-d tensor: float64, int64 or bool
+                return wrap(np.asarray(other))
         return super()._saved_attr(name, raw)
 
 
