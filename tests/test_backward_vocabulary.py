@@ -4,6 +4,9 @@ gradient."""
 
 from __future__ import annotations
 
+import ast
+import pathlib
+
 import pytest
 
 import autodiag as ad
@@ -107,3 +110,67 @@ def test_a_custom_function_ctx_keeps_needs_grad_as_a_user_attribute():
     x = ad.ones(3, requires_grad=True)
     Double.apply(x).sum().backward()
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+# --- the named form is the only form ------------------------------------------------------------
+
+_ROOT = pathlib.Path(ad.__file__).parent
+
+
+def _positional_reads(source: str, filename: str = "<src>") -> list[str]:
+    """Where a method of a class reads a saved value by an integer position (``self._saved[1]``,
+    ``saved = self._saved; saved[1]``, ``self.saved(xp, 1)``) or the edges as ``self._next``."""
+    found = []
+
+    def is_self_attr(node, attr):
+        return (isinstance(node, ast.Attribute) and node.attr == attr
+                and isinstance(node.value, ast.Name) and node.value.id == "self")
+
+    def is_int(node):
+        return isinstance(node, ast.Constant) and type(node.value) is int
+
+    for cls in ast.walk(ast.parse(source, filename)):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            aliases = {t.id for a in ast.walk(fn) if isinstance(a, ast.Assign)
+                       and is_self_attr(a.value, "_saved") for t in a.targets
+                       if isinstance(t, ast.Name)}
+            for node in ast.walk(fn):
+                where = f"{filename}:{getattr(node, 'lineno', '?')} {cls.name}.{fn.name}"
+                if is_self_attr(node, "_next") and isinstance(node.ctx, ast.Load):
+                    found.append(f"{where}: self._next (use self.needs_grad)")
+                elif isinstance(node, ast.Subscript) and is_int(node.slice) and (
+                        is_self_attr(node.value, "_saved") or
+                        isinstance(node.value, ast.Name) and node.value.id in aliases):
+                    found.append(f"{where}: a saved value read at position {node.slice.value}")
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                      and node.func.attr == "saved" and any(map(is_int, node.args))):
+                    found.append(f"{where}: saved(..., <position>)")
+    return found
+
+
+@pytest.mark.parametrize("snippet", [
+    "class A:\n    def backward(self, xp, g):\n        return self._saved[1]\n",
+    "class A:\n    def backward(self, xp, g):\n        s = self._saved\n        return s[0]\n",
+    "class A:\n    def backward(self, xp, g):\n        return self.saved(xp, 0)\n",
+    "class A:\n    def backward(self, xp, g):\n        nf = self._next\n        return nf\n",
+])
+def test_the_scan_finds_a_positional_read(snippet):
+    assert len(_positional_reads(snippet)) == 1
+
+
+def test_the_scan_accepts_the_named_form():
+    src = ("class A:\n    def backward(self, xp, g):\n        needs_self, = self.needs_grad\n"
+           "        self._next = ()\n        return (g * self.saved_other(xp),)\n")
+    assert _positional_reads(src) == []
+
+
+def test_no_formula_in_ops_or_autograd_reads_by_position():
+    found = []
+    for folder in ("ops", "autograd"):
+        for path in sorted((_ROOT / folder).glob("*.py")):
+            found += _positional_reads(path.read_text(), str(path.relative_to(_ROOT)))
+    assert found == [], "\n".join(found)

@@ -323,17 +323,18 @@ def _extra(field: str) -> property:
 #   * ``self.saved_<name>(xp)`` reads the saved value ``<name>`` of ``_saved_names`` (version-
 #     checked; an array, or a Tensor under create_graph; a constant or None as it was saved).
 #     ``Node.__init_subclass__`` makes one reader per name when the class is created, with the
-#     name's position fixed in it: a read is one call, as ``saved(xp, i)`` was. A class that
+#     name's position fixed in it: a read is one call, with no lookup by name. A class that
 #     saves fewer names than its base gets, for each name it drops, a reader that raises
-#     AttributeError, never one that reads another name's position; it may define the reader
-#     itself instead (``ClampMinBackward1.saved_max`` returns None: clamp_min has no max).
+#     AttributeError, never one that reads another name's position (or it defines that reader
+#     itself).
 #   * ``self.needs_grad``: per input, in input order, a true value when that input needs a
 #     gradient (it is the input's edge, ``_next`` itself: no copy, no call) and None when not.
 #     Formulas unpack it under the inputs' names, ``needs_self, needs_other = self.needs_grad``,
-#     and index it only where the number of inputs varies (cat, stack). An edge is a Node or a
-#     (node, nr) pair, always true: no Node class may define ``__bool__`` or ``__len__``.
-# tests/test_backward_vocabulary.py fails on a formula that reads a saved value or an edge by
-# a bare integer position.
+#     and index it only where the number of inputs varies (cat, stack, CopySlices over a view).
+#     An edge is a Node or a (node, nr) pair, always true: no Node class may define
+#     ``__bool__`` or ``__len__``.
+# tests/test_backward_vocabulary.py fails on a node method in ops/ or autograd/ that reads a
+# saved value by an integer position (``self._saved[1]``) or the edges as ``self._next``.
 
 
 def _saved_reader(name: str, i: int):
@@ -533,26 +534,6 @@ class Node:
         return {}
 
     # --- engine side ------------------------------------------------------------------------
-
-    def saved(self, xp, i: int):
-        """Saved tensor ``i`` for the backward formula: an array, or a Tensor under create_graph."""
-        saved = self._saved
-        try:
-            s = saved[i]
-        except TypeError:  # NOTE: a Freed marker is not subscriptable (a zero-cost check)
-            if saved.__class__ is Freed:
-                raise_freed(self)
-            raise
-        if s.__class__ is SavedTensor:
-            return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
-        if isinstance(s, _Tensor):
-            # NOTE [Compact saves]: an input saved at version 0 is stored as the tensor itself
-            # (one object less per op for the cyclic GC to scan); any write since bumps it.
-            vc = s._vc
-            if vc is not None and vc[0]:
-                _raise_version_error(SavedTensor.compact(s), self)
-            return s._data if xp.arrays else s
-        return s  # a constant (Python scalar) kept with the tensors
 
     def _apply(self, xp, grads):
         """grads: one per output of the forward op. Returns one per next_functions entry."""
