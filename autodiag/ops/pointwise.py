@@ -401,7 +401,8 @@ class ReluBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (_select_backward(xp, g, self.saved_result(xp), 0, None, ThresholdBackwardBackward0),)
+        return (_select_backward(xp, g, self.saved_result(xp), 0, None,
+                                 ThresholdBackwardBackward0),)
 
 
 def _np_relu(a):
