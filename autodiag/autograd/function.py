@@ -51,12 +51,27 @@ class FunctionCtx:
     saved_variables = saved_tensors
 
 
+class _CtxAttribute:
+    """Hides a name of the backward vocabulary on a custom Function's ctx, whose attributes
+    are the user's: ``ctx.needs_grad = ...`` sets a plain attribute instead of the node's
+    edges (Node.needs_grad is the ``_next`` slot), and reading it unset is an AttributeError."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        raise AttributeError(f"'{type(obj).__name__}' object has no attribute '{self.name}'")
+
+
 class BackwardCFunction(Node, FunctionCtx):
     """Base of every ``<Name>Backward`` node class."""
 
     __slots__ = ("__dict__",)
     _forward_cls = None
     _unpacks_saved = False  # ctx.saved_tensors is version-checked when read
+    needs_grad = _CtxAttribute("needs_grad")
 
     def __init__(self):
         super().__init__()

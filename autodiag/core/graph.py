@@ -344,14 +344,77 @@ def _extra(field: str) -> property:
     return property(fget, fset, doc=f"NodeExtras.{field} of this node (None if unset)")
 
 
+# NOTE [Backward vocabulary]
+# A backward formula names what it reads, as derivatives.yaml does (``self``, ``other``,
+# ``result``, ...) and tinygrad's ``needs_input_grad``:
+#   * ``self.saved_<name>(xp)`` reads the saved value ``<name>`` of ``_saved_names`` (version-
+#     checked; an array, or a Tensor under create_graph; a constant or None as it was saved).
+#     ``Node.__init_subclass__`` makes one reader per name when the class is created, with the
+#     name's position fixed in it: a read is one call, with no lookup by name. A class that
+#     saves fewer names than its base gets, for each name it drops, a reader that raises
+#     AttributeError, never one that reads another name's position (or it defines that reader
+#     itself).
+#   * ``self.needs_grad``: per input, in input order, a true value when that input needs a
+#     gradient (it is the input's edge, ``_next`` itself: no copy, no call) and None when not.
+#     Formulas unpack it under the inputs' names, ``needs_self, needs_other = self.needs_grad``,
+#     and index it only where the number of inputs varies (cat, stack, CopySlices over a view).
+#     An edge is a Node or a (node, nr) pair, always true: no Node class may define
+#     ``__bool__`` or ``__len__``.
+# tests/test_backward_vocabulary.py fails on a node method in ops/ or autograd/ that reads a
+# saved value by an integer position (``self._saved[1]``) or the edges as ``self._next``.
+
+
+def _saved_reader(name: str, i: int):
+    """The reader ``saved_<name>(xp)`` of the saved value at position ``i``."""
+
+    def reader(self, xp):
+        saved = self._saved
+        try:
+            s = saved[i]
+        except TypeError:  # NOTE: a Freed marker is not subscriptable (a zero-cost check)
+            if saved.__class__ is Freed:
+                raise_freed(self)
+            raise
+        if s.__class__ is SavedTensor:
+            return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
+        if isinstance(s, _Tensor):
+            # NOTE [Compact saves]: an input saved at version 0 is stored as the tensor itself
+            # (one object less per op for the cyclic GC to scan); any write since bumps it.
+            vc = s._vc
+            if vc is not None and vc[0]:
+                _raise_version_error(SavedTensor.compact(s), self)
+            return s._data if xp.arrays else s
+        return s  # a constant (Python scalar, array) or None, kept with the tensors
+
+    reader.__name__ = reader.__qualname__ = f"saved_{name}"
+    reader.__doc__ = (f"The saved ``{name}`` for the backward formula: an array, or a Tensor "
+                      f"under create_graph (NOTE [Backward vocabulary]).")
+    reader._saved_position = i
+    return reader
+
+
+def _not_saved_reader(name: str, cls_name: str, names: tuple):
+    """For a class that drops ``name`` from its base's saved names: reading it is an error."""
+
+    def reader(self, xp):
+        raise AttributeError(f"{cls_name} saves no '{name}' (its saved names: "
+                             f"{', '.join(names) or 'none'})")
+
+    reader.__name__ = reader.__qualname__ = f"saved_{name}"
+    reader._saved_position = None
+    return reader
+
+
 class Node:
     """A backward function in the graph, as ``torch.autograd.graph.Node``.
 
-    Subclasses implement ``backward(self, xp, grad)`` in one vocabulary: ``grad`` is the gradient
-    of the node's output, saved inputs are read with ``self.saved(xp, i)``, and ``xp`` is the
-    array namespace (numpy arrays for plain backward, differentiable Tensors for
-    ``create_graph=True``). It returns one gradient per entry of ``next_functions`` (``None``
-    for no gradient).
+    Subclasses implement ``backward(self, xp, grad)`` in one vocabulary (NOTE [Backward
+    vocabulary]): ``grad`` is the gradient of the node's output, a saved value is read by its
+    PyTorch name (``self.saved_self(xp)``, ``self.saved_other(xp)``, ``self.saved_result(xp)``:
+    one reader per name in ``_saved_names``), ``self.needs_grad`` says which inputs need a
+    gradient (``needs_self, needs_other = self.needs_grad``), and ``xp`` is the array namespace
+    (numpy arrays for plain backward, differentiable Tensors for ``create_graph=True``). It
+    returns one gradient per entry of ``next_functions`` (``None`` for no gradient).
 
     >>> import autodiag as torch
     >>> x = torch.ones(2, requires_grad=True)
@@ -388,6 +451,30 @@ class Node:
     _num_outputs = 1
     # Whether backward version-checks all saved tensors first (check_saved).
     _unpacks_saved = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for attr in ("__bool__", "__len__"):
+            if attr in cls.__dict__:
+                raise TypeError(f"{cls.__name__} defines {attr}: an edge to a node must always "
+                                f"be true (NOTE [Backward vocabulary])")
+        names = cls.__dict__.get("_saved_names")
+        if names is None:
+            return  # the readers of the base's names serve
+        inherited = {n for base in cls.__mro__[1:] for n in getattr(base, "_saved_names", ())}
+        for name in inherited.difference(names):
+            if f"saved_{name}" not in cls.__dict__:
+                setattr(cls, f"saved_{name}", _not_saved_reader(name, cls.__name__, names))
+        for i, name in enumerate(names):
+            attr = f"saved_{name}"
+            own = cls.__dict__.get(attr)
+            if own is not None and not hasattr(own, "_saved_position"):
+                raise TypeError(f"{cls.__name__}.{attr} is defined by hand and as a saved name")
+            found = getattr(cls, attr, None)
+            if found is not None and own is None and not hasattr(found, "_saved_position"):
+                raise TypeError(f"{cls.__name__}: the saved name '{name}' clashes with "
+                                f"{attr} of a base class")
+            setattr(cls, attr, _saved_reader(name, i))
 
     def __init__(self, next_functions=(), saved=None):
         # NOTE [Compact edges]: an edge is stored as the node itself when its input_nr is 0,
@@ -477,26 +564,6 @@ class Node:
 
     # --- engine side ------------------------------------------------------------------------
 
-    def saved(self, xp, i: int):
-        """Saved tensor ``i`` for the backward formula: an array, or a Tensor under create_graph."""
-        saved = self._saved
-        try:
-            s = saved[i]
-        except TypeError:  # NOTE: a Freed marker is not subscriptable (a zero-cost check)
-            if saved.__class__ is Freed:
-                raise_freed(self)
-            raise
-        if s.__class__ is SavedTensor:
-            return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
-        if isinstance(s, _Tensor):
-            # NOTE [Compact saves]: an input saved at version 0 is stored as the tensor itself
-            # (one object less per op for the cyclic GC to scan); any write since bumps it.
-            vc = s._vc
-            if vc is not None and vc[0]:
-                _raise_version_error(SavedTensor.compact(s), self)
-            return s._data if xp.arrays else s
-        return s  # a constant (Python scalar) kept with the tensors
-
     def _apply(self, xp, grads):
         """grads: one per output of the forward op. Returns one per next_functions entry."""
         return self.backward(xp, grads[0])
@@ -508,6 +575,11 @@ class Node:
         """Free saved tensors after a backward without retain_graph (NOTE [Freed graphs])."""
         if self._saved is not None:
             self._saved = freed
+
+
+# NOTE [Backward vocabulary]: which inputs need a gradient is the ``_next`` slot itself, read
+# under a second name (the slot's own descriptor: as fast as reading ``_next``).
+Node.needs_grad = Node.__dict__["_next"]
 
 
 class AccumulateGrad(Node):

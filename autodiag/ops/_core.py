@@ -264,7 +264,7 @@ class FusedBackwardLink(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (None,) * len(self._next)
+        return (None,) * len(self.needs_grad)
 
 
 # NOTE [Fused backward ops]

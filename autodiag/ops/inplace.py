@@ -262,11 +262,11 @@ class FillBackward3(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
+        needs_self, needs_value = self.needs_grad
         gv = None
-        if nf[1] is not None:
+        if needs_value:
             gv = np.asarray(g.sum()) if xp.arrays else g.sum()
-        return (xp.zeros_like(g) if nf[0] is not None else None, gv)
+        return (xp.zeros_like(g) if needs_self else None, gv)
 
 
 def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
@@ -306,9 +306,9 @@ class CopyBackwards(Node):
         return "torch::autograd::CopyBackwards"  # a C++ node in PyTorch
 
     def backward(self, xp, g):
-        nf = self._next
-        gs = xp.sum_to(g, self.src_shape) if nf[1] is not None else None
-        return (xp.zeros_like(g) if nf[0] is not None else None, gs)
+        needs_self, needs_src = self.needs_grad
+        gs = xp.sum_to(g, self.src_shape) if needs_src else None
+        return (xp.zeros_like(g) if needs_self else None, gs)
 
 
 def _copy_result(t: Tensor, src) -> Tensor:
@@ -374,10 +374,10 @@ class CopySlices(Node):
             return self._view_backward(xp, g)
         if self._saved.__class__ is Freed:  # a view's CopySlices, released (_release)
             raise_freed(self)
-        nf = self._next
+        needs_self, needs_value = self.needs_grad
         gx = gv = None
         steps = self.index  # the view's basic index, then an advanced one into it
-        if nf[0] is not None:
+        if needs_self:
             if xp.arrays:
                 gx = np.array(g)  # a copy, and an array even for a numpy scalar (0-d grads)
                 _assign(gx, steps, 0)
@@ -385,7 +385,7 @@ class CopySlices(Node):
                 keep = np.ones(g._data.shape, dtype=bool)
                 _assign(keep, steps, False)
                 gx = xp.mask(keep, g)
-        if nf[1] is not None:
+        if needs_value:
             shape = self.src_shape
             lead = _leading_ones(shape)
             region = g
@@ -399,7 +399,8 @@ class CopySlices(Node):
 
     def _view_backward(self, xp, g):
         fn, pos = self.fn, self.positions
-        if self.overlap and self._next[0] is not None:
+        needs_base = self.needs_grad[0]  # the other edges are fn's other inputs'
+        if self.overlap and needs_base:
             # an expanded view filled in place: PyTorch cannot write its gradient back either
             raise RuntimeError(views.OVERLAP_ERROR)
         flat_pos = pos.ravel()
@@ -415,7 +416,7 @@ class CopySlices(Node):
         if meta is not None:
             res = fix_shapes(fn, res, meta, xp)
         gbase = None
-        if self._next[0] is not None:
+        if needs_base:
             g0 = res[0]
             if xp.arrays:
                 flat[flat_pos] = 0 if g0 is None else np.broadcast_to(g0, pos.shape).ravel()

@@ -28,10 +28,10 @@ class _Product(Node):
     _saved_names = ("self", "mat2")
 
     def _record(self, a, b, out):
-        nf = self._next
+        needs_a, needs_b = self.needs_grad
         # a's gradient needs b and vice versa: save only what a needed gradient uses
-        self._saved = (save(a) if nf[1] is not None else None,
-                       save(b) if nf[0] is not None else None)
+        self._saved = (save(a) if needs_b else None,
+                       save(b) if needs_a else None)
         return result(out, self)
 
 
@@ -39,9 +39,9 @@ class MmBackward0(_Product):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
-        ga = xp.matmul(g, xp.mT(self.saved(xp, 1))) if nf[0] is not None else None
-        gb = xp.matmul(xp.mT(self.saved(xp, 0)), g) if nf[1] is not None else None
+        needs_self, needs_mat2 = self.needs_grad
+        ga = xp.matmul(g, xp.mT(self.saved_mat2(xp))) if needs_self else None
+        gb = xp.matmul(xp.mT(self.saved_self(xp)), g) if needs_mat2 else None
         return (ga, gb)
 
 
@@ -100,12 +100,12 @@ class MvBackward0(_Product):
     _saved_names = ("self", "vec")
 
     def backward(self, xp, g):
-        nf = self._next
+        needs_self, needs_vec = self.needs_grad
         if xp.arrays:
-            ga = np.multiply.outer(g, self.saved(xp, 1)) if nf[0] is not None else None
+            ga = np.multiply.outer(g, self.saved_vec(xp)) if needs_self else None
         else:
-            ga = g.unsqueeze(1) * self.saved(xp, 1) if nf[0] is not None else None
-        gb = xp.matmul(xp.mT(self.saved(xp, 0)), g) if nf[1] is not None else None
+            ga = g.unsqueeze(1) * self.saved_vec(xp) if needs_self else None
+        gb = xp.matmul(xp.mT(self.saved_self(xp)), g) if needs_vec else None
         return (ga, gb)
 
 
@@ -126,9 +126,9 @@ class DotBackward0(_Product):
     _saved_names = ("self", "tensor")
 
     def backward(self, xp, g):
-        nf = self._next
-        return (g * self.saved(xp, 1) if nf[0] is not None else None,
-                g * self.saved(xp, 0) if nf[1] is not None else None)
+        needs_self, needs_tensor = self.needs_grad
+        return (g * self.saved_tensor(xp) if needs_self else None,
+                g * self.saved_self(xp) if needs_tensor else None)
 
 
 @register(expr=True)

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.core.graph import Freed, Node, raise_freed
+from autodiag.core.graph import Node
 from autodiag.ops._core import (
     ARRAY,
     FusedBackwardLink,
@@ -146,10 +146,10 @@ class AddmmBackward0(Node):
     _saved_names = ("mat1", "mat2")
 
     def backward(self, xp, g):
-        nf = self._next
+        needs_self, needs_mat1, needs_mat2 = self.needs_grad
         alpha, beta = self.alpha, self.beta
         gs = g1 = g2 = None
-        if nf[0] is not None:
+        if needs_self:
             gs = g if beta == 1 else g * beta
             shape = self.shapes[2]
             if shape != self.shapes[3]:
@@ -157,12 +157,12 @@ class AddmmBackward0(Node):
                 # engine's generic _input_meta pass (the training step's hot path)
                 gs = gs.sum(axis=0) if xp.arrays and shape == self.shapes[3][1:] else \
                     xp.sum_to(gs, shape)
-        if nf[1] is not None:
-            g1 = xp.matmul(g, xp.mT(self.saved(xp, 1)))
+        if needs_mat1:
+            g1 = xp.matmul(g, xp.mT(self.saved_mat2(xp)))
             if alpha != 1:
                 g1 = g1 * alpha
-        if nf[2] is not None:
-            m1 = self.saved(xp, 0)
+        if needs_mat2:
+            m1 = self.saved_mat1(xp)
             if xp.arrays and self.mat2_transposed:
                 # NOTE: mat2 is a transposed view (linear's weight.t()): compute the product in
                 # the weight's own layout, (g^T @ mat1)^T, so that after TBackward0 the weight's
@@ -269,12 +269,12 @@ class MseLossBackward0(Node):
     _saved_names = ("self", "target")
 
     def backward(self, xp, g):
-        nf = self._next
+        needs_self, needs_target = self.needs_grad
         # NOTE: PyTorch's form: norm * (input - target) * grad, norm = 2/numel for 'mean'
         # (an empty input has an empty gradient: any norm will do, and 2/0 would raise)
         norm = 2.0 / self.count if self.reduction == 1 and self.count else 2.0
-        gx = (self.saved(xp, 0) - self.saved(xp, 1)) * norm * g
-        return (gx if nf[0] is not None else None, -gx if nf[1] is not None else None)
+        gx = (self.saved_self(xp) - self.saved_target(xp)) * norm * g
+        return (gx if needs_self else None, -gx if needs_target else None)
 
     def _saved_extra(self):
         return {"reduction": self.reduction}
@@ -357,8 +357,8 @@ class NllLossBackward0(Node):
         # coef: -w[t] (/ total for 'mean'), zero where ignored; safe: the target with ignored
         # entries replaced by class 0. Both have the target's shape. Reading the saved input and
         # target checks that neither was modified in place since the forward.
-        shape = self.saved(ARRAY, 0).shape
-        self.saved(ARRAY, 1)
+        shape = self.saved_self(ARRAY).shape
+        self.saved_target(ARRAY)
         coef, safe = self.coef, self.safe
         cdim = 0 if len(shape) == 1 else 1
         if xp.arrays:
@@ -587,13 +587,12 @@ class BinaryCrossEntropyWithLogitsBackward0(Node):
     _saved_names = ("self", "target", "weight", "pos_weight")
 
     def backward(self, xp, g):
-        nf = self._next
-        x, t = self.saved(xp, 0), self.saved(xp, 1)
-        w = self.saved(xp, 2) if self._saved[2] is not None else None
-        pw = self.saved(xp, 3) if self._saved[3] is not None else None
+        needs_self, needs_target = self.needs_grad
+        x, t = self.saved_self(xp), self.saved_target(xp)
+        w, pw = self.saved_weight(xp), self.saved_pos_weight(xp)  # None when not given
         n = (x.size if xp.arrays else x.numel())
         gx = gt = None
-        if nf[0] is not None:
+        if needs_self:
             sig = xp.sigmoid(x) if not xp.arrays else _sigmoid_np(x)
             if pw is not None:
                 pt = pw * t
@@ -601,7 +600,7 @@ class BinaryCrossEntropyWithLogitsBackward0(Node):
             else:
                 gx = sig - t
             gx = _bce_finish(gx, w, self.reduction, n, g)
-        if nf[1] is not None:
+        if needs_target:
             if pw is not None:
                 gt = _log_sigmoid(xp, -x) - _log_sigmoid(xp, x) * pw
             else:
@@ -687,12 +686,12 @@ class NativeLayerNormBackward0(Node):
     _saved_names = ("input", "weight", "bias", "result1", "result2")
 
     def backward(self, xp, g):
-        nf = self._next
-        x = self.saved(xp, 0)
-        w = self.saved(xp, 1) if self._saved[1] is not None else None
+        needs_input, needs_weight, needs_bias = self.needs_grad
+        x = self.saved_input(xp)
+        w = self.saved_weight(xp)  # None when not given
         axes, batch = self.axes, self.batch_axes
         if xp.arrays:
-            mean, rstd = self._saved[3], self._saved[4]
+            mean, rstd = self.saved_result1(xp), self.saved_result2(xp)  # arrays
             xhat = (x - mean) * rstd
         else:
             mean = x.mean(axes, keepdim=True)
@@ -700,7 +699,7 @@ class NativeLayerNormBackward0(Node):
             rstd = ((xc * xc).mean(axes, keepdim=True) + self.eps).rsqrt()
             xhat = xc * rstd
         gx = gw = gb = None
-        if nf[0] is not None:
+        if needs_input:
             gy = g * w if w is not None else g
             if xp.arrays:
                 gx = _layer_norm_input_grad(gy, x, mean, rstd, axes, self.normalized_shape)
@@ -711,15 +710,15 @@ class NativeLayerNormBackward0(Node):
                 m2 = (gy * xhat).mean(axes, keepdim=True)
                 gx = rstd * (gy - m1 - xhat * m2)
                 gx._data = _layer_norm_input_grad(
-                    gy._data, x._data, self._saved[3], self._saved[4], axes,
-                    self.normalized_shape).astype(gx._data.dtype, copy=False)
-        if nf[1] is not None:
+                    gy._data, x._data, self.saved_result1(ARRAY), self.saved_result2(ARRAY),
+                    axes, self.normalized_shape).astype(gx._data.dtype, copy=False)
+        if needs_weight:
             gw = _sum_batch(xp, g * xhat, batch)
-        if len(nf) > 2 and nf[2] is not None:
+        if needs_bias:
             gb = _sum_batch(xp, g, batch)
         if xp.arrays:
             return (gx, gw, gb)
-        b = self.saved(xp, 2) if self._saved[2] is not None else None
+        b = self.saved_bias(xp)
         return fused_gradients((gx, gw, gb), (g, x, w, b), NativeLayerNormBackwardBackward0)
 
 
@@ -747,10 +746,9 @@ class NativeLayerNormBackwardBackward0(FusedBackwardLink):
     __slots__ = ()
 
     def _saved_attr(self, name: str, raw: bool):
-        if name in ("result1", "result2"):
-            if self._saved.__class__ is Freed:
-                raise_freed(self)
-            return wrap(self._saved[3 if name == "result1" else 4])
+        if name in ("result1", "result2"):  # the readers raise for a freed graph
+            return wrap(self.saved_result1(ARRAY) if name == "result1" else
+                        self.saved_result2(ARRAY))
         return super()._saved_attr(name, raw)
 
     def _saved_extra(self):
@@ -828,7 +826,7 @@ class EmbeddingBackward0(Node):
     _saved_names = ("indices",)
 
     def backward(self, xp, g):
-        idx = self.saved(ARRAY, 0).reshape(-1)
+        idx = self.saved_indices(ARRAY).reshape(-1)
         dim = g.shape[-1] if xp.arrays else g._data.shape[-1]
         g2 = g.reshape(idx.size, dim)  # not -1: rows of size 0 leave it undetermined
         scale = None
@@ -948,7 +946,7 @@ class LeakyReluBackward1(Node):
     def backward(self, xp, g):
         from autodiag.ops.pointwise import LeakyReluBackwardBackward0, _select_backward
 
-        return (_select_backward(xp, g, self.saved(xp, 0), 0, self.negative_slope,
+        return (_select_backward(xp, g, self.saved_result(xp), 0, self.negative_slope,
                                  LeakyReluBackwardBackward0),)
 
     def _saved_extra(self):

@@ -13,7 +13,7 @@ from sys import _getframe
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.core.graph import Freed, Node, _saved_hooks_stack, _seq_counter
+from autodiag.core.graph import Node, _saved_hooks_stack, _seq_counter
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
@@ -203,7 +203,7 @@ class AbsBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * xp.sign(self.saved(xp, 0)),)
+        return (g * xp.sign(self.saved_self(xp)),)
 
 
 abs = register(expr=True, inplace=True)(  # noqa: A001
@@ -214,7 +214,7 @@ class ExpBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * self.saved(xp, 0),)
+        return (g * self.saved_result(xp),)
 
 
 exp = register(expr=True, inplace=True)(unary_op("exp", np.exp, ExpBackward0, _RESULT))
@@ -224,7 +224,7 @@ class LogBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g / self.saved(xp, 0),)
+        return (g / self.saved_self(xp),)
 
 
 log = register(expr=True, inplace=True)(unary_op("log", np.log, LogBackward0, _SELF))
@@ -234,7 +234,7 @@ class Log1PBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g / (self.saved(xp, 0) + 1),)
+        return (g / (self.saved_self(xp) + 1),)
 
 
 log1p = register(expr=True)(unary_op("log1p", np.log1p, Log1PBackward0, _SELF))
@@ -244,7 +244,7 @@ class SqrtBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g / (2 * self.saved(xp, 0)),)
+        return (g / (2 * self.saved_result(xp)),)
 
 
 sqrt = register(expr=True, inplace=True)(unary_op("sqrt", np.sqrt, SqrtBackward0, _RESULT))
@@ -254,7 +254,7 @@ class RsqrtBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         return (-0.5 * g * r * r * r,)
 
 
@@ -265,7 +265,7 @@ class ReciprocalBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         # NOTE: PyTorch's -grad * (result * result): r * r underflows to 0 first, so an
         # inf gradient gives NaN (-g * r * r would give inf)
         return (-g * (r * r),)
@@ -279,7 +279,7 @@ class SinBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * xp.cos(self.saved(xp, 0)),)
+        return (g * xp.cos(self.saved_self(xp)),)
 
 
 sin = register(expr=True, inplace=True)(unary_op("sin", np.sin, SinBackward0, _SELF))
@@ -289,7 +289,7 @@ class CosBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * -xp.sin(self.saved(xp, 0)),)
+        return (g * -xp.sin(self.saved_self(xp)),)
 
 
 cos = register(expr=True, inplace=True)(unary_op("cos", np.cos, CosBackward0, _SELF))
@@ -299,7 +299,7 @@ class TanBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         return (g * (1 + r * r),)
 
 
@@ -310,7 +310,7 @@ class TanhBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         return (g * (1 - r * r),)
 
 
@@ -331,7 +331,7 @@ class SigmoidBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         return (g * (r * (1 - r)),)
 
 
@@ -358,11 +358,11 @@ class _SelectBackwardBackward(Node):
     _saved_names = ("self",)
 
     def backward(self, xp, gg):
-        nf = self._next
-        s = self.saved(xp, 0)
+        needs_grad_output, needs_self = self.needs_grad
+        s = self.saved_self(xp)
         return (_select_backward(xp, gg, s, self.threshold, self.slope, type(self))
-                if nf[0] is not None else None,
-                xp.zeros_like(gg) if nf[1] is not None else None)
+                if needs_grad_output else None,
+                xp.zeros_like(gg) if needs_self else None)
 
 
 class ThresholdBackwardBackward0(_SelectBackwardBackward):
@@ -403,7 +403,8 @@ class ReluBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (_select_backward(xp, g, self.saved(xp, 0), 0, None, ThresholdBackwardBackward0),)
+        return (_select_backward(xp, g, self.saved_result(xp), 0, None,
+                                 ThresholdBackwardBackward0),)
 
 
 def _np_relu(a):
@@ -422,7 +423,7 @@ class LeakyReluBackward0(_Unary):
     __slots__ = ("negative_slope",)
 
     def backward(self, xp, g):
-        return (_select_backward(xp, g, self.saved(xp, 0), 0, self.negative_slope,
+        return (_select_backward(xp, g, self.saved_self(xp), 0, self.negative_slope,
                                  LeakyReluBackwardBackward0),)
 
     def _saved_extra(self):
@@ -447,7 +448,7 @@ class ErfBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         return (g * (_2_SQRT_PI * xp.exp(-(x * x))),)
 
 
@@ -468,7 +469,7 @@ class GeluBackward0(_Unary):
     __slots__ = ("approximate",)
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         if self.approximate == "tanh":
             inner = _SQRT_2_PI * (x + 0.044715 * x * x * x)
             t = xp.tanh(inner)
@@ -498,7 +499,7 @@ class SoftplusBackward0(_Unary):
     __slots__ = ("beta", "threshold")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         bx = x * self.beta
         z = xp.exp(xp.where(bx > self.threshold, bx * 0, bx))
         return (xp.where(bx > self.threshold, g, g * z / (z + 1)),)
@@ -526,7 +527,7 @@ class ClampBackward1(_Unary):
     __slots__ = ("min", "max")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         lo, hi = self.min, self.max
         if lo is not None and hi is not None:
             keep = (x >= lo) & (x <= hi)
@@ -594,23 +595,26 @@ class ClampBackward0(Node):
     _saved_names = ("self", "min", "max")
 
     def backward(self, xp, g):
-        nf = self._next
-        x = self.saved(xp, 0)
-        lo = self.saved(xp, 1) if self._saved[1] is not None else None
-        hi = self.saved(xp, 2) if len(self._saved) > 2 and self._saved[2] is not None else None
-        gx = gmin = gmax = None
-        if nf[0] is not None:
-            keep = x >= lo if lo is not None else None
-            if hi is not None:
-                keep = (x <= hi) if keep is None else keep & (x <= hi)
-            gx = xp.mask(keep, g)
-        if len(nf) > 1 and nf[1] is not None:
-            below = x < lo
-            gmin = xp.mask(below & (lo < hi) if hi is not None else below, g)
-        if len(nf) > 2 and nf[2] is not None:
-            above = x > hi
-            gmax = xp.mask(above | (hi < lo) if lo is not None else above, g)
-        return (gx, gmin, gmax)
+        needs_self, needs_min, needs_max = self.needs_grad
+        return _clamp_backward(xp, g, self.saved_self(xp), self.saved_min(xp),
+                               self.saved_max(xp), needs_self, needs_min, needs_max)
+
+
+def _clamp_backward(xp, g, x, lo, hi, needs_self, needs_min, needs_max) -> tuple:
+    """The gradients of clamp for self, min and max; a bound of None is missing."""
+    gx = gmin = gmax = None
+    if needs_self:
+        keep = x >= lo if lo is not None else None
+        if hi is not None:
+            keep = (x <= hi) if keep is None else keep & (x <= hi)
+        gx = xp.mask(keep, g)
+    if needs_min:
+        below = x < lo
+        gmin = xp.mask(below & (lo < hi) if hi is not None else below, g)
+    if needs_max:
+        above = x > hi
+        gmax = xp.mask(above | (hi < lo) if lo is not None else above, g)
+    return (gx, gmin, gmax)
 
 
 class ClampMinBackward1(ClampBackward0):
@@ -618,6 +622,11 @@ class ClampMinBackward1(ClampBackward0):
 
     __slots__ = ()
     _saved_names = ("self", "min")
+
+    def backward(self, xp, g):
+        needs_self, needs_min = self.needs_grad
+        return _clamp_backward(xp, g, self.saved_self(xp), self.saved_min(xp), None,
+                               needs_self, needs_min, None)
 
 
 class ClampMaxBackward1(Node):
@@ -627,10 +636,10 @@ class ClampMaxBackward1(Node):
     _saved_names = ("self", "max")
 
     def backward(self, xp, g):
-        nf = self._next
-        x, hi = self.saved(xp, 0), self.saved(xp, 1)
-        return (xp.mask(x <= hi, g) if nf[0] is not None else None,
-                xp.mask(x > hi, g) if nf[1] is not None else None)
+        needs_self, needs_max = self.needs_grad
+        x, hi = self.saved_self(xp), self.saved_max(xp)
+        return (xp.mask(x <= hi, g) if needs_self else None,
+                xp.mask(x > hi, g) if needs_max else None)
 
 
 def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
@@ -900,11 +909,11 @@ class _Binary(Node):
     _saved_names = ("self", "other")
 
     def _saved_attr(self, name: str, raw: bool):
-        saved = self._saved
-        other = saved[1] if saved is not None and saved.__class__ is not Freed else None
-        if name == "other" and not raw and isinstance(other, (int, float, bool)):
-            # PyTorch shows a saved Python number as a 0-d tensor: float64, int64 or bool
-            return wrap(np.asarray(other))
+        if name == "other" and not raw and self._saved is not None:
+            other = super()._saved_attr("other", raw=True)
+            if isinstance(other, (int, float, bool)):
+                # PyTorch shows a saved Python number as a 0-d tensor: float64, int64 or bool
+                return wrap(np.asarray(other))
         return super()._saved_attr(name, raw)
 
 
@@ -914,9 +923,9 @@ class AddBackward0(_Binary):
     alpha = 1  # a node with another alpha is an instance of _with_alpha(cls)
 
     def backward(self, xp, g):
-        nf = self._next
-        return (g if nf[0] is not None else None,
-                (g if self.alpha == 1 else g * self.alpha) if nf[1] is not None else None)
+        needs_self, needs_other = self.needs_grad
+        return (g if needs_self else None,
+                (g if self.alpha == 1 else g * self.alpha) if needs_other else None)
 
     def _saved_extra(self):
         return {"alpha": self.alpha}
@@ -958,9 +967,9 @@ class SubBackward0(AddBackward0):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
-        return (g if nf[0] is not None else None,
-                (-g if self.alpha == 1 else g * -self.alpha) if nf[1] is not None else None)
+        needs_self, needs_other = self.needs_grad
+        return (g if needs_self else None,
+                (-g if self.alpha == 1 else g * -self.alpha) if needs_other else None)
 
 
 _BOOL_SUB_ERRORS = (
@@ -1014,9 +1023,9 @@ class RsubBackward0(AddBackward0):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
-        return ((-g if self.alpha == 1 else g * -self.alpha) if nf[0] is not None else None,
-                g if nf[1] is not None else None)
+        needs_self, needs_other = self.needs_grad
+        return ((-g if self.alpha == 1 else g * -self.alpha) if needs_self else None,
+                g if needs_other else None)
 
 
 @register(method=False)
@@ -1051,9 +1060,9 @@ class MulBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
-        return (g * self.saved(xp, 1) if nf[0] is not None else None,
-                g * self.saved(xp, 0) if nf[1] is not None else None)
+        needs_self, needs_other = self.needs_grad
+        return (g * self.saved_other(xp) if needs_self else None,
+                g * self.saved_self(xp) if needs_other else None)
 
 
 _mul = binary_op("mul", np.multiply, MulBackward0, _FOR_OTHER, _FOR_OTHER)
@@ -1073,12 +1082,12 @@ class DivBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
-        b = self.saved(xp, 1)
-        ga = g / b if nf[0] is not None else None
+        needs_self, needs_other = self.needs_grad
+        b = self.saved_other(xp)
+        ga = g / b if needs_self else None
         # PyTorch's div_tensor_other_backward, as written there: -grad * ((self / other) /
         # other). a / (b * b) differs at 0, inf and overflow, and in the second derivative
-        gb = -g * ((self.saved(xp, 0) / b) / b) if nf[1] is not None else None
+        gb = -g * ((self.saved_self(xp) / b) / b) if needs_other else None
         return (ga, gb)
 
 
@@ -1104,9 +1113,9 @@ class DivBackward2(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
-        return (xp.zeros_like(g) if nf[0] is not None else None,
-                xp.zeros_like(g) if len(nf) > 1 and nf[1] is not None else None)
+        needs = self.needs_grad  # (self,) or (self, other): a scalar other has no edge
+        return (xp.zeros_like(g) if needs[0] else None,
+                xp.zeros_like(g) if len(needs) > 1 and needs[1] else None)
 
 
 def _div_rounded(input, other, mode):
@@ -1207,13 +1216,13 @@ class RemainderBackward1(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        nf = self._next
+        needs_self, needs_other = self.needs_grad
         gb = None
-        if nf[1] is not None:
+        if needs_other:
             # div with rounding_mode="floor", as PyTorch: its derivative is zero, where
             # floor(a / b) would send 0 / b (NaN at b = 0) back into the divisor
-            gb = -g * xp.div_floor(self.saved(xp, 0), self.saved(xp, 1))
-        return (g if nf[0] is not None else None, gb)
+            gb = -g * xp.div_floor(self.saved_self(xp), self.saved_other(xp))
+        return (g if needs_self else None, gb)
 
 
 @register()
@@ -1256,7 +1265,7 @@ class PowBackward0(_Unary):
         p = self.exponent
         if p == 0:
             return (xp.zeros_like(g),)
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         return (g * (p * (_pow_array(x, p - 1) if xp.arrays else x ** (p - 1))),)
 
     def _saved_extra(self):
@@ -1268,13 +1277,13 @@ class PowBackward1(Node):
     _saved_names = ("self", "exponent", "result")
 
     def backward(self, xp, g):
-        nf = self._next
-        x, p = self.saved(xp, 0), self.saved(xp, 1)
+        needs_self, needs_exponent = self.needs_grad
+        x, p = self.saved_self(xp), self.saved_exponent(xp)
         gx = gp = None
-        if nf[0] is not None:
+        if needs_self:
             gx = xp.mask(p != 0, g * (p * x ** (p - 1)))
-        if nf[1] is not None:
-            r = self.saved(xp, 2)
+        if needs_exponent:
+            r = self.saved_result(xp)
             # PyTorch multiplies here (grad * where(...)): an inf grad at 0 ** p gives NaN
             gp = g * xp.mask((x != 0) | ~(p >= 0), r * xp.log(x))
         return (gx, gp)
@@ -1286,11 +1295,11 @@ class PowBackward2(Node):
 
     def backward(self, xp, g):
         b = self.base
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         if b == 0:
             # PyTorch's formula (pow_backward_exponent): 0 where p >= 0, else result * log(0).
             # Written the same way so that double backward agrees too (nan, as in PyTorch).
-            p = self.saved(xp, 1)
+            p = self.saved_exponent(xp)
             return (g * xp.mask(~(p >= 0), r * -math.inf),)
         # NOTE: np.log, not math.log: a negative base gives NaN (as in PyTorch), not ValueError
         return (g * (r * float(np.log(b))),)
@@ -1357,23 +1366,23 @@ class MaximumBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        a, b = self.saved(xp, 0), self.saved(xp, 1)
-        nf = self._next
+        a, b = self.saved_self(xp), self.saved_other(xp)
+        needs_self, needs_other = self.needs_grad
         # PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0); NaN keeps the gradient
         split = xp.where(a == b, g / 2, g)
-        return (xp.mask(~(a < b), split) if nf[0] is not None else None,
-                xp.mask(~(a > b), split) if nf[1] is not None else None)
+        return (xp.mask(~(a < b), split) if needs_self else None,
+                xp.mask(~(a > b), split) if needs_other else None)
 
 
 class MinimumBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        a, b = self.saved(xp, 0), self.saved(xp, 1)
-        nf = self._next
+        a, b = self.saved_self(xp), self.saved_other(xp)
+        needs_self, needs_other = self.needs_grad
         split = xp.where(a == b, g / 2, g)
-        return (xp.mask(~(a > b), split) if nf[0] is not None else None,
-                xp.mask(~(a < b), split) if nf[1] is not None else None)
+        return (xp.mask(~(a > b), split) if needs_self else None,
+                xp.mask(~(a < b), split) if needs_other else None)
 
 
 def _min_max(input, other, fn, cls):
@@ -1408,10 +1417,10 @@ class WhereBackward0(Node):
     _saved_names = ("condition",)
 
     def backward(self, xp, g):
-        c = self.saved(xp, 0)
-        nf = self._next
-        return (xp.mask(c, g) if nf[0] is not None else None,
-                xp.mask(~c, g) if nf[1] is not None else None)
+        c = self.saved_condition(xp)
+        needs_self, needs_other = self.needs_grad
+        return (xp.mask(c, g) if needs_self else None,
+                xp.mask(~c, g) if needs_other else None)
 
 
 @register(expr=True)

@@ -167,8 +167,8 @@ class ProdBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        r = self.saved(xp, 1)  # read (version-checked) as PyTorch unpacks it, used or not
+        x = self.saved_self(xp)
+        r = self.saved_result(xp)  # read (version-checked) as PyTorch unpacks it, used or not
         if x.ndim == 0:
             return (g,)
         g, r = self.expand(xp, g), self.expand(xp, r)
@@ -263,7 +263,7 @@ class CumprodBackward0(Node):
         # PyTorch's cumprod_backward: without zeros, reversed_cumsum(result * grad) / self;
         # with zeros an O(n) select formula without grad mode, and with it (create_graph) the
         # O(n^2) sum of omitted products, whose own derivative is cumprod's second derivative
-        x, out = self.saved(xp, 0), self.saved(xp, 1)
+        x, out = self.saved_self(xp), self.saved_result(xp)
         dim = self.dim
         if math.prod(x.shape) <= 1 or x.shape[dim] == 1:
             return (g,)
@@ -382,7 +382,7 @@ class MaxBackward1(_Reduce):
     def backward(self, xp, g):
         # PyTorch's evenly_distribute_backward: a NaN maximum selects the NaNs; the gradient is
         # a select (NOTE [Masked gradients]), so g = inf does not leak NaN into the others
-        x, r = self.saved(xp, 0), self.saved(xp, 1)
+        x, r = self.saved_self(xp), self.saved_result(xp)
         keep = xp.isnan(x) if np.isnan(r if xp.arrays else r._data) else x == r
         count = int(keep.sum()) if xp.arrays else keep.sum()
         return (xp.mask(keep, g / count),)
@@ -399,7 +399,7 @@ class MaxBackward0(Node):
     _saved_names = ("indices",)
 
     def backward(self, xp, g):
-        idx = self.saved(xp, 0)
+        idx = self.saved_indices(xp)
         from autodiag.ops.shape import scatter_into_zeros
 
         if not self.keepdim:
@@ -472,8 +472,8 @@ class AmaxBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
+        x = self.saved_self(xp)
+        r = self.expand(xp, self.saved_result(xp))
         mask = x == r
         # the count is summed with keepdim, so it broadcasts back without reinserting dims
         count = xp.broadcast_to(xp.sum(mask * 1.0, self.dims, keepdim=True), self.in_shape)
@@ -579,7 +579,7 @@ class VarBackward0(_Reduce):
         the whole tensor with no degrees of freedom left gives inf (NaN where x == mean) rather
         than a signed or NaN factor; with ``dim`` the factor is taken as it comes (negative when
         correction > n), exactly as PyTorch does."""
-        x = self.saved(xp, 0)
+        x = self.saved_self(xp)
         if xp.arrays and x.size == 0:
             return np.zeros_like(x)  # nothing to differentiate (numpy's mean of it would warn)
         if self.whole:
@@ -609,7 +609,7 @@ class StdBackward0(VarBackward0):
 
     def backward(self, xp, g):
         # PyTorch's std_backward: var_backward of grad / (2 * std), zeroed where std == 0
-        r = self.saved(xp, 1)
+        r = self.saved_result(xp)
         return (self.var_backward(xp, xp.mask(r != 0, g / (2 * r))),)
 
 
@@ -670,8 +670,8 @@ class LinalgVectorNormBackward0(_Reduce):
         p = self.ord
         if p == 0:
             return (None,)  # PyTorch's gradient is undefined: none reaches the input
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
+        x = self.saved_self(xp)
+        r = self.expand(xp, self.saved_result(xp))
         g = self.expand(xp, g)
         if p == 1:
             return (xp.sign(x) * g,)
@@ -750,8 +750,8 @@ class LogsumexpBackward0(_Reduce):
     _saved_names = ("self", "result")
 
     def backward(self, xp, g):
-        x = self.saved(xp, 0)
-        r = self.expand(xp, self.saved(xp, 1))
+        x = self.saved_self(xp)
+        r = self.expand(xp, self.saved_result(xp))
         return (self.expand(xp, g) * xp.exp(x - r),)
 
 
@@ -786,7 +786,7 @@ class SoftmaxBackward0(Node):
 
     def backward(self, xp, g):
         # PyTorch's _softmax_backward_data: result * (grad - sum(grad * result)), in this order
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         gr = g * r
         s = gr.sum(axis=self.dim, keepdims=True) if xp.arrays else gr.sum(self.dim, keepdim=True)
         return (r * (g - s),)
@@ -799,7 +799,7 @@ class LogSoftmaxBackward0(SoftmaxBackward0):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved(xp, 0)
+        r = self.saved_result(xp)
         s = g.sum(axis=self.dim, keepdims=True) if xp.arrays else g.sum(self.dim, keepdim=True)
         return (g - xp.exp(r) * s,)
 

@@ -782,11 +782,11 @@ class CatBackward0(Node):
 
     def backward(self, xp, g):
         out, start = [], 0
-        for (size, keep), nxt in zip(self.sizes, self._next):
+        for (size, keep), needs in zip(self.sizes, self.needs_grad):
             if keep:
                 idx = (slice(None),) * self.dim + (slice(start, start + size),)
                 out.append(g[idx])
-            elif nxt is not None:
+            elif needs:
                 out.append(xp.zeros((0,), g))  # a skipped 1-D empty input: an empty gradient
             else:
                 out.append(None)
@@ -845,7 +845,8 @@ class StackBackward0(Node):
 
     def backward(self, xp, g):
         n = g.shape[self.dim]
-        return tuple(g[(slice(None),) * self.dim + (i,)] if self._next[i] else None
+        needs = self.needs_grad  # one per stacked tensor
+        return tuple(g[(slice(None),) * self.dim + (i,)] if needs[i] else None
                      for i in range(n))
 
     def _saved_extra(self):
@@ -996,7 +997,7 @@ class GatherBackward0(Node):
     _saved_names = ("index",)
 
     def backward(self, xp, g):
-        return (scatter_into_zeros(xp, g, self.dim, self.saved(xp, 0), self.in_shape),)
+        return (scatter_into_zeros(xp, g, self.dim, self.saved_index(xp), self.in_shape),)
 
     def _saved_extra(self):
         return {"dim": self.dim}
@@ -1084,7 +1085,7 @@ class MaskedFillBackward0(Node):
     _saved_names = ("mask",)
 
     def backward(self, xp, g):
-        m = self.saved(xp, 0)
+        m = self.saved_mask(xp)
         return (xp.mask(~m, g),)  # NOTE [Masked gradients]
 
 
@@ -1096,10 +1097,10 @@ class MaskedFillBackward1(Node):
     _saved_names = ("mask",)
 
     def backward(self, xp, g):
-        m = self.saved(xp, 0)
-        nf = self._next
-        return (xp.mask(~m, g) if nf[0] is not None else None,
-                xp.mask(m, g) if nf[1] is not None else None)
+        m = self.saved_mask(xp)
+        needs_self, needs_value = self.needs_grad
+        return (xp.mask(~m, g) if needs_self else None,
+                xp.mask(m, g) if needs_value else None)
 
 
 @register()

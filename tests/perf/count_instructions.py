@@ -1,6 +1,6 @@
 """Instructions per op of the engine's forward, counted by callgrind (not a test; prints counts).
 
-    python tests/perf/count_instructions.py [--ops 10000] [--rounds 3]
+    python tests/perf/count_instructions.py [--ops 10000] [--rounds 3] [--backward]
 
 The machine is too noisy to see a 2% change in ``bench_engine.py``'s ratios; an instruction count
 is the same on every run, so it can. This runs the 10k-op chain of ``bench_engine.py`` (mul / add
@@ -8,6 +8,7 @@ is the same on every run, so it can. This runs the 10k-op chain of ``bench_engin
 under ``valgrind --tool=callgrind`` and counts only the forward: each op runs inside
 ``functools.reduce``, and callgrind counts while that C function runs (``--toggle-collect``).
 The count includes the cyclic GC collections the forward triggers; their share is printed too.
+``--backward`` counts the backward instead (per node; the forward runs uncounted).
 
 What it leaves out: memory and cache effects, which callgrind does not time. A change that cuts
 instructions but not objects (or the reverse) still needs ``bench_engine.py`` to confirm it.
@@ -27,7 +28,7 @@ import sys
 import tempfile
 
 
-def _workload(ops: int, rounds: int) -> None:
+def _workload(ops: int, rounds: int, backward: bool) -> None:
     import functools
     import gc
 
@@ -46,8 +47,16 @@ def _workload(ops: int, rounds: int) -> None:
     for _ in range(rounds):
         x = ad.ones(4, dtype=ad.float32, requires_grad=True)
         gc.collect()
-        y = functools.reduce(step, range(ops), x)  # counted
-        y.sum().backward()
+        if backward:
+            y = x
+            for i in range(ops):
+                y = step(y, i)
+            loss = y.sum()
+            functools.reduce(lambda _, __: loss.backward(), (0,), None)  # counted
+            del loss
+        else:
+            y = functools.reduce(step, range(ops), x)  # counted
+            y.sum().backward()
         del x, y
 
 
@@ -62,10 +71,11 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--ops", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--backward", action="store_true", help="count the backward, not the forward")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        _workload(a.ops, a.rounds)
+        _workload(a.ops, a.rounds, a.backward)
         return
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         sys.exit("count_instructions.py needs valgrind (callgrind and callgrind_annotate)")
@@ -77,7 +87,8 @@ def main() -> None:
         subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
              "--toggle-collect=functools_reduce", sys.executable, __file__, "--child",
-             "--ops", str(a.ops), "--rounds", str(a.rounds)],
+             "--ops", str(a.ops), "--rounds", str(a.rounds)]
+            + (["--backward"] if a.backward else []),
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         text = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], check=True,
                               capture_output=True, text=True).stdout
@@ -87,7 +98,8 @@ def main() -> None:
     total = int(m.group(1).replace(",", ""))
     gc_part = _inclusive(text, "gc_collect_main")
     n = a.ops * a.rounds
-    print(f"forward, {a.ops} ops x {a.rounds} rounds: {total / n:,.0f} instructions/op "
+    what = "backward" if a.backward else "forward"
+    print(f"{what}, {a.ops} ops x {a.rounds} rounds: {total / n:,.0f} instructions/op "
           f"(cyclic GC {gc_part / total:.1%} of them)")
 
 
