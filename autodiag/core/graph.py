@@ -424,19 +424,15 @@ class Node:
     """
 
     # NOTE [Node layout]: every slot is one more pointer the cyclic GC visits, twice per
-    # collection, for every node of every live graph. So a node keeps what most nodes have;
-    # what few have lives in ``_x``, a NodeExtras or None, read and written through the
-    # ``_input_meta``/``_metadata``/``_hooks``/``_trace`` properties (the engine reads ``_x``
-    # once per node). Moving four slots there cut the 10k chain's forward from 16,340 to
-    # 15,248 instructions per op (tests/perf/count_instructions.py).
-    # ``_src_code``/``_src_lasti``: the user's line that recorded a node which saves tensors,
-    # left unset by every other node (NOTE [Saving sites]).
-    # ``_pad0``/``_pad1`` are never set (an unset slot costs the GC a NULL test): they keep a
-    # node at 112 bytes, a pymalloc size class of its own. At 96 bytes nodes shared numpy's
-    # ndarray class, and the full collections of the 1e6-op chain took 2.3 s instead of 1.7 s
-    # (bench_engine.py --big: forward 1.20x torch instead of 1.09x); the 10k chain measured the
-    # same either way.
-    # test_graph_lifetime.py checks the size class.
+    # collection, for every node of every live graph. The rule: a node keeps only what most
+    # nodes have; what few have lives in ``_x`` (a NodeExtras or None), read and written
+    # through the ``_input_meta``/``_metadata``/``_hooks``/``_trace`` properties (the engine
+    # reads ``_x`` once per node). ``_src_code``/``_src_lasti``: the user's line that recorded
+    # a node which saves tensors, left unset by every other node (NOTE [Saving sites]).
+    # ``_pad0``/``_pad1`` are never set (an unset slot costs the GC one NULL test): they keep a
+    # node's size in a pymalloc size class numpy's arrays do not use, so that the two kinds of
+    # object do not interleave in memory the full collections walk (CHANGELOG, "Performance",
+    # has the figures). No ``__dict__`` anywhere in the hierarchy (test_graph_lifetime.py).
     __slots__ = ("_next", "_saved", "_seq", "_x", "_src_code", "_src_lasti", "_pad0", "_pad1",
                  "__weakref__")
 
