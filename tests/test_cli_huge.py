@@ -275,3 +275,57 @@ def test_trace_rows_json_text_is_json_dumps_of_rows(sample):
     rec.name_leaves({})
     rows = list(rec.rows())
     assert rows and json.dumps(rows) == "[" + ", ".join(rec.rows_json()) + "]"
+
+
+def test_trace_local_derivative_is_numpys_quotient():
+    """The one-element shortcut for ``sent / received`` (float64 arithmetic, rounded to float32
+    by hand) gives numpy's own quotient in the arrays' dtype: every float dtype, subnormal,
+    huge, overflowing and negative values."""
+    import numpy as np
+
+    from autodiag.analysis.backward_trace import _local
+
+    rng = np.random.default_rng(0)
+    for dt in (np.float16, np.float32, np.float64):
+        info = np.finfo(dt)
+        pairs = [(rng.standard_normal() * 10.0 ** rng.integers(-8, 8),
+                  rng.standard_normal() * 10.0 ** rng.integers(-8, 8)) for _ in range(300)]
+        pairs += [(float(info.tiny), 3.0), (float(info.max), 0.5), (float(info.max), -0.25),
+                  (float(info.smallest_subnormal), 7.0), (1.0, float(info.smallest_subnormal)),
+                  (-0.0, 2.0), (1.0, 3.0), (2.0, 3.0)]
+        for shape in ((), (1,), (1, 1)):
+            rec = BackwardTrace()
+            for num, den in pairs:
+                g_in = np.full(shape, den, dtype=dt)
+                g_out = np.full(shape, num, dtype=dt)
+                with np.errstate(over="ignore"):
+                    want = _local(g_in, g_out)
+                    rec._add_local(g_in, g_out, rec._codec.encode(g_in), rec._codec.encode(g_out))
+                got = rec._out_local.get(len(rec._out_local) - 1)
+                if want is None:
+                    assert got is None
+                else:
+                    assert got["values"] == want.tolist() and got["dtype"] == dt.__name__, \
+                        (dt, num, den)
+
+
+def test_trace_rows_json_special_values_chain():
+    """Zeros (-0.0 too), infinities, NaN and multi-edge rows in one trace: the direct JSON text
+    is ``json.dumps`` of ``rows()``."""
+    src = textwrap.dedent("""\
+        import autodiag as torch
+        x = torch.tensor([0.0], requires_grad=True)
+        w = torch.tensor(-0.0, requires_grad=True)
+        y = x * 2.0
+        for i in range(6):
+            y = y * 1.5 + w if i % 2 else y - 0.0
+        z = (y * x).sum() + (x / x).sum() + (w * 1e38 * 1e38).sum()
+        z.backward()
+        """)
+    rec = BackwardTrace()
+    with tracing(rec):
+        exec(compile(src, "<special>", "exec"), {})
+    rec.name_leaves({})
+    rows = list(rec.rows())
+    assert len(rows) > 10
+    assert json.dumps(rows) == "[" + ", ".join(rec.rows_json()) + "]"

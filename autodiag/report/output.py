@@ -366,9 +366,13 @@ def _write_encoded(write, texts) -> None:
     for text in texts:
         batch.append(text)
         if len(batch) == BATCH:
-            write(sep + ", ".join(batch))
+            write(sep)  # NOTE: not ``sep + ...``: a copy of the batch's text for two bytes
+            write(", ".join(batch))
             sep, batch = ", ", []
-    write((sep if batch else "") + ", ".join(batch) + "]")
+    if batch:
+        write(sep)
+        write(", ".join(batch))
+    write("]")
 
 
 def _remove(path: str) -> None:
