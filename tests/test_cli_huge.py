@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import textwrap
 import tracemalloc
 
@@ -329,3 +330,85 @@ def test_trace_rows_json_special_values_chain():
     rows = list(rec.rows())
     assert len(rows) > 10
     assert json.dumps(rows) == "[" + ", ".join(rec.rows_json()) + "]"
+
+
+# --- streamed DOT and Mermaid ----------------------------------------------------------------
+
+DOT_3 = r"""digraph autodiag {
+  node [shape=box, style="rounded,filled", fillcolor="#eeeeee", fontname="Helvetica"];
+  rankdir=BT;
+  n0 [label="SumBackward0\nchain3.py:6", fillcolor="#a9dfbf"];
+  n1 [label="AddBackward0\nchain3.py:5", fillcolor="#eeeeee"];
+  n2 [label="MulBackward0\nchain3.py:5", fillcolor="#eeeeee"];
+  n3 [label="AddBackward0\nchain3.py:5", fillcolor="#eeeeee"];
+  n4 [label="x\n[1] float32", fillcolor="#aed6f1"];
+  n1 -> n0;
+  n2 -> n1;
+  n3 -> n2;
+  n4 -> n3;
+}
+"""
+
+MERMAID_3_TRUNCATED = """\
+flowchart BT
+  classDef leaf fill:#aed6f1,stroke:#5499c7,color:#000
+  classDef root fill:#a9dfbf,stroke:#52be80,color:#000
+  n0["SumBackward0<br/>chain3.py:6"]:::root
+  n1["AddBackward0<br/>chain3.py:5"]
+  n1 --> n0
+  truncated["3 more nodes not shown"]
+"""
+
+
+@pytest.mark.parametrize("to_file", [False, True])
+def test_graph_dot_and_mermaid_stream_the_same_text(chain, tmp_path, to_file):
+    """Streamed line by line (stdout, or -o's file), the text is what the whole-string
+    renderers give, byte for byte; truncated by --max-nodes it is still complete."""
+    path = chain(3)
+    cases = [(["-f", "dot"], DOT_3), (["-f", "mermaid", "--max-nodes", "2"],
+                                       MERMAID_3_TRUNCATED)]
+    for args, want in cases:
+        if to_file:
+            out = tmp_path / "g.out"
+            r = cli("graph", path, *args, "-o", str(out))
+            text = out.read_text()
+        else:
+            r = cli("graph", path, *args)
+            text = r.stdout
+        assert r.exit_code == 0, r.stderr
+        assert text == want.replace("chain3.py", os.path.basename(path)), text
+
+
+@pytest.mark.parametrize("fmt", ["dot", "mermaid"])
+def test_graph_dot_and_mermaid_of_a_10k_chain_stream(tmp_path, traced_10k, fmt):
+    ns = traced_10k[1]
+    snap = GraphSnapshot.capture([ns["y"].grad_fn], 1, "backward")
+    view = graph_render.View(order="topo")
+    out = str(tmp_path / f"graph.{fmt}")
+    sink = Sink(out, color=False)
+    lines = graph_render.dot_lines if fmt == "dot" else graph_render.mermaid_lines
+    peak = _peak_while(lambda: sink.write_lines(lines(snap, view)))
+    sink.close()
+    size = os.path.getsize(out)
+    text = open(out).read()
+    whole = graph_render.to_dot(snap, view) if fmt == "dot" else \
+        graph_render.to_mermaid(snap, view)
+    assert text == whole
+    assert text.count(" -> " if fmt == "dot" else " --> ") == 10_000  # 10,001 nodes
+    # the walk's own sets and lists grow with the graph either way; the text never is whole
+    # (the whole-string renderer holds its lines and their join: twice the text more)
+    whole_peak = _peak_while(lambda: graph_render.to_dot(snap, view) if fmt == "dot" else
+                             graph_render.to_mermaid(snap, view))
+    assert size > 500_000 and peak < whole_peak - size, (peak, whole_peak, size)
+
+
+def test_graph_dot_truncated_is_valid(chain):
+    r = cli("graph", chain(40), "-f", "dot", "--max-nodes", "5")
+    assert r.exit_code == 0, r.stderr
+    dot = r.stdout
+    assert dot.startswith("digraph autodiag {\n") and dot.endswith("}\n")
+    nodes = re.findall(r"^  (n\d+) \[", dot, re.M)
+    assert len(nodes) == 5
+    for a, b in re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.M):
+        assert a in nodes and b in nodes
+    assert 'truncated [shape=note, label="38 more nodes not shown"];' in dot

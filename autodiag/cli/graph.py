@@ -184,14 +184,17 @@ def _render(cmd, sink, snaps, view, fmt: str, calls: int, label: str, result,
                                         interrupted=result.interrupted, **extra),
                                pretty=total <= PRETTY_JSON_NODES)
         return left
-    if fmt in ("dot", "svg", "mermaid"):
+    if fmt in ("dot", "mermaid"):  # streamed: a 1,000,000-node graph is never held whole
+        lines = render.mermaid_lines if fmt == "mermaid" else render.dot_lines
+        for s in snaps:
+            left = max(left, render.visible(s, view)[1])
+            sink.write_lines(lines(s, view))
+        return left
+    if fmt == "svg":
         parts = []
         for s in snaps:
-            text = render.to_mermaid(s, view) if fmt == "mermaid" else render.to_dot(s, view)
             left = max(left, render.visible(s, view)[1])
-            parts.append(text)
-        if fmt == "svg":
-            parts = [render.dot_to_svg(p) for p in parts]
+            parts.append(render.dot_to_svg(render.to_dot(s, view)))
         sink.write_text("".join(parts))
         return left
     console = sink.console()
