@@ -411,4 +411,4 @@ def test_graph_dot_truncated_is_valid(chain):
     assert len(nodes) == 5
     for a, b in re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.M):
         assert a in nodes and b in nodes
-    assert 'truncated [shape=note, label="38 more nodes not shown"];' in dot
+    assert 'truncated [shape=note, label="37 more nodes not shown"];' in dot
