@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import textwrap
 import tracemalloc
 
@@ -275,3 +276,139 @@ def test_trace_rows_json_text_is_json_dumps_of_rows(sample):
     rec.name_leaves({})
     rows = list(rec.rows())
     assert rows and json.dumps(rows) == "[" + ", ".join(rec.rows_json()) + "]"
+
+
+def test_trace_local_derivative_is_numpys_quotient():
+    """The one-element shortcut for ``sent / received`` (float64 arithmetic, rounded to float32
+    by hand) gives numpy's own quotient in the arrays' dtype: every float dtype, subnormal,
+    huge, overflowing and negative values."""
+    import numpy as np
+
+    from autodiag.analysis.backward_trace import _local
+
+    rng = np.random.default_rng(0)
+    for dt in (np.float16, np.float32, np.float64):
+        info = np.finfo(dt)
+        pairs = [(rng.standard_normal() * 10.0 ** rng.integers(-8, 8),
+                  rng.standard_normal() * 10.0 ** rng.integers(-8, 8)) for _ in range(300)]
+        pairs += [(float(info.tiny), 3.0), (float(info.max), 0.5), (float(info.max), -0.25),
+                  (float(info.smallest_subnormal), 7.0), (1.0, float(info.smallest_subnormal)),
+                  (-0.0, 2.0), (1.0, 3.0), (2.0, 3.0)]
+        for shape in ((), (1,), (1, 1)):
+            rec = BackwardTrace()
+            for num, den in pairs:
+                g_in = np.full(shape, den, dtype=dt)
+                g_out = np.full(shape, num, dtype=dt)
+                with np.errstate(over="ignore"):
+                    want = _local(g_in, g_out)
+                    rec._add_local(g_in, g_out, rec._codec.encode(g_in), rec._codec.encode(g_out))
+                got = rec._out_local.get(len(rec._out_local) - 1)
+                if want is None:
+                    assert got is None
+                else:
+                    assert got["values"] == want.tolist() and got["dtype"] == dt.__name__, \
+                        (dt, num, den)
+
+
+def test_trace_rows_json_special_values_chain():
+    """Zeros (-0.0 too), infinities, NaN and multi-edge rows in one trace: the direct JSON text
+    is ``json.dumps`` of ``rows()``."""
+    src = textwrap.dedent("""\
+        import autodiag as torch
+        x = torch.tensor([0.0], requires_grad=True)
+        w = torch.tensor(-0.0, requires_grad=True)
+        y = x * 2.0
+        for i in range(6):
+            y = y * 1.5 + w if i % 2 else y - 0.0
+        z = (y * x).sum() + (x / x).sum() + (w * 1e38 * 1e38).sum()
+        z.backward()
+        """)
+    rec = BackwardTrace()
+    with tracing(rec):
+        exec(compile(src, "<special>", "exec"), {})
+    rec.name_leaves({})
+    rows = list(rec.rows())
+    assert len(rows) > 10
+    assert json.dumps(rows) == "[" + ", ".join(rec.rows_json()) + "]"
+
+
+# --- streamed DOT and Mermaid ----------------------------------------------------------------
+
+DOT_3 = r"""digraph autodiag {
+  node [shape=box, style="rounded,filled", fillcolor="#eeeeee", fontname="Helvetica"];
+  rankdir=BT;
+  n0 [label="SumBackward0\nchain3.py:6", fillcolor="#a9dfbf"];
+  n1 [label="AddBackward0\nchain3.py:5", fillcolor="#eeeeee"];
+  n2 [label="MulBackward0\nchain3.py:5", fillcolor="#eeeeee"];
+  n3 [label="AddBackward0\nchain3.py:5", fillcolor="#eeeeee"];
+  n4 [label="x\n[1] float32", fillcolor="#aed6f1"];
+  n1 -> n0;
+  n2 -> n1;
+  n3 -> n2;
+  n4 -> n3;
+}
+"""
+
+MERMAID_3_TRUNCATED = """\
+flowchart BT
+  classDef leaf fill:#aed6f1,stroke:#5499c7,color:#000
+  classDef root fill:#a9dfbf,stroke:#52be80,color:#000
+  n0["SumBackward0<br/>chain3.py:6"]:::root
+  n1["AddBackward0<br/>chain3.py:5"]
+  n1 --> n0
+  truncated["3 more nodes not shown"]
+"""
+
+
+@pytest.mark.parametrize("to_file", [False, True])
+def test_graph_dot_and_mermaid_stream_the_same_text(chain, tmp_path, to_file):
+    """Streamed line by line (stdout, or -o's file), the text is what the whole-string
+    renderers give, byte for byte; truncated by --max-nodes it is still complete."""
+    path = chain(3)
+    cases = [(["-f", "dot"], DOT_3), (["-f", "mermaid", "--max-nodes", "2"],
+                                       MERMAID_3_TRUNCATED)]
+    for args, want in cases:
+        if to_file:
+            out = tmp_path / "g.out"
+            r = cli("graph", path, *args, "-o", str(out))
+            text = out.read_text()
+        else:
+            r = cli("graph", path, *args)
+            text = r.stdout
+        assert r.exit_code == 0, r.stderr
+        assert text == want.replace("chain3.py", os.path.basename(path)), text
+
+
+@pytest.mark.parametrize("fmt", ["dot", "mermaid"])
+def test_graph_dot_and_mermaid_of_a_10k_chain_stream(tmp_path, traced_10k, fmt):
+    ns = traced_10k[1]
+    snap = GraphSnapshot.capture([ns["y"].grad_fn], 1, "backward")
+    view = graph_render.View(order="topo")
+    out = str(tmp_path / f"graph.{fmt}")
+    sink = Sink(out, color=False)
+    lines = graph_render.dot_lines if fmt == "dot" else graph_render.mermaid_lines
+    peak = _peak_while(lambda: sink.write_lines(lines(snap, view)))
+    sink.close()
+    size = os.path.getsize(out)
+    text = open(out).read()
+    whole = graph_render.to_dot(snap, view) if fmt == "dot" else \
+        graph_render.to_mermaid(snap, view)
+    assert text == whole
+    assert text.count(" -> " if fmt == "dot" else " --> ") == 10_000  # 10,001 nodes
+    # the walk's own sets and lists grow with the graph either way; the text never is whole
+    # (the whole-string renderer holds its lines and their join: twice the text more)
+    whole_peak = _peak_while(lambda: graph_render.to_dot(snap, view) if fmt == "dot" else
+                             graph_render.to_mermaid(snap, view))
+    assert size > 500_000 and peak < whole_peak - size, (peak, whole_peak, size)
+
+
+def test_graph_dot_truncated_is_valid(chain):
+    r = cli("graph", chain(40), "-f", "dot", "--max-nodes", "5")
+    assert r.exit_code == 0, r.stderr
+    dot = r.stdout
+    assert dot.startswith("digraph autodiag {\n") and dot.endswith("}\n")
+    nodes = re.findall(r"^  (n\d+) \[", dot, re.M)
+    assert len(nodes) == 5
+    for a, b in re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.M):
+        assert a in nodes and b in nodes
+    assert 'truncated [shape=note, label="37 more nodes not shown"];' in dot

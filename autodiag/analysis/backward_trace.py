@@ -23,6 +23,12 @@ from autodiag import inspect
 from autodiag.analysis.summary import Summaries, summarize
 from autodiag.trace import Tracer
 
+# the seam's accessors read once per node of a huge backward: bound once (C-level getters)
+_seq, _site, _children = inspect.sequence_nr, inspect.site, inspect.children
+_values, _leaf_variable = inspect.values, inspect.leaf_variable
+
+_ndarray = np.ndarray
+
 
 class _ForwardValues:
     """node -> the summary of its forward value (``on_op``'s first output)."""
@@ -36,7 +42,7 @@ class _ForwardValues:
 
     def put(self, node, out) -> None:
         cv = self.codec.encode(out)
-        seq = inspect.sequence_nr(node)
+        seq = _seq(node)
         if self.base is None:
             self.base = seq
         k = seq - self.base
@@ -57,7 +63,7 @@ class _ForwardValues:
     def get(self, node) -> tuple[int, float] | dict | None:
         """(code, value), a summary dict, or None."""
         if self.base is not None:
-            k = inspect.sequence_nr(node) - self.base
+            k = _seq(node) - self.base
             if 0 <= k < len(self.codes) and self.codes[k] != Summaries.NONE:
                 return self.codes[k], self.values[k]
         return self.others.get(node)
@@ -76,6 +82,8 @@ class BackwardTrace(Tracer):
         self._recording = False
         self._codec = Summaries()
         self._forward = _ForwardValues(self._codec)
+        self._rounding: dict = {}  # code -> "d", "f" or "" (_add_local)
+        self._f32 = array("f", [0.0])  # rounds a float to float32 (_add_local)
         self._reset()
         self.root_refs: list = []
         self.root_names: list = []
@@ -108,8 +116,21 @@ class BackwardTrace(Tracer):
     # --- events -----------------------------------------------------------------------------
 
     def on_op(self, op, node, inputs, outputs, stack):
-        if node is not None and outputs:
-            self._forward.put(node, outputs[0])
+        if node is None or not outputs:
+            return
+        # NOTE: once per op of the run: the common case (the next node's one-element float
+        # value, of the dtype and shape seen last) appended here, the rest by ``put``
+        fw = self._forward
+        out = outputs[0]
+        data = _values(out)
+        if data.__class__ is _ndarray and data.size == 1:
+            memo = self._codec.memo
+            if data.dtype is memo[0] and data.ndim == memo[1] and fw.base is not None and \
+                    _seq(node) - fw.base == len(fw.codes):
+                fw.codes.append(memo[2])
+                fw.values.append(data.item())
+                return
+        fw.put(node, out)
 
     def on_backward_begin(self, task):
         self.calls += 1
@@ -125,48 +146,93 @@ class BackwardTrace(Tracer):
         if self.limit is not None and len(self._node) >= self.limit:
             self.steps += 1
             return  # counted, not kept (NOTE [Trace memory])
-        row = len(self._node)
+        # NOTE: this runs once per node of a backward pass that may have a million: the
+        # columns' appends are written out here rather than called through ``Summaries.add``
         enc = self._codec.encode
-        add_in = self._in.add_as
+        col = self._in
         cv_in = None
         for g in grad_outputs:
             cv_in = enc(g)
-            add_in(g, cv_in)
-        self._in_end.append(len(self._in))
-        v = inspect.leaf_variable(node)
+            if cv_in is None:
+                col.add(g)
+            else:
+                col.codes.append(cv_in[0])
+                col.values.append(cv_in[1])
+        self._in_end.append(len(col.codes))
+        v = _leaf_variable(node)
         if v is not None:
             self._value.add(v)
-            self.leaf_refs[row] = weakref.ref(v)
+            self.leaf_refs[len(self._node)] = weakref.ref(v)
             self._site.append(None)
         else:
             self._add_forward(node)
-            self._site.append(inspect.site(node))
+            self._site.append(_site(node))
             g_in = grad_outputs[0] if len(grad_outputs) == 1 else None
-            to, add_grad, local = self._out_to.append, self._out_grad.add_as, self._out_local
-            for child, g in zip(inspect.children(node), grad_inputs):
+            to, grads = self._out_to.append, self._out_grad
+            for child, g in zip(_children(node), grad_inputs):
                 if child is None:
                     continue
-                to(type(child).__name__)
+                to(child.__class__.__name__)
                 cv = enc(g)
-                add_grad(g, cv)
-                _add_local(local, g_in, g, cv_in, cv)
+                if cv is None:
+                    grads.add(g)
+                else:
+                    grads.codes.append(cv[0])
+                    grads.values.append(cv[1])
+                self._add_local(g_in, g, cv_in, cv)
         self._out_end.append(len(self._out_to))
         # NOTE: a row exists once its node's name is in, last: an interrupt (Ctrl-C) landing
         # anywhere above leaves a partial row that rows() never reads
-        self._node.append(type(node).__name__)
+        self._node.append(node.__class__.__name__)
         self.steps += 1
 
     def _add_forward(self, node) -> None:
         col = self._value
-        v = self._forward.get(node)
-        if v is None or v.__class__ is dict:
-            col.codes.append(col.NONE if v is None else col.DICT)
-            col.values.append(len(col.dicts))
-            if v is not None:
-                col.dicts.append(v)
-        else:
-            col.codes.append(v[0])
-            col.values.append(v[1])
+        fw = self._forward
+        k = _seq(node) - fw.base if fw.base is not None else -1
+        if 0 <= k < len(fw.codes) and fw.codes[k] != col.NONE:
+            col.codes.append(fw.codes[k])
+            col.values.append(fw.values[k])
+            return
+        v = fw.others.get(node)
+        col.codes.append(col.NONE if v is None else col.DICT)
+        col.values.append(len(col.dicts))
+        if v is not None:
+            col.dicts.append(v)
+
+    def _add_local(self, g_in, g_out, a: tuple | None, b: tuple | None) -> None:
+        """Add sent / received, elementwise, when both have one shape and nothing received is
+        0 (else None). ``a``, ``b``: ``encode`` of ``g_in`` and ``g_out``."""
+        col = self._out_local
+        if g_in is None or g_out is None:
+            col.add(None)
+            return
+        if a is not None and b is not None and a[0] == b[0]:
+            # NOTE: one-element arrays of one shape and dtype (huge chains of scalars): the
+            # quotient below, rounded in the arrays' dtype, without the array machinery
+            x = a[1]
+            if x == 0 or x - x != 0:
+                col.add(None)
+                return
+            q = b[1] / x
+            rounding = self._rounding.get(a[0])
+            if rounding is None:
+                rounding = self._rounding[a[0]] = _ROUNDING.get(col.kinds[a[0] - 2][1], "")
+            if rounding == "f":
+                # NOTE: a float32 quotient is the float64 one rounded to float32: double
+                # rounding is harmless for division (53 >= 2 * 24 + 2 bits)
+                if not -_F32_MAX <= q <= _F32_MAX:  # overflow (or NaN): numpy says it
+                    q = _quotient(g_in, b[1], x)
+                else:
+                    buf = self._f32
+                    buf[0] = q
+                    q = buf[0]
+            elif rounding != "d":
+                q = _quotient(g_in, b[1], x)
+            col.codes.append(a[0])
+            col.values.append(q)
+            return
+        col.add(_local(g_in, g_out))
 
     def on_backward_end(self, task):
         if self._recording and self.want_call is not None:
@@ -221,29 +287,44 @@ class BackwardTrace(Tracer):
 
     def rows_json(self):
         """``rows()``, each row as the compact JSON text ``json.dumps`` gives it, written
-        directly: huge traces are mostly one-element summaries (``Summaries.json``)."""
-        in_json, grad_json, local_json = self._in.json, self._out_grad.json, self._out_local.json
-        value_json = self._value.json
+        directly: huge traces are mostly one-element summaries (``Summaries.scalar_json``)."""
+        # NOTE: a 1,000,000-node trace is a gigabyte of text made here, row by row: the common
+        # row (one gradient in, one edge out, one-element summaries) is made by one format,
+        # its summaries by ``scalar_json``; anything else by ``Summaries.json``.
+        cols = self._in, self._value, self._out_grad, self._out_local
+        in_json, value_json, grad_json, local_json = (c.json for c in cols)
+        (in_c, in_v), (val_c, val_v), (grad_c, grad_v), (loc_c, loc_v) = (
+            (c.codes, c.values) for c in cols)
+        scalar = self._codec.scalar_json
         texts: dict = {}  # summary texts, shared by the columns (Summaries.json)
         names: dict = {}  # node name -> its JSON text
         sites: dict = {}  # id(Stack) -> its location's JSON text
         to_names = self._out_to
         leaves, variables = self.leaf_refs, self.variables
         in_end, out_end, site = self._in_end, self._out_end, self._site
+        # the last outgoing gradient: in a chain, the next row's incoming one
+        last_c, last_v, last_text = -1, 0.0, ""
         i0 = o0 = 0
         for k, name in enumerate(self._node):
             i1, o1 = in_end[k], out_end[k]
             js_name = names.get(name)
             if js_name is None:
                 js_name = names[name] = json.dumps(name)
-            # NOTE: one incoming gradient and one outgoing edge is the common row: no join
-            incoming = in_json(i0, texts) if i1 - i0 == 1 else \
-                ", ".join([in_json(j, texts) for j in range(i0, i1)])
-            # a forward value is seldom repeated: not worth the shared texts
-            head = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
-                    f'"value": {value_json(k)}, ')
+            if i1 - i0 == 1:
+                c, v = in_c[i0], in_v[i0]
+                if c == last_c and v == last_v and v != 0:  # 0.0 == -0.0, their texts differ
+                    incoming = last_text
+                elif c > 1 and v - v == 0:
+                    incoming = scalar(c, v)
+                else:
+                    incoming = in_json(i0, texts)
+            else:
+                incoming = ", ".join([in_json(j, texts) for j in range(i0, i1)])
+            c, v = val_c[k], val_v[k]
+            value = scalar(c, v) if c > 1 and v - v == 0 else value_json(k)
             if k in leaves:
-                text = head + '"outgoing": [], "created_at": null'
+                text = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
+                        f'"value": {value}, "outgoing": [], "created_at": null}}')
             else:
                 st = site[k]
                 loc = "null"
@@ -251,14 +332,27 @@ class BackwardTrace(Tracer):
                     loc = sites.get(id(st))
                     if loc is None:
                         loc = sites[id(st)] = json.dumps(st.location())
-                outgoing = ", ".join([
-                    f'{{"to": {names.get(to_names[j]) or _name_json(names, to_names[j])}, '
-                    f'"grad": {grad_json(j, texts)}, '
-                    f'"local": {local_json(j, texts)}}}' for j in range(o0, o1)])
-                text = f'{head}"created_at": {loc}, "outgoing": [{outgoing}]'
-            if variables and k in variables:
-                text += f', "variable": {json.dumps(variables[k])}'
-            yield text + "}"
+                if o1 - o0 == 1:
+                    c, v = grad_c[o0], grad_v[o0]
+                    if c > 1 and v - v == 0:
+                        last_c, last_v = c, v
+                        grad = last_text = scalar(c, v)
+                    else:
+                        grad = grad_json(o0, texts)
+                    to = names.get(to_names[o0]) or _name_json(names, to_names[o0])
+                    # a chain's local derivatives repeat: most are in the shared texts
+                    local = texts.get((loc_c[o0], loc_v[o0])) or local_json(o0, texts)
+                    outgoing = f'{{"to": {to}, "grad": {grad}, "local": {local}}}'
+                else:
+                    outgoing = ", ".join([
+                        f'{{"to": {names.get(to_names[j]) or _name_json(names, to_names[j])}, '
+                        f'"grad": {grad_json(j, texts)}, '
+                        f'"local": {local_json(j, texts)}}}' for j in range(o0, o1)])
+                text = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
+                        f'"value": {value}, "created_at": {loc}, "outgoing": [{outgoing}]}}')
+            if variables and k in variables:  # rare (named leaves): the text is copied
+                text = f'{text[:-1]}, "variable": {json.dumps(variables[k])}}}'
+            yield text
             i0, o0 = i1, o1
 
 
@@ -267,24 +361,15 @@ def _name_json(names: dict, name: str) -> str:
     return text
 
 
-def _add_local(col: Summaries, g_in, g_out, a: tuple | None, b: tuple | None) -> None:
-    """Add sent / received, elementwise, when both have one shape and nothing received is 0
-    (else None). ``a``, ``b``: ``encode`` of ``g_in`` and ``g_out``."""
-    if g_in is None or g_out is None:
-        col.add(None)
-        return
-    if a is not None and b is not None and a[0] == b[0]:
-        # NOTE: one-element arrays of one shape and dtype (huge chains of scalars): the
-        # quotient below, rounded in the arrays' dtype, without the array machinery
-        x = a[1]
-        if x == 0 or x - x != 0:
-            col.add(None)
-            return
-        dt = inspect.values(g_in).dtype
-        q = b[1] / x if dt == np.float64 else float(dt.type(b[1]) / dt.type(x))
-        col.add_encoded(a[0], q)
-        return
-    col.add(_local(g_in, g_out))
+# one-element quotients computed in float64: the dtypes whose rounding is done without numpy
+_ROUNDING = {"float64": "d", "float32": "f"}
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _quotient(g_in, num: float, den: float) -> float:
+    """num / den rounded in ``g_in``'s dtype, by numpy."""
+    dt = inspect.values(g_in).dtype
+    return float(dt.type(num) / dt.type(den))
 
 
 def _local(g_in, g_out):

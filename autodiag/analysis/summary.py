@@ -50,7 +50,7 @@ class Summaries:
     summarised by its value alone: 9 bytes here (the value, and a code for its shape and
     dtype), a few hundred nanoseconds, the same dict on ``get``. Other arrays keep their dict."""
 
-    __slots__ = ("values", "codes", "kinds", "dicts", "_code_of", "_tmpl")
+    __slots__ = ("values", "codes", "kinds", "dicts", "_code_of", "_tmpl", "memo")
 
     NONE, DICT = 0, 1  # codes; 2 + k: a one-element float array of ``kinds[k]``
 
@@ -59,8 +59,10 @@ class Summaries:
         self.codes = array("H")
         self.kinds: list[tuple] = []  # (shape, dtype name)
         self.dicts: list[dict] = []
-        self._code_of: dict = {}  # (shape, numpy dtype) -> code
-        self._tmpl: dict = {}  # code -> the JSON text around a one-element summary's value
+        self._code_of: dict = {}  # (dimensions, numpy dtype) -> code
+        # (numpy dtype, dimensions, code) of the last encode: BackwardTrace.on_op reads it
+        self.memo: tuple = (None, -1, 0)
+        self._tmpl: dict = {}  # code -> its one-element summaries' JSON templates
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -68,17 +70,24 @@ class Summaries:
     def encode(self, a) -> tuple[int, float] | None:
         """(code, value) of a one-element float array (a Tensor's data counts), None for
         anything else."""
-        data = values(a)
+        data = a if a.__class__ is _ndarray else values(a)
         if data.__class__ is _ndarray and data.size == 1:
             dt = data.dtype
+            # NOTE: a one-element array's shape is all ones: its dimension count says it. A
+            # trace sees one dtype and shape over and over: the last code is remembered
+            nd = data.ndim
+            memo = self.memo
+            if dt is memo[0] and nd == memo[1]:
+                return memo[2], data.item()
             if dt.kind != "f":
                 return None
-            code = self._code_of.get((data.shape, dt))
+            code = self._code_of.get((nd, dt))
             if code is None:
                 if len(self.kinds) >= 65535 - 2:  # codes are 16-bit: summarise as a dict
                     return None
-                code = self._code_of[(data.shape, data.dtype)] = 2 + len(self.kinds)
-                self.kinds.append((data.shape, dtype_name(data.dtype)))
+                code = self._code_of[(nd, dt)] = 2 + len(self.kinds)
+                self.kinds.append(((1,) * nd, dtype_name(dt)))
+            self.memo = (dt, nd, code)
             return code, data.item()
         return None
 
@@ -131,25 +140,34 @@ class Summaries:
         code, v = self.codes[k], self.values[k]
         if code < 2 or v - v != 0:  # None, a dict, NaN or Inf: rare, the general encoder
             return _dumps(self.decode(code, v))
-        if cache is not None and v != 0:  # 0.0 == -0.0, but their texts differ
-            text = cache.get((code, v))
-            if text is not None:
-                return text
-        t = self._tmpl.get(code)
-        head, tail = t if t is not None else self._templates(code)
-        r = repr(v)  # json's own text for a finite float
-        text = (f"{head}{r}, \"max\": {r}, \"mean\": {r if v != 0 else '0.0'}, \"nan\": 0, "
-                f"\"inf\": 0, \"zeros\": {1 if v == 0 else 0}, \"values\": {tail[0]}{r}{tail[1]}}}")
-        if cache is not None and v != 0:
+        if cache is None or v == 0:  # 0.0 == -0.0, but their texts differ
+            return self.scalar_json(code, v)
+        text = cache.get((code, v))
+        if text is None:
             if len(cache) >= 4096:
                 cache.clear()
-            cache[(code, v)] = text
+            text = cache[(code, v)] = self.scalar_json(code, v)
         return text
 
-    def _templates(self, code: int) -> tuple[str, tuple[str, str]]:
+    def scalar_json(self, code: int, v: float) -> str:
+        """``json.dumps(self.decode(code, v))`` of a one-element float summary (``code`` >= 2)
+        of a finite ``v``."""
+        t = self._tmpl.get(code)
+        head, opening, closing = t if t is not None else self._templates(code)
+        r = repr(v)  # json's own text for a finite float
+        if v == 0:  # NOTE: mean(-0.0) is 0.0; zeros counts it
+            return (f'{head}{r}, "max": {r}, "mean": 0.0, "nan": 0, "inf": 0, "zeros": 1, '
+                    f'"values": {opening}{r}{closing}}}')
+        return (f'{head}{r}, "max": {r}, "mean": {r}, "nan": 0, "inf": 0, "zeros": 0, '
+                f'"values": {opening}{r}{closing}}}')
+
+    def _templates(self, code: int) -> tuple[str, str, str]:
+        """The fixed texts of a one-element summary of ``code``: up to its minimum, and the
+        brackets around its ``values``."""
         shape, dtype = self.kinds[code - 2]
-        head = f'{{"shape": {_dumps(list(shape))}, "dtype": {_dumps(dtype)}, "min": '
-        t = self._tmpl[code] = head, ("[" * len(shape), "]" * len(shape))
+        t = self._tmpl[code] = (
+            f'{{"shape": {_dumps(list(shape))}, "dtype": {_dumps(dtype)}, "min": ',
+            "[" * len(shape), "]" * len(shape))
         return t
 
 

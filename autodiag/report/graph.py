@@ -197,47 +197,58 @@ LEAF_COLOR, ROOT_COLOR = "#aed6f1", "#a9dfbf"  # blue leaves, green roots (READM
 
 
 def to_dot(snap: GraphSnapshot, view: View) -> str:
+    return "".join(dot_lines(snap, view))
+
+
+def dot_lines(snap: GraphSnapshot, view: View):
+    """``to_dot``'s text a line at a time (each with its newline), as it is produced: a huge
+    graph is written as it goes (``Sink.write_lines``), never held whole."""
     ids, left = visible(snap, view)
     shown = set(ids)
-    out = ["digraph autodiag {", '  node [shape=box, style="rounded,filled", '
-           'fillcolor="#eeeeee", fontname="Helvetica"];', "  rankdir=BT;"]
+    yield "digraph autodiag {\n"
+    yield ('  node [shape=box, style="rounded,filled", fillcolor="#eeeeee", '
+           'fontname="Helvetica"];\n')
+    yield "  rankdir=BT;\n"
     roots = set(snap.roots)
     for i in ids:
         label = _plain_label(snap, i).replace("\\", "\\\\").replace('"', '\\"').replace(
             "\n", "\\n")
         color = LEAF_COLOR if snap.leaf[i] is not None else ROOT_COLOR if i in roots else \
             "#eeeeee"
-        out.append(f'  n{i} [label="{label}", fillcolor="{color}"];')
+        yield f'  n{i} [label="{label}", fillcolor="{color}"];\n'
     for i in ids:
         for e in snap.next[i]:
             if e is not None and e[0] in shown:
-                out.append(f"  n{e[0]} -> n{i};")
+                yield f"  n{e[0]} -> n{i};\n"
     if left:
-        out.append(f'  truncated [shape=note, label="{left} more nodes not shown"];')
-    out.append("}")
-    return "\n".join(out) + "\n"
+        yield f'  truncated [shape=note, label="{left} more nodes not shown"];\n'
+    yield "}\n"
 
 
 def to_mermaid(snap: GraphSnapshot, view: View) -> str:
+    return "".join(mermaid_lines(snap, view))
+
+
+def mermaid_lines(snap: GraphSnapshot, view: View):
+    """``to_mermaid``'s text a line at a time, as ``dot_lines``."""
     ids, left = visible(snap, view)
     shown = set(ids)
-    out = ["flowchart BT",
-           # the colours of to_dot: leaves blue, roots green
-           f"  classDef leaf fill:{LEAF_COLOR},stroke:#5499c7,color:#000",
-           f"  classDef root fill:{ROOT_COLOR},stroke:#52be80,color:#000"]
+    yield "flowchart BT\n"
+    # the colours of to_dot: leaves blue, roots green
+    yield f"  classDef leaf fill:{LEAF_COLOR},stroke:#5499c7,color:#000\n"
+    yield f"  classDef root fill:{ROOT_COLOR},stroke:#52be80,color:#000\n"
     roots = set(snap.roots)
     for i in ids:
         label = _plain_label(snap, i).replace('"', "#quot;").replace("\n", "<br/>")
         shape = ('(["', '"])') if snap.leaf[i] is not None else ('["', '"]')
         cls = ":::leaf" if snap.leaf[i] is not None else ":::root" if i in roots else ""
-        out.append(f"  n{i}{shape[0]}{label}{shape[1]}{cls}")
+        yield f"  n{i}{shape[0]}{label}{shape[1]}{cls}\n"
     for i in ids:
         for e in snap.next[i]:
             if e is not None and e[0] in shown:
-                out.append(f"  n{e[0]} --> n{i}")
+                yield f"  n{e[0]} --> n{i}\n"
     if left:
-        out.append(f'  truncated["{left} more nodes not shown"]')
-    return "\n".join(out) + "\n"
+        yield f'  truncated["{left} more nodes not shown"]\n'
 
 
 # --- text ---------------------------------------------------------------------------------------
@@ -441,13 +452,16 @@ def _diagrams(sink, outcome, fmt: str) -> str | None:
     rep = outcome.data
     snaps, view = rep.snaps, rep.view
     left = 0
+    if fmt in ("dot", "mermaid"):  # streamed: a 1,000,000-node graph is never held whole
+        lines = mermaid_lines if fmt == "mermaid" else dot_lines
+        for s in snaps:
+            left = max(left, visible(s, view)[1])
+            sink.write_lines(lines(s, view))
+        return _left_out(view, left)
     parts = []
-    for s in snaps:
-        text = to_mermaid(s, view) if fmt == "mermaid" else to_dot(s, view)
+    for s in snaps:  # svg: Graphviz needs the whole DOT text
         left = max(left, visible(s, view)[1])
-        parts.append(text)
-    if fmt == "svg":
-        parts = [dot_to_svg(p) for p in parts]
+        parts.append(dot_to_svg(to_dot(s, view)))
     sink.write_text("".join(parts))
     return _left_out(view, left)
 

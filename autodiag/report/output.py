@@ -238,6 +238,19 @@ class Sink:
             self._cleanup()
         self.delivered = self.json_written
 
+    def write_lines(self, lines) -> None:
+        """Plain text given line by line (a huge DOT or Mermaid graph): written in chunks as
+        it is produced (``stream()``), never held whole."""
+        f = self.stream()
+        chunk: list = []
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) == LINES_BATCH:
+                f.write("".join(chunk))
+                chunk = []
+        f.write("".join(chunk))
+        f.flush()
+
     def write_json_stream(self, data: dict, pretty: bool = True) -> None:
         """``write_json`` for documents too large to hold as one string: values wrapped in
         ``Streamed`` (at any depth) are written item by item as they are produced. The text
@@ -287,6 +300,7 @@ class Streamed:
         self.compact = compact
 
 
+LINES_BATCH = 4096  # write_lines: lines per write
 BATCH = 256  # compact JSON: items encoded per call of json's C encoder (bounds the memory)
 
 
@@ -366,9 +380,13 @@ def _write_encoded(write, texts) -> None:
     for text in texts:
         batch.append(text)
         if len(batch) == BATCH:
-            write(sep + ", ".join(batch))
+            write(sep)  # NOTE: not ``sep + ...``: a copy of the batch's text for two bytes
+            write(", ".join(batch))
             sep, batch = ", ", []
-    write((sep if batch else "") + ", ".join(batch) + "]")
+    if batch:
+        write(sep)
+        write(", ".join(batch))
+    write("]")
 
 
 def _remove(path: str) -> None:

@@ -40,6 +40,10 @@ y.sum().backward()
 COMMANDS = {
     "graph": ["graph", "{script}", "-o", "{out}"],
     "graph -f json": ["graph", "{script}", "-f", "json", "-o", "{out}"],
+    "graph -f dot": ["graph", "{script}", "-f", "dot", "-o", "{out}"],
+    # Mermaid stops at 400 nodes unless told (cli/graph.py): the whole graph, as DOT's
+    "graph -f mermaid": ["graph", "{script}", "-f", "mermaid", "--max-nodes", "2000000", "-o",
+                         "{out}"],
     "trace": ["trace", "{script}", "-o", "{out}"],
     "trace -f json": ["trace", "{script}", "-f", "json", "-o", "{out}"],
     "anomaly": ["anomaly", "{script}", "-o", "{out}"],
