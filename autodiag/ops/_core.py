@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import numbers
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from autodiag import dtypes
 from autodiag.core import grad_mode
 from autodiag.core.graph import Node, SavedTensor, _saved_hooks_stack
+from autodiag.ops._erf import erf_array
 from autodiag.size import normalize_dims, wrap_dim  # noqa: F401 - the ops import them from here
 from autodiag.tensor import Tensor, _init, _new
 from autodiag.trace.events import traced
@@ -314,9 +314,6 @@ def scan_array(fn, a: np.ndarray, dim: int) -> np.ndarray:
     return fn(a, axis=dim)
 
 
-_erf = np.frompyfunc(math.erf, 1, 1)  # numpy has no erf; math.erf per element
-
-
 def sign_array(a: np.ndarray) -> np.ndarray:
     """PyTorch's sign: numpy's, except that NaN has sign 0 (and bools are their own sign)."""
     if a.dtype.kind == "b":
@@ -361,9 +358,7 @@ class _ArrayOps:
 
         return div_floor_array(a, b)
 
-    @staticmethod
-    def erf(a):
-        return _erf(a).astype(a.dtype) if a.ndim else np.asarray(math.erf(a), dtype=a.dtype)
+    erf = staticmethod(erf_array)  # numpy has no erf (ops/_erf.py)
 
     sum_to = staticmethod(sum_to_array)
     matmul = staticmethod(np.matmul)
