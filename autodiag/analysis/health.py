@@ -219,6 +219,11 @@ class GradHealth(Tracer):
     # --- events, handed on to the detectors ------------------------------------------------
 
     def on_op(self, op, node, inputs, outputs, stack):
+        # NOTE: leaves are recorded as ops first use them, whatever the detectors: findings
+        # that list parameters list them in that order
+        for t in inputs:
+            if t.grad_fn is None and t.requires_grad:
+                self.leaf(t)
         for hook in self._op_hooks:
             hook(self, op, node, inputs, outputs, stack)
 
