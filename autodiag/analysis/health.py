@@ -1,44 +1,14 @@
 """Gradient health: tracer events -> Findings (``autodiag check``). Data only, never prints.
 
-``GradHealth`` watches one run and reports five kinds:
+``GradHealth`` watches one run and keeps what every detector needs to know about the run's
+parameters (which leaves the script means to train and what it calls them, the backward calls,
+the optimizer steps); it hands each event to its detectors, one per concern, each declaring the
+finding kinds it reports (``KINDS`` is theirs, in order):
 
-* ``none_grad`` (error; warning when the gradient is only ever all zero): a parameter — in an
-  optimizer, in a module-level ``nn.Module``, or a module-level leaf with requires_grad — that no
-  accumulating ``backward()`` of the whole run reached. One finding per parameter, with the
-  reason autodiag saw happen, in this order: ``requires_grad`` never set (a plain tensor given to
-  an optimizer); cut by ``detach()`` (of it, or of a tensor made from it, whose result then fed a
-  recorded op); converted with ``.item()``/``.numpy()``/``.tolist()``; used only under
-  ``no_grad``/``inference_mode``; never used by any op; otherwise "not reached by the backward
-  of loss at file:line". Judged over the whole run, from the leaves' ``AccumulateGrad`` events,
-  never from ``.grad`` at the end: a ``zero_grad(set_to_none=True)`` after the last backward
-  cannot make a parameter look unreached. Not candidates: a ``Parameter`` with requires_grad
-  False (frozen on purpose), leaves taken by ``autograd.grad`` or left out by
-  ``backward(inputs=...)``, and leaves in the graph of a backward call that raised.
-* ``unplanned_accumulation`` (error): a backward added its gradient to a ``.grad`` that still
-  held the gradient of a backward from *before the parameter was last updated* (the optimizer
-  step, or a manual ``p -= lr * p.grad``, bumped the parameter's version in between), and that
-  parameter's gradient was never cleared in the whole run.
-* ``exploding_grad`` / ``vanishing_grad`` (warning): per-parameter gradient norms, at every
-  optimizer step (or at every backward for parameters no optimizer steps): exploding when an
-  update moved the parameter by more than ``max_update`` times its own norm (the step outgrew
-  the parameter: relative, so a sum-reduced loss with a small learning rate is not flagged for
-  its large raw norms), or when the norm grew more than ``growth`` times over ``growth_steps``
-  steps of strict growth; vanishing when nonzero and below ``min_norm``.
-* ``dead_relu`` (warning): units (last dimension) of a ``relu`` call site through which no
-  gradient passed — exactly zero for every sample — in each of at least ``dead_steps`` backward
-  calls.
-
-NOTE [Telling accumulation from clearing]
-How a gradient arrived is read at the leaf's ``AccumulateGrad`` event (after accumulation),
-from the ``.grad`` tensor object and the incoming gradient ``g``: a new ``.grad`` object means it
-was None before (``zero_grad()``, ``p.grad = None``); the same object holding exactly ``g``
-means it was zero (``zero_grad(set_to_none=False)``, ``p.grad.zero_()``: 0 + g == g exactly);
-the same object holding something else means ``g`` was added to an older gradient. Values,
-not events: no list of clearing idioms to keep up to date. An older gradient is *stale* when the
-parameter's version counter moved since that gradient arrived (optimizers and manual updates
-write parameters in place). Micro-batch accumulation (k backward calls, one step, one clear)
-adds onto gradients of the same version: never stale. Leaves with gradient hooks are not
-classified (a hook may change ``g``).
+* ``NoneGrad``: ``none_grad``, a parameter no backward reached, and why.
+* ``UnplannedAccumulation``: ``unplanned_accumulation``, gradients piled up across updates.
+* ``GradNorms``: ``exploding_grad`` / ``vanishing_grad``, per-parameter gradient norms.
+* ``DeadRelu``: ``dead_relu``, relu units through which no gradient passed.
 
 >>> import autodiag as torch
 >>> from autodiag.trace import tracing
@@ -50,6 +20,17 @@ classified (a hook may change ``g``).
 ...         opt.step()
 >>> [f.kind for f in health.findings({"w": w, "opt": opt})]
 ['unplanned_accumulation']
+>>> KINDS
+('none_grad', 'unplanned_accumulation', 'exploding_grad', 'vanishing_grad', 'dead_relu')
+
+A run watched by some of the detectors only:
+
+>>> with tracing(GradHealth(detectors=[NoneGrad])) as health:
+...     for _ in range(3):
+...         (w * w).sum().backward()
+...         opt.step()
+>>> health.findings({"w": w, "opt": opt})
+[]
 """
 
 from __future__ import annotations
@@ -89,36 +70,14 @@ class Thresholds:
     dead_steps: int = 5
 
 
-class _Leaf:
-    """What the run did with one leaf that requires grad (sites are trace Stacks)."""
+# --- what the run did with its parameters: shared by every detector ---------------------------
 
-    __slots__ = (
-        "ref",
-        "graph",
-        "no_grad",
-        "convert",
-        "detach",
-        "received",
-        "nonzero",
-        "grad_ref",
-        "version",
-        "cleared",
-        "stale",
-        "stale_at",
-        "hooked",
-        "used",
-        "step_norms",
-        "bwd_norms",
-        "updated_at",
-        "shape",
-        "name",
-        "candidate",
-        "needs_grad",
-        "frozen",
-        "handled",
-        "before",
-        "updates",
-    )
+
+class _Leaf:
+    """One leaf that requires grad: what the detectors share about it, and each detector's own
+    record of it (``state``, by detector)."""
+
+    __slots__ = ("ref", "shape", "name", "candidate", "needs_grad", "frozen", "handled", "state")
 
     def __init__(self, t: Tensor):
         self.ref = weakref.ref(t)
@@ -127,30 +86,587 @@ class _Leaf:
         # about a parameter (name, shape, whether it requires grad) is copied here while it
         # lives, so the record can be judged after the tensor is gone.
         self.shape = list(t.shape)
-        self.name = None  # the name the script's frames gave it (set by GradHealth._adopt)
+        self.name = None  # the name the script's frames gave it (set by GradHealth.adopt)
         self.candidate = False  # the script means to train it: in an optimizer, model, variable
         self.needs_grad = t.requires_grad
         self.frozen = False  # a Parameter with requires_grad False: frozen on purpose
         self.handled = False  # autograd.grad took it, or it was in a backward call that raised
-        self.before = None  # (version, copy of the value, largest norm yet) at its last
-        # accumulation
-        self.updates = None  # [updates measured, above max_update, first such, max ratio]
+        self.state: dict = {}  # detector -> its record of this leaf
+
+
+class HealthDetector:
+    """One concern of ``GradHealth``: the finding kinds it reports (``KINDS``), the events it
+    needs (every hook receives the ``GradHealth`` that runs it, ``health``) and its findings.
+    The base class ignores every event; ``GradHealth`` calls only the hooks a detector
+    overrides."""
+
+    KINDS: tuple[str, ...] = ()
+    State = None  # the class of its record of one leaf (``of``), if it keeps one
+
+    def of(self, rec: _Leaf):
+        """This detector's record of the leaf ``rec`` (made on first use)."""
+        s = rec.state.get(self)
+        if s is None:
+            s = rec.state[self] = self.State()
+        return s
+
+    def keeps(self, rec: _Leaf) -> bool:
+        """Whether ``rec`` must be judged even though its tensor died and is no candidate."""
+        return False
+
+    def on_op(self, health, op, node, inputs, outputs, stack) -> None:
+        """A traced op ran (``Tracer.on_op``)."""
+
+    def on_backward_begin(self, health, task) -> None:
+        """A backward/grad call began (every call)."""
+
+    def on_node_backward(self, health, node, grad_outputs, grad_inputs) -> None:
+        """A node that is not a leaf's ``AccumulateGrad`` ran its backward."""
+
+    def on_accumulated(self, health, rec: _Leaf, var, node, g, grad, data, stack) -> None:
+        """An accumulating backward added ``g`` into ``var.grad`` (``grad``, its array
+        ``data``); ``stack`` is the backward call's."""
+
+    def on_backward_end(self, health, task, stack) -> None:
+        """The backward call of the matching ``on_backward_begin`` ended (``task.error`` if
+        it raised); ``stack`` is the call's."""
+
+    def on_parameter_step(self, health, rec: _Leaf, p, stack) -> None:
+        """An optimizer (its step at ``stack``) stepped ``p``, which has a gradient."""
+
+    def findings(self, health, every: list, records: list, names: dict) -> list[Finding]:
+        """Its findings: ``every`` leaf record, the candidate ``records`` (parameters the script
+        means to train, neither frozen nor handled), ``names`` of the script's variables."""
+        return []
+
+
+def _hooks(detectors, name: str) -> tuple:
+    """The bound ``name`` hooks of the detectors that override it, in order."""
+    base = getattr(HealthDetector, name)
+    return tuple(getattr(d, name) for d in detectors if getattr(type(d), name) is not base)
+
+
+class GradHealth(Tracer):
+    """Watches a run's gradients; ``findings(namespace)`` returns the health findings of its
+    ``detectors`` (classes; all of ``DETECTORS`` unless given), in their order."""
+
+    def __init__(self, thresholds: Thresholds | None = None, detectors=None):
+        self.th = thresholds or Thresholds()
+        self.detectors = [d() for d in (DETECTORS if detectors is None else detectors)]
+        ds = self.detectors
+        self._op_hooks = _hooks(ds, "on_op")
+        self._begin_hooks = _hooks(ds, "on_backward_begin")
+        self._node_hooks = _hooks(ds, "on_node_backward")
+        self._accumulated_hooks = _hooks(ds, "on_accumulated")
+        self._end_hooks = _hooks(ds, "on_backward_end")
+        self._step_hooks = _hooks(ds, "on_parameter_step")
+        self._leaves: dict = {}  # id(leaf) -> _Leaf of a live leaf (or of one that died)
+        self._retired: list = []  # _Leaf records of dead leaves still to judge, id reused
+        self._tasks: list = []  # [task, backward stack] of calls in progress
+        self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
+        self._module_names: dict = {}  # id(module) -> (weakref, the name the script gave it)
+        self.backward_calls = 0  # accumulating calls that finished
+        self.first_backward = None  # stack of the first accumulating backward() call
+        self.steps = 0  # optimizer steps
+
+    def detector(self, cls: type[HealthDetector]) -> HealthDetector:
+        """The detector of class ``cls`` this tracer runs (``KeyError`` if it runs none)."""
+        for d in self.detectors:
+            if type(d) is cls:
+                return d
+        raise KeyError(f"GradHealth runs no {cls.__name__} detector")
+
+    def leaf(self, t: Tensor) -> _Leaf:
+        """The record of the leaf ``t`` (made on first sight)."""
+        rec = self._leaves.get(id(t))
+        if rec is None or rec.ref() is not t:
+            if rec is not None and (rec.candidate or any(d.keeps(rec) for d in self.detectors)):
+                self._retired.append(rec)  # its tensor died and the id was reused
+            rec = self._leaves[id(t)] = _Leaf(t)
+        return rec
+
+    def known(self, leaf_id: int) -> _Leaf | None:
+        """The record kept under ``id(leaf)``, if any (its tensor may have died)."""
+        return self._leaves.get(leaf_id)
+
+    @property
+    def stepping(self) -> bool:
+        """Whether an optimizer has stepped yet."""
+        return bool(self._optimizers)
+
+    def module_name(self, module) -> str | None:
+        """The name the script gave ``module`` (a variable holding it), if it did."""
+        named = self._module_names.get(id(module))
+        return named[1] if named is not None and named[0]() is module else None
+
+    def adopt(self, t: Tensor, name: str | None) -> None:
+        """``t`` is a parameter the script means to train, known as ``name``."""
+        rec = self.leaf(t)
+        rec.candidate = True
+        rec.needs_grad = t.requires_grad
+        rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+        if rec.name is None and name is not None:
+            rec.name = name
+
+    def _adopt_frames(self) -> None:
+        """Adopt the parameters the user's live frames hold, named as those frames name them:
+        a loop in ``train()`` or ``Trainer.run`` is judged like one at module level."""
+        for i, f in enumerate(live_user_frames(2)):
+            self._adopt_namespace(f.f_locals, with_self=True)
+            if f.f_code.co_name == "<module>" or i >= MAX_FRAMES_SCANNED:
+                break  # the script's module frame: what calls it is not the script
+
+    # --- events, handed on to the detectors ------------------------------------------------
+
+    def on_op(self, op, node, inputs, outputs, stack):
+        # NOTE: leaves are recorded as ops first use them, whatever the detectors: findings
+        # that list parameters list them in that order
+        for t in inputs:
+            if t.grad_fn is None and t.requires_grad:
+                self.leaf(t)
+        for hook in self._op_hooks:
+            hook(self, op, node, inputs, outputs, stack)
+
+    def on_backward_begin(self, task):
+        stack = capture_stack(1)  # the user's backward()/grad() call
+        self._tasks.append([task, stack])
+        for hook in self._begin_hooks:
+            hook(self, task)
+        if not task.accumulate and task.inputs is not None:
+            for t in task.inputs:
+                if isinstance(t, Tensor) and t.grad_fn is None:
+                    self.leaf(t).handled = True
+
+    def on_node_backward(self, node, grad_outputs, grad_inputs):
+        if inspect.is_leaf_node(node):
+            self._accumulated(node, grad_outputs)
+        else:
+            for hook in self._node_hooks:
+                hook(self, node, grad_outputs, grad_inputs)
+
+    def _accumulated(self, node, grads) -> None:
+        task, stack = self._tasks[-1]
+        var = inspect.leaf_variable(node)
+        if var is None:
+            return
+        if not task.accumulate or (task.leaf_targets is not None and node not in task.leaf_targets):
+            self.leaf(var).handled = True
+            return
+        grad = inspect.grad(var)
+        g = grads[0] if grads else None
+        if grad is None or g is None:
+            return
+        rec = self.leaf(var)
+        data = inspect.array(grad)
+        for hook in self._accumulated_hooks:
+            hook(self, rec, var, node, g, grad, data, stack)
+
+    def on_backward_end(self, task):
+        if not self._tasks or self._tasks[-1][0] is not task:
+            return
+        _, stack = self._tasks.pop()
+        for hook in self._end_hooks:
+            hook(self, task, stack)
+        if task.error is not None:
+            # a call that raised: its leaves are the script's error, not unreached parameters
+            for r in task.roots:
+                if isinstance(r, Tensor) and r.grad_fn is not None:
+                    for v in _leaf_variables(r.grad_fn):
+                        self.leaf(v).handled = True
+            return
+        if task.accumulate:
+            self.backward_calls += 1
+            if self.first_backward is None:
+                self.first_backward = stack
+            self._adopt_frames()
+
+    def on_optimizer_step(self, optimizer):
+        self.steps += 1
+        known = self._optimizers.get(id(optimizer))
+        if known is None or known[0]() is not optimizer:
+            known = self._optimizers[id(optimizer)] = (weakref.ref(optimizer), capture_stack(1))
+            self._adopt_frames()  # name its parameters as the script's frames name them
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                self.adopt(p, None)
+                if p.grad is None:
+                    continue
+                rec = self.leaf(p)
+                for hook in self._step_hooks:
+                    hook(self, rec, p, known[1])
+
+    # --- results ---------------------------------------------------------------------------
+
+    def findings(self, *namespaces: dict) -> list[Finding]:
+        """The run's findings, parameters named from ``namespaces`` (the script's globals, then
+        the locals of the frames that were live when it failed: ``Run.scopes``)."""
+        from autodiag.analysis.graph import names_by_id
+
+        for namespace in namespaces:
+            self._adopt_namespace(namespace or {}, with_self=True)
+        names = names_by_id(*[ns for ns in namespaces if ns])
+        every = self._records()
+        records = [r for r in every if r.candidate and not r.handled and not r.frozen]
+        out = []
+        for d in self.detectors:
+            out += d.findings(self, every, records, names)
+        return out
+
+    def _records(self) -> list:
+        """Every leaf record, of live and of dead tensors (what they said is copied in), with a
+        live tensor's state read afresh."""
+        out = list(self._retired)
+        for rec in self._leaves.values():
+            t = rec.ref()
+            if t is not None:
+                rec.needs_grad = t.requires_grad
+                rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+                rec.shape = list(t.shape)
+            out.append(rec)
+        return out
+
+    def _adopt_namespace(self, namespace: dict, with_self: bool = False) -> None:
+        """Adopt the parameters ``namespace`` (globals or a frame's locals) holds: its
+        optimizers' parameters, its leaf tensors that require grad, its modules' parameters
+        (with ``with_self``, also those of ``self``'s attributes, one level down)."""
+        for k, v in variables(namespace):
+            if k == "self" and with_self:
+                attrs = attributes(v)
+                if attrs:
+                    self._adopt_namespace({f"self.{a}": x for a, x in variables(attrs)})
+                continue
+            look(self._adopt_value, k, v)
+
+    def _adopt_value(self, k: str, v) -> None:
+        """Adopt what the variable ``k`` holds (a user object: the caller skips it if it
+        raises)."""
+        if is_a(v, Optimizer):
+            for gi, group in enumerate(v.param_groups):
+                for pi, p in enumerate(group["params"]):
+                    if is_a(p, Tensor):
+                        self.adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
+        elif is_a(v, Tensor):
+            if v.requires_grad and v.grad_fn is None:
+                self.adopt(v, k)
+        elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
+            if id(v) not in self._module_names:
+                self._module_names[id(v)] = (weakref.ref(v), k)
+            for pname, p in v.named_parameters():
+                if is_a(p, Tensor) and p.requires_grad:
+                    self.adopt(p, f"{k}.{pname}")
+
+
+# --- none_grad -----------------------------------------------------------------------------
+
+
+class _Uses:
+    """What the run did with one leaf, as far as why it got no gradient goes (sites are trace
+    Stacks)."""
+
+    __slots__ = ("graph", "no_grad", "convert", "detach", "used", "received", "nonzero")
+
+    def __init__(self):
         self.graph = None  # first op that recorded a node with it
         self.no_grad = None  # (mode, stack): first use with grad disabled
         self.convert = None  # (op, stack, of a tensor computed from it or its detach())
         self.detach = None  # stack of a detach whose result fed a recorded op
+        self.used = False  # some op of the run took it as an input
         self.received = 0  # accumulating backward calls that reached it
         self.nonzero = False
+
+
+class NoneGrad(HealthDetector):
+    """``none_grad`` (error; warning when the gradient is only ever all zero): a parameter — in
+    an optimizer, in a module-level ``nn.Module``, or a module-level leaf with requires_grad —
+    that no accumulating ``backward()`` of the whole run reached. One finding per parameter,
+    with the reason autodiag saw happen, in this order: ``requires_grad`` never set (a plain
+    tensor given to an optimizer); cut by ``detach()`` (of it, or of a tensor made from it,
+    whose result then fed a recorded op); converted with ``.item()``/``.numpy()``/
+    ``.tolist()``; used only under ``no_grad``/``inference_mode``; never used by any op;
+    otherwise "not reached by the backward of loss at file:line". Judged over the whole run,
+    from the leaves' ``AccumulateGrad`` events, never from ``.grad`` at the end: a
+    ``zero_grad(set_to_none=True)`` after the last backward cannot make a parameter look
+    unreached. Not candidates: a ``Parameter`` with requires_grad False (frozen on purpose),
+    leaves taken by ``autograd.grad`` or left out by ``backward(inputs=...)``, and leaves in
+    the graph of a backward call that raised."""
+
+    KINDS = ("none_grad",)
+    State = _Uses
+
+    def __init__(self):
+        self._detached: dict = {}  # id(detached result) -> (weakref, leaf ids, stack, derived)
+
+    def on_op(self, health, op, node, inputs, outputs, stack):
+        detached = self._detached
+        for t in inputs:
+            if t.grad_fn is None:
+                if t.requires_grad:
+                    use = self.of(health.leaf(t))
+                    use.used = True
+                    if node is not None:
+                        if use.graph is None:
+                            use.graph = stack
+                    elif op in CONVERT_OPS:
+                        use.convert = use.convert or (op, stack, False)
+                    elif op in DETACH_OPS:
+                        self._track_detach((id(t),), outputs, stack, False)
+                    elif use.no_grad is None and (mode := inspect.grad_mode()) != "grad":
+                        use.no_grad = (mode, stack)
+                elif detached:
+                    d = detached.get(id(t))
+                    if d is not None and d[0]() is t:
+                        if op in CONVERT_OPS:  # w.detach().numpy(): a conversion in the end
+                            for use in self._uses(health, d[1]):
+                                if use.convert is None:
+                                    use.convert = (op, stack, d[3])
+                        elif node is not None:  # the cut value fed the graph: the proof
+                            for use in self._uses(health, d[1]):
+                                if use.detach is None:
+                                    use.detach = d[2]
+                        else:  # follow it through ops that record nothing (w.detach() * 2)
+                            self._track_detach(d[1], outputs, d[2], d[3])
+            elif op in DETACH_OPS or op in CONVERT_OPS:
+                ids = self._leaves_of(health, t.grad_fn)
+                if op in DETACH_OPS:
+                    self._track_detach(ids, outputs, stack, True)
+                else:
+                    for use in self._uses(health, ids):
+                        if use.convert is None:
+                            use.convert = (op, stack, True)
+
+    def _uses(self, health, leaf_ids) -> list:
+        """The records of the leaves ``leaf_ids`` that are known."""
+        recs = (health.known(lid) for lid in leaf_ids)
+        return [self.of(rec) for rec in recs if rec is not None]
+
+    def _track_detach(self, leaf_ids, outputs, stack, derived: bool) -> None:
+        """Follow the detached ``outputs`` of the leaves ``leaf_ids`` (``derived``: detached
+        from a tensor computed from them, not from the leaves themselves)."""
+        table = self._detached
+        for o in outputs:
+            key = id(o)
+
+            def gone(_, key=key):
+                table.pop(key, None)
+
+            table[key] = (weakref.ref(o, gone), tuple(leaf_ids), stack, derived)
+
+    @staticmethod
+    def _leaves_of(health, node) -> list:
+        """ids of the leaves (already recorded) in the graph of ``node`` (iterative, bounded)."""
+        out, seen, todo = [], set(), [node]
+        while todo and len(seen) < MAX_WALK:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if inspect.is_leaf_node(n):
+                v = inspect.leaf_variable(n)
+                if v is not None and health.known(id(v)) is not None:
+                    out.append(id(v))
+                continue
+            todo.extend(c for c in inspect.children(n) if c is not None)
+        return out
+
+    def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
+        use = self.of(rec)
+        use.received += 1
+        if not use.nonzero:
+            use.nonzero = bool(data.any())
+
+    def findings(self, health, every, records, names):
+        if not health.backward_calls:
+            return []
+        out = []
+        for rec in records:
+            f = self._none_grad(health, rec, _name(rec, names))
+            if f is not None:
+                out.append(f)
+        return out
+
+    def _none_grad(self, health, rec: _Leaf, name: str) -> Finding | None:
+        use = self.of(rec)
+        steps = health.backward_calls
+        calls = f"{steps} backward call{'s' if steps != 1 else ''}"
+        first_backward = health.first_backward
+        loss = first_backward.location() if first_backward is not None else None
+        if use.received:
+            if use.nonzero:
+                return None
+            return _make(
+                "none_grad",
+                "warning",
+                f"{name}.grad is all zero after every one of {use.received} backward calls",
+                loss,
+                first_backward,
+                "Check what multiplies it in the forward pass (a zero-initialised "
+                "layer, a mask, a ReLU that never fires).",
+                parameter=name,
+                reason="zero",
+                steps=use.received,
+            )
+        convert = use.convert
+        if convert is not None and (_read_only(convert[1]) or use.graph is not None
+                                    and not convert[2]):
+            # NOTE: a read to print or log it is not the cause, nor is a read of the parameter
+            # itself when it also fed the graph (then the graph missed the loss elsewhere)
+            convert = None
+        if not rec.needs_grad:
+            reason, stack, msg = (
+                "requires_grad",
+                None,
+                (f"{name} is in an optimizer but requires_grad was never set"),
+            )
+            hint = f"Create it with requires_grad=True (or call {name}.requires_grad_())."
+        elif use.detach is not None:
+            reason, stack = "detach", use.detach
+            msg = f"{name} gets no gradient: detach() cut it from the graph"
+            hint = "Use the tensor itself instead of its detach() where it should learn."
+        elif convert is not None:
+            op, stack, _ = convert
+            reason = op
+            msg = f"{name} gets no gradient: .{op}() turned its value into a non-tensor"
+            hint = (
+                f"Keep the computation in tensors: a value taken out with .{op}() carries "
+                f"no gradient."
+            )
+        elif use.graph is None and use.no_grad is not None:
+            mode, stack = use.no_grad
+            reason = mode
+            msg = f"{name} gets no gradient: it is used only under {mode}"
+            hint = f"Move the computation that should train {name} out of the {mode} block."
+        elif use.graph is None:
+            reason, stack = "unused", first_backward
+            what = "no op autograd records used it" if use.used else "no op of the run used it"
+            if use.convert is not None:  # read to print it only: say so, it is not the cause
+                read = use.convert[1].location()
+                at = f" at line {read['line']}" if read else ""
+                what += f" (its value was only read, with .{use.convert[0]}(){at})"
+            msg = f"{name} gets no gradient: {what}"
+            hint = (
+                f"Use {name} in the forward pass, or leave it out of the optimizer and the model."
+            )
+        else:
+            reason, stack = "not_reached", first_backward
+            used = use.graph.location()
+            where = f" (used at line {used['line']})" if used else ""
+            at = f" at line {loss['line']}" if loss else ""
+            msg = f"{name} gets no gradient: not reached by the backward of loss{at}{where}"
+            hint = "Make the loss depend on it, or call backward on the loss that does."
+        loc = stack.location() if stack is not None else loss
+        return _make(
+            "none_grad",
+            "error",
+            f"{msg} ({calls})",
+            loc,
+            stack,
+            hint,
+            parameter=name,
+            reason=reason,
+            steps=steps,
+            backward=loss,
+        )
+
+
+# --- unplanned_accumulation ----------------------------------------------------------------
+
+
+class _Arrivals:
+    """How one leaf's gradients arrived: cleared before, or added to a stale one."""
+
+    __slots__ = ("grad_ref", "version", "cleared", "stale", "stale_at", "hooked", "updated_at")
+
+    def __init__(self):
         self.grad_ref = None  # weakref to the .grad object after the last accumulation
         self.version = None  # the leaf's version then
         self.cleared = False
         self.stale = 0
         self.stale_at = None  # (backward stack, update stack) of the first stale accumulation
         self.hooked = False
-        self.used = False  # some op of the run took it as an input
-        self.step_norms = None  # _Norms over optimizer steps
-        self.bwd_norms = None  # _Norms over backward calls
         self.updated_at = None  # stack of the optimizer step that updates it
+
+
+class UnplannedAccumulation(HealthDetector):
+    """``unplanned_accumulation`` (error): a backward added its gradient to a ``.grad`` that
+    still held the gradient of a backward from *before the parameter was last updated* (the
+    optimizer step, or a manual ``p -= lr * p.grad``, bumped the parameter's version in
+    between), and that parameter's gradient was never cleared in the whole run.
+
+    NOTE [Telling accumulation from clearing]
+    How a gradient arrived is read at the leaf's ``AccumulateGrad`` event (after accumulation),
+    from the ``.grad`` tensor object and the incoming gradient ``g``: a new ``.grad`` object
+    means it was None before (``zero_grad()``, ``p.grad = None``); the same object holding
+    exactly ``g`` means it was zero (``zero_grad(set_to_none=False)``, ``p.grad.zero_()``:
+    0 + g == g exactly); the same object holding something else means ``g`` was added to an
+    older gradient. Values, not events: no list of clearing idioms to keep up to date. An older
+    gradient is *stale* when the parameter's version counter moved since that gradient arrived
+    (optimizers and manual updates write parameters in place). Micro-batch accumulation (k
+    backward calls, one step, one clear) adds onto gradients of the same version: never stale.
+    Leaves with gradient hooks are not classified (a hook may change ``g``)."""
+
+    KINDS = ("unplanned_accumulation",)
+    State = _Arrivals
+
+    def keeps(self, rec):
+        s = rec.state.get(self)
+        return s is not None and s.stale > 0
+
+    def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
+        s = self.of(rec)
+        if inspect.has_hooks(var) or inspect.has_hooks(node):
+            s.hooked = True
+        elif s.grad_ref is not None:
+            # NOTE [Telling accumulation from clearing]
+            ga = inspect.values(g)
+            if s.grad_ref() is not grad or data is ga or np.array_equal(data, ga):
+                s.cleared = True
+            elif s.version != inspect.version(var):
+                s.stale += 1
+                if s.stale_at is None:
+                    s.stale_at = (stack, s.updated_at)
+        s.grad_ref = weakref.ref(grad)
+        s.version = inspect.version(var)
+
+    def on_parameter_step(self, health, rec, p, stack):
+        s = self.of(rec)
+        s.updated_at = s.updated_at or stack
+
+    def findings(self, health, every, records, names):
+        """One finding per backward site whose gradients piled up across updates."""
+        by_site: dict = {}
+        for rec in every:
+            s = rec.state.get(self)
+            if s is None or not s.stale or s.cleared or s.hooked:
+                continue
+            bstack, ustack = s.stale_at
+            entry = by_site.setdefault(bstack.site, [bstack, ustack, [], 0])
+            entry[2].append(_name(rec, names))
+            entry[3] = max(entry[3], s.stale)
+        out = []
+        for bstack, ustack, params, stale in by_site.values():
+            step = ustack.location() if ustack is not None else None
+            what = f"the optimizer step at line {step['line']}" if step else "each update"
+            msg = (
+                f"backward() added to gradients left from before {what}: .grad is never "
+                f"cleared, so {', '.join(params)} accumulated over {stale + 1} steps"
+            )
+            out.append(
+                _make(
+                    "unplanned_accumulation",
+                    "error",
+                    msg,
+                    bstack.location(),
+                    bstack,
+                    "Call opt.zero_grad() at the start of each step (before backward()).",
+                    parameters=params,
+                    steps=stale + 1,
+                    optimizer_step=step,
+                )
+            )
+        return out
+
+
+# --- exploding_grad / vanishing_grad ---------------------------------------------------------
 
 
 class _Norms:
@@ -189,202 +705,43 @@ class _Norms:
                 self.growth_at = self.n
 
 
-class _Relu:
-    """One relu call site (and its position among that site's relus in a backward call)."""
+class _Sizes:
+    """One leaf's gradient norms and how far its updates moved it."""
 
-    __slots__ = ("stack", "alive", "calls", "ordinal", "module")
+    __slots__ = ("step_norms", "bwd_norms", "before", "updates")
 
-    def __init__(self, stack, width: int, ordinal: int, module):
-        self.stack, self.ordinal = stack, ordinal
-        self.module = module  # (id of the outermost module, path in it) of an nn.ReLU, or None
-        self.alive = np.zeros(width, dtype=bool)
-        self.calls = 0
+    def __init__(self):
+        self.step_norms = None  # _Norms over optimizer steps
+        self.bwd_norms = None  # _Norms over backward calls
+        self.before = None  # (version, copy of the value, largest norm yet) at its last
+        # accumulation
+        self.updates = None  # [updates measured, above max_update, first such, max ratio]
 
 
-class GradHealth(Tracer):
-    """Watches a run's gradients; ``findings(namespace)`` returns the health findings."""
+class GradNorms(HealthDetector):
+    """``exploding_grad`` / ``vanishing_grad`` (warning): per-parameter gradient norms, at every
+    optimizer step (or at every backward for parameters no optimizer steps): exploding when an
+    update moved the parameter by more than ``max_update`` times its own norm (the step outgrew
+    the parameter: relative, so a sum-reduced loss with a small learning rate is not flagged
+    for its large raw norms), or when the norm grew more than ``growth`` times over
+    ``growth_steps`` steps of strict growth; vanishing when nonzero and below ``min_norm``."""
 
-    def __init__(self, thresholds: Thresholds | None = None):
-        self.th = thresholds or Thresholds()
-        self._leaves: dict = {}  # id(leaf) -> _Leaf of a live leaf (or of one that died)
-        self._retired: list = []  # _Leaf records of dead candidates whose id was reused
-        self._detached: dict = {}  # id(detached result) -> (weakref, leaf ids, stack, derived)
-        self._tasks: list = []  # [task, backward stack, relu list] of calls in progress
-        self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
-        self._relus: dict = {}  # (site, module, ordinal, width) -> _Relu
-        self._relu_modules: dict = {}  # id(relu node) -> (id(root module), path), until backward
-        self._module_paths: dict = {}  # id(root module) -> (weakref, {id(submodule): path})
-        self._module_names: dict = {}  # id(module) -> (weakref, the name the script gave it)
-        self.backward_calls = 0  # accumulating calls that finished
-        self.first_backward = None  # stack of the first accumulating backward() call
-        self.steps = 0  # optimizer steps
+    KINDS = ("exploding_grad", "vanishing_grad")
+    State = _Sizes
 
-    def _leaf(self, t: Tensor) -> _Leaf:
-        rec = self._leaves.get(id(t))
-        if rec is None or rec.ref() is not t:
-            if rec is not None and (rec.candidate or rec.stale):
-                self._retired.append(rec)  # its tensor died and the id was reused
-            rec = self._leaves[id(t)] = _Leaf(t)
-        return rec
+    def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
+        s = self.of(rec)
+        self._measure_update(health, rec, s, var)
+        if not health.stepping:  # no optimizer (yet): norms per backward call
+            if s.bwd_norms is None:
+                s.bwd_norms = _Norms()
+            s.bwd_norms.add(_norm(data), health.th)
 
-    def _adopt(self, t: Tensor, name: str | None) -> None:
-        """``t`` is a parameter the script means to train, known as ``name``."""
-        rec = self._leaf(t)
-        rec.candidate = True
-        rec.needs_grad = t.requires_grad
-        rec.frozen = isinstance(t, Parameter) and not t.requires_grad
-        if rec.name is None and name is not None:
-            rec.name = name
-
-    def _adopt_frames(self) -> None:
-        """Adopt the parameters the user's live frames hold, named as those frames name them:
-        a loop in ``train()`` or ``Trainer.run`` is judged like one at module level."""
-        for i, f in enumerate(live_user_frames(2)):
-            self._adopt_namespace(f.f_locals, with_self=True)
-            if f.f_code.co_name == "<module>" or i >= MAX_FRAMES_SCANNED:
-                break  # the script's module frame: what calls it is not the script
-
-    # --- forward: what happens to leaves ---------------------------------------------------
-
-    def on_op(self, op, node, inputs, outputs, stack):
-        if op == "relu" and node is not None:
-            if events.MODULES:
-                self._relu_modules[id(node)] = self._module_path(events.MODULES)
-            else:
-                self._relu_modules.pop(id(node), None)
-        detached = self._detached
-        for t in inputs:
-            if t.grad_fn is None:
-                if t.requires_grad:
-                    rec = self._leaf(t)
-                    rec.used = True
-                    if node is not None:
-                        if rec.graph is None:
-                            rec.graph = stack
-                    elif op in CONVERT_OPS:
-                        rec.convert = rec.convert or (op, stack, False)
-                    elif op in DETACH_OPS:
-                        self._track_detach((id(t),), outputs, stack, False)
-                    elif rec.no_grad is None and (mode := inspect.grad_mode()) != "grad":
-                        rec.no_grad = (mode, stack)
-                elif detached:
-                    d = detached.get(id(t))
-                    if d is not None and d[0]() is t:
-                        if op in CONVERT_OPS:  # w.detach().numpy(): a conversion in the end
-                            for lid in d[1]:
-                                rec = self._leaves.get(lid)
-                                if rec is not None and rec.convert is None:
-                                    rec.convert = (op, stack, d[3])
-                        elif node is not None:  # the cut value fed the graph: the proof
-                            for lid in d[1]:
-                                rec = self._leaves.get(lid)
-                                if rec is not None and rec.detach is None:
-                                    rec.detach = d[2]
-                        else:  # follow it through ops that record nothing (w.detach() * 2)
-                            self._track_detach(d[1], outputs, d[2], d[3])
-            elif op in DETACH_OPS or op in CONVERT_OPS:
-                ids = self._leaves_of(t.grad_fn)
-                if op in DETACH_OPS:
-                    self._track_detach(ids, outputs, stack, True)
-                else:
-                    for lid in ids:
-                        rec = self._leaves.get(lid)
-                        if rec is not None and rec.convert is None:
-                            rec.convert = (op, stack, True)
-
-    def _track_detach(self, leaf_ids, outputs, stack, derived: bool) -> None:
-        """Follow the detached ``outputs`` of the leaves ``leaf_ids`` (``derived``: detached
-        from a tensor computed from them, not from the leaves themselves)."""
-        table = self._detached
-        for o in outputs:
-            key = id(o)
-
-            def gone(_, key=key):
-                table.pop(key, None)
-
-            table[key] = (weakref.ref(o, gone), tuple(leaf_ids), stack, derived)
-
-    def _leaves_of(self, node) -> list:
-        """ids of the leaves (already recorded) in the graph of ``node`` (iterative, bounded)."""
-        out, seen, todo = [], set(), [node]
-        while todo and len(seen) < MAX_WALK:
-            n = todo.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if inspect.is_leaf_node(n):
-                v = inspect.leaf_variable(n)
-                if v is not None and id(v) in self._leaves:
-                    out.append(id(v))
-                continue
-            todo.extend(c for c in inspect.children(n) if c is not None)
-        return out
-
-    # --- backward --------------------------------------------------------------------------
-
-    def on_backward_begin(self, task):
-        stack = capture_stack(1)  # the user's backward()/grad() call
-        self._tasks.append([task, stack, []])
-        if not task.accumulate and task.inputs is not None:
-            for t in task.inputs:
-                if isinstance(t, Tensor) and t.grad_fn is None:
-                    self._leaf(t).handled = True
-
-    def on_node_backward(self, node, grad_outputs, grad_inputs):
-        cls = node.__class__
-        if inspect.is_leaf_node(node):
-            self._accumulated(node, grad_outputs)
-        elif cls is ReluBackward0 and grad_inputs and grad_inputs[0] is not None:
-            g = grad_inputs[0]
-            a = g if g.__class__ is np.ndarray else np.asarray(inspect.values(g))
-            where = inspect.site(node)
-            if a.ndim and where is not None:
-                alive = (a != 0).reshape(-1, a.shape[-1]).any(axis=0)
-                module = self._relu_modules.pop(id(node), None)
-                self._tasks[-1][2].append((where, alive, module))
-
-    def _accumulated(self, node, grads) -> None:
-        entry = self._tasks[-1]
-        task = entry[0]
-        var = inspect.leaf_variable(node)
-        if var is None:
-            return
-        if not task.accumulate or (task.leaf_targets is not None and node not in task.leaf_targets):
-            self._leaf(var).handled = True
-            return
-        grad = inspect.grad(var)
-        g = grads[0] if grads else None
-        if grad is None or g is None:
-            return
-        rec = self._leaf(var)
-        rec.received += 1
-        data = inspect.array(grad)
-        if not rec.nonzero:
-            rec.nonzero = bool(data.any())
-        if inspect.has_hooks(var) or inspect.has_hooks(node):
-            rec.hooked = True
-        elif rec.grad_ref is not None:
-            # NOTE [Telling accumulation from clearing]
-            ga = inspect.values(g)
-            if rec.grad_ref() is not grad or data is ga or np.array_equal(data, ga):
-                rec.cleared = True
-            elif rec.version != inspect.version(var):
-                rec.stale += 1
-                if rec.stale_at is None:
-                    rec.stale_at = (entry[1], rec.updated_at)
-        rec.grad_ref = weakref.ref(grad)
-        self._measure_update(rec, var)
-        rec.version = inspect.version(var)
-        if not self._optimizers:  # no optimizer (yet): norms per backward call
-            if rec.bwd_norms is None:
-                rec.bwd_norms = _Norms()
-            rec.bwd_norms.add(_norm(data), self.th)
-
-    def _measure_update(self, rec: _Leaf, var: Tensor) -> None:
+    def _measure_update(self, health, rec: _Leaf, s: _Sizes, var: Tensor) -> None:
         """How far the parameter moved since its last accumulation, relative to its norm (the
         update/weight ratio of whatever updated it: an optimizer or a manual step)."""
         value = inspect.array(var)
-        before = rec.before
+        before = s.before
         # NOTE: against the largest norm the parameter has had, not its last one: a scalar
         # crossing zero on its way to the optimum moves by many times its (tiny) current norm
         size = max(before[2], _norm(value)) if before is not None else _norm(value)
@@ -392,276 +749,40 @@ class GradHealth(Tracer):
                 and before[1].shape == value.shape \
                 and before[2] > 0:
             ratio = _norm(value - before[1]) / before[2]
-            u = rec.updates
+            u = s.updates
             if u is None:
-                u = rec.updates = [0, 0, None, 0.0]
+                u = s.updates = [0, 0, None, 0.0]
             u[0] += 1
             u[3] = max(u[3], ratio)
-            if ratio > self.th.max_update:
+            if ratio > health.th.max_update:
                 u[1] += 1
                 if u[2] is None:
                     u[2] = u[0]
-        if rec.candidate or not self.backward_calls:
+        if rec.candidate or not health.backward_calls:
             # NOTE: copies only of parameters (adopted at the end of each backward call; the
             # first call's are not known yet): a loop that makes a fresh input leaf with
             # requires_grad each step must not keep a copy of every one
-            rec.before = (inspect.version(var), value.copy(), size)
+            s.before = (inspect.version(var), value.copy(), size)
 
-    def on_backward_end(self, task):
-        if not self._tasks or self._tasks[-1][0] is not task:
-            return
-        _, stack, relus = self._tasks.pop()
-        if task.error is not None:
-            # a call that raised: its leaves are the script's error, not unreached parameters
-            for r in task.roots:
-                if isinstance(r, Tensor) and r.grad_fn is not None:
-                    for v in _leaf_variables(r.grad_fn):
-                        self._leaf(v).handled = True
-            return
-        if relus:
-            self._relu_call(relus)
-        if task.accumulate:
-            self.backward_calls += 1
-            if self.first_backward is None:
-                self.first_backward = stack
-            self._adopt_frames()
+    def on_parameter_step(self, health, rec, p, stack):
+        s = self.of(rec)
+        if s.step_norms is None:
+            s.step_norms = _Norms()
+        s.step_norms.add(_norm(inspect.array(p.grad)), health.th)
 
-    def _relu_call(self, relus: list) -> None:
-        """Fold one call's relu gradients in; sites seen several times in the call are told
-        apart by forward order (backward runs them last first)."""
-        per_site: dict = {}
-        for st, _, module in relus:
-            per_site[st.site, module] = per_site.get((st.site, module), 0) + 1
-        seen: dict = {}
-        for st, alive, module in relus:
-            site = (st.site, module)
-            k = seen.get(site, 0)
-            seen[site] = k + 1
-            ordinal = per_site[site] - 1 - k
-            key = (st.site, module, ordinal, alive.shape[0])
-            r = self._relus.get(key)
-            if r is None:
-                r = self._relus[key] = _Relu(st, alive.shape[0], ordinal, module)
-            r.alive |= alive
-            r.calls += 1
-
-    def _module_path(self, modules: list) -> tuple:
-        """(id of the outermost module running, the innermost one's path in it: "3")."""
-        root, inner = modules[0], modules[-1]
-        known = self._module_paths.get(id(root))
-        if known is None or known[0]() is not root or id(inner) not in known[1]:
-            paths = {}
-            try:
-                paths = {id(m): name for name, m in root.named_modules()}
-            except Exception:  # noqa: BLE001 - a user module with an odd named_modules
-                pass
-            known = self._module_paths[id(root)] = (weakref.ref(root), paths)
-        return (id(root), known[1].get(id(inner), ""))
-
-    def on_optimizer_step(self, optimizer):
-        self.steps += 1
-        known = self._optimizers.get(id(optimizer))
-        if known is None or known[0]() is not optimizer:
-            known = self._optimizers[id(optimizer)] = (weakref.ref(optimizer), capture_stack(1))
-            self._adopt_frames()  # name its parameters as the script's frames name them
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                self._adopt(p, None)
-                if p.grad is None:
-                    continue
-                rec = self._leaf(p)
-                rec.updated_at = rec.updated_at or known[1]
-                if rec.step_norms is None:
-                    rec.step_norms = _Norms()
-                rec.step_norms.add(_norm(inspect.array(p.grad)), self.th)
-
-    # --- results ---------------------------------------------------------------------------
-
-    def findings(self, *namespaces: dict) -> list[Finding]:
-        """The run's findings, parameters named from ``namespaces`` (the script's globals, then
-        the locals of the frames that were live when it failed: ``Run.scopes``)."""
-        from autodiag.analysis.graph import names_by_id
-
-        for namespace in namespaces:
-            self._adopt_namespace(namespace or {}, with_self=True)
-        names = names_by_id(*[ns for ns in namespaces if ns])
-        every = self._records()
-        records = [r for r in every if r.candidate and not r.handled and not r.frozen]
+    def findings(self, health, every, records, names):
         out = []
-        if self.backward_calls:
-            for rec in records:
-                f = self._none_grad(rec, _name(rec, names))
-                if f is not None:
-                    out.append(f)
-        out += self._accumulation(every, names)
         for rec in records:
-            out += self._norm_findings(rec, _name(rec, names))
-        out += self._dead_relus()
+            out += self._norm_findings(health, rec, _name(rec, names))
         return out
 
-    def _records(self) -> list:
-        """Every leaf record, of live and of dead tensors (what they said is copied in), with a
-        live tensor's state read afresh."""
-        out = list(self._retired)
-        for rec in self._leaves.values():
-            t = rec.ref()
-            if t is not None:
-                rec.needs_grad = t.requires_grad
-                rec.frozen = isinstance(t, Parameter) and not t.requires_grad
-                rec.shape = list(t.shape)
-            out.append(rec)
-        return out
-
-    def _adopt_namespace(self, namespace: dict, with_self: bool = False) -> None:
-        """Adopt the parameters ``namespace`` (globals or a frame's locals) holds: its
-        optimizers' parameters, its leaf tensors that require grad, its modules' parameters
-        (with ``with_self``, also those of ``self``'s attributes, one level down)."""
-        for k, v in variables(namespace):
-            if k == "self" and with_self:
-                attrs = attributes(v)
-                if attrs:
-                    self._adopt_namespace({f"self.{a}": x for a, x in variables(attrs)})
-                continue
-            look(self._adopt_value, k, v)
-
-    def _adopt_value(self, k: str, v) -> None:
-        """Adopt what the variable ``k`` holds (a user object: the caller skips it if it
-        raises)."""
-        if is_a(v, Optimizer):
-            for gi, group in enumerate(v.param_groups):
-                for pi, p in enumerate(group["params"]):
-                    if is_a(p, Tensor):
-                        self._adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
-        elif is_a(v, Tensor):
-            if v.requires_grad and v.grad_fn is None:
-                self._adopt(v, k)
-        elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
-            if id(v) not in self._module_names:
-                self._module_names[id(v)] = (weakref.ref(v), k)
-            for pname, p in v.named_parameters():
-                if is_a(p, Tensor) and p.requires_grad:
-                    self._adopt(p, f"{k}.{pname}")
-
-    def _none_grad(self, rec: _Leaf, name: str) -> Finding | None:
-        steps = self.backward_calls
-        calls = f"{steps} backward call{'s' if steps != 1 else ''}"
-        loss = self.first_backward.location() if self.first_backward is not None else None
-        if rec.received:
-            if rec.nonzero:
-                return None
-            return _make(
-                "none_grad",
-                "warning",
-                f"{name}.grad is all zero after every one of {rec.received} backward calls",
-                loss,
-                self.first_backward,
-                "Check what multiplies it in the forward pass (a zero-initialised "
-                "layer, a mask, a ReLU that never fires).",
-                parameter=name,
-                reason="zero",
-                steps=rec.received,
-            )
-        convert = rec.convert
-        if convert is not None and (_read_only(convert[1]) or rec.graph is not None
-                                    and not convert[2]):
-            # NOTE: a read to print or log it is not the cause, nor is a read of the parameter
-            # itself when it also fed the graph (then the graph missed the loss elsewhere)
-            convert = None
-        if not rec.needs_grad:
-            reason, stack, msg = (
-                "requires_grad",
-                None,
-                (f"{name} is in an optimizer but requires_grad was never set"),
-            )
-            hint = f"Create it with requires_grad=True (or call {name}.requires_grad_())."
-        elif rec.detach is not None:
-            reason, stack = "detach", rec.detach
-            msg = f"{name} gets no gradient: detach() cut it from the graph"
-            hint = "Use the tensor itself instead of its detach() where it should learn."
-        elif convert is not None:
-            op, stack, _ = convert
-            reason = op
-            msg = f"{name} gets no gradient: .{op}() turned its value into a non-tensor"
-            hint = (
-                f"Keep the computation in tensors: a value taken out with .{op}() carries "
-                f"no gradient."
-            )
-        elif rec.graph is None and rec.no_grad is not None:
-            mode, stack = rec.no_grad
-            reason = mode
-            msg = f"{name} gets no gradient: it is used only under {mode}"
-            hint = f"Move the computation that should train {name} out of the {mode} block."
-        elif rec.graph is None:
-            reason, stack = "unused", self.first_backward
-            what = "no op autograd records used it" if rec.used else "no op of the run used it"
-            if rec.convert is not None:  # read to print it only: say so, it is not the cause
-                read = rec.convert[1].location()
-                at = f" at line {read['line']}" if read else ""
-                what += f" (its value was only read, with .{rec.convert[0]}(){at})"
-            msg = f"{name} gets no gradient: {what}"
-            hint = (
-                f"Use {name} in the forward pass, or leave it out of the optimizer and the model."
-            )
-        else:
-            reason, stack = "not_reached", self.first_backward
-            used = rec.graph.location()
-            where = f" (used at line {used['line']})" if used else ""
-            at = f" at line {loss['line']}" if loss else ""
-            msg = f"{name} gets no gradient: not reached by the backward of loss{at}{where}"
-            hint = "Make the loss depend on it, or call backward on the loss that does."
-        loc = stack.location() if stack is not None else loss
-        return _make(
-            "none_grad",
-            "error",
-            f"{msg} ({calls})",
-            loc,
-            stack,
-            hint,
-            parameter=name,
-            reason=reason,
-            steps=steps,
-            backward=loss,
-        )
-
-    def _accumulation(self, records: list, names: dict) -> list[Finding]:
-        """One finding per backward site whose gradients piled up across updates."""
-        by_site: dict = {}
-        for rec in records:
-            if not rec.stale or rec.cleared or rec.hooked:
-                continue
-            bstack, ustack = rec.stale_at
-            entry = by_site.setdefault(bstack.site, [bstack, ustack, [], 0])
-            entry[2].append(_name(rec, names))
-            entry[3] = max(entry[3], rec.stale)
-        out = []
-        for bstack, ustack, params, stale in by_site.values():
-            step = ustack.location() if ustack is not None else None
-            what = f"the optimizer step at line {step['line']}" if step else "each update"
-            msg = (
-                f"backward() added to gradients left from before {what}: .grad is never "
-                f"cleared, so {', '.join(params)} accumulated over {stale + 1} steps"
-            )
-            out.append(
-                _make(
-                    "unplanned_accumulation",
-                    "error",
-                    msg,
-                    bstack.location(),
-                    bstack,
-                    "Call opt.zero_grad() at the start of each step (before backward()).",
-                    parameters=params,
-                    steps=stale + 1,
-                    optimizer_step=step,
-                )
-            )
-        return out
-
-    def _norm_findings(self, rec: _Leaf, name: str) -> list[Finding]:
-        series = rec.step_norms or rec.bwd_norms
+    def _norm_findings(self, health, rec: _Leaf, name: str) -> list[Finding]:
+        s = rec.state.get(self)
+        series = (s.step_norms or s.bwd_norms) if s is not None else None
         if series is None:
             return []
-        unit = "optimizer step" if rec.step_norms is not None else "backward call"
-        th = self.th
+        unit = "optimizer step" if s.step_norms is not None else "backward call"
+        th = health.th
         norms = [float(f"{x:.6g}") for x in series.recent]
         common = {
             "parameter": name,
@@ -671,7 +792,7 @@ class GradHealth(Tracer):
             "per": unit,
         }
         out = []
-        upd = rec.updates
+        upd = s.updates
         if upd is not None:
             common["max_update_ratio"] = float(f"{upd[3]:.6g}")
         if (upd is not None and upd[1]) or series.growth_at is not None:
@@ -723,7 +844,93 @@ class GradHealth(Tracer):
             )
         return out
 
-    def _module_name(self, module) -> str | None:
+
+# --- dead_relu -------------------------------------------------------------------------------
+
+
+class _Relu:
+    """One relu call site (and its position among that site's relus in a backward call)."""
+
+    __slots__ = ("stack", "alive", "calls", "ordinal", "module")
+
+    def __init__(self, stack, width: int, ordinal: int, module):
+        self.stack, self.ordinal = stack, ordinal
+        self.module = module  # (id of the outermost module, path in it) of an nn.ReLU, or None
+        self.alive = np.zeros(width, dtype=bool)
+        self.calls = 0
+
+
+class DeadRelu(HealthDetector):
+    """``dead_relu`` (warning): units (last dimension) of a ``relu`` call site through which no
+    gradient passed — exactly zero for every sample — in each of at least ``dead_steps``
+    backward calls."""
+
+    KINDS = ("dead_relu",)
+
+    def __init__(self):
+        self._calls: list = []  # per backward call in progress: its relus' (site, alive, module)
+        self._relus: dict = {}  # (site, module, ordinal, width) -> _Relu
+        self._relu_modules: dict = {}  # id(relu node) -> (id(root module), path), until backward
+        self._module_paths: dict = {}  # id(root module) -> (weakref, {id(submodule): path})
+
+    def on_op(self, health, op, node, inputs, outputs, stack):
+        if op == "relu" and node is not None:
+            if events.MODULES:
+                self._relu_modules[id(node)] = self._module_path(events.MODULES)
+            else:
+                self._relu_modules.pop(id(node), None)
+
+    def on_backward_begin(self, health, task):
+        self._calls.append([])
+
+    def on_node_backward(self, health, node, grad_outputs, grad_inputs):
+        if node.__class__ is ReluBackward0 and grad_inputs and grad_inputs[0] is not None:
+            g = grad_inputs[0]
+            a = g if g.__class__ is np.ndarray else np.asarray(inspect.values(g))
+            where = inspect.site(node)
+            if a.ndim and where is not None:
+                alive = (a != 0).reshape(-1, a.shape[-1]).any(axis=0)
+                module = self._relu_modules.pop(id(node), None)
+                self._calls[-1].append((where, alive, module))
+
+    def on_backward_end(self, health, task, stack):
+        relus = self._calls.pop()
+        if relus and task.error is None:
+            self._relu_call(relus)
+
+    def _relu_call(self, relus: list) -> None:
+        """Fold one call's relu gradients in; sites seen several times in the call are told
+        apart by forward order (backward runs them last first)."""
+        per_site: dict = {}
+        for st, _, module in relus:
+            per_site[st.site, module] = per_site.get((st.site, module), 0) + 1
+        seen: dict = {}
+        for st, alive, module in relus:
+            site = (st.site, module)
+            k = seen.get(site, 0)
+            seen[site] = k + 1
+            ordinal = per_site[site] - 1 - k
+            key = (st.site, module, ordinal, alive.shape[0])
+            r = self._relus.get(key)
+            if r is None:
+                r = self._relus[key] = _Relu(st, alive.shape[0], ordinal, module)
+            r.alive |= alive
+            r.calls += 1
+
+    def _module_path(self, modules: list) -> tuple:
+        """(id of the outermost module running, the innermost one's path in it: "3")."""
+        root, inner = modules[0], modules[-1]
+        known = self._module_paths.get(id(root))
+        if known is None or known[0]() is not root or id(inner) not in known[1]:
+            paths = {}
+            try:
+                paths = {id(m): name for name, m in root.named_modules()}
+            except Exception:  # noqa: BLE001 - a user module with an odd named_modules
+                pass
+            known = self._module_paths[id(root)] = (weakref.ref(root), paths)
+        return (id(root), known[1].get(id(inner), ""))
+
+    def _module_name(self, health, module) -> str | None:
         """``model.3``: a relu's module path, from the name the script gave the outermost
         module (its class name when none did)."""
         if module is None:
@@ -731,22 +938,20 @@ class GradHealth(Tracer):
         root_id, path = module
         known = self._module_paths.get(root_id)
         root = known[0]() if known is not None else None
-        named = self._module_names.get(root_id)
-        name = named[1] if named is not None and root is not None and named[0]() is root \
-            else type(root).__name__ if root is not None else "a module"
+        name = "a module" if root is None else health.module_name(root) or type(root).__name__
         return f"{name}.{path}" if path else name
 
-    def _dead_relus(self) -> list[Finding]:
+    def findings(self, health, every, records, names):
         out = []
         # forward order: backward met (and recorded) the relus last first
         for r in sorted(reversed(self._relus.values()), key=lambda r: r.ordinal):
-            if r.calls < self.th.dead_steps:
+            if r.calls < health.th.dead_steps:
                 continue
             dead = np.flatnonzero(~r.alive).tolist()
             if not dead:
                 continue
             width = r.alive.shape[0]
-            module = self._module_name(r.module)
+            module = self._module_name(health, r.module)
             if module is not None:
                 nth = f" of {module}" + (f" (call #{r.ordinal + 1})" if r.ordinal else "")
             else:
@@ -772,6 +977,12 @@ class GradHealth(Tracer):
                 )
             )
         return out
+
+
+# The detectors GradHealth runs, in the order their findings come; KINDS is theirs.
+DETECTORS: tuple[type[HealthDetector], ...] = (NoneGrad, UnplannedAccumulation, GradNorms,
+                                               DeadRelu)
+KINDS: tuple[str, ...] = tuple(k for d in DETECTORS for k in d.KINDS)
 
 
 def _norm(a: np.ndarray) -> float:
