@@ -705,6 +705,11 @@ class _Norms:
                 self.growth_at = self.n
 
 
+def _settling(series: _Norms) -> bool:
+    """Whether the gradient norm ended below where it started (training converging)."""
+    return series.first is not None and series.n > 1 and series.recent[-1] < series.first
+
+
 class _Sizes:
     """One leaf's gradient norms and how far its updates moved it."""
 
@@ -795,8 +800,12 @@ class GradNorms(HealthDetector):
         upd = s.updates
         if upd is not None:
             common["max_update_ratio"] = float(f"{upd[3]:.6g}")
-        if (upd is not None and upd[1]) or series.growth_at is not None:
-            if upd is not None and upd[1]:
+        # NOTE: a parameter that starts near zero (a bias) moves by more than its own norm on
+        # its way to the optimum while its gradient shrinks; an update larger than the
+        # parameter is an explosion only while the gradient is not falling
+        big_updates = upd is not None and upd[1] and not _settling(series)
+        if big_updates or series.growth_at is not None:
+            if big_updates:
                 n, first = upd[1], upd[2]
                 msg = (
                     f"{name}: an update moved it by up to {upd[3]:.3g}x its own norm ({n} of "
