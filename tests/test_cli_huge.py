@@ -412,3 +412,21 @@ def test_graph_dot_truncated_is_valid(chain):
     for a, b in re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.M):
         assert a in nodes and b in nodes
     assert 'truncated [shape=note, label="37 more nodes not shown"];' in dot
+
+
+def test_trace_forward_values_of_a_chain_take_the_common_path(monkeypatch):
+    """A chain of one-element ops records each forward value in ``on_op`` itself: traced ops
+    number their nodes two apart (the op's own mark, then its node), and that gap must not send
+    every op through the general ``put``. The values read back are the ops' own."""
+    from autodiag.analysis import backward_trace
+
+    calls = []
+    put = backward_trace._ForwardValues.put
+    monkeypatch.setattr(backward_trace._ForwardValues, "put",
+                        lambda self, node, out: calls.append(1) or put(self, node, out))
+    rec = BackwardTrace()
+    ns = _chain_run(1000, rec)
+    assert len(calls) <= 2, len(calls)
+    rows = list(rec.rows())
+    assert rows[1]["node"] == "MulBackward0"  # y * 1.0000001, the chain's last op
+    assert rows[1]["value"]["values"] == ns["y"].tolist()

@@ -119,17 +119,25 @@ class BackwardTrace(Tracer):
         if node is None or not outputs:
             return
         # NOTE: once per op of the run: the common case (the next node's one-element float
-        # value, of the dtype and shape seen last) appended here, the rest by ``put``
+        # value, of the dtype and shape seen last) appended here, the rest by ``put``. A traced
+        # op takes a sequence number itself before its node's (trace/events.py): consecutive
+        # ops' nodes are two apart, the position between them stays empty
         fw = self._forward
         out = outputs[0]
         data = _values(out)
         if data.__class__ is _ndarray and data.size == 1:
             memo = self._codec.memo
-            if data.dtype is memo[0] and data.ndim == memo[1] and fw.base is not None and \
-                    _seq(node) - fw.base == len(fw.codes):
-                fw.codes.append(memo[2])
-                fw.values.append(data.item())
-                return
+            if data.dtype is memo[0] and data.ndim == memo[1] and fw.base is not None:
+                codes = fw.codes
+                gap = _seq(node) - fw.base - len(codes)
+                if gap == 1:
+                    codes.append(0)  # Summaries.NONE
+                    fw.values.append(0.0)
+                    gap = 0
+                if gap == 0:
+                    codes.append(memo[2])
+                    fw.values.append(data.item())
+                    return
         fw.put(node, out)
 
     def on_backward_begin(self, task):
