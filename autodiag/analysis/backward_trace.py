@@ -198,10 +198,12 @@ class BackwardTrace(Tracer):
         col = self._value
         fw = self._forward
         k = _seq(node) - fw.base if fw.base is not None else -1
-        if 0 <= k < len(fw.codes) and fw.codes[k] != col.NONE:
-            col.codes.append(fw.codes[k])
-            col.values.append(fw.values[k])
-            return
+        if 0 <= k < len(fw.codes):
+            code = fw.codes[k]
+            if code:  # not Summaries.NONE
+                col.codes.append(code)
+                col.values.append(fw.values[k])
+                return
         v = fw.others.get(node)
         col.codes.append(col.NONE if v is None else col.DICT)
         col.values.append(len(col.dicts))
@@ -310,7 +312,9 @@ class BackwardTrace(Tracer):
         to_names = self._out_to
         leaves, variables = self.leaf_refs, self.variables
         in_end, out_end, site = self._in_end, self._out_end, self._site
-        # the last outgoing gradient: in a chain, the next row's incoming one
+        # the last one-element summary written, as (code, value) and its text: in a chain, a
+        # row's outgoing gradient is the next row's incoming one, and an add passes its
+        # incoming gradient on as it is
         last_c, last_v, last_text = -1, 0.0, ""
         i0 = o0 = 0
         for k, name in enumerate(self._node):
@@ -323,7 +327,8 @@ class BackwardTrace(Tracer):
                 if c == last_c and v == last_v and v != 0:  # 0.0 == -0.0, their texts differ
                     incoming = last_text
                 elif c > 1 and v - v == 0:
-                    incoming = scalar(c, v)
+                    last_c, last_v = c, v
+                    incoming = last_text = scalar(c, v)
                 else:
                     incoming = in_json(i0, texts)
             else:
@@ -342,7 +347,9 @@ class BackwardTrace(Tracer):
                         loc = sites[id(st)] = json.dumps(st.location())
                 if o1 - o0 == 1:
                     c, v = grad_c[o0], grad_v[o0]
-                    if c > 1 and v - v == 0:
+                    if c == last_c and v == last_v and v != 0:
+                        grad = last_text
+                    elif c > 1 and v - v == 0:
                         last_c, last_v = c, v
                         grad = last_text = scalar(c, v)
                     else:
