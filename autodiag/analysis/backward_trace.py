@@ -7,8 +7,8 @@ as dicts (a few KB each with their summaries) but in columns (``Summaries``: 10 
 one-element float summary), and only the first ``limit`` rows at all; ``rows()`` rebuilds each
 row's dict as it is written. Forward values are kept per node from ``on_op`` on, before anyone
 knows which nodes the traced call will reach: a one-element float value in an array indexed by
-the node's sequence number (10 bytes per node recorded during the run), any other value as a
-summary dict held only as long as its node lives.
+the node's sequence number (10 bytes per sequence number: 20 per traced op, whose own mark
+takes one), any other value as a summary dict held only as long as its node lives.
 """
 
 from __future__ import annotations
