@@ -321,6 +321,8 @@ def test_trace_rows_json_special_values_chain():
         for i in range(6):
             y = y * 1.5 + w if i % 2 else y - 0.0
         z = (y * x).sum() + (x / x).sum() + (w * 1e38 * 1e38).sum()
+        # 0.0 received, -0.0 sent on (equal, but not the same text), then passed on by an add
+        z = z + ((x + 1.0) * -1.0).sum() * 0.0
         z.backward()
         """)
     rec = BackwardTrace()
@@ -412,3 +414,36 @@ def test_graph_dot_truncated_is_valid(chain):
     for a, b in re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.M):
         assert a in nodes and b in nodes
     assert 'truncated [shape=note, label="37 more nodes not shown"];' in dot
+
+
+def test_trace_forward_values_of_a_chain_take_the_common_path(monkeypatch):
+    """A chain of one-element ops records each forward value in ``on_op`` itself: traced ops
+    number their nodes two apart (the op's own mark, then its node), and that gap must not send
+    every op through the general ``put``. The values read back are the ops' own."""
+    from autodiag.analysis import backward_trace
+
+    calls = []
+    put = backward_trace._ForwardValues.put
+    monkeypatch.setattr(backward_trace._ForwardValues, "put",
+                        lambda self, node, out: calls.append(1) or put(self, node, out))
+    rec = BackwardTrace()
+    ns = _chain_run(1000, rec)
+    assert len(calls) <= 2, len(calls)
+    rows = list(rec.rows())
+    assert rows[1]["node"] == "MulBackward0"  # y * 1.0000001, the chain's last op
+    assert rows[1]["value"]["values"] == ns["y"].tolist()
+
+
+def test_trace_rows_json_writes_a_passed_on_gradient_once(traced_10k, monkeypatch):
+    """An add passes its incoming gradient on unchanged: the row reuses the incoming text for
+    its outgoing gradient (one ``scalar_json`` for the value and one for each new gradient)."""
+    from autodiag.analysis.summary import Summaries
+
+    rec = traced_10k[0]
+    calls = []
+    scalar = Summaries.scalar_json
+    monkeypatch.setattr(Summaries, "scalar_json",
+                        lambda self, code, v: calls.append(1) or scalar(self, code, v))
+    texts = list(rec.rows_json())
+    assert len(texts) == 10_002
+    assert len(calls) <= 1.6 * len(texts), len(calls)  # 2 per row before

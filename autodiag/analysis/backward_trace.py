@@ -7,8 +7,8 @@ as dicts (a few KB each with their summaries) but in columns (``Summaries``: 10 
 one-element float summary), and only the first ``limit`` rows at all; ``rows()`` rebuilds each
 row's dict as it is written. Forward values are kept per node from ``on_op`` on, before anyone
 knows which nodes the traced call will reach: a one-element float value in an array indexed by
-the node's sequence number (10 bytes per node recorded during the run), any other value as a
-summary dict held only as long as its node lives.
+the node's sequence number (10 bytes per sequence number: 20 per traced op, whose own mark
+takes one), any other value as a summary dict held only as long as its node lives.
 """
 
 from __future__ import annotations
@@ -119,17 +119,25 @@ class BackwardTrace(Tracer):
         if node is None or not outputs:
             return
         # NOTE: once per op of the run: the common case (the next node's one-element float
-        # value, of the dtype and shape seen last) appended here, the rest by ``put``
+        # value, of the dtype and shape seen last) appended here, the rest by ``put``. A traced
+        # op takes a sequence number itself before its node's (trace/events.py): consecutive
+        # ops' nodes are two apart, the position between them stays empty
         fw = self._forward
         out = outputs[0]
         data = _values(out)
         if data.__class__ is _ndarray and data.size == 1:
             memo = self._codec.memo
-            if data.dtype is memo[0] and data.ndim == memo[1] and fw.base is not None and \
-                    _seq(node) - fw.base == len(fw.codes):
-                fw.codes.append(memo[2])
-                fw.values.append(data.item())
-                return
+            if data.dtype is memo[0] and data.ndim == memo[1] and fw.base is not None:
+                codes = fw.codes
+                gap = _seq(node) - fw.base - len(codes)
+                if gap == 1:
+                    codes.append(0)  # Summaries.NONE
+                    fw.values.append(0.0)
+                    gap = 0
+                if gap == 0:
+                    codes.append(memo[2])
+                    fw.values.append(data.item())
+                    return
         fw.put(node, out)
 
     def on_backward_begin(self, task):
@@ -190,10 +198,12 @@ class BackwardTrace(Tracer):
         col = self._value
         fw = self._forward
         k = _seq(node) - fw.base if fw.base is not None else -1
-        if 0 <= k < len(fw.codes) and fw.codes[k] != col.NONE:
-            col.codes.append(fw.codes[k])
-            col.values.append(fw.values[k])
-            return
+        if 0 <= k < len(fw.codes):
+            code = fw.codes[k]
+            if code:  # not Summaries.NONE
+                col.codes.append(code)
+                col.values.append(fw.values[k])
+                return
         v = fw.others.get(node)
         col.codes.append(col.NONE if v is None else col.DICT)
         col.values.append(len(col.dicts))
@@ -302,7 +312,9 @@ class BackwardTrace(Tracer):
         to_names = self._out_to
         leaves, variables = self.leaf_refs, self.variables
         in_end, out_end, site = self._in_end, self._out_end, self._site
-        # the last outgoing gradient: in a chain, the next row's incoming one
+        # the last one-element summary written, as (code, value) and its text: in a chain, a
+        # row's outgoing gradient is the next row's incoming one, and an add passes its
+        # incoming gradient on as it is
         last_c, last_v, last_text = -1, 0.0, ""
         i0 = o0 = 0
         for k, name in enumerate(self._node):
@@ -315,7 +327,8 @@ class BackwardTrace(Tracer):
                 if c == last_c and v == last_v and v != 0:  # 0.0 == -0.0, their texts differ
                     incoming = last_text
                 elif c > 1 and v - v == 0:
-                    incoming = scalar(c, v)
+                    last_c, last_v = c, v
+                    incoming = last_text = scalar(c, v)
                 else:
                     incoming = in_json(i0, texts)
             else:
@@ -334,7 +347,9 @@ class BackwardTrace(Tracer):
                         loc = sites[id(st)] = json.dumps(st.location())
                 if o1 - o0 == 1:
                     c, v = grad_c[o0], grad_v[o0]
-                    if c > 1 and v - v == 0:
+                    if c == last_c and v == last_v and v != 0:
+                        grad = last_text
+                    elif c > 1 and v - v == 0:
                         last_c, last_v = c, v
                         grad = last_text = scalar(c, v)
                     else:
