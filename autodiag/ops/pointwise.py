@@ -203,7 +203,7 @@ class AbsBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * xp.sign(self.saved_self(xp)),)
+        return (g * xp.sgn(self.saved_self(xp)),)  # recorded as SgnBackward0, as PyTorch
 
 
 abs = register(expr=True, inplace=True)(  # noqa: A001
@@ -700,6 +700,12 @@ def _zero_grad_node(name: str):
 RoundBackward0 = _zero_grad_node("RoundBackward0")
 RoundBackward1 = _zero_grad_node("RoundBackward1")  # round(x, decimals=...)
 SignBackward0 = _zero_grad_node("SignBackward0")
+# NOTE: PyTorch's sgn of a real tensor is its sign, but a node of its own; abs's and norm's
+# backward use sgn, so their double-backward graphs hold SgnBackward0. PyTorch's SgnBackward0
+# returns an "efficient zero tensor" that stays zero through later products and quotients
+# (0 / 0 and 0 * inf give 0); ours returns ordinary zeros, so such a chain gives NaN there
+# (issue 17: an engine-wide zero-gradient kind, not a formula, would be needed).
+SgnBackward0 = _zero_grad_node("SgnBackward0")
 FloorBackward0 = _zero_grad_node("FloorBackward0")
 CeilBackward0 = _zero_grad_node("CeilBackward0")
 TruncBackward0 = _zero_grad_node("TruncBackward0")
@@ -721,6 +727,8 @@ def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
 
 sign = register(expr=True, inplace=True)(
     unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False))
+sgn = register(expr=True, inplace=True)(
+    unary_op("sgn", sign_array, SgnBackward0, _NONE, float_only=False))
 
 
 floor = register(expr=True, inplace=True)(
