@@ -12,7 +12,9 @@ import autodiag as ad
 
 def _np(x):
     if hasattr(x, "detach"):
-        return np.asarray(x.detach().numpy())
+        # torch's efficient zero tensors (SgnBackward0's gradient) have no storage to view
+        force = getattr(x, "_is_zerotensor", lambda: False)()
+        return np.asarray(x.detach().numpy(force=True) if force else x.detach().numpy())
     return np.asarray(x)
 
 

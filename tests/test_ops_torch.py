@@ -315,6 +315,7 @@ UNARY = [
     ("round", lambda T, x: T.round(x), "grid", ("round",)),
     ("round_decimals", lambda T, x: T.round(x, decimals=1), "grid", ("round",)),
     ("sign", lambda T, x: T.sign(x), "away", ("sign",)),
+    ("sgn", lambda T, x: T.sgn(x), "away", ("sgn",)),
     ("floor", lambda T, x: T.floor(x), "grid", ("floor",)),
     ("ceil", lambda T, x: T.ceil(x), "grid", ("ceil",)),
     ("trunc", lambda T, x: T.trunc(x), "grid", ("trunc",)),

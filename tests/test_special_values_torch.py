@@ -563,3 +563,80 @@ def test_layer_norm_second_derivative_is_pytorch_double_backward():
                                        _layer_norm_second(torch, x, w, eps))):
             assert_same(a, t, f"layer_norm derivative {k} at {x}, weight {w}", rtol=1e-4,
                         zero_signs=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# abs and norm through sgn: the double-backward graph, and PyTorch's efficient zero tensor
+# ---------------------------------------------------------------------------------------------
+
+
+def _graph_names(fn) -> list[str]:
+    """Node names of ``fn``'s iterative walk (depth first, in next_functions order)."""
+    names, stack = [], [(fn, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node is None:
+            continue
+        names.append("  " * depth + node.name().replace("torch::autograd::", ""))
+        stack.extend((f, depth + 1) for f, _ in reversed(node.next_functions))
+    return names
+
+
+_SGN_OPS = {
+    "abs": lambda T, x: x.abs(),
+    "abs_fn": lambda T, x: T.abs(x),
+    "norm_p1": lambda T, x: x.norm(p=1),
+    "norm_pinf": lambda T, x: x.norm(p=inf),
+    "norm_pminus_inf": lambda T, x: x.norm(p=-inf),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_SGN_OPS))
+def test_abs_and_norm_first_gradient_records_sgn(op):
+    # PyTorch's abs backward is grad * self.sgn() and norm_backward uses self.sgn() too: sgn is
+    # recorded (SgnBackward0, not SignBackward0), with the products in PyTorch's order
+    graphs = []
+    for T in (ad, torch):
+        x = T.tensor([1.0, 0.5, -2.0], dtype=T.float64, requires_grad=True)
+        (g,) = T.autograd.grad(_SGN_OPS[op](T, x).sum(), x, create_graph=True)
+        graphs.append(_graph_names(g.grad_fn))
+    assert graphs[0] == graphs[1]
+
+
+def test_sgn_of_real_tensors_is_sign_with_a_zero_gradient():
+    for data, dtype in (([nan, -0.0, 0.0, -3.0, inf], "float64"), ([-3, 0, 2], "int64"),
+                        ([True, False], "bool")):
+        for method in (False, True):
+            a, t = (ad.tensor(data, dtype=getattr(ad, dtype)),
+                    torch.tensor(data, dtype=getattr(torch, dtype)))
+            ra, rt = (a.sgn(), t.sgn()) if method else (ad.sgn(a), torch.sgn(t))
+            assert str(ra.dtype).split(".")[-1] == str(rt.dtype).split(".")[-1]
+            assert_same(ra, rt, f"sgn{data}")
+    check(lambda T, x: x.sgn() * 3.0, [nan, -0.0, 2.0])
+    for T in (ad, torch):
+        x = T.tensor([1.0, -2.0], requires_grad=True)
+        assert x.clone().sgn_().grad_fn.name() == "SgnBackward0"
+
+
+# PyTorch's SgnBackward0 (for a real input) returns ``_efficientzerotensor``: a zero tensor
+# without storage that stays zero through the mul/div/expand of later backward formulas
+# (ZeroTensor * inf and ZeroTensor / 0 are ZeroTensor) and only becomes an ordinary zero where
+# it is added or passes another op. autodiag's SgnBackward0 returns ordinary zeros, so the
+# backward of an op before abs that multiplies by inf or divides by 0 gives NaN where PyTorch
+# gives 0. Matching needs an engine-wide zero-gradient kind (issue 17, fuzz classes
+# `abs...|grad2 value: nan vs 0`, `norm...|grad2 value: nan vs finite`): not built here.
+_ZERO_TENSOR = pytest.mark.xfail(strict=True, reason="PyTorch's SgnBackward0 returns an "
+                                 "efficient zero tensor that stays zero through later products "
+                                 "and quotients; autodiag's zeros give 0 * inf = NaN")
+
+
+@_ZERO_TENSOR
+@pytest.mark.parametrize("op", ["abs", "norm_p1", "norm_pinf"])
+def test_second_derivative_through_sgn_after_division_by_zero(op):
+    fn = _SGN_OPS[op]
+    check(lambda T, x: fn(T, x / 0.0) + x * x, [1.0, 0.0, -2.0])
+
+
+@_ZERO_TENSOR
+def test_second_derivative_through_sgn_after_product_with_inf():
+    check(lambda T, x: (x * T.tensor([inf, 1.0, 2.0], dtype=x.dtype)).abs(), [1.0, 0.5, -2.0])

@@ -339,7 +339,7 @@ class _ArrayOps:
     arrays = True
     exp, log, sin, cos, tanh, abs, floor, isnan = (np.exp, np.log, np.sin, np.cos, np.tanh,
                                                    np.abs, np.floor, np.isnan)
-    sign = staticmethod(sign_array)
+    sign = sgn = staticmethod(sign_array)  # sgn: sign of a real tensor, for PyTorch's formulas
     where = staticmethod(np.where)
 
     @staticmethod

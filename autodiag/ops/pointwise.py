@@ -42,7 +42,7 @@ from autodiag.trace.sites import note_saver
 _ndarray = np.ndarray
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
-_SELF, _RESULT, _NONE = 0, 1, 2
+_SELF, _RESULT, _NONE, _SELF_RESULT = 0, 1, 2, 3
 _FOR_OTHER, _ALWAYS = 1, 2  # when _binary saves an operand
 
 
@@ -102,8 +102,8 @@ def _no_bool(np_fn, kernel: str):
 
 def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
     """The op ``name(input)``: ``fn`` on the data, recording ``cls``; ``saves`` is what its
-    backward reads (_SELF, _RESULT or _NONE); ``float_only`` computes integer inputs in the
-    default float dtype.
+    backward reads (_SELF, _RESULT, _NONE or _SELF_RESULT); ``float_only`` computes integer
+    inputs in the default float dtype.
 
     ``x.sin()`` and ``torch.sin(x)`` are one Python call (NOTE [Hot path]). A ``name`` of None
     makes an op that never reports itself, for use inside another op.
@@ -141,6 +141,8 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
                            else save(x),)
         elif saves == _RESULT:
             node._saved = (save_output(r),)
+        elif saves == _SELF_RESULT:  # sgn's, unread for real tensors: saved as PyTorch saves them
+            node._saved = (save(x), save_output(r))
         else:
             node._saved = None
             return r
@@ -203,7 +205,7 @@ class AbsBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * xp.sign(self.saved_self(xp)),)
+        return (g * xp.sgn(self.saved_self(xp)),)  # recorded as SgnBackward0, as PyTorch
 
 
 abs = register(expr=True, inplace=True)(  # noqa: A001
@@ -700,6 +702,13 @@ def _zero_grad_node(name: str):
 RoundBackward0 = _zero_grad_node("RoundBackward0")
 RoundBackward1 = _zero_grad_node("RoundBackward1")  # round(x, decimals=...)
 SignBackward0 = _zero_grad_node("SignBackward0")
+# NOTE: PyTorch's sgn of a real tensor is its sign, but a node of its own; abs's and norm's
+# backward use sgn, so their double-backward graphs hold SgnBackward0. PyTorch's SgnBackward0
+# returns an "efficient zero tensor" that stays zero through later products and quotients
+# (0 / 0 and 0 * inf give 0); ours returns ordinary zeros, so such a chain gives NaN there
+# (issue 17: an engine-wide zero-gradient kind, not a formula, would be needed).
+SgnBackward0 = type("SgnBackward0", (SignBackward0,), {"__slots__": (),
+                                                     "_saved_names": ("self", "result")})
 FloorBackward0 = _zero_grad_node("FloorBackward0")
 CeilBackward0 = _zero_grad_node("CeilBackward0")
 TruncBackward0 = _zero_grad_node("TruncBackward0")
@@ -721,6 +730,8 @@ def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
 
 sign = register(expr=True, inplace=True)(
     unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False))
+sgn = register(expr=True, inplace=True)(
+    unary_op("sgn", sign_array, SgnBackward0, _SELF_RESULT, float_only=False))
 
 
 floor = register(expr=True, inplace=True)(

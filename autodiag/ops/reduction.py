@@ -674,7 +674,7 @@ class LinalgVectorNormBackward0(_Reduce):
         r = self.expand(xp, self.saved_result(xp))
         g = self.expand(xp, g)
         if p == 1:
-            return (xp.sign(x) * g,)
+            return (xp.sgn(x) * g,)
         if p == 2:
             return (g * xp.mask(r != 0, x / r),)
         if p in (math.inf, -math.inf):
@@ -682,11 +682,11 @@ class LinalgVectorNormBackward0(_Reduce):
             at = (xp.abs(x) == r) | (xp.isnan(x) & xp.isnan(r))
             at = at.astype(x.dtype) if xp.arrays else at.to(x.dtype)
             count = xp.sum(at, self.dims, keepdim=True)
-            return (xp.sign(x) * at * (g / count),)
+            return (xp.sgn(x) * ((g / count) * at),)  # PyTorch's order of products
         if p < 1:
-            scaled = xp.sign(x) * xp.mask(x != 0, xp.abs(x) ** (p - 1))
+            scaled = xp.sgn(x) * xp.mask(x != 0, xp.abs(x) ** (p - 1))
             return (scaled * g * r ** (1 - p),)
-        scaled = xp.sign(x) * xp.abs(x) ** (p - 1) if p < 2 else x * xp.abs(x) ** (p - 2)
+        scaled = xp.sgn(x) * xp.abs(x) ** (p - 1) if p < 2 else x * xp.abs(x) ** (p - 2)
         return (scaled * xp.mask(r != 0, g / r ** (p - 1)),)
 
     def _saved_extra(self):
