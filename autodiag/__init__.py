@@ -19,14 +19,40 @@ _np.seterr(all="ignore")
 
 from autodiag import autograd, trace  # noqa: E402
 from autodiag._version import __version__  # noqa: E402
-from autodiag.autograd.anomaly import (is_anomaly_check_nan_enabled,  # noqa: E402
-                                       is_anomaly_enabled, set_anomaly_enabled)
-from autodiag.core.grad_mode import (enable_grad, inference_mode,  # noqa: E402
-                                         is_grad_enabled, is_inference_mode_enabled, no_grad,
-                                         set_grad_enabled)
-from autodiag.dtypes import (bool, double, dtype, float, float16, float32,  # noqa: E402, A004
-                             float64, get_default_dtype, half, int, int8, int16, int32, int64,
-                             long, promote_types, set_default_dtype, short, uint8)
+from autodiag.autograd.anomaly import (
+    is_anomaly_check_nan_enabled,  # noqa: E402
+    is_anomaly_enabled,
+    set_anomaly_enabled,
+)
+from autodiag.core.grad_mode import (
+    enable_grad,
+    inference_mode,  # noqa: E402
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from autodiag.dtypes import (
+    bool,
+    double,
+    dtype,
+    float,
+    float16,
+    float32,  # noqa: E402, A004
+    float64,
+    get_default_dtype,
+    half,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    promote_types,
+    set_default_dtype,
+    short,
+    uint8,
+)
 from autodiag.ops import torch_namespace as _torch_namespace  # noqa: E402
 from autodiag.ops.factories import get_rng_state, manual_seed, seed, set_rng_state  # noqa: E402
 
@@ -38,9 +64,19 @@ from autodiag.tensor import Tensor  # noqa: E402
 from autodiag import nn, optim, utils  # noqa: E402  (after the ops: they build on them)
 from autodiag import accelerator, backends, cuda  # noqa: E402 - all absent: CPU only
 from autodiag._device import device  # noqa: E402
-from autodiag.compat import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,  # noqa: E402
-                             FloatTensor, HalfTensor, IntTensor, LongTensor, ShortTensor,
-                             get_default_device, set_default_device)
+from autodiag.compat import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,  # noqa: E402
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+    get_default_device,
+    set_default_device,
+)
 from autodiag.serialization import load, save  # noqa: E402
 from autodiag.generator import Generator, default_generator  # noqa: E402
 

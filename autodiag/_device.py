@@ -10,13 +10,34 @@ True
 
 from __future__ import annotations
 
-_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
-          "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
-          "privateuseone")
+_TYPES = (
+    "cpu",
+    "cuda",
+    "ipu",
+    "xpu",
+    "mkldnn",
+    "opengl",
+    "opencl",
+    "ideep",
+    "hip",
+    "ve",
+    "fpga",
+    "maia",
+    "xla",
+    "lazy",
+    "vulkan",
+    "mps",
+    "meta",
+    "hpu",
+    "mtia",
+    "privateuseone",
+)
 
 # PyTorch's message on a CPU-only build (an AssertionError there too), and what to do
-NO_CUDA = ("Torch not compiled with CUDA enabled: autodiag computes on the CPU only. Keep "
-           "tensors on the CPU (drop .cuda(), use torch.device('cpu')).")
+NO_CUDA = (
+    "Torch not compiled with CUDA enabled: autodiag computes on the CPU only. Keep "
+    "tensors on the CPU (drop .cuda(), use torch.device('cpu'))."
+)
 
 
 class device:  # noqa: N801 - PyTorch's name
@@ -33,8 +54,9 @@ class device:  # noqa: N801 - PyTorch's name
             raise TypeError(f"device() received an invalid argument: {type!r}")
         name, _, idx = type.partition(":")
         if name not in _TYPES:
-            raise RuntimeError(f"Expected one of {', '.join(_TYPES)} device type at start of "
-                               f"device string: {type}")
+            raise RuntimeError(
+                f"Expected one of {', '.join(_TYPES)} device type at start of device string: {type}"
+            )
         if idx:
             if index is not None or not idx.isdigit():
                 raise RuntimeError(f"Invalid device string: '{type}'")
@@ -51,8 +73,7 @@ class device:  # noqa: N801 - PyTorch's name
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, device) and (self.type, self.index) == (other.type,
-                                                                          other.index)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self) -> int:
         return hash((self.type, self.index))

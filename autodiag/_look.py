@@ -43,8 +43,7 @@ def variables(namespace) -> list[tuple[str, object]]:
     """``(name, value)`` of a namespace (globals, a frame's locals, an instance ``__dict__``),
     names starting with ``__`` left out; empty when it cannot be read."""
     try:
-        pairs = list(dict.items(namespace)) if is_a(namespace, dict) else \
-            list(namespace.items())
+        pairs = list(dict.items(namespace)) if is_a(namespace, dict) else list(namespace.items())
     except LOOK_ERRORS:
         return []
     return [(k, v) for k, v in pairs if type(k) is str and not k.startswith("__")]

@@ -60,14 +60,22 @@ def _tensor_type(name: str, dt: dtypes.dtype):
             data = args[0]
             if isinstance(data, Tensor):  # an alias of a tensor of this very dtype
                 if data.dtype != dt:
-                    raise TypeError(f"expected {dt.scalar_name} tensor (got "
-                                    f"{data.dtype.scalar_name} tensor)")
+                    raise TypeError(
+                        f"expected {dt.scalar_name} tensor (got {data.dtype.scalar_name} tensor)"
+                    )
                 return data.detach()
             return tensor(data, dtype=dt)
         return empty(*(args or (0,)), dtype=dt)  # FloatTensor(): an empty 1-D tensor
 
-    return _TensorTypeMeta(name, (), {"__new__": __new__, "dtype": dt, "__doc__":
-                                      f"Legacy constructor of {dt.scalar_name} tensors."})
+    return _TensorTypeMeta(
+        name,
+        (),
+        {
+            "__new__": __new__,
+            "dtype": dt,
+            "__doc__": f"Legacy constructor of {dt.scalar_name} tensors.",
+        },
+    )
 
 
 FloatTensor = _tensor_type("FloatTensor", dtypes.float32)

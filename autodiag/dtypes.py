@@ -10,17 +10,33 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "dtype", "float16", "float32", "float64", "int32", "int64", "int8", "uint8", "int16", "bool",
-    "half", "float", "double", "long", "int", "short",
-    "get_default_dtype", "set_default_dtype", "result_type", "promote_types",
+    "dtype",
+    "float16",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "int8",
+    "uint8",
+    "int16",
+    "bool",
+    "half",
+    "float",
+    "double",
+    "long",
+    "int",
+    "short",
+    "get_default_dtype",
+    "set_default_dtype",
+    "result_type",
+    "promote_types",
 ]
 
 
 class dtype:
     """A tensor element type, e.g. ``autodiag.float32``."""
 
-    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_kind",
-                 "scalar_name")
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_kind", "scalar_name")
 
     def __init__(self, name: str, np_dtype, kind: int, scalar_name: str):
         self.name = name

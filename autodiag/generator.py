@@ -57,8 +57,10 @@ class Generator:
     def __init__(self, device="cpu") -> None:
         dev = _device.device(device)
         if dev.type != "cpu":
-            raise RuntimeError(f"autodiag computes on the CPU only: Generator(device={device!r})"
-                               " is not supported; use torch.Generator() (a CPU generator).")
+            raise RuntimeError(
+                f"autodiag computes on the CPU only: Generator(device={device!r})"
+                " is not supported; use torch.Generator() (a CPU generator)."
+            )
         self.device = dev
         self._seed = _DEFAULT_SEED
         self._np = np.random.default_rng(_DEFAULT_SEED)
@@ -94,13 +96,16 @@ class Generator:
         """The generator's state as a ``uint8`` tensor (autodiag's layout, not PyTorch's)."""
         st = self._rng().bit_generator.state
         if st.get("bit_generator") != "PCG64":
-            raise RuntimeError(f"Generator.get_state: unsupported bit generator "
-                               f"{st.get('bit_generator')!r}")
-        raw = (st["state"]["state"].to_bytes(16, "little")
-               + st["state"]["inc"].to_bytes(16, "little")
-               + int(st["has_uint32"]).to_bytes(1, "little")
-               + int(st["uinteger"]).to_bytes(4, "little")
-               + ((self._seed or 0) & _MASK).to_bytes(8, "little"))
+            raise RuntimeError(
+                f"Generator.get_state: unsupported bit generator {st.get('bit_generator')!r}"
+            )
+        raw = (
+            st["state"]["state"].to_bytes(16, "little")
+            + st["state"]["inc"].to_bytes(16, "little")
+            + int(st["has_uint32"]).to_bytes(1, "little")
+            + int(st["uinteger"]).to_bytes(4, "little")
+            + ((self._seed or 0) & _MASK).to_bytes(8, "little")
+        )
         return factories.from_numpy(np.frombuffer(raw, dtype=np.uint8).copy())
 
     def set_state(self, new_state) -> Generator:
@@ -109,12 +114,18 @@ class Generator:
         if data.dtype != np.uint8 or data.shape != (_STATE_BYTES,):
             raise RuntimeError(
                 f"Expected a torch.ByteTensor of {_STATE_BYTES} bytes from "
-                f"Generator.get_state(), got dtype {data.dtype} and shape {tuple(data.shape)}")
+                f"Generator.get_state(), got dtype {data.dtype} and shape {tuple(data.shape)}"
+            )
         raw = data.tobytes()
-        state = {"bit_generator": "PCG64",
-                 "state": {"state": int.from_bytes(raw[0:16], "little"),
-                           "inc": int.from_bytes(raw[16:32], "little")},
-                 "has_uint32": raw[32], "uinteger": int.from_bytes(raw[33:37], "little")}
+        state = {
+            "bit_generator": "PCG64",
+            "state": {
+                "state": int.from_bytes(raw[0:16], "little"),
+                "inc": int.from_bytes(raw[16:32], "little"),
+            },
+            "has_uint32": raw[32],
+            "uinteger": int.from_bytes(raw[33:37], "little"),
+        }
         self._rng().bit_generator.state = state
         self._seed = int.from_bytes(raw[37:45], "little")
         return self
@@ -149,9 +160,11 @@ class _DefaultGenerator(Generator):
 
     def initial_seed(self) -> int:
         if self._seed is None or self._seeded is not factories._rng[0]:
-            raise RuntimeError("autodiag's default generator does not know the seed of the "
-                               "global stream unless it was set with "
-                               "torch.default_generator.manual_seed(...)")
+            raise RuntimeError(
+                "autodiag's default generator does not know the seed of the "
+                "global stream unless it was set with "
+                "torch.default_generator.manual_seed(...)"
+            )
         return self._seed
 
     def set_state(self, new_state) -> Generator:

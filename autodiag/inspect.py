@@ -62,10 +62,31 @@ from autodiag.ops._core import edge as _edge
 from autodiag.tensor import Tensor
 from autodiag.tensor import vc_of as _vc_of
 
-__all__ = ["SavedEntry", "LEAF_SEQUENCE_NR", "edges", "children", "node_info", "sequence_nr",
-           "site", "is_leaf_node", "leaf_variable", "gradient_edge", "is_freed", "holds_saved",
-           "saved_entries", "has_hooks", "footprint", "values", "array", "version",
-           "version_counter", "shape", "dtype_name", "grad", "grad_mode"]
+__all__ = [
+    "SavedEntry",
+    "LEAF_SEQUENCE_NR",
+    "edges",
+    "children",
+    "node_info",
+    "sequence_nr",
+    "site",
+    "is_leaf_node",
+    "leaf_variable",
+    "gradient_edge",
+    "is_freed",
+    "holds_saved",
+    "saved_entries",
+    "has_hooks",
+    "footprint",
+    "values",
+    "array",
+    "version",
+    "version_counter",
+    "shape",
+    "dtype_name",
+    "grad",
+    "grad_mode",
+]
 
 LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
 
@@ -130,8 +151,14 @@ def node_info(node) -> tuple:
     else:
         saved = tuple(_saved_tuples(node, saved, False))
     x = node._x
-    return (node._seq, nx, nrs, None if x is None else x.trace,
-            node.variable if node.__class__ is AccumulateGrad else None, saved)
+    return (
+        node._seq,
+        nx,
+        nrs,
+        None if x is None else x.trace,
+        node.variable if node.__class__ is AccumulateGrad else None,
+        saved,
+    )
 
 
 def is_leaf_node(node) -> bool:

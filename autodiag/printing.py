@@ -16,8 +16,11 @@ def _format_floats(a: np.ndarray):
     integral = bool(np.all(finite == np.round(finite)))
     if integral and amax < 1e8:
         return lambda v: _special(v) if not np.isfinite(v) else f"{v:.0f}."
-    if amax >= 1e8 or (amin < 1e-4 and amin != 0) or (amax / max(amin, 1e-300) > 1e3 and amin
-                                                      != 0 and amax > 1e3):
+    if (
+        amax >= 1e8
+        or (amin < 1e-4 and amin != 0)
+        or (amax / max(amin, 1e-300) > 1e3 and amin != 0 and amax > 1e3)
+    ):
         return lambda v: _special(v) if not np.isfinite(v) else f"{v:.4e}"
     return lambda v: _special(v) if not np.isfinite(v) else f"{v:.4f}"
 
@@ -41,13 +44,23 @@ def tensor_repr(t) -> str:
     elif a.ndim == 0:
         body = fmt(a.item())
     else:
-        body = np.array2string(a, separator=", ", formatter={"all": fmt}, prefix="tensor(",
-                               threshold=1000, edgeitems=3, max_line_width=80)
+        body = np.array2string(
+            a,
+            separator=", ",
+            formatter={"all": fmt},
+            prefix="tensor(",
+            threshold=1000,
+            edgeitems=3,
+            max_line_width=80,
+        )
     extras = []
     default = dtypes.get_default_dtype()
     d = t.dtype
-    if not (d is default or d is dtypes.int64 or d is dtypes.bool) or a.size == 0 and d is not \
-            default:
+    if (
+        not (d is default or d is dtypes.int64 or d is dtypes.bool)
+        or a.size == 0
+        and d is not default
+    ):
         extras.append(f"dtype=torch.{d.name}")
     try:
         fn = t.grad_fn

@@ -28,14 +28,21 @@ MARKER = "autodiag_ignore"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("autodiag")
-    group.addoption("--autodiag", action="store_true", default=False,
-                    help="Fail tests whose body produces NaN/Inf (forward or backward) or an "
-                         "in-place write to a tensor saved for backward (autodiag).")
+    group.addoption(
+        "--autodiag",
+        action="store_true",
+        default=False,
+        help="Fail tests whose body produces NaN/Inf (forward or backward) or an "
+        "in-place write to a tensor saved for backward (autodiag).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{MARKER}(*kinds): autodiag --autodiag ignores these "
-                            f"finding kinds in this test (every kind without arguments).")
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(*kinds): autodiag --autodiag ignores these "
+        f"finding kinds in this test (every kind without arguments).",
+    )
     if config.getoption("autodiag", default=False):
         # the per-test hooks exist only when asked for: the suite pays nothing otherwise
         config.pluginmanager.register(Watch(), "autodiag-watch")
@@ -111,6 +118,8 @@ def _report(found: list) -> str:
 
     n = len(found)
     kinds = ", ".join(sorted({f.kind for f in found}))
-    return (f"autodiag: {n} finding{'s' if n != 1 else ''} in this test ({kinds}); "
-            f"@pytest.mark.{MARKER}({kinds.split(', ')[0]!r}) opts out\n\n"
-            f"{plain_text(found)}")
+    return (
+        f"autodiag: {n} finding{'s' if n != 1 else ''} in this test ({kinds}); "
+        f"@pytest.mark.{MARKER}({kinds.split(', ')[0]!r}) opts out\n\n"
+        f"{plain_text(found)}"
+    )

@@ -36,12 +36,14 @@ FORMAT = "autodiag.save/1"
 _MANIFEST = "autodiag.json"
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=None,
-         _use_new_zipfile_serialization: bool = True) -> None:
+def save(
+    obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization: bool = True
+) -> None:
     """Write ``obj`` to ``f`` (a path or a binary file object)."""
     if pickle_module is not None:
-        raise NotImplementedError("autodiag's torch.save never pickles: pickle_module is not "
-                                  "supported")
+        raise NotImplementedError(
+            "autodiag's torch.save never pickles: pickle_module is not supported"
+        )
     arrays: list = []
     seen: dict = {}
     tree = _encode(obj, arrays, seen, "obj")
@@ -59,11 +61,15 @@ def save(obj, f, pickle_module=None, pickle_protocol=None,
             fh.close()
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
-         **pickle_load_args):
+def load(
+    f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args
+):
     """Read what :func:`save` wrote (a path or a binary file object)."""
-    if map_location is not None and not callable(map_location) and not isinstance(
-            map_location, dict):
+    if (
+        map_location is not None
+        and not callable(map_location)
+        and not isinstance(map_location, dict)
+    ):
         _device.check(map_location)
     name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else "the file"
     try:
@@ -71,22 +77,30 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     except (zipfile.BadZipFile, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
-        raise RuntimeError(f"torch.load: {name} is not a file written by autodiag's "
-                           "torch.save (not a zip archive)") from None
+        raise RuntimeError(
+            f"torch.load: {name} is not a file written by autodiag's torch.save (not a zip archive)"
+        ) from None
     with z:
         names = set(z.namelist())
         if _MANIFEST not in names:
             pytorch = any(n.endswith("data.pkl") for n in names)
             raise RuntimeError(
-                f"torch.load: {name} is " + ("a PyTorch file, which holds pickled objects: "
-                                             "autodiag never unpickles. Load it with PyTorch "
-                                             "and save its state dict from a script run on "
-                                             "autodiag" if pytorch else
-                                             "not a file written by autodiag's torch.save"))
+                f"torch.load: {name} is "
+                + (
+                    "a PyTorch file, which holds pickled objects: "
+                    "autodiag never unpickles. Load it with PyTorch "
+                    "and save its state dict from a script run on "
+                    "autodiag"
+                    if pytorch
+                    else "not a file written by autodiag's torch.save"
+                )
+            )
         doc = json.loads(z.read(_MANIFEST))
         if doc.get("format") != FORMAT:
-            raise RuntimeError(f"torch.load: {name} has format {doc.get('format')!r}; this "
-                               f"autodiag reads {FORMAT!r}")
+            raise RuntimeError(
+                f"torch.load: {name} has format {doc.get('format')!r}; this "
+                f"autodiag reads {FORMAT!r}"
+            )
 
         def array(i: int) -> np.ndarray:
             with z.open(f"tensors/{i}.npy") as fa:
@@ -99,8 +113,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
 
 
 def _encode(obj, arrays: list, seen: dict, where: str):
-    if obj is None or isinstance(obj, (bool, int, float, str)) and type(obj) in (
-            bool, int, float, str):
+    if (
+        obj is None
+        or isinstance(obj, (bool, int, float, str))
+        and type(obj) in (bool, int, float, str)
+    ):
         return obj
     if isinstance(obj, Tensor):
         from autodiag.nn.parameter import Parameter
@@ -118,17 +135,29 @@ def _encode(obj, arrays: list, seen: dict, where: str):
     if isinstance(obj, Size):
         return {"size": [int(s) for s in obj]}
     if type(obj) in (list, tuple):
-        return {type(obj).__name__: [_encode(v, arrays, seen, f"{where}[{i}]")
-                                     for i, v in enumerate(obj)]}
+        return {
+            type(obj).__name__: [
+                _encode(v, arrays, seen, f"{where}[{i}]") for i, v in enumerate(obj)
+            ]
+        }
     if type(obj) in (dict, collections.OrderedDict):
         tag = "dict" if type(obj) is dict else "odict"
-        return {tag: [[_encode(k, arrays, seen, f"{where} key"),
-                       _encode(v, arrays, seen, f"{where}[{k!r}]")] for k, v in obj.items()]}
+        return {
+            tag: [
+                [
+                    _encode(k, arrays, seen, f"{where} key"),
+                    _encode(v, arrays, seen, f"{where}[{k!r}]"),
+                ]
+                for k, v in obj.items()
+            ]
+        }
     if isinstance(obj, (np.integer, np.floating, np.bool_)):
         return obj.item()
-    raise TypeError(f"torch.save: {where} is a {type(obj).__module__}.{type(obj).__qualname__}, "
-                    "which autodiag's safe format cannot store (it stores tensors, numbers, "
-                    "strings, None, lists, tuples and dicts of them; it never pickles)")
+    raise TypeError(
+        f"torch.save: {where} is a {type(obj).__module__}.{type(obj).__qualname__}, "
+        "which autodiag's safe format cannot store (it stores tensors, numbers, "
+        "strings, None, lists, tuples and dicts of them; it never pickles)"
+    )
 
 
 def _decode(node, array, made: dict):

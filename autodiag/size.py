@@ -34,8 +34,9 @@ def normalize_dims(dim, ndim: int) -> tuple:
     out = []
     for d in dim:
         if not -n <= d < n:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}]"
-                             f", but got {d})")
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})"
+            )
         if d % n in out:
             raise RuntimeError(f"dim {d % n} appears multiple times in the list of dims")
         out.append(d % n)

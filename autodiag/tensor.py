@@ -31,6 +31,7 @@ NONLEAF_GRAD_WARNING = (
 # PyTorch's message from factories (requires_grad=True) and Parameter
 REQUIRES_GRAD_DTYPE_ERROR = "Only Tensors of floating point and complex dtype can require gradients"
 
+
 class Tensor:
     """A multi-dimensional array that records the operations applied to it.
 
@@ -66,8 +67,9 @@ class Tensor:
     # ------------------------------------------------------------------ construction (internal)
 
     @staticmethod
-    def _make(data: np.ndarray, grad_fn=None, requires_grad: bool = False, vc=None,
-              output_nr: int = 0) -> Tensor:
+    def _make(
+        data: np.ndarray, grad_fn=None, requires_grad: bool = False, vc=None, output_nr: int = 0
+    ) -> Tensor:
         t = _new(Tensor)
         _init(t, data, grad_fn, requires_grad, vc, output_nr)
         return t
@@ -96,12 +98,15 @@ class Tensor:
     def grad(self, value) -> None:
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of "
-                                f"type {type(value).__name__}")
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of "
+                    f"type {type(value).__name__}"
+                )
             if value._data.shape != self._data.shape:
                 raise RuntimeError(
                     f"assigned grad has data of a different size: grad is "
-                    f"{_size_str(value._data.shape)} but self is {_size_str(self._data.shape)}")
+                    f"{_size_str(value._data.shape)} but self is {_size_str(self._data.shape)}"
+                )
             if value._data.dtype != self._data.dtype:
                 raise RuntimeError("assigned grad has data of a different type")
         self._grad = value
@@ -197,12 +202,16 @@ class Tensor:
         if self.grad_fn is not None:
             if requires_grad:  # a non-leaf already requires grad: a no-op, as in PyTorch
                 return self
-            raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
-                               "you want to use a computed variable in a subgraph that doesn't "
-                               "require differentiation use var_no_grad = var.detach().")
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If "
+                "you want to use a computed variable in a subgraph that doesn't "
+                "require differentiation use var_no_grad = var.detach()."
+            )
         if requires_grad and self._inference and not _grad_state.inference:
-            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
-                               "InferenceMode is not allowed.")
+            raise RuntimeError(
+                "Setting requires_grad=True on inference tensor outside "
+                "InferenceMode is not allowed."
+            )
         if requires_grad and self._data.dtype.kind not in "fc":
             # NOTE: PyTorch words this differently per entry point: requires_grad_() says
             # "floating point dtype", factories and Parameter "Only ... and complex dtype",
@@ -220,8 +229,9 @@ class Tensor:
                 # ``t.requires_grad = True`` on an integer tensor: PyTorch refuses the
                 # assignment; a slot cannot check it without slowing every read of the flag,
                 # so the leaf is refused when it first enters a graph, with PyTorch's message
-                raise RuntimeError(REQUIRES_GRAD_DTYPE_ERROR[0].lower() +
-                                   REQUIRES_GRAD_DTYPE_ERROR[1:])
+                raise RuntimeError(
+                    REQUIRES_GRAD_DTYPE_ERROR[0].lower() + REQUIRES_GRAD_DTYPE_ERROR[1:]
+                )
             acc = AccumulateGrad(self)
             self._acc = weakref.ref(acc)
         return acc
@@ -235,13 +245,15 @@ class Tensor:
 
     def detach_(self) -> Tensor:
         if self._base is not None and self._base.requires_grad:
-            raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are "
-                               "using DistributedDataParallel (DDP) for training, and "
-                               "gradient_as_bucket_view is set as True, gradients are views of "
-                               "DDP buckets, and hence detach_() cannot be called on these "
-                               "gradients. To fix this error, please refer to the "
-                               "Optimizer.zero_grad() function in torch/optim/optimizer.py as "
-                               "the solution.")
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are "
+                "using DistributedDataParallel (DDP) for training, and "
+                "gradient_as_bucket_view is set as True, gradients are views of "
+                "DDP buckets, and hence detach_() cannot be called on these "
+                "gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as "
+                "the solution."
+            )
         self.grad_fn = None
         self.requires_grad = False
         return self
@@ -282,8 +294,9 @@ class Tensor:
     def register_post_accumulate_grad_hook(self, hook):
         """``hook(tensor)`` runs after the leaf's ``.grad`` was updated."""
         if self.grad_fn is not None:
-            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
-                               "tensors")
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._post_acc_hooks is None:
@@ -298,8 +311,9 @@ class Tensor:
 
     def item(self):
         if self._data.size != 1:
-            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
-                               "to Scalar")
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar"
+            )
         return self._data.reshape(()).item()
 
     def tolist(self):
@@ -307,14 +321,18 @@ class Tensor:
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         if self.requires_grad and _grad_state.record and not force:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
-                               "tensor.detach().numpy() instead.")
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use "
+                "tensor.detach().numpy() instead."
+            )
         return self._data
 
     def __array__(self, dtype=None, copy=None):
         if self.requires_grad and _grad_state.record:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
-                               "tensor.detach().numpy() instead.")
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use "
+                "tensor.detach().numpy() instead."
+            )
         return self._data if dtype is None else self._data.astype(dtype)
 
     def __float__(self) -> float:
@@ -325,8 +343,7 @@ class Tensor:
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iu" or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an "
-                            "index")
+            raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __bool__(self) -> bool:
@@ -344,11 +361,13 @@ class Tensor:
 
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
-                               "support the deepcopy protocol at the moment.  If you were "
-                               "attempting to deepcopy a module, this may be because of a "
-                               "torch.nn.utils.weight_norm usage, see "
-                               "https://github.com/pytorch/pytorch/pull/103001")
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) "
+                "support the deepcopy protocol at the moment.  If you were "
+                "attempting to deepcopy a module, this may be because of a "
+                "torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001"
+            )
         t = type(self).__new__(type(self))
         _init(t, self._data.copy(), None, self.requires_grad, None, 0)
         if self._grad is not None:
@@ -414,7 +433,6 @@ class _Storage:
 
     def nbytes(self) -> int:
         return self._buf.nbytes
-
 
 
 # Tensor methods that leave the graph (a detached copy, a Python number, a numpy array) are

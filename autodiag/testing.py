@@ -34,9 +34,18 @@ from autodiag.autograd import Function, GradcheckError, gradcheck, gradgradcheck
 __all__ = ["assert_gradcheck"]
 
 
-def assert_gradcheck(fn: Callable | type, inputs, *, eps: float = 1e-6, atol: float = 1e-5,
-                     rtol: float = 1e-3, gradgrad: bool = False, fast_mode: bool = False,
-                     nondet_tol: float = 0.0, check_undefined_grad: bool = True) -> None:
+def assert_gradcheck(
+    fn: Callable | type,
+    inputs,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gradgrad: bool = False,
+    fast_mode: bool = False,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+) -> None:
     """Assert that ``fn``'s gradients at ``inputs`` match finite differences (``gradcheck``),
     and its second derivatives too with ``gradgrad=True`` (``gradgradcheck``).
 
@@ -53,8 +62,14 @@ def assert_gradcheck(fn: Callable | type, inputs, *, eps: float = 1e-6, atol: fl
     __tracebackhide__ = True  # pytest: the failure points at the test's line, not here
     func = fn.apply if isinstance(fn, type) and issubclass(fn, Function) else fn
     name = callable_name(func)
-    kwargs = {"eps": eps, "atol": atol, "rtol": rtol, "fast_mode": fast_mode,
-              "nondet_tol": nondet_tol, "check_undefined_grad": check_undefined_grad}
+    kwargs = {
+        "eps": eps,
+        "atol": atol,
+        "rtol": rtol,
+        "fast_mode": fast_mode,
+        "nondet_tol": nondet_tol,
+        "check_undefined_grad": check_undefined_grad,
+    }
     checks = [("gradcheck", gradcheck)]
     if gradgrad:
         checks.append(("gradgradcheck (second derivatives)", gradgradcheck))

@@ -84,8 +84,10 @@ class NotProvided(AttributeError):
     ``hasattr(torch, "compile")`` is simply False."""
 
     def __init__(self, qualname: str):
-        super().__init__(f"autodiag's engine does not provide `{qualname}` (`import torch` "
-                         "is aliased to autodiag)")
+        super().__init__(
+            f"autodiag's engine does not provide `{qualname}` (`import torch` "
+            "is aliased to autodiag)"
+        )
         self.qualname = qualname
 
 
@@ -93,8 +95,11 @@ class ModuleNotProvided(ModuleNotFoundError):
     """``import torch.<sub>`` for a module autodiag's engine does not provide."""
 
     def __init__(self, qualname: str):
-        super().__init__(f"autodiag's engine does not provide the module `{qualname}` "
-                         "(`import torch` is aliased to autodiag)", name=qualname)
+        super().__init__(
+            f"autodiag's engine does not provide the module `{qualname}` "
+            "(`import torch` is aliased to autodiag)",
+            name=qualname,
+        )
         self.qualname = qualname
 
 
@@ -115,16 +120,18 @@ class _TorchModule(types.ModuleType):
         except AttributeError:
             if name.startswith("__") and name.endswith("__"):
                 # protocol probes (__wrapped__, __path__ ...): a plain miss, as for any module
-                raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") \
-                    from None
+                raise AttributeError(
+                    f"module {self.__name__!r} has no attribute {name!r}"
+                ) from None
             raise NotProvided(f"{self.__name__}.{name}") from None
         if isinstance(value, types.ModuleType):
             torch_name = _AUTODIAG_MODULES.get(value.__name__)
             if torch_name is None:  # an autodiag-only module (autodiag.trace, ...)
                 raise NotProvided(f"{self.__name__}.{name}")
             value = _stand_in(torch_name)
-        if isinstance(value, (types.ModuleType, type, types.FunctionType,
-                              types.BuiltinFunctionType)):
+        if isinstance(
+            value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
+        ):
             d[name] = value
         return value
 

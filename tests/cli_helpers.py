@@ -51,8 +51,7 @@ def _entry_point() -> list[str]:
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "autodiag"]
 
 
-def pty_output(args: list[str], columns: int = 80, rows: int = 50,
-               stderr: bool = False) -> bytes:
+def pty_output(args: list[str], columns: int = 80, rows: int = 50, stderr: bool = False) -> bytes:
     """Run the autodiag entry point with stdout (and, with ``stderr``, stderr) on a
     pseudo-terminal of the given size; the raw bytes it wrote there."""
     import fcntl
@@ -61,12 +60,17 @@ def pty_output(args: list[str], columns: int = 80, rows: int = 50,
 
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "NO_COLOR", "CI")}
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "CI")}
     env["TERM"] = "xterm-256color"
-    proc = subprocess.Popen(_entry_point() + args, stdin=slave, stdout=slave,
-                            stderr=slave if stderr else subprocess.DEVNULL, env=env,
-                            close_fds=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        _entry_point() + args,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave if stderr else subprocess.DEVNULL,
+        env=env,
+        close_fds=True,
+        cwd=ROOT,
+    )
     os.close(slave)
     chunks = []
     try:

@@ -25,8 +25,9 @@ REQUIRE_ORACLE = os.environ.get("AUTODIAG_REQUIRE_ORACLE") == "1"
 
 def pytest_configure(config):
     if REQUIRE_ORACLE and _torch is None:
-        raise pytest.UsageError(f"AUTODIAG_REQUIRE_ORACLE=1 but torch failed to import: "
-                                f"{_TORCH_ERROR}")
+        raise pytest.UsageError(
+            f"AUTODIAG_REQUIRE_ORACLE=1 but torch failed to import: {_TORCH_ERROR}"
+        )
     if _torch is not None:
         _torch.set_num_threads(1)  # deterministic sums; the machine has 2 cores
 
@@ -63,6 +64,7 @@ def pytest_sessionfinish(session, exitstatus):
 def script(tmp_path):
     """``script(source, name="s.py")``: write a dedented script into the test's folder, return
     its path (a test module may define its own ``script`` for a common header)."""
+
     def make(source: str, name: str = "s.py") -> str:
         p = tmp_path / name
         p.write_text(textwrap.dedent(source))

@@ -26,8 +26,14 @@ def run(fn, m):
             exc = None
         except Exception as e:  # noqa: BLE001 - we compare whatever both raise
             exc = e
-    msgs = [(x.category, re.sub(r" \(Triggered internally at .*\)$", "", str(x.message),
-                                flags=re.S), x.filename) for x in w]
+    msgs = [
+        (
+            x.category,
+            re.sub(r" \(Triggered internally at .*\)$", "", str(x.message), flags=re.S),
+            x.filename,
+        )
+        for x in w
+    ]
     return exc, msgs
 
 
@@ -71,8 +77,10 @@ def test_detect_anomaly_warns_and_switches(torch):
     (_, wa), (_, wt) = both(fn, torch)
     assert [(c, m) for c, m, _ in wa] == [(c, m) for c, m, _ in wt]
     assert len(wa) == 2 and wa[0][0] is UserWarning
-    assert wa[0][1] == ("Anomaly Detection has been enabled. This mode will increase the runtime "
-                        "and should only be enabled for debugging.")
+    assert wa[0][1] == (
+        "Anomaly Detection has been enabled. This mode will increase the runtime "
+        "and should only be enabled for debugging."
+    )
     assert wa[0][2] == wt[0][2] == __file__  # stacklevel 2: the caller
 
 
@@ -95,6 +103,7 @@ def test_set_detect_anomaly_function_and_context_manager(torch):
 def test_detect_anomaly_as_a_decorator():
     # autodiag only: torch's detect_anomaly instance is not callable
     with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
+
         @ad.autograd.detect_anomaly(check_inf=True)
         def f():
             return ad.is_anomaly_enabled(), ad.autograd.anomaly.is_anomaly_check_inf_enabled()
@@ -172,8 +181,11 @@ def test_check_nan_false_and_inf_are_not_errors_by_default(torch):
 def test_check_inf_is_an_autodiag_option():
     x = ad.tensor([0.0], requires_grad=True)
     with pytest.warns(UserWarning, match="Error detected in SqrtBackward0"):
-        with pytest.raises(RuntimeError, match=r"^Function 'SqrtBackward0' returned inf values "
-                                               r"in its 0th output\.$"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"^Function 'SqrtBackward0' returned inf values "
+            r"in its 0th output\.$",
+        ):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 mode = ad.autograd.detect_anomaly(check_inf=True)
@@ -242,9 +254,14 @@ def test_no_forward_information_outside_anomaly_mode(torch):
             y.backward()
 
     (ea, wa), (et, wt) = both(fn, torch)
-    assert anomaly_warnings(wa) == anomaly_warnings(wt) == [
-        "Error detected in SqrtBackward0. No forward pass information available. Enable detect "
-        "anomaly during forward pass for more information."]
+    assert (
+        anomaly_warnings(wa)
+        == anomaly_warnings(wt)
+        == [
+            "Error detected in SqrtBackward0. No forward pass information available. Enable detect "
+            "anomaly during forward pass for more information."
+        ]
+    )
 
 
 def test_other_backward_errors_also_report_the_forward_stack(torch):
@@ -290,8 +307,8 @@ def test_double_backward_reports_the_parent_chain(torch):
     def fn(m):
         with m.autograd.detect_anomaly():
             x = m.tensor([0.0], requires_grad=True)
-            y = x ** 1.5
-            g, = m.autograd.grad(y.sum(), x, create_graph=True)
+            y = x**1.5
+            (g,) = m.autograd.grad(y.sum(), x, create_graph=True)
             parent = g.grad_fn.metadata["parent_"].name()
             (g * 0).sum().backward()  # d/dx 1.5 x**0.5 at 0 is inf; times 0: nan
         return parent
@@ -301,8 +318,10 @@ def test_double_backward_reports_the_parent_chain(torch):
     a, t = anomaly_warnings(wa), anomaly_warnings(wt)
     assert len(a) == len(t) == 2
     assert last_frames(a[0], 1) == last_frames(t[0], 1)  # the grad(...) call
-    assert a[1].startswith("\n\nPrevious calculation was induced by PowBackward0. Traceback of "
-                           "forward call that induced the previous calculation:\n")
+    assert a[1].startswith(
+        "\n\nPrevious calculation was induced by PowBackward0. Traceback of "
+        "forward call that induced the previous calculation:\n"
+    )
     assert last_frames(a[1], 1) == last_frames(t[1], 1)  # y = x ** 1.5
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -319,15 +338,17 @@ def test_inplace_error_names_the_saving_line_in_anomaly_mode(torch):
     def fn(m):
         with m.autograd.set_detect_anomaly(True):
             a = m.ones(3, requires_grad=True)
-            b = a.exp(); lines["save"] = _line()  # noqa: E702
-            b.add_(1); lines["write"] = _line()  # noqa: E702
+            b = a.exp(); lines["save"] = _line()  # noqa: E702  # fmt: skip
+            b.add_(1); lines["write"] = _line()  # noqa: E702  # fmt: skip
             b.sum().backward()
 
     (ea, wa), (et, wt) = run(fn, ad), run(fn, torch)
     assert type(ea) is type(et) is RuntimeError
-    hint = ("Hint: the backtrace further above shows the operation that failed to compute its "
-            "gradient. The variable in question was changed in there or anywhere later. Good "
-            "luck!")
+    hint = (
+        "Hint: the backtrace further above shows the operation that failed to compute its "
+        "gradient. The variable in question was changed in there or anywhere later. Good "
+        "luck!"
+    )
     assert hint in str(et) and hint in str(ea)
     head = str(et).split(" Hint:")[0]
     assert str(ea).startswith(head)

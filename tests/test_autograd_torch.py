@@ -144,8 +144,13 @@ def test_backward_gradient_shape_mismatch(torch):
         x = m.tensor([1.0, 2.0], requires_grad=True)
         (x * 2).backward(m.ones(3))
 
-    same_error(f, torch, "Mismatch in shape", "grad_output[0] has a shape of torch.Size([3])",
-               "output[0] has a shape of torch.Size([2])")
+    same_error(
+        f,
+        torch,
+        "Mismatch in shape",
+        "grad_output[0] has a shape of torch.Size([3])",
+        "output[0] has a shape of torch.Size([2])",
+    )
 
 
 def test_autograd_backward_function(torch):
@@ -178,8 +183,9 @@ def test_grad_grad_outputs(torch):
         x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
         y = x.sin()
         z = x * x
-        return m.autograd.grad([y, z], x, grad_outputs=[m.tensor([1.0, 2.0, 3.0]),
-                                                        m.tensor([-1.0, 0.0, 1.0])])
+        return m.autograd.grad(
+            [y, z], x, grad_outputs=[m.tensor([1.0, 2.0, 3.0]), m.tensor([-1.0, 0.0, 1.0])]
+        )
 
     run_both(f, torch)
 
@@ -208,8 +214,12 @@ def test_grad_unused_error(torch):
         y = m.tensor([1.0, 2.0], requires_grad=True)
         m.autograd.grad((x * 2).sum(), [x, y])
 
-    ea, et = same_error(f, torch, "appears to not have been used in the graph",
-                        "Set allow_unused=True if this is the desired behavior.")
+    ea, et = same_error(
+        f,
+        torch,
+        "appears to not have been used in the graph",
+        "Set allow_unused=True if this is the desired behavior.",
+    )
     # torch 2.13 names the index of the unused input
     assert "at index 1" in str(et) and "at index 1" in str(ea)
 
@@ -254,7 +264,7 @@ def test_grad_non_leaf_inputs(torch):
 def test_grad_same_input_twice(torch):
     def f(m):
         x = m.tensor([1.0, 2.0], requires_grad=True)
-        return m.autograd.grad((x ** 3).sum(), [x, x])
+        return m.autograd.grad((x**3).sum(), [x, x])
 
     run_both(f, torch)
 
@@ -386,8 +396,9 @@ def test_node_hooks_arguments_and_replacement(torch):
             return (grad_outputs[0] * 2,)
 
         def post(grad_inputs, grad_outputs):
-            calls.append(("post", [g.clone() for g in grad_inputs],
-                          [g.clone() for g in grad_outputs]))
+            calls.append(
+                ("post", [g.clone() for g in grad_inputs], [g.clone() for g in grad_outputs])
+            )
             return (grad_inputs[0] + 1, grad_inputs[1])
 
         fn.register_prehook(pre)
@@ -554,16 +565,23 @@ def test_requires_grad_on_non_leaf_errors(torch):
         x = m.ones(2, requires_grad=True)
         (x * 2).requires_grad_(False)
 
-    same_error(f, torch, "you can only change requires_grad flags of leaf variables.",
-               "var_no_grad = var.detach()")
+    same_error(
+        f,
+        torch,
+        "you can only change requires_grad flags of leaf variables.",
+        "var_no_grad = var.detach()",
+    )
 
 
 def test_numpy_on_requires_grad(torch):
     def f(m):
         m.ones(2, requires_grad=True).numpy()
 
-    same_error(f, torch, "Can't call numpy() on Tensor that requires grad. Use "
-               "tensor.detach().numpy() instead.")
+    same_error(
+        f,
+        torch,
+        "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.",
+    )
 
     def g(m):
         x = m.ones(2, requires_grad=True)
@@ -586,8 +604,15 @@ def test_version_counter_shared_by_views(torch):
         v.add_(1)
         mid = (a._version, v._version, t._version)
         a.mul_(2)
-        return (before, mid, (a._version, v._version, t._version), v._base is a,
-                t._base is a, a._base is None, a)
+        return (
+            before,
+            mid,
+            (a._version, v._version, t._version),
+            v._base is a,
+            t._base is a,
+            a._base is None,
+            a,
+        )
 
     run_both(f, torch)
 
@@ -597,15 +622,19 @@ def test_leaf_inplace_error(torch):
         x = m.ones(2, requires_grad=True)
         x.add_(1)
 
-    same_error(f, torch, "a leaf Variable that requires grad is being used in an in-place "
-               "operation.")
+    same_error(
+        f, torch, "a leaf Variable that requires grad is being used in an in-place operation."
+    )
 
     def v(m):
         x = m.ones(2, 2, requires_grad=True)
         x[0].mul_(2)
 
-    same_error(v, torch, "a view of a leaf Variable that requires grad is being used in an "
-               "in-place operation.")
+    same_error(
+        v,
+        torch,
+        "a view of a leaf Variable that requires grad is being used in an in-place operation.",
+    )
 
 
 def _version_numbers(msg: str):
@@ -621,8 +650,12 @@ def test_modified_saved_input(torch):
         a.add_(1)
         b.sum().backward()
 
-    ea, et = same_error(f, torch, "modified by an inplace operation",
-                        "[torch.FloatTensor [2]], which is output 0 of Add,")
+    ea, et = same_error(
+        f,
+        torch,
+        "modified by an inplace operation",
+        "[torch.FloatTensor [2]], which is output 0 of Add,",
+    )
     assert _version_numbers(str(ea)) == _version_numbers(str(et)) == ("2", "0")
 
 
@@ -633,8 +666,7 @@ def test_modified_saved_output(torch):
         b.add_(1)
         b.sum().backward()
 
-    ea, et = same_error(f, torch, "modified by an inplace operation",
-                        "which is output 0 of Exp,")
+    ea, et = same_error(f, torch, "modified by an inplace operation", "which is output 0 of Exp,")
     assert _version_numbers(str(ea)) == _version_numbers(str(et)) == ("1", "0")
 
 
@@ -762,11 +794,12 @@ def test_saved_tensors_hooks_pack_order(torch):
         packed = []
         a = m.tensor([1.0], requires_grad=True)
         b = m.tensor([2.0], requires_grad=True)
-        with m.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t.item()) or t,
-                                                  lambda t: t):
+        with m.autograd.graph.saved_tensors_hooks(
+            lambda t: packed.append(t.item()) or t, lambda t: t
+        ):
             a * b
             a / b
-            a ** b
+            a**b
         return packed
 
     run_both(f, torch)
@@ -940,7 +973,7 @@ def test_backward_create_graph_accumulates_graph(torch):
         x = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            (x ** 3).sum().backward(create_graph=True)
+            (x**3).sum().backward(create_graph=True)
         g = x.grad
         gfn = g.requires_grad
         x.grad = None
@@ -980,8 +1013,15 @@ def test_set_grad_enabled_decorator_and_inference_nested(torch):
             c = x * 2
         with m.inference_mode(False):
             d = x * 2
-        return (a.requires_grad, after, b.requires_grad, b.is_inference(), c.is_inference(),
-                d.requires_grad, d.is_inference())
+        return (
+            a.requires_grad,
+            after,
+            b.requires_grad,
+            b.is_inference(),
+            c.is_inference(),
+            d.requires_grad,
+            d.is_inference(),
+        )
 
     run_both(f, torch)
 
@@ -1130,16 +1170,37 @@ def test_copy_node(torch):
     run_both(f, torch)
 
 
-@pytest.mark.parametrize("kind", ["mask", "list", "two_lists", "ellipsis_list", "int_list",
-                                  "slice_list", "int", "slice", "tensor_1d", "tensor_0d"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "mask",
+        "list",
+        "two_lists",
+        "ellipsis_list",
+        "int_list",
+        "slice_list",
+        "int",
+        "slice",
+        "tensor_1d",
+        "tensor_0d",
+    ],
+)
 def test_setitem_node_kinds(torch, kind):
     def f(m):
         x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
         w = m.tensor(7.0, requires_grad=True)
-        idx = {"mask": m.tensor([True, False]), "list": [1], "two_lists": ([0, 1], [1, 2]),
-               "ellipsis_list": (Ellipsis, [1]), "int_list": (0, [1]),
-               "slice_list": (slice(1, None), [0]), "int": 1, "slice": slice(0, 1),
-               "tensor_1d": m.tensor([1]), "tensor_0d": m.tensor(1)}[kind]
+        idx = {
+            "mask": m.tensor([True, False]),
+            "list": [1],
+            "two_lists": ([0, 1], [1, 2]),
+            "ellipsis_list": (Ellipsis, [1]),
+            "int_list": (0, [1]),
+            "slice_list": (slice(1, None), [0]),
+            "int": 1,
+            "slice": slice(0, 1),
+            "tensor_1d": m.tensor([1]),
+            "tensor_0d": m.tensor(1),
+        }[kind]
         z = x.clone()
         z[idx] = w * 2
         n = names(z.grad_fn)

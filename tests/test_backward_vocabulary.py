@@ -123,8 +123,12 @@ def _positional_reads(source: str, filename: str = "<src>") -> list[str]:
     found = []
 
     def is_self_attr(node, attr):
-        return (isinstance(node, ast.Attribute) and node.attr == attr
-                and isinstance(node.value, ast.Name) and node.value.id == "self")
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == attr
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        )
 
     def is_int(node):
         return isinstance(node, ast.Constant) and type(node.value) is int
@@ -135,36 +139,55 @@ def _positional_reads(source: str, filename: str = "<src>") -> list[str]:
         for fn in cls.body:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            aliases = {t.id for a in ast.walk(fn) if isinstance(a, ast.Assign)
-                       and is_self_attr(a.value, "_saved") for t in a.targets
-                       if isinstance(t, ast.Name)}
+            aliases = {
+                t.id
+                for a in ast.walk(fn)
+                if isinstance(a, ast.Assign) and is_self_attr(a.value, "_saved")
+                for t in a.targets
+                if isinstance(t, ast.Name)
+            }
             for node in ast.walk(fn):
                 where = f"{filename}:{getattr(node, 'lineno', '?')} {cls.name}.{fn.name}"
                 if is_self_attr(node, "_next") and isinstance(node.ctx, ast.Load):
                     found.append(f"{where}: self._next (use self.needs_grad)")
-                elif isinstance(node, ast.Subscript) and is_int(node.slice) and (
-                        is_self_attr(node.value, "_saved") or
-                        isinstance(node.value, ast.Name) and node.value.id in aliases):
+                elif (
+                    isinstance(node, ast.Subscript)
+                    and is_int(node.slice)
+                    and (
+                        is_self_attr(node.value, "_saved")
+                        or isinstance(node.value, ast.Name)
+                        and node.value.id in aliases
+                    )
+                ):
                     found.append(f"{where}: a saved value read at position {node.slice.value}")
-                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                      and node.func.attr == "saved" and any(map(is_int, node.args))):
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "saved"
+                    and any(map(is_int, node.args))
+                ):
                     found.append(f"{where}: saved(..., <position>)")
     return found
 
 
-@pytest.mark.parametrize("snippet", [
-    "class A:\n    def backward(self, xp, g):\n        return self._saved[1]\n",
-    "class A:\n    def backward(self, xp, g):\n        s = self._saved\n        return s[0]\n",
-    "class A:\n    def backward(self, xp, g):\n        return self.saved(xp, 0)\n",
-    "class A:\n    def backward(self, xp, g):\n        nf = self._next\n        return nf\n",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "class A:\n    def backward(self, xp, g):\n        return self._saved[1]\n",
+        "class A:\n    def backward(self, xp, g):\n        s = self._saved\n        return s[0]\n",
+        "class A:\n    def backward(self, xp, g):\n        return self.saved(xp, 0)\n",
+        "class A:\n    def backward(self, xp, g):\n        nf = self._next\n        return nf\n",
+    ],
+)
 def test_the_scan_finds_a_positional_read(snippet):
     assert len(_positional_reads(snippet)) == 1
 
 
 def test_the_scan_accepts_the_named_form():
-    src = ("class A:\n    def backward(self, xp, g):\n        needs_self, = self.needs_grad\n"
-           "        self._next = ()\n        return (g * self.saved_other(xp),)\n")
+    src = (
+        "class A:\n    def backward(self, xp, g):\n        needs_self, = self.needs_grad\n"
+        "        self._next = ()\n        return (g * self.saved_other(xp),)\n"
+    )
     assert _positional_reads(src) == []
 
 

@@ -81,8 +81,12 @@ def test_reentrant_refuses_autograd_grad_and_inputs(torch):
         run_ckpt(m, True, block(m), x, w).sum().backward(inputs=[x])
 
     for fn in (grad_call, inputs_call):
-        same_error(fn, torch, "When use_reentrant=True, torch.utils.checkpoint is incompatible "
-                              "with .grad() or passing an `inputs` parameter to .backward().")
+        same_error(
+            fn,
+            torch,
+            "When use_reentrant=True, torch.utils.checkpoint is incompatible "
+            "with .grad() or passing an `inputs` parameter to .backward().",
+        )
 
 
 def test_non_reentrant_double_backward(torch):
@@ -90,7 +94,7 @@ def test_non_reentrant_double_backward(torch):
         x, w = inputs(m)
         y = run_ckpt(m, False, block(m), x, w).sum()
         (gx,) = m.autograd.grad(y, x, create_graph=True)
-        (ggx, ggw) = m.autograd.grad((gx ** 2).sum(), (x, w))
+        (ggx, ggw) = m.autograd.grad((gx**2).sum(), (x, w))
         return gx, ggx, ggw
 
     run_both(f, torch)
@@ -121,8 +125,11 @@ def test_nested_reentrant(torch):
     def f(m):
         ck = m.utils.checkpoint.checkpoint
         x = m.tensor([0.5, -1.0, 2.0], dtype=m.float64, requires_grad=True)
-        y = ck(lambda t: ck(lambda u: u.exp() * u, t * 2, use_reentrant=True).sin(), x,
-               use_reentrant=True)
+        y = ck(
+            lambda t: ck(lambda u: u.exp() * u, t * 2, use_reentrant=True).sin(),
+            x,
+            use_reentrant=True,
+        )
         y.sum().backward()
         return y, x.grad, names(y.grad_fn)
 
@@ -251,8 +258,11 @@ def test_no_input_requires_grad_warns(torch):
 
 
 def test_errors(torch):
-    same_error(lambda m: run_ckpt(m, True, block(m), *inputs(m), foo=1), torch,
-               "Unexpected keyword arguments: foo")
+    same_error(
+        lambda m: run_ckpt(m, True, block(m), *inputs(m), foo=1),
+        torch,
+        "Unexpected keyword arguments: foo",
+    )
 
     def modified(m):
         x, w = inputs(m)
@@ -261,8 +271,12 @@ def test_errors(torch):
         x2.mul_(2)
         y.sum().backward()
 
-    same_error(modified, torch, "modified by an inplace operation", "is at version 1; expected "
-                                "version 0 instead")
+    same_error(
+        modified,
+        torch,
+        "modified by an inplace operation",
+        "is at version 1; expected version 0 instead",
+    )
 
 
 def test_kwargs_and_no_grad_mode(torch):

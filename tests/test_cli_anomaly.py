@@ -24,8 +24,16 @@ def anomaly_json(path, *args):
     doc = json.loads(r.stdout)  # strict: NaN/Infinity are not JSON
     assert doc["command"] == "anomaly"
     for f in doc["findings"]:
-        assert set(f) >= {"kind", "severity", "message", "location", "stack", "hint", "step",
-                          "count"}
+        assert set(f) >= {
+            "kind",
+            "severity",
+            "message",
+            "location",
+            "stack",
+            "hint",
+            "step",
+            "count",
+        }
     return r.exit_code, doc
 
 
@@ -280,8 +288,11 @@ def test_anomaly_subprocess(script):
         x = torch.tensor([0.0], requires_grad=True)
         (x.sqrt() * 0).sum().backward()
         """)
-    p = subprocess.run([sys.executable, "-m", "autodiag", "anomaly", path, "--format", "json"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodiag", "anomaly", path, "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 1, p.stderr
     doc = _no_constants(p.stdout)
     assert [f["kind"] for f in doc["findings"]] == ["nan_backward"]
@@ -348,8 +359,11 @@ def test_saved_tensor_written_without_any_backward(script):
     r, doc = inplace_json(path)
     assert r.exit_code == 1
     [f] = doc["findings"]
-    assert (f["op"], f["location"]["line"], f["saved_by"]["node"]) == ("mul_", 7,
-                                                                      "SigmoidBackward0")
+    assert (f["op"], f["location"]["line"], f["saved_by"]["node"]) == (
+        "mul_",
+        7,
+        "SigmoidBackward0",
+    )
     assert f["no_grad"] is True and f["needed_by"] is None and f["backward_failed"] is False
 
 
@@ -386,8 +400,7 @@ def test_write_through_a_view_under_no_grad(script):
         """)
     r, doc = inplace_json(path)
     [f] = doc["findings"]
-    assert (f["op"], f["location"]["line"], f["saved_by"]["node"]) == ("zero_", 5,
-                                                                      "TanhBackward0")
+    assert (f["op"], f["location"]["line"], f["saved_by"]["node"]) == ("zero_", 5, "TanhBackward0")
 
 
 def test_inplace_on_a_leaf_is_a_finding(script):
@@ -448,8 +461,11 @@ def test_inplace_subprocess(script):
         b += 1
         b.sum().backward()
         """)
-    p = subprocess.run([sys.executable, "-m", "autodiag", "inplace", path, "-f", "json"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodiag", "inplace", path, "-f", "json"],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 1, p.stderr
     doc = _no_constants(p.stdout)
     [f] = doc["findings"]

@@ -121,10 +121,12 @@ def test_clean_sample_is_one_passing_case(command, tmp_path):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_failing_target_is_an_error_case(command, tmp_path):
     script = tmp_path / "boom.py"
-    script.write_text("import autodiag as torch\n"
-                      "x = torch.ones(2, requires_grad=True)\n"
-                      "(x * 2).sum().backward()\n"
-                      "raise ValueError('boom')\n")
+    script.write_text(
+        "import autodiag as torch\n"
+        "x = torch.ones(2, requires_grad=True)\n"
+        "(x * 2).sum().backward()\n"
+        "raise ValueError('boom')\n"
+    )
     out = tmp_path / "r.xml"
     r = cli(command, str(script), "--junit-xml", str(out))
     assert r.exit_code == 3, r.stderr
@@ -163,8 +165,9 @@ def test_unwritable_junit_path_exits_2_before_running(command, tmp_path):
 
 def test_junit_and_output_together(tmp_path):
     out, report = tmp_path / "r.xml", tmp_path / "report.json"
-    r = cli("anomaly", sample("nan_log.py"), "-f", "json", "-o", str(report), "--junit-xml",
-            str(out))
+    r = cli(
+        "anomaly", sample("nan_log.py"), "-f", "json", "-o", str(report), "--junit-xml", str(out)
+    )
     assert r.exit_code == 1 and r.stdout == ""
     assert len(json.loads(report.read_text())["findings"]) == len(junit(out)[1])
 
@@ -178,8 +181,10 @@ def test_annotations_on_github_actions():
     lines = annotation_lines(r.stderr)
     assert len(lines) == 2 and not annotation_lines(r.stdout)
     assert all(line.startswith("::error file=") and ",line=17,title=" in line for line in lines)
-    assert {line.split("title=")[1].split("::")[0] for line in lines} == {"inf_forward",
-                                                                          "nan_forward"}
+    assert {line.split("title=")[1].split("::")[0] for line in lines} == {
+        "inf_forward",
+        "nan_forward",
+    }
 
 
 def test_annotations_flag_and_none(tmp_path):
@@ -187,8 +192,13 @@ def test_annotations_flag_and_none(tmp_path):
     (line,) = annotation_lines(on.stderr)
     assert line.startswith("::error file=") and "inplace_saved.py,line=16" in line
     assert "title=inplace_saved_tensor::" in line
-    off = cli("inplace", sample("inplace_saved.py"), "--annotations", "none",
-              env={"GITHUB_ACTIONS": "true"})
+    off = cli(
+        "inplace",
+        sample("inplace_saved.py"),
+        "--annotations",
+        "none",
+        env={"GITHUB_ACTIONS": "true"},
+    )
     assert off.exit_code == on.exit_code == 1
     assert annotation_lines(off.stderr) == [] and annotation_lines(off.stdout) == []
     quiet = cli("inplace", sample("inplace_saved.py"))  # not on GitHub, no flag
@@ -203,15 +213,18 @@ def test_json_stdout_stays_json_with_annotations():
 
 def test_gradcheck_annotations_and_junit_cases(tmp_path):
     out = tmp_path / "g.xml"
-    r = cli("gradcheck", sample("bad_backward.py"), "--junit-xml", str(out), "--annotations",
-            "github")
+    r = cli(
+        "gradcheck", sample("bad_backward.py"), "--junit-xml", str(out), "--annotations", "github"
+    )
     assert r.exit_code == 1
     lines = annotation_lines(r.stderr)
     assert len(lines) == 2 and all("title=gradcheck_failed::" in line for line in lines)
     assert any("factor of 0.5" in line for line in lines)  # the diagnosis travels along
     suite, cases = junit(out)
     assert suite.get("failures") == "2" and {c.get("name").split("[")[0] for c in cases} == {
-        "Cube", "Square"}
+        "Cube",
+        "Square",
+    }
 
 
 def test_failed_target_annotation_points_at_the_line(tmp_path):
@@ -229,9 +242,24 @@ def test_subprocess_on_github(tmp_path):
     paths (the job's cwd is the checkout)."""
     out = tmp_path / "r.xml"
     env = dict(os.environ, PYTHONPATH=ROOT, GITHUB_ACTIONS="true")
-    r = subprocess.run([sys.executable, "-m", "autodiag", "inplace", "samples/inplace_saved.py",
-                        "-f", "json", "--junit-xml", str(out)], capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autodiag",
+            "inplace",
+            "samples/inplace_saved.py",
+            "-f",
+            "json",
+            "--junit-xml",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 1, r.stderr
     assert json.loads(r.stdout)["status"] == "findings"
     (line,) = annotation_lines(r.stderr)
@@ -243,10 +271,13 @@ def test_subprocess_on_github(tmp_path):
 
 
 def test_formatter_escapes_data_and_properties():
-    line = gh.annotation("error", "100% wrong\r\nsecond line: a, b", file="dir/a,b:c.py",
-                         line=3, title="kind: x, y")
-    assert line == ("::error file=dir/a%2Cb%3Ac.py,line=3,title=kind%3A x%2C y::"
-                    "100%25 wrong%0D%0Asecond line: a, b")
+    line = gh.annotation(
+        "error", "100% wrong\r\nsecond line: a, b", file="dir/a,b:c.py", line=3, title="kind: x, y"
+    )
+    assert line == (
+        "::error file=dir/a%2Cb%3Ac.py,line=3,title=kind%3A x%2C y::"
+        "100%25 wrong%0D%0Asecond line: a, b"
+    )
     assert "\n" not in line and "\r" not in line
     # '%' is escaped first: an escape sequence in the text survives as text
     assert gh.escape_data("%0A") == "%250A"
@@ -260,17 +291,33 @@ def test_formatter_findings_and_paths(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     inside = str(tmp_path / "pkg" / "train.py")
-    found = [Finding("exploding_grad", "warning", "grad norm 1e9", {"file": inside, "line": 9,
-                                                                  "function": "f", "code": ""},
-                     hint="clip it"),
-             Finding("nan_forward", "error", "nan", {"file": "/elsewhere/x.py", "line": 1,
-                                                     "function": "f", "code": ""}),
-             Finding("graph_leak", "error", "no location"),
-             Finding("nan_forward", "error", "in -e", {"file": "<string>", "line": 1,
-                                                       "function": "<module>", "code": ""})]
+    found = [
+        Finding(
+            "exploding_grad",
+            "warning",
+            "grad norm 1e9",
+            {"file": inside, "line": 9, "function": "f", "code": ""},
+            hint="clip it",
+        ),
+        Finding(
+            "nan_forward",
+            "error",
+            "nan",
+            {"file": "/elsewhere/x.py", "line": 1, "function": "f", "code": ""},
+        ),
+        Finding("graph_leak", "error", "no location"),
+        Finding(
+            "nan_forward",
+            "error",
+            "in -e",
+            {"file": "<string>", "line": 1, "function": "<module>", "code": ""},
+        ),
+    ]
     lines = gh.from_findings(found)
-    assert lines[0] == "::warning file=pkg/train.py,line=9,title=exploding_grad::grad norm 1e9" \
+    assert (
+        lines[0] == "::warning file=pkg/train.py,line=9,title=exploding_grad::grad norm 1e9"
         "%0Aclip it"
+    )
     assert lines[1].startswith("::error file=/elsewhere/x.py,line=1,")  # outside the cwd: as is
     assert lines[2] == "::error title=graph_leak::no location"
     assert lines[3] == "::error title=nan_forward::in -e"  # not a file: no file/line

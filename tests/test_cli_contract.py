@@ -19,8 +19,7 @@ from cli_helpers import cli
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
 COMMANDS = ["graph", "trace", "gradcheck", "anomaly", "inplace", "leaks", "check"]
-STATUS_OF_EXIT = {0: "ok", 1: "findings", 2: "error", 3: "error", 4: "error",
-                  130: "interrupted"}
+STATUS_OF_EXIT = {0: "ok", 1: "findings", 2: "error", 3: "error", 4: "error", 130: "interrupted"}
 
 OK = """\
 import autodiag as torch
@@ -31,8 +30,9 @@ loss.backward()
 
 
 def autodiag(*args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autodiag", *args], capture_output=True,
-                          text=True, env=ENV, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "autodiag", *args], capture_output=True, text=True, env=ENV, **kw
+    )
 
 
 def check_contract(doc: dict, command: str, code: int) -> None:
@@ -50,8 +50,10 @@ def check_contract(doc: dict, command: str, code: int) -> None:
 
 # --- the envelope on every exit -----------------------------------------------------------------
 
-RAISES = "import autodiag as torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n" \
-         "raise ValueError('boom')\n"
+RAISES = (
+    "import autodiag as torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n"
+    "raise ValueError('boom')\n"
+)
 NO_TENSORS = "print('hello')\n"
 SLEEPS = "import time\ntime.sleep(30)\n"
 EXITS = "import sys\nsys.exit(5)\n"
@@ -59,6 +61,7 @@ EXITS = "import sys\nsys.exit(5)\n"
 
 def _bad_targets(tmp_path):
     """(name, arguments, expected exit code, expected error kind) of bad runs."""
+
     def write(name, source):
         p = tmp_path / name
         p.write_text(source)
@@ -72,15 +75,17 @@ def _bad_targets(tmp_path):
         ("script raising", [write("raises.py", RAISES)], 3, "target_failed"),
         ("sys.exit(5)", [write("exits.py", EXITS)], 3, "target_failed"),
         ("no tensors", [write("plain.py", NO_TENSORS)], 2, None),
-        ("refused expression", ["-e", "__import__('os')", "--var", "x=1"], 2,
-         "bad_expression"),
+        ("refused expression", ["-e", "__import__('os')", "--var", "x=1"], 2, "bad_expression"),
         ("ragged --var", ["-e", "x*2", "--var", "x=[1,[2,3]]"], 2, "bad_invocation"),
-        ("duplicate --var", ["-e", "x*2", "--var", "x=1", "--var", "x=2"], 2,
-         "bad_invocation"),
+        ("duplicate --var", ["-e", "x*2", "--var", "x=1", "--var", "x=2"], 2, "bad_invocation"),
         ("timeout", [write("sleeps.py", SLEEPS), "--timeout", "0.3"], 3, "timeout"),
         ("--timeout inf", [ok, "--timeout", "inf"], 2, "bad_invocation"),
-        ("unwritable -o", [ok, "-o", str(tmp_path / "no" / "such" / "dir.json")], 2,
-         "bad_invocation"),
+        (
+            "unwritable -o",
+            [ok, "-o", str(tmp_path / "no" / "such" / "dir.json")],
+            2,
+            "bad_invocation",
+        ),
         ("-o the target", [ok, "-o", ok], 2, "bad_invocation"),
         ("unknown option", [ok, "--no-such-option"], 2, "usage"),
         ("script and -e", [ok, "-e", "x"], 2, "bad_invocation"),
@@ -142,8 +147,11 @@ def test_the_error_envelope_goes_to_the_output_file_when_it_can(script, tmp_path
 
 def test_a_usage_error_prints_the_envelope_when_json_was_asked_for(script):
     path = script(OK)
-    for args in (["-f", "json", "--call", "0"], ["--format=json", "--bogus"],
-                 ["-fjson", "--bogus"]):
+    for args in (
+        ["-f", "json", "--call", "0"],
+        ["--format=json", "--bogus"],
+        ["-fjson", "--bogus"],
+    ):
         r = cli("graph", path, *args)
         assert r.exit_code == 2
         doc = json.loads(r.stdout)
@@ -196,8 +204,10 @@ def test_timeout_out_of_range_is_refused_before_running(script, value, tmp_path)
     path = script(f"open({str(marker)!r}, 'w').close()\n" + OK)
     r = cli("check", path, "--timeout", value)
     assert r.exit_code == 2, r.stderr
-    assert f"--timeout {value}" in r.stderr.replace("1e+300", "1e300").replace(
-        "2e+09", "2e9") and "seconds" in r.stderr
+    assert (
+        f"--timeout {value}" in r.stderr.replace("1e+300", "1e300").replace("2e+09", "2e9")
+        and "seconds" in r.stderr
+    )
     assert "OverflowError" not in r.stderr and not marker.exists()
 
 
@@ -216,8 +226,12 @@ while True:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_an_interrupted_run_says_interrupted_in_json(command, script):
     path = script(LOOP)
-    p = subprocess.Popen([sys.executable, "-m", "autodiag", command, path, "-f", "json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "autodiag", command, path, "-f", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     try:
         while b"started" not in p.stderr.readline():
             assert p.poll() is None, "the script did not start"
@@ -273,8 +287,13 @@ def _closed_pipe(*args) -> tuple[int, str]:
     r, w = os.pipe()
     os.close(r)
     try:
-        p = subprocess.run([sys.executable, "-m", "autodiag", *args], stdout=w,
-                           stderr=subprocess.PIPE, text=True, env=ENV)
+        p = subprocess.run(
+            [sys.executable, "-m", "autodiag", *args],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
     finally:
         os.close(w)
     return p.returncode, p.stderr
@@ -290,8 +309,9 @@ y.sum().backward()
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_closed_pipe_exits_with_the_verdict_silently(command, script):
-    args = [command, script(OK)] if command != "gradcheck" else \
-        [command, "-e", "x**2", "--var", "x=1"]
+    args = (
+        [command, script(OK)] if command != "gradcheck" else [command, "-e", "x**2", "--var", "x=1"]
+    )
     for fmt in ("text", "json"):
         code, err = _closed_pipe(*args, "-f", fmt)
         assert code == 0 and err == "", (fmt, code, err)
@@ -304,8 +324,9 @@ def test_a_closed_pipe_keeps_findings_and_failures_exit_codes(script):
     assert code == 3 and "BrokenPipe" not in err and "ValueError: boom" in err
 
 
-@pytest.mark.parametrize("args", [["--help"], ["graph", "--help"], ["check", "--help"],
-                                  ["--version"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["graph", "--help"], ["check", "--help"], ["--version"]]
+)
 def test_help_and_version_into_a_closed_pipe_exit_0(args):
     code, err = _closed_pipe(*args)
     assert code == 0 and err == ""
@@ -343,15 +364,24 @@ def victim(tmp_path):
 
 
 def _contents(folder) -> dict:
-    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()
-            and "__pycache__" not in p.parts}
+    return {
+        p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("option", ["-o", "--junit-xml"])
-@pytest.mark.parametrize("dest,before_run", [
-    ("victim.py", True), ("link.py", True), ("hard.py", True), ("sib/helper_mod.py", True),
-    ("dynamic.py", False), ("data.txt", False)])
+@pytest.mark.parametrize(
+    "dest,before_run",
+    [
+        ("victim.py", True),
+        ("link.py", True),
+        ("hard.py", True),
+        ("sib/helper_mod.py", True),
+        ("dynamic.py", False),
+        ("data.txt", False),
+    ],
+)
 def test_reports_never_overwrite_the_users_files(victim, command, option, dest, before_run):
     files = _contents(victim)
     marker = victim / "ran"
@@ -460,11 +490,14 @@ def test_leaks_header_names_the_step_end_after_one_backward(script):
     assert "each )" not in r.stdout
 
 
-@pytest.mark.parametrize("spec,reason", [
-    ("x=[1,[2,3]]", "a number and a list side by side"),
-    ("x=[[1],[2,3]]", "lists of lengths 1 and 2"),
-    ("x=[[1,2],3]", "a number and a list side by side"),
-])
+@pytest.mark.parametrize(
+    "spec,reason",
+    [
+        ("x=[1,[2,3]]", "a number and a list side by side"),
+        ("x=[[1],[2,3]]", "lists of lengths 1 and 2"),
+        ("x=[[1,2],3]", "a number and a list side by side"),
+    ],
+)
 def test_a_ragged_var_is_a_clear_refusal(spec, reason):
     r = cli("graph", "-e", "x*2", "--var", spec)
     assert r.exit_code == 2 and "not rectangular" in r.stderr and reason in r.stderr

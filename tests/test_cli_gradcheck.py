@@ -64,13 +64,16 @@ class Clamp(torch.autograd.Function):
         return grad * ((x >= ctx.lo) & (x <= ctx.hi)), None, None
 """
 
-CLAMP_SAMPLES = CLAMP + """\
+CLAMP_SAMPLES = (
+    CLAMP
+    + """\
 
     @staticmethod
     def sample_inputs():
         x = torch.tensor([-1.5, -0.3, 0.4, 2.0], dtype=torch.float64, requires_grad=True)
         return [(x, -1.0, 1.0), (x, 0.0, 0.5)]
 """
+)
 
 # first derivatives right, but the backward cuts the graph: gradgradcheck fails
 DETACHED = """\
@@ -115,8 +118,23 @@ def run_json(*args) -> tuple[int, dict]:
 
 # --- the JSON contract of DESIGN §4 ---------------------------------------------------------
 
-CASE_KEYS = {"name", "source", "api", "order", "function", "inputs", "generated", "verdict",
-             "max_error", "message", "diagnoses", "worst", "location", "settings", "seconds"}
+CASE_KEYS = {
+    "name",
+    "source",
+    "api",
+    "order",
+    "function",
+    "inputs",
+    "generated",
+    "verdict",
+    "max_error",
+    "message",
+    "diagnoses",
+    "worst",
+    "location",
+    "settings",
+    "seconds",
+}
 
 
 def check_location(loc) -> None:
@@ -126,8 +144,16 @@ def check_location(loc) -> None:
 
 
 def check_envelope(doc: dict) -> None:
-    assert set(doc) >= {"autodiag", "command", "target", "status", "findings", "cases",
-                        "totals", "settings"}
+    assert set(doc) >= {
+        "autodiag",
+        "command",
+        "target",
+        "status",
+        "findings",
+        "cases",
+        "totals",
+        "settings",
+    }
     assert doc["autodiag"] == autodiag.__version__ and doc["command"] == "gradcheck"
     assert doc["status"] in ("ok", "findings", "error")
     for f in doc["findings"]:
@@ -143,8 +169,9 @@ def check_envelope(doc: dict) -> None:
         assert c["verdict"] in ("pass", "fail", "error", "skip") and c["order"] in (1, 2)
         check_location(c["location"])
     t = doc["totals"]
-    assert t["checks"] == len(doc["cases"]) == t["passed"] + t["failed"] + t["errors"] + \
-        t["skipped"]
+    assert (
+        t["checks"] == len(doc["cases"]) == t["passed"] + t["failed"] + t["errors"] + t["skipped"]
+    )
     failed = [c for c in doc["cases"] if c["verdict"] in ("fail", "error")]
     assert len(doc["findings"]) == len(failed)
     if failed and doc["status"] != "error":
@@ -201,8 +228,9 @@ def test_clamp_without_sample_inputs_is_skipped_with_a_reason(script):
     assert r.exit_code == 2  # nothing could be checked
     assert "backward returns no gradient for lo, hi" in r.stdout
     assert "sample_inputs()" in r.stdout and "nothing was checked" in r.stderr
-    annotated = CLAMP.replace("def forward(ctx, x, lo, hi)",
-                              "def forward(ctx, x, lo: float, hi: float)")
+    annotated = CLAMP.replace(
+        "def forward(ctx, x, lo, hi)", "def forward(ctx, x, lo: float, hi: float)"
+    )
     code, doc = run_json(script(CUBIC, annotated, name="a.py"))
     assert code == 0  # Cubic passed; the skip does not fail the run
     skip = doc["cases"][1]
@@ -225,18 +253,24 @@ class Bounded(Clamp):
 
 
 def test_sample_inputs_errors_and_float32(script):
-    broken = CUBIC.replace("class Cubic", "class Broken") + """\
+    broken = (
+        CUBIC.replace("class Cubic", "class Broken")
+        + """\
 
     @staticmethod
     def sample_inputs():
         raise ValueError("no data")
 """
-    f32 = CUBIC.replace("class Cubic", "class Single") + """\
+    )
+    f32 = (
+        CUBIC.replace("class Cubic", "class Single")
+        + """\
 
     @staticmethod
     def sample_inputs():
         return [torch.tensor([0.3, 1.7, 2.9])]  # float32, no requires_grad
 """
+    )
     code, doc = run_json(script(broken, f32))
     assert code == 1
     by_name = {c["name"]: c for c in doc["cases"]}
@@ -297,9 +331,12 @@ def test_order_2_runs_gradgradcheck(script):
     code, doc = run_json(path, "--order", "2")
     assert code == 1
     got = {(c["function"], c["order"]): (c["api"], c["verdict"]) for c in doc["cases"]}
-    assert got == {("Cubic", 1): ("gradcheck", "pass"), ("Cubic", 2): ("gradgradcheck", "pass"),
-                   ("Detached", 1): ("gradcheck", "pass"),
-                   ("Detached", 2): ("gradgradcheck", "fail")}
+    assert got == {
+        ("Cubic", 1): ("gradcheck", "pass"),
+        ("Cubic", 2): ("gradgradcheck", "pass"),
+        ("Detached", 1): ("gradcheck", "pass"),
+        ("Detached", 2): ("gradgradcheck", "fail"),
+    }
     assert all(c["max_error"] is not None for c in doc["cases"])
     code, doc = run_json(path)  # order 1: the detach() is invisible
     assert code == 0 and len(doc["cases"]) == 2
@@ -308,11 +345,18 @@ def test_order_2_runs_gradgradcheck(script):
 
 def test_settings_are_applied_and_reported(script):
     path = script(WRONG)
-    code, doc = run_json(path, "--rtol", "0.5", "--atol", "0", "--eps", "1e-5", "--fast",
-                         "--seed", "3")
+    code, doc = run_json(
+        path, "--rtol", "0.5", "--atol", "0", "--eps", "1e-5", "--fast", "--seed", "3"
+    )
     assert code == 0  # a factor of 2/3 is within rtol 0.5
-    assert doc["settings"] == {"eps": 1e-5, "atol": 0.0, "rtol": 0.5, "fast_mode": True,
-                               "order": 1, "seed": 3}
+    assert doc["settings"] == {
+        "eps": 1e-5,
+        "atol": 0.0,
+        "rtol": 0.5,
+        "fast_mode": True,
+        "order": 1,
+        "seed": 3,
+    }
     assert doc["cases"][0]["settings"]["fast_mode"] is True
     code, doc = run_json(path, "--fast")
     assert code == 1 and doc["findings"][0]["diagnoses"][0]["kind"] == "constant_factor"
@@ -339,7 +383,8 @@ def test_script_calls_are_recorded_with_their_lines(script):
     calls = [c for c in doc["cases"] if c["source"] == "call"]
     assert [(c["api"], c["verdict"], c["location"]["line"]) for c in calls] == [
         ("gradcheck", "fail", line_of(path, "ok = torch.autograd.gradcheck")),
-        ("gradgradcheck", "pass", line_of(path, "gradgradcheck returned"))]
+        ("gradgradcheck", "pass", line_of(path, "gradgradcheck returned")),
+    ]
     assert calls[0]["name"].startswith("gradcheck(WrongCubic.apply) at ")
     assert calls[0]["name"].endswith(f"s.py:{calls[0]['location']['line']}")
     assert calls[0]["diagnoses"][0]["kind"] == "constant_factor"
@@ -359,11 +404,14 @@ def test_script_calls_are_recorded_with_their_lines(script):
 
 
 def test_assert_on_a_failed_call_is_a_finding_not_a_crash(script):
-    path = script(WRONG, """\
+    path = script(
+        WRONG,
+        """\
 x = torch.tensor([0.5, 2.0], dtype=torch.float64, requires_grad=True)
 assert torch.autograd.gradcheck(WrongCubic.apply, (x,))
 print("not reached")
-""")
+""",
+    )
     r = cli(path, "--no-color", "--function", "WrongCubic")
     assert r.exit_code == 1
     assert "because of the failed check gradcheck(WrongCubic.apply)" in r.stderr
@@ -372,11 +420,14 @@ print("not reached")
 
 
 def test_raise_exception_false_and_passing_calls(script):
-    path = script(CUBIC, """\
+    path = script(
+        CUBIC,
+        """\
 x = torch.tensor([0.5, 2.0], dtype=torch.float64, requires_grad=True)
 assert torch.autograd.gradcheck(Cubic.apply, (x,), raise_exception=False)
 assert torch.autograd.gradcheck(lambda t: (t * 2).sin(), (x,), fast_mode=True)
-""")
+""",
+    )
     code, doc = run_json(path, "--function", "Cubic")
     assert code == 0
     calls = [c for c in doc["cases"] if c["source"] == "call"]
@@ -388,8 +439,9 @@ assert torch.autograd.gradcheck(lambda t: (t * 2).sin(), (x,), fast_mode=True)
 
 
 def test_expression_mode():
-    code, doc = run_json("-e", "sin(x) * x**2 + x*y", "--var", "x=[0.5, -1.5, 2.0]",
-                         "--var", "y=3", "--order", "2")
+    code, doc = run_json(
+        "-e", "sin(x) * x**2 + x*y", "--var", "x=[0.5, -1.5, 2.0]", "--var", "y=3", "--order", "2"
+    )
     assert code == 0 and doc["target"] == "-e sin(x) * x**2 + x*y"
     assert [(c["order"], c["verdict"]) for c in doc["cases"]] == [(1, "pass"), (2, "pass")]
     assert doc["cases"][0]["inputs"] == ["x: (3,) float64", "y: () float64"]
@@ -399,12 +451,15 @@ def test_expression_mode():
     assert code == 1 and doc["findings"][0]["diagnoses"][0]["kind"] == "low_precision"
 
 
-@pytest.mark.parametrize("args, phrase", [
-    (["-e", "x**2"], "needs at least one --var"),
-    (["-e", "x**2", "--var", "x=1", "--function", "F"], "--function selects Functions"),
-    (["-e", "__import__('os')", "--var", "x=1"], "not allowed"),
-    (["-e", "x + z", "--var", "x=1"], "unknown variable 'z'"),
-])
+@pytest.mark.parametrize(
+    "args, phrase",
+    [
+        (["-e", "x**2"], "needs at least one --var"),
+        (["-e", "x**2", "--var", "x=1", "--function", "F"], "--function selects Functions"),
+        (["-e", "__import__('os')", "--var", "x=1"], "not allowed"),
+        (["-e", "x + z", "--var", "x=1"], "unknown variable 'z'"),
+    ],
+)
 def test_expression_refusals(args, phrase):
     r = cli(*args)
     assert r.exit_code == 2 and phrase in r.stderr
@@ -479,11 +534,19 @@ def test_junit_renderer_is_generic():
     from autodiag.report import junit
 
     loc = {"file": "/x/train.py", "line": 7, "function": "<module>", "code": "y = x.log()"}
-    cases = junit.from_findings([Finding("nan_forward", "error", "NaN in log\nmore", loc)],
-                                "anomaly")
-    root = ET.fromstring(junit.render("autodiag anomaly", cases + [
-        junit.TestCase("ok", "anomaly"), junit.TestCase("bad \x01 char", "anomaly",
-                                                        status="error", message="a\x02b")]))
+    cases = junit.from_findings(
+        [Finding("nan_forward", "error", "NaN in log\nmore", loc)], "anomaly"
+    )
+    root = ET.fromstring(
+        junit.render(
+            "autodiag anomaly",
+            cases
+            + [
+                junit.TestCase("ok", "anomaly"),
+                junit.TestCase("bad \x01 char", "anomaly", status="error", message="a\x02b"),
+            ],
+        )
+    )
     suite = root.find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
     first = suite.find("testcase")
@@ -526,9 +589,23 @@ def test_subprocess_ci_run(script, tmp_path):
     path = script(CUBIC, WRONG, CALLS)
     xml_path = tmp_path / "report.xml"
     env = dict(os.environ, PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-m", "autodiag", "gradcheck", path, "--junit-xml",
-                        str(xml_path), "--no-color"], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autodiag",
+            "gradcheck",
+            path,
+            "--junit-xml",
+            str(xml_path),
+            "--no-color",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr and "constant_factor" in r.stdout
     assert "gradcheck(WrongCubic.apply) at s.py:" in r.stdout  # relative to the cwd
@@ -550,8 +627,9 @@ def test_myop_sample_passes():
 
 
 def test_bad_backward_sample_fails_with_its_diagnosis():
-    r = runner.invoke(app, ["gradcheck", os.path.join(SAMPLES_DIR, "bad_backward.py"),
-                            "-f", "json"])
+    r = runner.invoke(
+        app, ["gradcheck", os.path.join(SAMPLES_DIR, "bad_backward.py"), "-f", "json"]
+    )
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
     by_fn = {f["function"]: f for f in doc["findings"]}
@@ -579,12 +657,15 @@ class MatVec(torch.autograd.Function):
 
 
 def test_matrix_vector_function_is_checked_at_the_scripts_inputs(script):
-    path = script(MATVEC, """\
+    path = script(
+        MATVEC,
+        """\
 A = torch.randn(3, 4, requires_grad=True)
 v = torch.randn(4, requires_grad=True)
 MatVec.apply(A, v).sum().backward()
 MatVec.apply(A, v)
-""")
+""",
+    )
     code, doc = run_json(path)
     assert code == 0, doc
     (c,) = doc["cases"]
@@ -604,11 +685,14 @@ def test_never_called_matrix_vector_function_says_how_to_give_inputs(script):
 
 
 def test_large_script_inputs_are_cut_consistently(script):
-    path = script(MATVEC, """\
+    path = script(
+        MATVEC,
+        """\
 A = torch.randn(40, 60, requires_grad=True)
 v = torch.randn(60, requires_grad=True)
 MatVec.apply(A, v)
-""")
+""",
+    )
     code, doc = run_json(path)
     assert code == 0
     (c,) = doc["cases"]
@@ -638,8 +722,10 @@ class Branchy(torch.autograd.Function):
     (f,) = doc["findings"]
     assert f["location"]["line"] == line_of(path, "return (grad * 2")
     assert f["location"]["function"] == "Branchy.backward"
-    assert [s["line"] for s in f["stack"]] == [line_of(path, "class Branchy"),
-                                               f["location"]["line"]]
+    assert [s["line"] for s in f["stack"]] == [
+        line_of(path, "class Branchy"),
+        f["location"]["line"],
+    ]
     r = cli(path, "--no-color")
     assert f"s.py:{f['location']['line']}  return (grad * 2" in r.stdout
 

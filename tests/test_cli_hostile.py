@@ -15,7 +15,6 @@ import sys
 import textwrap
 
 import pytest
-
 from cli_helpers import check_envelope, cli
 
 COMMANDS = ["graph", "trace", "check", "anomaly", "inplace", "leaks", "gradcheck"]
@@ -23,8 +22,13 @@ COMMANDS = ["graph", "trace", "check", "anomaly", "inplace", "leaks", "gradcheck
 
 def run(*args, stdin=subprocess.DEVNULL, timeout=120):
     """The real entry point in a subprocess: (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "autodiag", *args], capture_output=True,
-                       text=True, stdin=stdin, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodiag", *args],
+        capture_output=True,
+        text=True,
+        stdin=stdin,
+        timeout=timeout,
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -43,18 +47,20 @@ y.backward()
 
 @pytest.mark.parametrize("status,code", [(5, 3), (0, 0)])
 def test_os_exit_is_reported_like_sys_exit(script, status, code):
-    path = script("""\
+    path = script(
+        f"""\
         import os
         import autodiag as torch
         w = torch.ones(2, requires_grad=True)
         (w * 2).sum().backward()
         os._exit({status})
-        """.format(status=status))
+        """
+    )
     rc, out, err = run("graph", path, "--no-color")
     assert rc == code, err
     assert "MulBackward0" in out and "AccumulateGrad w" in out  # the report of what ran
     if status:
-        assert f"hard-exited with os._exit({status})" in err and "s.py\", line 5" in err
+        assert f"hard-exited with os._exit({status})" in err and 's.py", line 5' in err
     else:
         assert "ended with os._exit(0) at" in err and "s.py:5" in err
     # the same verdict as sys.exit with that status
@@ -110,9 +116,16 @@ else:
 """
 
 
-@pytest.mark.parametrize("child,status", [
-    ("sys.exit(0)", 0), ("sys.exit(3)", 3), ("os._exit(4)", 4), ("pass", 0),
-    ("raise ValueError('in child')", 1)])
+@pytest.mark.parametrize(
+    "child,status",
+    [
+        ("sys.exit(0)", 0),
+        ("sys.exit(3)", 3),
+        ("os._exit(4)", 4),
+        ("pass", 0),
+        ("raise ValueError('in child')", 1),
+    ],
+)
 def test_a_forked_child_exits_quietly_with_its_own_status(script, child, status):
     rc, out, err = run("graph", script(FORK.format(child=child)), "-f", "json")
     assert rc == 0, err
@@ -135,11 +148,12 @@ def test_os_exit_in_a_forked_child_ends_it_at_once(script):
 def test_multiprocessing_fork_children_print_no_report(script, how):
     work = {
         "process": "p = mp.Process(target=square, args=(3,)); p.start(); p.join()\n"
-                   "print('exitcode', p.exitcode, file=sys.stderr)",
+        "print('exitcode', p.exitcode, file=sys.stderr)",
         "pool": "with mp.Pool(2) as pool:\n"
-                "    print('results', pool.map(square, [1, 2, 3]), file=sys.stderr)",
+        "    print('results', pool.map(square, [1, 2, 3]), file=sys.stderr)",
     }[how]
-    path = script(textwrap.dedent("""\
+    path = script(
+        textwrap.dedent("""\
         import sys
         import multiprocessing
         import autodiag as torch
@@ -148,7 +162,10 @@ def test_multiprocessing_fork_children_print_no_report(script, how):
             return v * v
         w = torch.ones(2, requires_grad=True)
         (w * 2).sum().backward()
-        """) + work + "\n")
+        """)
+        + work
+        + "\n"
+    )
     rc, out, err = run("check", path, "-f", "json")
     assert rc == 0, err
     doc = json.loads(out)
@@ -159,11 +176,23 @@ def test_multiprocessing_fork_children_print_no_report(script, how):
 # --- standard input -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("read", [
-    "input()", "sys.stdin.read()", "sys.stdin.read(3)", "sys.stdin.readline()",
-    "sys.stdin.readlines()", "[line for line in sys.stdin]", "next(sys.stdin)",
-    "sys.stdin.buffer.read()", "sys.stdin.buffer.readline()", "sys.stdin.buffer.read1(2)",
-    "os.read(sys.stdin.fileno(), 1)", "sys.stdin.fileno()"])
+@pytest.mark.parametrize(
+    "read",
+    [
+        "input()",
+        "sys.stdin.read()",
+        "sys.stdin.read(3)",
+        "sys.stdin.readline()",
+        "sys.stdin.readlines()",
+        "[line for line in sys.stdin]",
+        "next(sys.stdin)",
+        "sys.stdin.buffer.read()",
+        "sys.stdin.buffer.readline()",
+        "sys.stdin.buffer.read1(2)",
+        "os.read(sys.stdin.fileno(), 1)",
+        "sys.stdin.fileno()",
+    ],
+)
 def test_every_stdin_api_says_it_reads_standard_input(script, read):
     path = script(f"""\
         import os, sys
@@ -175,7 +204,7 @@ def test_every_stdin_api_says_it_reads_standard_input(script, read):
     r = cli("graph", path, input="data\n")
     assert r.exit_code == 3, r.stderr
     assert "reads standard input, which autodiag closes" in r.stderr
-    assert "s.py\", line 5" in r.stderr and "MulBackward0" in r.stdout
+    assert 's.py", line 5' in r.stderr and "MulBackward0" in r.stdout
 
 
 def test_a_script_that_reads_until_eof_still_ends(script):
@@ -203,9 +232,13 @@ def test_file_descriptor_0_is_empty_and_never_waits(script, read):
         (w * 2).sum().backward()
         """)
     # stdin is a pipe nobody writes to or closes: reading the real fd 0 would wait forever
-    p = subprocess.Popen([sys.executable, "-m", "autodiag", "graph", path],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "autodiag", "graph", path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         p.wait(timeout=60)  # the outputs are small: no pipe fills up before the end
         out, err = p.stdout.read(), p.stderr.read()
@@ -319,8 +352,7 @@ def forget_hostile_module():
 
 @pytest.mark.parametrize("kind", list(HOSTILE))
 @pytest.mark.parametrize("command", COMMANDS)
-def test_hostile_objects_are_skipped_by_every_command(script, forget_hostile_module, kind,
-                                                      command):
+def test_hostile_objects_are_skipped_by_every_command(script, forget_hostile_module, kind, command):
     path = script(textwrap.dedent(HOSTILE[kind]) + HOSTILE_USE)
     r = cli(command, path, "--no-color")
     assert "internal error" not in r.stderr, r.stderr
@@ -340,7 +372,9 @@ def test_root_naming_a_hostile_object_is_a_clear_refusal(script, forget_hostile_
 
 def test_leak_holder_search_walks_past_hostile_objects(script):
     # run in a subprocess: the hostile entry in sys.modules must not outlive the test
-    path = script(textwrap.dedent(HOSTILE["__getattribute__ raises"]) + textwrap.dedent("""\
+    path = script(
+        textwrap.dedent(HOSTILE["__getattribute__ raises"])
+        + textwrap.dedent("""\
         import sys
         import autodiag as torch
         class D(dict):
@@ -360,7 +394,8 @@ def test_leak_holder_search_walks_past_hostile_objects(script):
             opt.zero_grad()
             loss.backward()
             opt.step()
-        """))
+        """)
+    )
     rc, out, err = run("leaks", path, "-f", "json")
     assert rc == 1, err
     doc = json.loads(out)
@@ -372,13 +407,16 @@ def test_leak_holder_search_walks_past_hostile_objects(script):
 def test_any_object_as_torch_in_sys_modules(script, kind):
     # a script (or its test helpers) may stub torch out; autodiag then looks at it to tell
     # which array libraries the script ran with
-    path = script(textwrap.dedent(HOSTILE[kind]) + textwrap.dedent("""\
+    path = script(
+        textwrap.dedent(HOSTILE[kind])
+        + textwrap.dedent("""\
         import sys
         sys.modules["torch"] = H()
         import autodiag as ad
         w = ad.ones(2, requires_grad=True)
         (w * 2).sum().backward()
-        """))
+        """)
+    )
     rc, out, err = run("check", path)
     assert rc == 0 and "no findings" in out, err
 
@@ -386,10 +424,20 @@ def test_any_object_as_torch_in_sys_modules(script, kind):
 # --- standard streams the script closes or replaces -----------------------------------------
 
 
-@pytest.mark.parametrize("damage", [
-    "os.close(1)", "os.close(2)", "os.dup2(os.open(os.devnull, os.O_WRONLY), 1)",
-    "sys.stdout.close()", "sys.stdout = None", "sys.stderr = None", "sys.__stdout__.close()",
-    "sys.__stderr__.close()", "sys.stdout = open(os.devnull, 'w')"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "os.close(1)",
+        "os.close(2)",
+        "os.dup2(os.open(os.devnull, os.O_WRONLY), 1)",
+        "sys.stdout.close()",
+        "sys.stdout = None",
+        "sys.stderr = None",
+        "sys.__stdout__.close()",
+        "sys.__stderr__.close()",
+        "sys.stdout = open(os.devnull, 'w')",
+    ],
+)
 def test_the_report_reaches_the_users_stdout_whatever_the_script_did(script, damage):
     path = script(f"""\
         import os, sys
@@ -410,8 +458,9 @@ def test_the_report_reaches_the_users_stdout_whatever_the_script_did(script, dam
 # --- names from the frames of a failed or interrupted run -----------------------------------
 
 
-@pytest.mark.parametrize("stop", ["raise ValueError('late')", "raise KeyboardInterrupt",
-                                  "sys.exit(2)", "os._exit(2)"])
+@pytest.mark.parametrize(
+    "stop", ["raise ValueError('late')", "raise KeyboardInterrupt", "sys.exit(2)", "os._exit(2)"]
+)
 def test_leaves_keep_their_names_when_the_script_stops_inside_a_function(script, stop):
     path = script(f"""\
         import os, sys

@@ -15,13 +15,13 @@ import textwrap
 import tracemalloc
 
 import pytest
+from cli_helpers import check_envelope, check_graph, cli
 
 from autodiag.analysis.backward_trace import BackwardTrace
 from autodiag.analysis.graph import GraphSnapshot
 from autodiag.report import graph as graph_render
 from autodiag.report.output import Sink, Streamed, _dump_streaming, envelope
 from autodiag.trace import tracing
-from cli_helpers import check_envelope, check_graph, cli
 
 CHAIN = """\
 import autodiag as torch
@@ -80,22 +80,25 @@ def test_trace_max_nodes_truncates_json(chain):
 
 
 def test_trace_max_nodes_with_call(script_two_calls):
-    doc = json.loads(cli("trace", script_two_calls, "-f", "json", "--call", "1",
-                         "--max-nodes", "2").stdout)
+    doc = json.loads(
+        cli("trace", script_two_calls, "-f", "json", "--call", "1", "--max-nodes", "2").stdout
+    )
     assert doc["call"] == 1 and len(doc["steps"]) == 2 and doc["truncated"] == 3
     assert [s["node"] for s in doc["steps"]] == ["SumBackward0", "MulBackward0"]
-    assert doc["steps"][0]["value"]["values"] == pytest.approx(3 * 2.718281828 ** 2)
+    assert doc["steps"][0]["value"]["values"] == pytest.approx(3 * 2.718281828**2)
 
 
 @pytest.fixture
 def script_two_calls(tmp_path):
     p = tmp_path / "two.py"
-    p.write_text(textwrap.dedent("""\
+    p.write_text(
+        textwrap.dedent("""\
         import autodiag as torch
         x = torch.ones(1, requires_grad=True)
         ((x * 2).exp() * 3).sum().backward()
         (x + 1).sum().backward()
-        """))
+        """)
+    )
     return str(p)
 
 
@@ -115,11 +118,20 @@ def _materialised(o):
 @pytest.mark.parametrize("pretty", [True, False])
 def test_streamed_json_is_the_same_text_as_json_dumps(pretty):
     def doc():
-        return {"a": 1, "empty": Streamed([]), "graphs": [
-            {"nodes": Streamed({"id": i, "next": [[i + 1, 0], None]} for i in range(2500)),
-             "order": Streamed(iter(range(2500))), "e": {}},
-            {"nodes": Streamed([]), "x": [Streamed([{"k": []}]), 2, []]}], "s": "é\n\"",
-            "n": None}
+        return {
+            "a": 1,
+            "empty": Streamed([]),
+            "graphs": [
+                {
+                    "nodes": Streamed({"id": i, "next": [[i + 1, 0], None]} for i in range(2500)),
+                    "order": Streamed(iter(range(2500))),
+                    "e": {},
+                },
+                {"nodes": Streamed([]), "x": [Streamed([{"k": []}]), 2, []]},
+            ],
+            "s": 'é\n"',
+            "n": None,
+        }
 
     out = io.StringIO()
     _dump_streaming(out.write, doc(), pretty)
@@ -156,8 +168,16 @@ def test_trace_json_of_a_10k_chain_streams(tmp_path, traced_10k):
     rec = traced_10k[0]
     out = str(tmp_path / "trace.json")
     sink = Sink(out, color=False)
-    doc = envelope("trace", "chain", [], call=1, calls=1, kind=rec.kind,
-                   steps=Streamed(rec.rows(), rec.rows_json()), truncated=rec.truncated)
+    doc = envelope(
+        "trace",
+        "chain",
+        [],
+        call=1,
+        calls=1,
+        kind=rec.kind,
+        steps=Streamed(rec.rows(), rec.rows_json()),
+        truncated=rec.truncated,
+    )
     peak = _peak_while(lambda: sink.write_json_stream(doc, pretty=False))
     sink.close()
     size = os.path.getsize(out)
@@ -178,8 +198,11 @@ def test_graph_json_of_a_10k_chain_streams(tmp_path, traced_10k):
     sink.close()
     size = os.path.getsize(out)
     text = open(out).read()
-    assert text == json.dumps(envelope("graph", "chain", [], calls=1,
-                                       **graph_render.to_json(snap, view))) + "\n"
+    assert (
+        text
+        == json.dumps(envelope("graph", "chain", [], calls=1, **graph_render.to_json(snap, view)))
+        + "\n"
+    )
     assert len(json.loads(text)["nodes"]) == 10_001
     # held whole, the text alone would be ``size``, its node dicts several times more
     assert peak < size / 2, (peak, size)
@@ -238,7 +261,6 @@ def test_graph_json_max_nodes_all_streams_from_the_default(chain):
     assert cli("graph", chain(30), "-f", "json", "--max-nodes", "0").exit_code == 2
 
 
-
 # --- compact trace rows -----------------------------------------------------------------------
 
 
@@ -250,12 +272,13 @@ def test_compact_summaries_are_summarize_exactly():
     from autodiag.analysis.summary import Summaries, summarize
 
     col = Summaries()
-    arrays = [np.full(shape, v, dtype=dt)
-              for dt in (np.float16, np.float32, np.float64)
-              for shape in ((), (1,), (1, 1), (1, 1, 1))
-              for v in (0.0, -0.0, 1.5, -3.25e-5, np.nan, np.inf, -np.inf, 1e300, 7e-45)]
-    arrays += [np.zeros(3), np.arange(10.0), np.array([1, 2]), np.zeros((0,)), None,
-               np.array(True)]
+    arrays = [
+        np.full(shape, v, dtype=dt)
+        for dt in (np.float16, np.float32, np.float64)
+        for shape in ((), (1,), (1, 1), (1, 1, 1))
+        for v in (0.0, -0.0, 1.5, -3.25e-5, np.nan, np.inf, -np.inf, 1e300, 7e-45)
+    ]
+    arrays += [np.zeros(3), np.arange(10.0), np.array([1, 2]), np.zeros((0,)), None, np.array(True)]
     keys = [col.add(a) for a in arrays]
     texts: dict = {}
     for k, a in zip(keys, arrays, strict=True):
@@ -264,8 +287,9 @@ def test_compact_summaries_are_summarize_exactly():
     assert len(col.dicts) == 5  # only the arrays that are not one-element floats
 
 
-@pytest.mark.parametrize("sample", ["model.py", "myop.py", "nan_log.py", "train.py",
-                                    "leaky_loop.py"])
+@pytest.mark.parametrize(
+    "sample", ["model.py", "myop.py", "nan_log.py", "train.py", "leaky_loop.py"]
+)
 def test_trace_rows_json_text_is_json_dumps_of_rows(sample):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(root, "samples", sample)
@@ -289,11 +313,23 @@ def test_trace_local_derivative_is_numpys_quotient():
     rng = np.random.default_rng(0)
     for dt in (np.float16, np.float32, np.float64):
         info = np.finfo(dt)
-        pairs = [(rng.standard_normal() * 10.0 ** rng.integers(-8, 8),
-                  rng.standard_normal() * 10.0 ** rng.integers(-8, 8)) for _ in range(300)]
-        pairs += [(float(info.tiny), 3.0), (float(info.max), 0.5), (float(info.max), -0.25),
-                  (float(info.smallest_subnormal), 7.0), (1.0, float(info.smallest_subnormal)),
-                  (-0.0, 2.0), (1.0, 3.0), (2.0, 3.0)]
+        pairs = [
+            (
+                rng.standard_normal() * 10.0 ** rng.integers(-8, 8),
+                rng.standard_normal() * 10.0 ** rng.integers(-8, 8),
+            )
+            for _ in range(300)
+        ]
+        pairs += [
+            (float(info.tiny), 3.0),
+            (float(info.max), 0.5),
+            (float(info.max), -0.25),
+            (float(info.smallest_subnormal), 7.0),
+            (1.0, float(info.smallest_subnormal)),
+            (-0.0, 2.0),
+            (1.0, 3.0),
+            (2.0, 3.0),
+        ]
         for shape in ((), (1,), (1, 1)):
             rec = BackwardTrace()
             for num, den in pairs:
@@ -306,8 +342,11 @@ def test_trace_local_derivative_is_numpys_quotient():
                 if want is None:
                     assert got is None
                 else:
-                    assert got["values"] == want.tolist() and got["dtype"] == dt.__name__, \
-                        (dt, num, den)
+                    assert got["values"] == want.tolist() and got["dtype"] == dt.__name__, (
+                        dt,
+                        num,
+                        den,
+                    )
 
 
 def test_trace_rows_json_special_values_chain():
@@ -367,8 +406,7 @@ def test_graph_dot_and_mermaid_stream_the_same_text(chain, tmp_path, to_file):
     """Streamed line by line (stdout, or -o's file), the text is what the whole-string
     renderers give, byte for byte; truncated by --max-nodes it is still complete."""
     path = chain(3)
-    cases = [(["-f", "dot"], DOT_3), (["-f", "mermaid", "--max-nodes", "2"],
-                                       MERMAID_3_TRUNCATED)]
+    cases = [(["-f", "dot"], DOT_3), (["-f", "mermaid", "--max-nodes", "2"], MERMAID_3_TRUNCATED)]
     for args, want in cases:
         if to_file:
             out = tmp_path / "g.out"
@@ -393,14 +431,16 @@ def test_graph_dot_and_mermaid_of_a_10k_chain_stream(tmp_path, traced_10k, fmt):
     sink.close()
     size = os.path.getsize(out)
     text = open(out).read()
-    whole = graph_render.to_dot(snap, view) if fmt == "dot" else \
-        graph_render.to_mermaid(snap, view)
+    whole = graph_render.to_dot(snap, view) if fmt == "dot" else graph_render.to_mermaid(snap, view)
     assert text == whole
     assert text.count(" -> " if fmt == "dot" else " --> ") == 10_000  # 10,001 nodes
     # the walk's own sets and lists grow with the graph either way; the text never is whole
     # (the whole-string renderer holds its lines and their join: twice the text more)
-    whole_peak = _peak_while(lambda: graph_render.to_dot(snap, view) if fmt == "dot" else
-                             graph_render.to_mermaid(snap, view))
+    whole_peak = _peak_while(
+        lambda: (
+            graph_render.to_dot(snap, view) if fmt == "dot" else graph_render.to_mermaid(snap, view)
+        )
+    )
     assert size > 500_000 and peak < whole_peak - size, (peak, whole_peak, size)
 
 
@@ -424,8 +464,11 @@ def test_trace_forward_values_of_a_chain_take_the_common_path(monkeypatch):
 
     calls = []
     put = backward_trace._ForwardValues.put
-    monkeypatch.setattr(backward_trace._ForwardValues, "put",
-                        lambda self, node, out: calls.append(1) or put(self, node, out))
+    monkeypatch.setattr(
+        backward_trace._ForwardValues,
+        "put",
+        lambda self, node, out: calls.append(1) or put(self, node, out),
+    )
     rec = BackwardTrace()
     ns = _chain_run(1000, rec)
     assert len(calls) <= 2, len(calls)
@@ -442,8 +485,9 @@ def test_trace_rows_json_writes_a_passed_on_gradient_once(traced_10k, monkeypatc
     rec = traced_10k[0]
     calls = []
     scalar = Summaries.scalar_json
-    monkeypatch.setattr(Summaries, "scalar_json",
-                        lambda self, code, v: calls.append(1) or scalar(self, code, v))
+    monkeypatch.setattr(
+        Summaries, "scalar_json", lambda self, code, v: calls.append(1) or scalar(self, code, v)
+    )
     texts = list(rec.rows_json())
     assert len(texts) == 10_002
     assert len(calls) <= 1.6 * len(texts), len(calls)  # 2 per row before

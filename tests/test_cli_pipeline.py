@@ -17,8 +17,20 @@ from autodiag.cli._common import Command, Spec, typer_command
 from autodiag.report.outcome import Outcome, json_envelope
 
 COMMANDS = [graph, trace, gradcheck, anomaly, inplace, leaks, check]
-SHARED = ["--expr", "--var", "--dtype", "--format", "--output", "--no-color", "--timeout",
-          "--junit-xml", "--annotations", "--quiet", "--engine", "--force"]
+SHARED = [
+    "--expr",
+    "--var",
+    "--dtype",
+    "--format",
+    "--output",
+    "--no-color",
+    "--timeout",
+    "--junit-xml",
+    "--annotations",
+    "--quiet",
+    "--engine",
+    "--force",
+]
 
 
 def options_in_help(command: str) -> list[str]:
@@ -36,10 +48,16 @@ def test_every_command_takes_the_shared_options_in_one_order(module):
 def test_own_options_stand_where_the_command_places_them():
     assert options_in_help("graph")[3:5] == ["--order", "--format"]  # --order before --format
     gc = options_in_help("gradcheck")
-    assert gc[gc.index("--timeout") + 1:gc.index("--junit-xml")] == [
-        "--eps", "--atol", "--rtol", "--fast", "--order", "--function", "--seed"]
-    assert options_in_help("leaks")[options_in_help("leaks").index("--quiet") + 1] == \
-        "--grow-steps"
+    assert gc[gc.index("--timeout") + 1 : gc.index("--junit-xml")] == [
+        "--eps",
+        "--atol",
+        "--rtol",
+        "--fast",
+        "--order",
+        "--function",
+        "--seed",
+    ]
+    assert options_in_help("leaks")[options_in_help("leaks").index("--quiet") + 1] == "--grow-steps"
 
 
 def test_format_choices_are_the_registered_renderers():
@@ -61,8 +79,10 @@ def _demo(cmd: Command, fail: bool = typer.Option(False, "--fail", help="Report 
 
 
 def _csv(sink, outcome) -> str:
-    sink.write_text("".join(f"{f.kind},{f.message}\n" for f in outcome.findings)
-                    + f"expr,{outcome.info['expr']}\n")
+    sink.write_text(
+        "".join(f"{f.kind},{f.message}\n" for f in outcome.findings)
+        + f"expr,{outcome.info['expr']}\n"
+    )
     return "[yellow]note:[/] csv written"
 
 
@@ -78,11 +98,13 @@ def test_a_format_is_one_renderer_and_one_registration():
     r = runner.invoke(app, ["-e", "x*2", "--var", "x=1", "-f", "csv"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert r.stdout == "expr,x*2\n" and "note: csv written" in r.stderr
-    r = runner.invoke(app, ["-e", "x*2", "--var", "x=1", "-f", "csv", "--fail"],
-                      catch_exceptions=False)
+    r = runner.invoke(
+        app, ["-e", "x*2", "--var", "x=1", "-f", "csv", "--fail"], catch_exceptions=False
+    )
     assert r.exit_code == 1 and r.stdout == "nan_forward,a demo finding\nexpr,x*2\n"
-    r = runner.invoke(app, ["-e", "x*2", "--var", "x=1", "-f", "json", "--fail"],
-                      catch_exceptions=False)
+    r = runner.invoke(
+        app, ["-e", "x*2", "--var", "x=1", "-f", "json", "--fail"], catch_exceptions=False
+    )
     doc = json.loads(r.stdout)
     assert r.exit_code == 1 and doc["command"] == "demo" and doc["status"] == "findings"
     assert doc["expr"] == "x*2" and [f["kind"] for f in doc["findings"]] == ["nan_forward"]
@@ -93,10 +115,14 @@ def test_a_format_is_one_renderer_and_one_registration():
 def test_a_new_command_gets_the_shared_failure_handling(tmp_path):
     app = _app({"text": lambda sink, o: None, "json": json_envelope})
     runner = CliRunner()
-    r = runner.invoke(app, ["-e", "x*2", "--var", "x=1", "--timeout", "-1", "-f", "json"],
-                      catch_exceptions=False)
+    r = runner.invoke(
+        app, ["-e", "x*2", "--var", "x=1", "--timeout", "-1", "-f", "json"], catch_exceptions=False
+    )
     assert r.exit_code == 2 and json.loads(r.stdout)["error"]["kind"] == "bad_invocation"
     xml = tmp_path / "r.xml"
-    r = runner.invoke(app, ["-e", "x*2", "--var", "x=1", "--fail", "--junit-xml", str(xml)],
-                      catch_exceptions=False)
+    r = runner.invoke(
+        app,
+        ["-e", "x*2", "--var", "x=1", "--fail", "--junit-xml", str(xml)],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 1 and 'failures="1"' in xml.read_text()

@@ -9,8 +9,6 @@ import re
 import pytest
 from cli_helpers import cli
 
-
-
 TWO_LOCAL_LEAVES = """\
 import autodiag as torch
 
@@ -23,8 +21,6 @@ def make():
 
 make().backward()
 """
-
-
 
 
 def test_tree_back_references_say_which_node(script):
@@ -63,8 +59,13 @@ def test_bare_autodiag_shows_the_help_and_exits_0():
 
 def test_top_level_help_lists_the_exit_codes():
     text = cli("--help", env=WIDE).stdout
-    for code in ("0 nothing found", "1 findings", "2 bad invocation or target",
-                 "3 the target failed", "130 interrupted"):
+    for code in (
+        "0 nothing found",
+        "1 findings",
+        "2 bad invocation or target",
+        "3 the target failed",
+        "130 interrupted",
+    ):
         assert code in text, text
 
 
@@ -73,8 +74,13 @@ def test_help_shows_no_type_labels(command):
     text = cli(*([command] if command else []), "--help", env=WIDE).stdout
     assert not re.search(r"<(bool|str|int|float|list|path)", text), text
     if command == "graph":  # options that take a value say what it is
-        for opt, metavar in (("--output", "FILE"), ("--max-nodes", "N"), ("--root", "NAME"),
-                             ("--var", "NAME=VALUE"), ("--timeout", "SECONDS")):
+        for opt, metavar in (
+            ("--output", "FILE"),
+            ("--max-nodes", "N"),
+            ("--root", "NAME"),
+            ("--var", "NAME=VALUE"),
+            ("--timeout", "SECONDS"),
+        ):
             assert re.search(rf"{opt}\s.*{re.escape(metavar)}", text), opt
 
 
@@ -91,8 +97,10 @@ def test_help_descriptions_do_not_break_mid_sentence():
 
 
 def test_a_failing_script_has_a_true_hint_in_text_and_json(script):
-    path = script("import autodiag as torch\nx = torch.ones(2, requires_grad=True)\n"
-                  "(x * 2).sum().backward()\nraise ValueError('boom')\n")
+    path = script(
+        "import autodiag as torch\nx = torch.ones(2, requires_grad=True)\n"
+        "(x * 2).sum().backward()\nraise ValueError('boom')\n"
+    )
     r = cli("graph", path, "-f", "json")
     assert r.exit_code == 3
     err = json.loads(r.stdout)["error"]

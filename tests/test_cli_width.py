@@ -28,8 +28,9 @@ runner = CliRunner()
 
 
 def cli(width: int, *args: str) -> str:
-    r = runner.invoke(app, [*args, "--no-color"], env={"COLUMNS": str(width)},
-                      catch_exceptions=False)
+    r = runner.invoke(
+        app, [*args, "--no-color"], env={"COLUMNS": str(width)}, catch_exceptions=False
+    )
     assert r.exit_code in (0, 1), r.output
     return r.stdout
 
@@ -53,10 +54,12 @@ def assert_in_order(text: str, rows: list[tuple[str, str | None]]) -> None:
         base = loc.split("/")[-1]
         nxt = rows[k + 1][0] if k + 1 < len(rows) else None
         end = tokens.index(nxt, pos) if nxt in tokens[pos:] else len(tokens)
-        found = [t for t in tokens[pos:end] if t == loc or (t.startswith("…/") and
-                                                            loc.endswith(t[2:]))]
-        assert found and found[0].endswith(base), \
+        found = [
+            t for t in tokens[pos:end] if t == loc or (t.startswith("…/") and loc.endswith(t[2:]))
+        ]
+        assert found and found[0].endswith(base), (
             f"row {k} ({name}): location {loc} missing or cut:\n{text}"
+        )
 
 
 def graph_rows(doc: dict) -> list[tuple[str, str | None]]:
@@ -138,12 +141,13 @@ def test_gradcheck_table_keeps_cases_and_errors(width):
     tokens = text.split()
     for case in doc["cases"]:
         # whole on one line (a name may hold a space: ``Cube[script inputs]``)
-        assert any(case["name"] in ln for ln in text.splitlines()), \
+        assert any(case["name"] in ln for ln in text.splitlines()), (
             f"case {case['name']!r} cut:\n{text}"
+        )
         if case.get("max_error") is not None:
             assert f"{case['max_error']:.2e}" in tokens
     lines = [ln for ln in text.splitlines()[1:] if ln and not ln.startswith("(")]
-    assert all(len(ln) <= width for ln in lines[:len(doc["cases"]) + 1])
+    assert all(len(ln) <= width for ln in lines[: len(doc["cases"]) + 1])
 
 
 def test_narrow_tables_say_which_columns_they_left_out():
@@ -161,8 +165,9 @@ def run_in_pty(args: list[str], columns: int, rows: int = 50) -> str:
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", text)
 
 
-@pytest.mark.skipif(not hasattr(os, "openpty") or sys.platform == "win32",
-                    reason="needs a POSIX pseudo-terminal")
+@pytest.mark.skipif(
+    not hasattr(os, "openpty") or sys.platform == "win32", reason="needs a POSIX pseudo-terminal"
+)
 @pytest.mark.parametrize(("command", "width"), [("graph", 80), ("trace", 60)])
 def test_in_a_real_terminal(command, width):
     extra = ["--order", "topo"] if command == "graph" else []

@@ -64,8 +64,12 @@ def test_tensor_dataset_indexing(torch, index):
 
 
 def test_tensor_dataset_size_mismatch(torch):
-    raises_same(torch, lambda T, D: D.TensorDataset(T.zeros(3, 2), T.zeros(4)),
-                AssertionError, "Size mismatch between tensors")
+    raises_same(
+        torch,
+        lambda T, D: D.TensorDataset(T.zeros(3, 2), T.zeros(4)),
+        AssertionError,
+        "Size mismatch between tensors",
+    )
 
 
 def test_subset_and_concat(torch):
@@ -74,24 +78,53 @@ def test_subset_and_concat(torch):
         sub = D.Subset(ds, [4, 1, 3])
         cat = D.ConcatDataset([sub, ds])
         plus = sub + ds
-        return (len(sub), sub[0], sub[-1], sub[[0, 2]], len(cat), cat.cumulative_sizes,
-                [cat[i] for i in (0, 2, 3, 8, -1, -9)], type(plus).__name__, len(plus),
-                plus[5])
+        return (
+            len(sub),
+            sub[0],
+            sub[-1],
+            sub[[0, 2]],
+            len(cat),
+            cat.cumulative_sizes,
+            [cat[i] for i in (0, 2, 3, 8, -1, -9)],
+            type(plus).__name__,
+            len(plus),
+            plus[5],
+        )
 
     same(torch, run)
 
 
 def test_concat_errors(torch):
-    raises_same(torch, lambda T, D: D.ConcatDataset([]), AssertionError,
-                "datasets should not be an empty iterable")
-    raises_same(torch, lambda T, D: D.ConcatDataset([stream(D, 2)]), AssertionError,
-                "ConcatDataset does not support IterableDataset")
-    raises_same(torch, lambda T, D: D.IterableDataset(), TypeError,
-                "Can't instantiate abstract class IterableDataset")
-    raises_same(torch, lambda T, D: D.ConcatDataset([_tds(T, D)])[-7], ValueError,
-                "absolute value of index should not exceed dataset length")
-    raises_same(torch, lambda T, D: D.Dataset()[0], NotImplementedError,
-                "Subclasses of Dataset should implement __getitem__")
+    raises_same(
+        torch,
+        lambda T, D: D.ConcatDataset([]),
+        AssertionError,
+        "datasets should not be an empty iterable",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.ConcatDataset([stream(D, 2)]),
+        AssertionError,
+        "ConcatDataset does not support IterableDataset",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.IterableDataset(),
+        TypeError,
+        "Can't instantiate abstract class IterableDataset",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.ConcatDataset([_tds(T, D)])[-7],
+        ValueError,
+        "absolute value of index should not exceed dataset length",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.Dataset()[0],
+        NotImplementedError,
+        "Subclasses of Dataset should implement __getitem__",
+    )
 
 
 def test_stack_dataset(torch):
@@ -100,8 +133,12 @@ def test_stack_dataset(torch):
         return D.StackDataset(ds, ds)[1], D.StackDataset(a=ds, b=ds)[2], len(D.StackDataset(ds))
 
     same(torch, run)
-    raises_same(torch, lambda T, D: D.StackDataset(_tds(T, D), [1, 2]), ValueError,
-                "Size mismatch between datasets")
+    raises_same(
+        torch,
+        lambda T, D: D.StackDataset(_tds(T, D), [1, 2]),
+        ValueError,
+        "Size mismatch between datasets",
+    )
 
 
 # --- default_collate ----------------------------------------------------------------------------
@@ -115,20 +152,22 @@ BATCHES = {
     "strings": lambda T: ["a", "b"],
     "tuples": lambda T: [(0, 1.5, "a"), (2, 3.5, "b")],
     "lists": lambda T: [[0, 1], [2, 3]],
-    "dicts": lambda T: [{"x": T.tensor([1.0, 2.0]), "y": 0}, {"x": T.tensor([3.0, 4.0]),
-                                                              "y": 1}],
+    "dicts": lambda T: [{"x": T.tensor([1.0, 2.0]), "y": 0}, {"x": T.tensor([3.0, 4.0]), "y": 1}],
     "namedtuples": lambda T: [Point(0, 1.0), Point(2, 3.0)],
     "namedtuples of strings": lambda T: [Point("a", 1.0), Point("b", 3.0)],
     "tensors": lambda T: [T.tensor([1, 2]), T.tensor([3, 4])],
-    "float64 tensors": lambda T: [T.tensor(1.0, dtype=T.float64), T.tensor(2.0,
-                                                                           dtype=T.float64)],
-    "numpy arrays": lambda T: [np.array([1.0, 2.0], dtype=np.float32), np.array([3.0, 4.0],
-                                                                                dtype=np.float32)],
+    "float64 tensors": lambda T: [T.tensor(1.0, dtype=T.float64), T.tensor(2.0, dtype=T.float64)],
+    "numpy arrays": lambda T: [
+        np.array([1.0, 2.0], dtype=np.float32),
+        np.array([3.0, 4.0], dtype=np.float32),
+    ],
     "numpy int arrays": lambda T: [np.array([1, 2]), np.array([3, 4])],
     "numpy scalars": lambda T: [np.float64(1.5), np.float64(2.5)],
     "numpy int32": lambda T: [np.int32(1), np.int32(2)],
-    "nested": lambda T: [{"p": Point(T.ones(2), [1, 2.0]), "s": "u"},
-                         {"p": Point(T.zeros(2), [3, 4.0]), "s": "v"}],
+    "nested": lambda T: [
+        {"p": Point(T.ones(2), [1, 2.0]), "s": "u"},
+        {"p": Point(T.zeros(2), [3, 4.0]), "s": "v"},
+    ],
 }
 
 
@@ -143,10 +182,18 @@ def test_default_convert(torch, name):
 
 
 def test_default_collate_errors(torch):
-    raises_same(torch, lambda T, D: D.default_collate([object(), object()]), TypeError,
-                "batch must contain tensors, numpy arrays, numbers, dicts or lists")
-    raises_same(torch, lambda T, D: D.default_collate([[1, 2], [3]]), RuntimeError,
-                "each element in list of batch should be of equal size")
+    raises_same(
+        torch,
+        lambda T, D: D.default_collate([object(), object()]),
+        TypeError,
+        "batch must contain tensors, numpy arrays, numbers, dicts or lists",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.default_collate([[1, 2], [3]]),
+        RuntimeError,
+        "each element in list of batch should be of equal size",
+    )
 
 
 # --- DataLoader (deterministic) -----------------------------------------------------------------
@@ -155,8 +202,12 @@ def test_default_collate_errors(torch):
 @pytest.mark.parametrize("batch_size", [1, 2, 4, 6, 7])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_loader_batches_and_len(torch, batch_size, drop_last):
-    same(torch, lambda T, D: (lambda dl: (len(dl), list(dl)))(
-        D.DataLoader(_tds(T, D), batch_size=batch_size, drop_last=drop_last)))
+    same(
+        torch,
+        lambda T, D: (lambda dl: (len(dl), list(dl)))(
+            D.DataLoader(_tds(T, D), batch_size=batch_size, drop_last=drop_last)
+        ),
+    )
 
 
 class Pairs:
@@ -171,10 +222,12 @@ class Pairs:
 
 def test_loader_dict_samples_batch_size_none_and_custom_collate(torch):
     def run(T, D):
-        return (list(D.DataLoader(Pairs(), batch_size=2)),
-                list(D.DataLoader(Pairs(), batch_size=None)),
-                list(D.DataLoader(_tds(T, D), batch_size=4, collate_fn=lambda b: len(b))),
-                list(D.DataLoader([np.array([i, i]) for i in range(3)], batch_size=None)))
+        return (
+            list(D.DataLoader(Pairs(), batch_size=2)),
+            list(D.DataLoader(Pairs(), batch_size=None)),
+            list(D.DataLoader(_tds(T, D), batch_size=4, collate_fn=lambda b: len(b))),
+            list(D.DataLoader([np.array([i, i]) for i in range(3)], batch_size=None)),
+        )
 
     same(torch, run)
 
@@ -183,10 +236,15 @@ def test_loader_with_samplers(torch):
     def run(T, D):
         ds = _tds(T, D)
         bs = D.BatchSampler(D.SequentialSampler(range(5)), batch_size=2, drop_last=False)
-        return (list(D.DataLoader(ds, batch_sampler=[[5, 0], [2]])), len(D.DataLoader(ds,
-                batch_sampler=bs)), list(D.DataLoader(ds, sampler=[3, 1], batch_size=2)),
-                list(bs), list(D.BatchSampler(range(7), 3, True)),
-                len(D.BatchSampler(range(7), 3, True)), list(D.SequentialSampler(range(3))))
+        return (
+            list(D.DataLoader(ds, batch_sampler=[[5, 0], [2]])),
+            len(D.DataLoader(ds, batch_sampler=bs)),
+            list(D.DataLoader(ds, sampler=[3, 1], batch_size=2)),
+            list(bs),
+            list(D.BatchSampler(range(7), 3, True)),
+            len(D.BatchSampler(range(7), 3, True)),
+            list(D.SequentialSampler(range(3))),
+        )
 
     same(torch, run)
 
@@ -207,10 +265,14 @@ def stream(D, n):
 def test_iterable_dataset_loader(torch):
     def run(T, D):
         s = stream(D, 5)
-        return [(len(dl), list(dl)) for dl in (D.DataLoader(s, batch_size=2),
-                                               D.DataLoader(s, batch_size=2, drop_last=True),
-                                               D.DataLoader(s, batch_size=None))] + \
-            [list(s + stream(D, 2)), len(s + stream(D, 2))]
+        return [
+            (len(dl), list(dl))
+            for dl in (
+                D.DataLoader(s, batch_size=2),
+                D.DataLoader(s, batch_size=2, drop_last=True),
+                D.DataLoader(s, batch_size=None),
+            )
+        ] + [list(s + stream(D, 2)), len(s + stream(D, 2))]
 
     same(torch, run)
 
@@ -233,18 +295,27 @@ def test_what_workers_would_change_is_refused():
     assert add.get_worker_info() is None
 
 
-@pytest.mark.parametrize("kwargs,exc,phrase", [
-    ({"sampler": [0, 1], "shuffle": True}, ValueError,
-     "sampler option is mutually exclusive with shuffle"),
-    ({"batch_sampler": [[0]], "batch_size": 2}, ValueError,
-     "batch_sampler option is mutually exclusive"),
-    ({"batch_size": None, "drop_last": True}, ValueError, "disables auto-batching"),
-    ({"num_workers": -1}, ValueError, "num_workers option should be non-negative"),
-    ({"persistent_workers": True}, ValueError, "persistent_workers option needs num_workers"),
-    ({"prefetch_factor": 2}, ValueError, "prefetch_factor option could only be specified"),
-    ({"batch_size": 0}, ValueError, "batch_size should be a positive integer value"),
-    ({"timeout": -1}, ValueError, "timeout option should be non-negative"),
-])
+@pytest.mark.parametrize(
+    "kwargs,exc,phrase",
+    [
+        (
+            {"sampler": [0, 1], "shuffle": True},
+            ValueError,
+            "sampler option is mutually exclusive with shuffle",
+        ),
+        (
+            {"batch_sampler": [[0]], "batch_size": 2},
+            ValueError,
+            "batch_sampler option is mutually exclusive",
+        ),
+        ({"batch_size": None, "drop_last": True}, ValueError, "disables auto-batching"),
+        ({"num_workers": -1}, ValueError, "num_workers option should be non-negative"),
+        ({"persistent_workers": True}, ValueError, "persistent_workers option needs num_workers"),
+        ({"prefetch_factor": 2}, ValueError, "prefetch_factor option could only be specified"),
+        ({"batch_size": 0}, ValueError, "batch_size should be a positive integer value"),
+        ({"timeout": -1}, ValueError, "timeout option should be non-negative"),
+    ],
+)
 def test_loader_argument_errors(torch, kwargs, exc, phrase):
     raises_same(torch, lambda T, D: D.DataLoader(_tds(T, D), **kwargs), exc, phrase)
 
@@ -253,41 +324,83 @@ def test_loader_attribute_guard_and_sampler_errors(torch):
     def set_batch_size(T, D):
         D.DataLoader(_tds(T, D)).batch_size = 3
 
-    raises_same(torch, set_batch_size, ValueError,
-                "batch_size attribute should not be set after DataLoader is initialized")
-    raises_same(torch, lambda T, D: D.DataLoader(stream(D, 3), shuffle=True), ValueError,
-                "expected unspecified shuffle option")
-    raises_same(torch, lambda T, D: D.RandomSampler(range(3), num_samples=0), ValueError,
-                "num_samples should be a positive integer value")
-    raises_same(torch, lambda T, D: D.RandomSampler(range(3), replacement=1), TypeError,
-                "replacement should be a boolean value")
-    raises_same(torch, lambda T, D: D.BatchSampler(range(3), 2, drop_last=1), ValueError,
-                "drop_last should be a boolean value")
+    raises_same(
+        torch,
+        set_batch_size,
+        ValueError,
+        "batch_size attribute should not be set after DataLoader is initialized",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.DataLoader(stream(D, 3), shuffle=True),
+        ValueError,
+        "expected unspecified shuffle option",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.RandomSampler(range(3), num_samples=0),
+        ValueError,
+        "num_samples should be a positive integer value",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.RandomSampler(range(3), replacement=1),
+        TypeError,
+        "replacement should be a boolean value",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.BatchSampler(range(3), 2, drop_last=1),
+        ValueError,
+        "drop_last should be a boolean value",
+    )
 
 
 # --- random_split -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n,lengths", [
-    (10, [3, 7]), (10, [0.3, 0.3, 0.4]), (7, [0.5, 0.5]), (11, [0.1] * 10), (5, [1.0]),
-    (3, [0.25, 0.25, 0.25, 0.25]), (30, [0.7, 0.2, 0.1]), (10, [0, 10]),
-])
+@pytest.mark.parametrize(
+    "n,lengths",
+    [
+        (10, [3, 7]),
+        (10, [0.3, 0.3, 0.4]),
+        (7, [0.5, 0.5]),
+        (11, [0.1] * 10),
+        (5, [1.0]),
+        (3, [0.25, 0.25, 0.25, 0.25]),
+        (30, [0.7, 0.2, 0.1]),
+        (10, [0, 10]),
+    ],
+)
 def test_random_split_lengths_and_cover(torch, n, lengths):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Length of split at index ... is 0", both
-        sizes = same(torch, lambda T, D: [len(s) for s in D.random_split(
-            range(n), lengths, generator=T.Generator().manual_seed(1))])
+        sizes = same(
+            torch,
+            lambda T, D: [
+                len(s)
+                for s in D.random_split(range(n), lengths, generator=T.Generator().manual_seed(1))
+            ],
+        )
         parts = add.random_split(range(n), lengths, generator=ad.Generator().manual_seed(1))
     items = [x for p in parts for x in p]
     assert sorted(items) == list(range(n)) and sizes[1] == [len(p) for p in parts]
 
 
 def test_random_split_errors_and_warning(torch):
-    raises_same(torch, lambda T, D: D.random_split(range(10), [3, 6]), ValueError,
-                "Sum of input lengths does not equal the length of the input dataset")
-    raises_same(torch, lambda T, D: D.random_split(range(10), [1.5, -0.5]), ValueError,
-                "Fraction at index 0 is not between 0 and 1")
-    for _, T, D in both(torch):
+    raises_same(
+        torch,
+        lambda T, D: D.random_split(range(10), [3, 6]),
+        ValueError,
+        "Sum of input lengths does not equal the length of the input dataset",
+    )
+    raises_same(
+        torch,
+        lambda T, D: D.random_split(range(10), [1.5, -0.5]),
+        ValueError,
+        "Fraction at index 0 is not between 0 and 1",
+    )
+    for _, _T, D in both(torch):
         with pytest.warns(UserWarning, match="Length of split at index 1 is 0"):
             D.random_split(range(2), [0.9, 0.1])
 
@@ -314,13 +427,11 @@ def _epoch(loader):
 
 def test_shuffle_is_a_permutation_each_epoch_and_seeded():
     ds = add.TensorDataset(ad.zeros(50, 1), ad.arange(50))
-    loader = add.DataLoader(ds, batch_size=8, shuffle=True,
-                            generator=ad.Generator().manual_seed(0))
+    loader = add.DataLoader(ds, batch_size=8, shuffle=True, generator=ad.Generator().manual_seed(0))
     e1, e2 = _epoch(loader), _epoch(loader)
     assert sorted(e1) == sorted(e2) == list(range(50))
     assert e1 != list(range(50)) and e1 != e2  # shuffled, and anew each epoch
-    again = add.DataLoader(ds, batch_size=8, shuffle=True,
-                           generator=ad.Generator().manual_seed(0))
+    again = add.DataLoader(ds, batch_size=8, shuffle=True, generator=ad.Generator().manual_seed(0))
     assert [_epoch(again), _epoch(again)] == [e1, e2]
     # without a generator: seeded by torch.manual_seed, as in PyTorch
     ad.manual_seed(5)
@@ -341,19 +452,28 @@ def test_random_samplers():
     more = list(add.RandomSampler(range(4), num_samples=10, generator=g()))
     assert sorted(more[:4]) == sorted(more[4:8]) == [0, 1, 2, 3] and len(more) == 10
     sub = list(add.SubsetRandomSampler([10, 20, 30], generator=g()))
-    assert sorted(sub) == [10, 20, 30] and sub == list(add.SubsetRandomSampler([10, 20, 30],
-                                                                             generator=g()))
+    assert sorted(sub) == [10, 20, 30] and sub == list(
+        add.SubsetRandomSampler([10, 20, 30], generator=g())
+    )
     w = list(add.WeightedRandomSampler([0.0, 1.0, 3.0], 40, generator=g()))
     assert len(w) == 40 and set(w) == {1, 2}
-    assert sorted(add.WeightedRandomSampler([1, 1, 1], 3, replacement=False,
-                                            generator=g())) == [0, 1, 2]
+    assert sorted(add.WeightedRandomSampler([1, 1, 1], 3, replacement=False, generator=g())) == [
+        0,
+        1,
+        2,
+    ]
 
 
 def test_generator_api(torch):
-    same(torch, lambda T, D: (T.Generator().initial_seed(),
-                              T.Generator().manual_seed(123).initial_seed(),
-                              T.Generator().manual_seed(-1).initial_seed(),
-                              str(T.Generator().device)))
+    same(
+        torch,
+        lambda T, D: (
+            T.Generator().initial_seed(),
+            T.Generator().manual_seed(123).initial_seed(),
+            T.Generator().manual_seed(-1).initial_seed(),
+            str(T.Generator().device),
+        ),
+    )
     g = ad.Generator()
     assert g.manual_seed(4) is g
     s = g.seed()
@@ -410,10 +530,16 @@ def test_random_factories_draw_from_their_generator():
         g = ad.Generator().manual_seed(seed)
         w = ad.empty(4)
         ad.nn.init.uniform_(w, generator=g)
-        return [ad.rand(3, generator=g), ad.randn(2, 2, generator=g),
-                ad.randint(0, 100, (5,), generator=g), ad.randperm(6, generator=g),
-                ad.normal(0.0, 1.0, (3,), generator=g), ad.rand_like(w, generator=g),
-                ad.empty(3).normal_(generator=g), w]
+        return [
+            ad.rand(3, generator=g),
+            ad.randn(2, 2, generator=g),
+            ad.randint(0, 100, (5,), generator=g),
+            ad.randperm(6, generator=g),
+            ad.normal(0.0, 1.0, (3,), generator=g),
+            ad.rand_like(w, generator=g),
+            ad.empty(3).normal_(generator=g),
+            w,
+        ]
 
     ad.manual_seed(0)
     first = draws(7)

@@ -41,8 +41,12 @@ def test_every_module_yields_its_examples():
         module = importlib.import_module(name)
         examples[name] = sum(len(t.examples) for t in finder.find(module))
     # the modules whose examples a hand-kept list ran before pytest collected the package
-    for name in ("autodiag.trace", "autodiag.autograd.graph", "autodiag.analysis.check",
-                 "autodiag.utils.data.dataloader"):
+    for name in (
+        "autodiag.trace",
+        "autodiag.autograd.graph",
+        "autodiag.analysis.check",
+        "autodiag.utils.data.dataloader",
+    ):
         assert examples[name] > 0, name
     assert sum(examples.values()) > 100
 

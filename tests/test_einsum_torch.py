@@ -9,20 +9,41 @@ import pytest
 import autodiag as ad
 
 CASES = [
-    ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ij->ji", [(2, 3)]),
-    ("ij->", [(2, 3)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]), ("i,i->", [(3,), (3,)]),
-    ("i,j->ij", [(3,), (4,)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
-    ("...j,jk->...k", [(2, 3), (3, 4)]), ("ij,ij->ij", [(2, 3), (2, 3)]),
-    ("ij,j->i", [(2, 3), (3,)]), ("ij", [(2, 3)]), ("ji", [(2, 3)]),
-    ("i,i,i->i", [(3,), (3,), (3,)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("ij,jk->ik", [(2, 3), (3, 4)]),
+    ("ij,jk", [(2, 3), (3, 4)]),
+    ("ij->ji", [(2, 3)]),
+    ("ij->", [(2, 3)]),
+    ("ii->i", [(3, 3)]),
+    ("ii", [(3, 3)]),
+    ("i,i->", [(3,), (3,)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("...j,jk->...k", [(2, 3), (3, 4)]),
+    ("ij,ij->ij", [(2, 3), (2, 3)]),
+    ("ij,j->i", [(2, 3), (3,)]),
+    ("ij", [(2, 3)]),
+    ("ji", [(2, 3)]),
+    ("i,i,i->i", [(3,), (3,), (3,)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
     ("ij,kj->ki", [(2, 3), (4, 3)]),  # operands swapped inside the contraction (PyTorch's)
-    ("iij->j", [(2, 2, 3)]), ("iji->ij", [(2, 3, 2)]), ("...ii->...i", [(4, 3, 3)]),
-    ("a...,...b->...ab", [(2, 3, 1), (1, 4)]), ("ij,ij->", [(2, 1), (1, 3)]),
-    ("bn,anm,bm->ba", [(2, 5), (3, 5, 4), (2, 4)]), ("i->", [(0,)]),
-    ("ij,jk->ik", [(2, 0), (0, 3)]), ("", [()]), (",->", [(), ()]), ("i,->i", [(3,), ()]),
-    ("ab,ba->", [(3, 3), (3, 3)]), ("iijj->", [(2, 2, 3, 3)]), ("ij,jk->ki", [(2, 3), (3, 4)]),
-    ("abc,cd->abd", [(2, 1, 3), (3, 2)]), ("...,...->...", [(2, 3), (3,)]),
-    ("Ab,bA->A", [(2, 3), (3, 2)]), ("i j , j k -> i k", [(2, 3), (3, 4)]),
+    ("iij->j", [(2, 2, 3)]),
+    ("iji->ij", [(2, 3, 2)]),
+    ("...ii->...i", [(4, 3, 3)]),
+    ("a...,...b->...ab", [(2, 3, 1), (1, 4)]),
+    ("ij,ij->", [(2, 1), (1, 3)]),
+    ("bn,anm,bm->ba", [(2, 5), (3, 5, 4), (2, 4)]),
+    ("i->", [(0,)]),
+    ("ij,jk->ik", [(2, 0), (0, 3)]),
+    ("", [()]),
+    (",->", [(), ()]),
+    ("i,->i", [(3,), ()]),
+    ("ab,ba->", [(3, 3), (3, 3)]),
+    ("iijj->", [(2, 2, 3, 3)]),
+    ("ij,jk->ki", [(2, 3), (3, 4)]),
+    ("abc,cd->abd", [(2, 1, 3), (3, 2)]),
+    ("...,...->...", [(2, 3), (3,)]),
+    ("Ab,bA->A", [(2, 3), (3, 2)]),
+    ("i j , j k -> i k", [(2, 3), (3, 4)]),
 ]
 
 
@@ -34,8 +55,12 @@ def _graph(t):
         if f is None or id(f) in seen:
             continue
         seen.add(id(f))
-        out.append((type(f).__name__, tuple(None if n is None else type(n).__name__
-                                            for n, _ in f.next_functions)))
+        out.append(
+            (
+                type(f).__name__,
+                tuple(None if n is None else type(n).__name__ for n, _ in f.next_functions),
+            )
+        )
         queue += [n for n, _ in f.next_functions]
     return out
 
@@ -51,8 +76,14 @@ def _run(m, eq, values):
     g = m.autograd.grad(r, xs, w, create_graph=True, allow_unused=True)
     live = [x for x in g if x is not None and x.requires_grad]
     g2 = m.autograd.grad(sum((x * x).sum() for x in live), xs, allow_unused=True) if live else []
-    return (tuple(r.shape), _arr(r), _graph(r), [_arr(x) for x in g],
-            [x is not None and x.requires_grad for x in g], [_arr(x) for x in g2])
+    return (
+        tuple(r.shape),
+        _arr(r),
+        _graph(r),
+        [_arr(x) for x in g],
+        [x is not None and x.requires_grad for x in g],
+        [_arr(x) for x in g2],
+    )
 
 
 def _same(a, b):
@@ -85,10 +116,20 @@ def test_einsum_call_forms(torch):
 
 
 ERRORS = [
-    ("ij,jk", [(2, 3)]), ("ij", [(2, 3), (2,)]), ("ij->k", [(2, 3)]), ("ij->ii", [(2, 3)]),
-    ("i1", [(2, 3)]), ("ij->i1", [(2, 3)]), ("ijk", [(2, 3)]), ("i..j", [(2, 3)]),
-    ("......", [(2, 3)]), ("ii", [(2, 3)]), ("i,i", [(2,), (3,)]), ("...,...", [(2,), (3,)]),
-    ("ij->j.", [(2, 3)]), ("ij,jk->ik", [(2, 3), (3,)]),
+    ("ij,jk", [(2, 3)]),
+    ("ij", [(2, 3), (2,)]),
+    ("ij->k", [(2, 3)]),
+    ("ij->ii", [(2, 3)]),
+    ("i1", [(2, 3)]),
+    ("ij->i1", [(2, 3)]),
+    ("ijk", [(2, 3)]),
+    ("i..j", [(2, 3)]),
+    ("......", [(2, 3)]),
+    ("ii", [(2, 3)]),
+    ("i,i", [(2,), (3,)]),
+    ("...,...", [(2,), (3,)]),
+    ("ij->j.", [(2, 3)]),
+    ("ij,jk->ik", [(2, 3), (3,)]),
 ]
 
 
@@ -166,8 +207,10 @@ def test_movedim_matches_torch(torch, src, dst):
 def test_movedim_errors(torch):
     for m in (ad, torch):
         x = m.ones(2, 3, 4)
-        for args, msg in [(((0, 1), (2,)), "should contain the same number of dims"),
-                          (((0, 0), (1, 2)), "repeated dim in `source`"),
-                          (((0, 1), (2, 2)), "repeated dim in `destination`")]:
+        for args, msg in [
+            (((0, 1), (2,)), "should contain the same number of dims"),
+            (((0, 0), (1, 2)), "repeated dim in `source`"),
+            (((0, 1), (2, 2)), "repeated dim in `destination`"),
+        ]:
             with pytest.raises(RuntimeError, match=msg):
                 x.movedim(*args)

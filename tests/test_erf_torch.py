@@ -25,8 +25,10 @@ def _ulps(got, want):
 def _grid():
     rng = np.random.default_rng(22)
     # every interval and its ends: 0.84375, 1.25, 4, 6, and erf crossing 0.5 at 0.4769
-    parts = [rng.uniform(lo, hi, 20_000) for lo, hi in
-             [(0, 0.5), (0.4, 0.9), (0.8, 1.3), (1.2, 4.1), (3.9, 6.1), (5.9, 30)]]
+    parts = [
+        rng.uniform(lo, hi, 20_000)
+        for lo, hi in [(0, 0.5), (0.4, 0.9), (0.8, 1.3), (1.2, 4.1), (3.9, 6.1), (5.9, 30)]
+    ]
     parts.append(10.0 ** rng.uniform(-320, -1, 20_000))  # tiny, denormals included
     ends = np.array([0.84375, 1.25, 4.0, 6.0, 0.4769362762044699])
     parts.append(np.concatenate([np.nextafter(ends, 0), ends, np.nextafter(ends, np.inf)]))
@@ -34,8 +36,24 @@ def _grid():
     return np.concatenate([x, -x])
 
 
-SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
-                    1e-310, 1e308, -1e308, 1.7976931348623157e308, 26.5, -26.5])
+SPECIAL = np.array(
+    [
+        0.0,
+        -0.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        5e-324,
+        -5e-324,
+        2.2250738585072014e-308,
+        1e-310,
+        1e308,
+        -1e308,
+        1.7976931348623157e308,
+        26.5,
+        -26.5,
+    ]
+)
 
 
 def test_erf_float64_within_one_ulp_of_math_erf():
@@ -72,8 +90,9 @@ def test_erf_float32_against_torch():
     # ours is float64 rounded once; torch's float32 kernel is within an ulp of that
     assert _ulps(got, want).max() <= 1
     # and ours is the correctly rounded float64 value
-    np.testing.assert_array_equal(got, _MATH_ERF(x.astype(np.float64)).astype(np.float64)
-                                  .astype(np.float32))
+    np.testing.assert_array_equal(
+        got, _MATH_ERF(x.astype(np.float64)).astype(np.float64).astype(np.float32)
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

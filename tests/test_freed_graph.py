@@ -42,7 +42,7 @@ def _same_error_then_more(fn, torch) -> str:
     assert str(et) == TORCH_MESSAGE  # the oracle's text, as autodiag copies it
     msg = str(ea)
     assert msg.startswith(str(et) + " autodiag: "), msg
-    return msg[len(str(et)):]
+    return msg[len(str(et)) :]
 
 
 @pytest.fixture
@@ -198,8 +198,12 @@ def _write(tmp_path, source: str, name: str = "train.py"):
     text = textwrap.dedent(source)
     p = tmp_path / name
     p.write_text(text)
-    lines = {tag: i for i, line in enumerate(text.splitlines(), 1)
-             for tag in ("CREATE", "BACKWARD") if line.endswith(f"# {tag}")}
+    lines = {
+        tag: i
+        for i, line in enumerate(text.splitlines(), 1)
+        for tag in ("CREATE", "BACKWARD")
+        if line.endswith(f"# {tag}")
+    }
     return str(p), lines
 
 
@@ -209,17 +213,22 @@ def _run_in_process(path: str) -> str:
     return str(ei.value)
 
 
-def _check_explanation(msg: str, name: str, lines: dict, through: str = "h",
-                       node: str = "TanhBackward0") -> None:
+def _check_explanation(
+    msg: str, name: str, lines: dict, through: str = "h", node: str = "TanhBackward0"
+) -> None:
     assert msg.startswith(TORCH_MESSAGE + " autodiag: "), msg
     at = rf"at \S*{re.escape(name)}:"
     create, bw = lines["CREATE"], lines["BACKWARD"]
-    assert re.search(rf"backward call 2 {at}{bw} \(.*?backward\(\).*?\) reached {node}, "
-                     rf"created {at}{create} ", msg), msg
+    assert re.search(
+        rf"backward call 2 {at}{bw} \(.*?backward\(\).*?\) reached {node}, "
+        rf"created {at}{create} ",
+        msg,
+    ), msg
     # the freeing call was made by the same line: said so instead of quoting it twice
     assert "whose saved tensors were freed by backward call 1, made by the same line. " in msg
-    assert re.search(rf"through `{re.escape(through)}` \(grad_fn \w+\), computed {at}{create} ",
-                     msg), msg
+    assert re.search(
+        rf"through `{re.escape(through)}` \(grad_fn \w+\), computed {at}{create} ", msg
+    ), msg
     assert f"Fix: recompute `{through}` for each backward" in msg
     assert "detach()" in msg and "retain_graph=True" in msg
 
@@ -234,16 +243,24 @@ def test_plain_python_process(tmp_path):
     """No tracer, no CLI: ``python train.py`` prints the explanation, calls counted from 1."""
     path, lines = _write(tmp_path, LAYOUTS["main_loop"])
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env,
-                       cwd=str(tmp_path), timeout=120)
+    p = subprocess.run(
+        [sys.executable, path],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=120,
+    )
     assert p.returncode == 1
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("RuntimeError: ")
-    _check_explanation(last[len("RuntimeError: "):], "train.py", lines)
+    _check_explanation(last[len("RuntimeError: ") :], "train.py", lines)
 
 
 def test_a_method_reusing_an_attribute(tmp_path, calls_from_zero):
-    path, lines = _write(tmp_path, """\
+    path, lines = _write(
+        tmp_path,
+        """\
         import autodiag as torch
 
 
@@ -259,26 +276,34 @@ def test_a_method_reusing_an_attribute(tmp_path, calls_from_zero):
         m = Model()
         for k in range(2):
             m.step(k)
-        """)
-    _check_explanation(_run_in_process(path), "train.py", lines, through="self.h",
-                       node="SinBackward0")
+        """,
+    )
+    _check_explanation(
+        _run_in_process(path), "train.py", lines, through="self.h", node="SinBackward0"
+    )
 
 
 def test_the_frontier_of_the_freed_part(tmp_path, calls_from_zero):
     """``h``'s own node (AddBackward0) saves nothing: the error is raised by ExpBackward0 below
     it, but the tensor the loop reused is ``h``, named with the line that assigned it."""
-    path, lines = _write(tmp_path, """\
+    path, lines = _write(
+        tmp_path,
+        """\
         import autodiag as torch
         x = torch.ones(3, requires_grad=True)
         e = x.exp()  # CREATE
         h = e + 1
         for k in range(2):
             torch.autograd.grad((h * k).sum(), x)  # BACKWARD
-        """)
+        """,
+    )
     msg = _run_in_process(path)
     assert re.search(rf"reached ExpBackward0, created at \S*train.py:{lines['CREATE']} ", msg)
-    assert re.search(rf"through `h` \(grad_fn AddBackward0\), computed at \S*train.py:"
-                     rf"{lines['CREATE'] + 1} \(h = e \+ 1\) before backward call 1\.", msg), msg
+    assert re.search(
+        rf"through `h` \(grad_fn AddBackward0\), computed at \S*train.py:"
+        rf"{lines['CREATE'] + 1} \(h = e \+ 1\) before backward call 1\.",
+        msg,
+    ), msg
 
 
 def test_an_unnamed_tensor_is_described_by_its_node(calls_from_zero):
@@ -319,8 +344,9 @@ def test_check_reports_freed_graph(tmp_path):
     out = r.stdout
     assert "freed_graph (1)" in out
     assert "backward call 2 reached TanhBackward0" in out and "through `h`" in out
-    assert f"TanhBackward0 created at {path}:{lines['CREATE']}" in out.replace("\n", " ") or \
-        re.search(rf"TanhBackward0 created at \S*train.py:{lines['CREATE']}", out), out
+    assert f"TanhBackward0 created at {path}:{lines['CREATE']}" in out.replace(
+        "\n", " "
+    ) or re.search(rf"TanhBackward0 created at \S*train.py:{lines['CREATE']}", out), out
     assert "✓" not in out
 
     r = runner.invoke(app, ["check", path, "--format", "json"], catch_exceptions=False)

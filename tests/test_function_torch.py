@@ -23,12 +23,12 @@ def make_cubic(m):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 3
+            return x**3
 
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
-            return 3 * x ** 2 * g  # differentiable ops: supports double backward
+            return 3 * x**2 * g  # differentiable ops: supports double backward
 
     return Cubic
 
@@ -169,8 +169,15 @@ def test_needs_input_grad_and_multiple_outputs(torch):
         p, s = MulAdd.apply(a, b)
         (p * 2 + s * 3).sum().backward()
         fn = p.grad_fn
-        return (list(MulAdd.seen), a.grad, b.grad, p.grad_fn is s.grad_fn, names(fn),
-                p.requires_grad, s.requires_grad)
+        return (
+            list(MulAdd.seen),
+            a.grad,
+            b.grad,
+            p.grad_fn is s.grad_fn,
+            names(fn),
+            p.requires_grad,
+            s.requires_grad,
+        )
 
     run_both(f, torch)
 
@@ -317,8 +324,11 @@ def test_once_differentiable(torch):
         g = f(m)[0]
         g.sum().backward()
 
-    same_error(twice, torch, "trying to differentiate twice a function that was marked with "
-               "@once_differentiable")
+    same_error(
+        twice,
+        torch,
+        "trying to differentiate twice a function that was marked with @once_differentiable",
+    )
 
     def plain_grad(m):
         # the incoming gradient does not require grad: the result is a plain constant
@@ -378,8 +388,11 @@ def test_wrong_number_of_gradients(torch):
         b = m.tensor([1.0, 2.0], requires_grad=True)
         Bad.apply(a, b).sum().backward()
 
-    same_error(f, torch, "function BadBackward returned an incorrect number of gradients "
-               "(expected 2, got 1)")
+    same_error(
+        f,
+        torch,
+        "function BadBackward returned an incorrect number of gradients (expected 2, got 1)",
+    )
 
 
 def test_extra_none_gradients_are_dropped(torch):
@@ -414,8 +427,12 @@ def test_gradient_for_non_tensor_input(torch):
         a = m.tensor([1.0, 2.0], requires_grad=True)
         Bad.apply(a, 2.0).sum().backward()
 
-    same_error(f, torch, "function BadBackward returned a gradient different than None at "
-               "position 2, but the corresponding forward input was not a Variable")
+    same_error(
+        f,
+        torch,
+        "function BadBackward returned a gradient different than None at "
+        "position 2, but the corresponding forward input was not a Variable",
+    )
 
 
 def test_invalid_gradient_shape(torch):
@@ -432,8 +449,12 @@ def test_invalid_gradient_shape(torch):
         a = m.tensor([1.0, 2.0], requires_grad=True)
         Bad.apply(a).sum().backward()
 
-    same_error(f, torch, "Function BadBackward returned an invalid gradient at index 0 - got [3] "
-               "but expected shape compatible with [2]")
+    same_error(
+        f,
+        torch,
+        "Function BadBackward returned an invalid gradient at index 0 - got [3] "
+        "but expected shape compatible with [2]",
+    )
 
 
 def test_broadcastable_gradient_is_summed(torch):
@@ -503,7 +524,7 @@ def test_cubic_gradients_vs_formula(order):
     y = make_cubic(ad).apply(x).sum()
     (g,) = ad.autograd.grad(y, x, create_graph=True)
     if order == 1:
-        assert g.tolist() == [3 * 1.5 ** 2, 3 * 0.25]
+        assert g.tolist() == [3 * 1.5**2, 3 * 0.25]
     else:
         (gg,) = ad.autograd.grad(g.sum(), x)
         assert gg.tolist() == [9.0, -3.0]
@@ -524,8 +545,9 @@ def test_mark_dirty_on_leaf_errors(torch):
 
         Dirty.apply(m.tensor([1.0, 2.0], requires_grad=True))
 
-    same_error(f, torch, "a leaf Variable that requires grad has been used in an in-place "
-               "operation.")
+    same_error(
+        f, torch, "a leaf Variable that requires grad has been used in an in-place operation."
+    )
 
 
 def test_non_tensor_gradient_error(torch):

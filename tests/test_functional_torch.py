@@ -45,19 +45,19 @@ def ys(m):
 
 
 def cube_sum(x):
-    return (x ** 3).sum()
+    return (x**3).sum()
 
 
 def vec_fn(x):
-    return x.sin() * x ** 2
+    return x.sin() * x**2
 
 
 def two_in_two_out(x, y):
-    return (x * y.sum(), (x ** 2).sum() * y)
+    return (x * y.sum(), (x**2).sum() * y)
 
 
 def scalar_two_in(x, y):
-    return (x.exp().sum() * y ** 2).sum()
+    return (x.exp().sum() * y**2).sum()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,8 +65,9 @@ def scalar_two_in(x, y):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["scalar", "vector", "tuple_in_out", "tuple_in_scalar_out",
-                                  "matrix"])
+@pytest.mark.parametrize(
+    "kind", ["scalar", "vector", "tuple_in_out", "tuple_in_scalar_out", "matrix"]
+)
 def test_jacobian_values_and_structure(torch, kind):
     def f(m):
         J = m.autograd.functional.jacobian
@@ -97,8 +98,10 @@ def test_jacobian_unused_input_is_zero(torch):
 def test_jacobian_vectorize_and_forward_mode_give_the_same_values(torch):
     def f(m):
         J = m.autograd.functional.jacobian
-        return (J(two_in_two_out, (xs(m), ys(m)), vectorize=True),
-                J(vec_fn, xs(m), vectorize=True, strategy="forward-mode"))
+        return (
+            J(two_in_two_out, (xs(m), ys(m)), vectorize=True),
+            J(vec_fn, xs(m), vectorize=True, strategy="forward-mode"),
+        )
 
     both_with_structure(f, torch)
 
@@ -130,14 +133,20 @@ def test_jacobian_int_output_and_captured_input(torch):
     both_with_structure(f, torch)
 
 
-@pytest.mark.parametrize("case,phrase", [
-    ("independent", "Output 0 of the user-provided function is independent of input 1"),
-    ("no_grad_output", "Output 0 of the user-provided function does not require gradients"),
-    ("vectorize", "`strict=True` and `vectorized=True` are not supported together"),
-    ("forward_strict", '`strategy="forward-mode"` are not supported together'),
-    ("forward_no_vectorize", "only implemented for `vectorize=True`"),
-    ("create_graph_linear", "The jacobian of the user-provided function is independent of input"),
-])
+@pytest.mark.parametrize(
+    "case,phrase",
+    [
+        ("independent", "Output 0 of the user-provided function is independent of input 1"),
+        ("no_grad_output", "Output 0 of the user-provided function does not require gradients"),
+        ("vectorize", "`strict=True` and `vectorized=True` are not supported together"),
+        ("forward_strict", '`strategy="forward-mode"` are not supported together'),
+        ("forward_no_vectorize", "only implemented for `vectorize=True`"),
+        (
+            "create_graph_linear",
+            "The jacobian of the user-provided function is independent of input",
+        ),
+    ],
+)
 def test_jacobian_strict_errors(torch, case, phrase):
     def f(m):
         J = m.autograd.functional.jacobian
@@ -157,15 +166,27 @@ def test_jacobian_strict_errors(torch, case, phrase):
 
 
 def test_jacobian_bad_arguments(torch):
-    same_error(lambda m: m.autograd.functional.jacobian(vec_fn, [xs(m)]), torch,
-               "The inputs given to jacobian must be either a Tensor or a tuple of Tensors but "
-               "the given inputs has type <class 'list'>.")
-    same_error(lambda m: m.autograd.functional.jacobian(vec_fn, (xs(m), 3)), torch,
-               "but the value at index 1 has type <class 'int'>.")
-    same_error(lambda m: m.autograd.functional.jacobian(lambda x: 3, xs(m)), torch,
-               "The outputs of the user-provided function given to jacobian must be either")
-    same_error(lambda m: m.autograd.functional.jacobian(vec_fn, xs(m), strategy="x"), torch,
-               'Expected strategy to be either "forward-mode" or "reverse-mode"')
+    same_error(
+        lambda m: m.autograd.functional.jacobian(vec_fn, [xs(m)]),
+        torch,
+        "The inputs given to jacobian must be either a Tensor or a tuple of Tensors but "
+        "the given inputs has type <class 'list'>.",
+    )
+    same_error(
+        lambda m: m.autograd.functional.jacobian(vec_fn, (xs(m), 3)),
+        torch,
+        "but the value at index 1 has type <class 'int'>.",
+    )
+    same_error(
+        lambda m: m.autograd.functional.jacobian(lambda x: 3, xs(m)),
+        torch,
+        "The outputs of the user-provided function given to jacobian must be either",
+    )
+    same_error(
+        lambda m: m.autograd.functional.jacobian(vec_fn, xs(m), strategy="x"),
+        torch,
+        'Expected strategy to be either "forward-mode" or "reverse-mode"',
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,7 +199,7 @@ def test_hessian_values_and_structure(torch, kind):
     def f(m):
         H = m.autograd.functional.hessian
         if kind == "single":
-            return H(lambda x: (x.sin() * x ** 2).sum(), xs(m))
+            return H(lambda x: (x.sin() * x**2).sum(), xs(m))
         if kind == "tuple":
             return H(scalar_two_in, (xs(m), ys(m)))
         return H(lambda y: (y @ y).sum(), ys(m))
@@ -196,12 +217,18 @@ def test_hessian_create_graph_is_differentiable(torch):
     both_with_structure(f, torch)
 
 
-@pytest.mark.parametrize("case,phrase", [
-    ("linear", "While computing the hessian, found that the jacobian of the user-provided "
-               "function with respect to input 0 is independent of the input"),
-    ("vector", "The Tensor returned by the function given to hessian should contain a single"),
-    ("tuple", "The function given to hessian should return a single Tensor"),
-])
+@pytest.mark.parametrize(
+    "case,phrase",
+    [
+        (
+            "linear",
+            "While computing the hessian, found that the jacobian of the user-provided "
+            "function with respect to input 0 is independent of the input",
+        ),
+        ("vector", "The Tensor returned by the function given to hessian should contain a single"),
+        ("tuple", "The function given to hessian should return a single Tensor"),
+    ],
+)
 def test_hessian_errors(torch, case, phrase):
     def f(m):
         H = m.autograd.functional.hessian
@@ -215,8 +242,9 @@ def test_hessian_errors(torch, case, phrase):
 
 
 def test_hessian_of_linear_function_is_zero(torch):
-    both_with_structure(lambda m: m.autograd.functional.hessian(lambda x: (2 * x).sum(), xs(m)),
-                        torch)
+    both_with_structure(
+        lambda m: m.autograd.functional.hessian(lambda x: (2 * x).sum(), xs(m)), torch
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,8 +273,9 @@ def test_jvp(torch, kind, create_graph):
     def f(m):
         jvp = m.autograd.functional.jvp
         if kind == "scalar_input_no_v":
-            return jvp(lambda x: x.exp() * 2, m.tensor(0.5, dtype=m.float64),
-                       create_graph=create_graph)
+            return jvp(
+                lambda x: x.exp() * 2, m.tensor(0.5, dtype=m.float64), create_graph=create_graph
+            )
         if kind == "vector":
             return jvp(vec_fn, xs(m), xs(m) * 3, create_graph=create_graph)
         v = (xs(m) + 1, ys(m) - 2)
@@ -268,30 +297,49 @@ def test_vjp_jvp_create_graph_results_are_differentiable(torch):
 def test_vjp_jvp_unused_input_gives_zeros(torch):
     def f(m):
         fn = lambda x, y: x * 2  # noqa: E731
-        return (m.autograd.functional.vjp(fn, (xs(m), ys(m)), xs(m)),
-                m.autograd.functional.jvp(fn, (xs(m), ys(m)), (xs(m), ys(m))))
+        return (
+            m.autograd.functional.vjp(fn, (xs(m), ys(m)), xs(m)),
+            m.autograd.functional.jvp(fn, (xs(m), ys(m)), (xs(m), ys(m))),
+        )
 
     both_with_structure(f, torch)
 
 
-@pytest.mark.parametrize("case,phrase", [
-    ("vjp_no_v", "The vector v can only be None if the user-provided function returns a single "
-                 "Tensor with a single element."),
-    ("vjp_v_size", "v has invalid size: should be torch.Size([3]) but got torch.Size([2])."),
-    ("vjp_v_len", "v is a tuple of invalid length: should be 2 but got 1."),
-    ("vjp_v_single", "The given v should contain a single Tensor."),
-    ("vjp_v_entry", "Entry 1 in v has invalid size"),
-    ("vjp_strict", "The output of the user-provided function is independent of input 1. This is "
-                   "not allowed in strict mode."),
-    ("jvp_no_v", "The vector v can only be None if the input to the user-provided function is a "
-                 "single Tensor with a single element."),
-    ("jvp_strict", "The output of the user-provided function is independent of input 1."),
-    ("jvp_strict_out", "Output 0 of the user-provided function does not require gradients"),
-    ("jvp_strict_trick", "The gradient with respect to the input is independent of entry 1 in "
-                         "the grad_outputs"),
-    ("vjp_strict_create", "The jacobian of the user-provided function is independent of input 0."
-                          " This is not allowed in strict mode when create_graph=True."),
-])
+@pytest.mark.parametrize(
+    "case,phrase",
+    [
+        (
+            "vjp_no_v",
+            "The vector v can only be None if the user-provided function returns a single "
+            "Tensor with a single element.",
+        ),
+        ("vjp_v_size", "v has invalid size: should be torch.Size([3]) but got torch.Size([2])."),
+        ("vjp_v_len", "v is a tuple of invalid length: should be 2 but got 1."),
+        ("vjp_v_single", "The given v should contain a single Tensor."),
+        ("vjp_v_entry", "Entry 1 in v has invalid size"),
+        (
+            "vjp_strict",
+            "The output of the user-provided function is independent of input 1. This is "
+            "not allowed in strict mode.",
+        ),
+        (
+            "jvp_no_v",
+            "The vector v can only be None if the input to the user-provided function is a "
+            "single Tensor with a single element.",
+        ),
+        ("jvp_strict", "The output of the user-provided function is independent of input 1."),
+        ("jvp_strict_out", "Output 0 of the user-provided function does not require gradients"),
+        (
+            "jvp_strict_trick",
+            "The gradient with respect to the input is independent of entry 1 in the grad_outputs",
+        ),
+        (
+            "vjp_strict_create",
+            "The jacobian of the user-provided function is independent of input 0."
+            " This is not allowed in strict mode when create_graph=True.",
+        ),
+    ],
+)
 def test_vjp_jvp_errors(torch, case, phrase):
     def f(m):
         F = m.autograd.functional
@@ -316,8 +364,9 @@ def test_vjp_jvp_errors(torch, case, phrase):
             return F.jvp(lambda a: a.detach(), x, x, strict=True)
         if case == "jvp_strict_trick":
             return F.jvp(lambda a: (a * 2, (a * 0).detach().requires_grad_()), x, x, strict=True)
-        return F.vjp(lambda a: a * 2, x.requires_grad_(), x.detach(), strict=True,
-                     create_graph=True)
+        return F.vjp(
+            lambda a: a * 2, x.requires_grad_(), x.detach(), strict=True, create_graph=True
+        )
 
     same_error(f, torch, phrase)
 
@@ -334,13 +383,14 @@ def test_hvp_vhp(torch, fn_name, kind, create_graph):
     def f(m):
         fn = getattr(m.autograd.functional, fn_name)
         if kind == "single":
-            return fn(lambda x: (x.sin() * x ** 2).sum(), xs(m), xs(m) + 1,
-                      create_graph=create_graph)
+            return fn(lambda x: (x.sin() * x**2).sum(), xs(m), xs(m) + 1, create_graph=create_graph)
         if kind == "tuple":
-            return fn(scalar_two_in, (xs(m), ys(m)), (xs(m) - 1, ys(m) * 2),
-                      create_graph=create_graph)
-        return fn(lambda x: x.sin() * x ** 2, m.tensor(0.7, dtype=m.float64),
-                  create_graph=create_graph)
+            return fn(
+                scalar_two_in, (xs(m), ys(m)), (xs(m) - 1, ys(m) * 2), create_graph=create_graph
+            )
+        return fn(
+            lambda x: x.sin() * x**2, m.tensor(0.7, dtype=m.float64), create_graph=create_graph
+        )
 
     both_with_structure(f, torch)
 
@@ -356,15 +406,24 @@ def test_hvp_vhp_create_graph_is_differentiable(torch, fn_name):
 
 
 @pytest.mark.parametrize("fn_name", ["hvp", "vhp"])
-@pytest.mark.parametrize("case,phrase", [
-    ("vector_out", "should contain a single element"),
-    ("tuple_out", "should return a single Tensor"),
-    ("no_v", "The vector v can only be None if the input to the user-provided function is a "
-             "single Tensor with a single element."),
-    ("linear", "the jacobian of the user-provided function with respect to input 0 is "
-               "independent of the input"),
-    ("unused", "The output of the user-provided function is independent of input 1"),
-])
+@pytest.mark.parametrize(
+    "case,phrase",
+    [
+        ("vector_out", "should contain a single element"),
+        ("tuple_out", "should return a single Tensor"),
+        (
+            "no_v",
+            "The vector v can only be None if the input to the user-provided function is a "
+            "single Tensor with a single element.",
+        ),
+        (
+            "linear",
+            "the jacobian of the user-provided function with respect to input 0 is "
+            "independent of the input",
+        ),
+        ("unused", "The output of the user-provided function is independent of input 1"),
+    ],
+)
 def test_hvp_vhp_errors(torch, fn_name, case, phrase):
     def f(m):
         fn = getattr(m.autograd.functional, fn_name)
@@ -385,8 +444,10 @@ def test_hvp_vhp_errors(torch, fn_name, case, phrase):
 def test_hvp_vhp_of_quadratic_with_unused_input_are_zero(torch):
     def f(m):
         fn = lambda a, b: cube_sum(a)  # noqa: E731
-        return (m.autograd.functional.hvp(fn, (xs(m), ys(m)), (xs(m), ys(m))),
-                m.autograd.functional.vhp(fn, (xs(m), ys(m)), (xs(m), ys(m))))
+        return (
+            m.autograd.functional.hvp(fn, (xs(m), ys(m)), (xs(m), ys(m))),
+            m.autograd.functional.vhp(fn, (xs(m), ys(m)), (xs(m), ys(m))),
+        )
 
     both_with_structure(f, torch)
 
@@ -394,8 +455,10 @@ def test_hvp_vhp_of_quadratic_with_unused_input_are_zero(torch):
 def test_results_follow_float32_inputs(torch):
     def f(m):
         x = m.tensor([0.5, 1.5])
-        return (m.autograd.functional.jacobian(vec_fn, x),
-                m.autograd.functional.hessian(cube_sum, x))
+        return (
+            m.autograd.functional.jacobian(vec_fn, x),
+            m.autograd.functional.hessian(cube_sum, x),
+        )
 
     both_with_structure(f, torch)
 

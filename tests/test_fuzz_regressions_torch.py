@@ -30,8 +30,9 @@ def test_fuzz_pow_negative_scalar_base_empty_gradient(torch):
         assert tuple(g.shape) == (1, 0, 1)
 
 
-@pytest.mark.parametrize("code", ["v.mul_(0.5)", "v.abs_()", "v.copy_(w)", "v.add_(w)",
-                                  "v.__setitem__(0, w.sum())"])
+@pytest.mark.parametrize(
+    "code", ["v.mul_(0.5)", "v.abs_()", "v.copy_(w)", "v.add_(w)", "v.__setitem__(0, w.sum())"]
+)
 def test_fuzz_inplace_on_view_in_autograd_rebases_like_pytorch(torch, code):
     # fuzz class "view.mul_ | forward exception: RuntimeError vs ok": in-place on a view of a
     # tensor that takes part in autograd works in PyTorch (CopySlices). autodiag refused it with
@@ -45,8 +46,15 @@ def test_fuzz_inplace_on_view_in_autograd_rebases_like_pytorch(torch, code):
         v = a[0]
         eval(code)
         gx, gw = m.autograd.grad((a * a).sum(), (x, w), allow_unused=True)
-        got.append((a.tolist(), type(a.grad_fn).__name__, type(v.grad_fn).__name__,
-                    gx.tolist(), None if gw is None else gw.tolist()))
+        got.append(
+            (
+                a.tolist(),
+                type(a.grad_fn).__name__,
+                type(v.grad_fn).__name__,
+                gx.tolist(),
+                None if gw is None else gw.tolist(),
+            )
+        )
     assert got[0] == got[1]
 
 
@@ -54,8 +62,9 @@ def test_fuzz_inplace_on_view_in_autograd_rebases_like_pytorch(torch, code):
 
 
 def _grads(m, outs, leaves, create_graph=True):
-    return m.autograd.grad(outs, leaves, [m.ones_like(o) for o in outs],
-                           create_graph=create_graph, allow_unused=True)
+    return m.autograd.grad(
+        outs, leaves, [m.ones_like(o) for o in outs], create_graph=create_graph, allow_unused=True
+    )
 
 
 @pytest.mark.parametrize("index_shape", [(0,), (2, 0, 3), (0, 7)])
@@ -68,15 +77,20 @@ def test_fuzz_gather_with_an_empty_index_of_any_shape(torch, index_shape):
         x = m.ones(2, 5, requires_grad=True)
         r = m.gather(x, 1, m.zeros(index_shape, dtype=m.int32))
         (g,) = _grads(m, [r], [x])
-        out[m] = (tuple(r.shape), r.dtype is m.float32, g.detach().numpy().tolist(),
-                  g.requires_grad)
+        out[m] = (
+            tuple(r.shape),
+            r.dtype is m.float32,
+            g.detach().numpy().tolist(),
+            g.requires_grad,
+        )
     assert out[ad] == out[torch]
     s = ad.tensor(1.0, requires_grad=True)
     assert _grads(ad, [ad.gather(s, 0, ad.zeros(0, dtype=ad.int64))], [s])[0].item() == 0.0
 
 
-@pytest.mark.parametrize("code", ["x.prod()", "x.prod(0)", "x.repeat(2, 0).pow(2).sum()",
-                                  "x.repeat(0).exp()"])
+@pytest.mark.parametrize(
+    "code", ["x.prod()", "x.prod(0)", "x.repeat(2, 0).pow(2).sum()", "x.repeat(0).exp()"]
+)
 def test_fuzz_gradient_requires_grad_under_create_graph(torch, code):
     # fuzz classes "prod | grad requires_grad: True vs False" (PyTorch's prod_backward returns
     # the incoming gradient itself for a 0-d input) and "repeat+var | grad requires_grad"
@@ -103,16 +117,23 @@ def test_fuzz_layer_norm_gradients_require_grad_as_one_backward_op(torch, needs)
         y = m.nn.functional.layer_norm(x, (3,), w, b)
         leaves = [t for t in (x, w, b) if t.requires_grad]
         gs = _grads(m, [y], leaves)
-        g2 = m.autograd.grad([g for g in gs if g.requires_grad], leaves,
-                             [m.ones_like(g) for g in gs if g.requires_grad], allow_unused=True)
-        out[m] = ([g.requires_grad for g in gs],
-                  [np.round(g.detach().numpy(), 5).tolist() for g in gs],
-                  [None if g is None else np.round(g.numpy(), 4).tolist() for g in g2])
+        g2 = m.autograd.grad(
+            [g for g in gs if g.requires_grad],
+            leaves,
+            [m.ones_like(g) for g in gs if g.requires_grad],
+            allow_unused=True,
+        )
+        out[m] = (
+            [g.requires_grad for g in gs],
+            [np.round(g.detach().numpy(), 5).tolist() for g in gs],
+            [None if g is None else np.round(g.numpy(), 4).tolist() for g in g2],
+        )
     assert out[ad] == out[torch]
 
 
-@pytest.mark.parametrize("shapes", [((1, 0, 3), (1, 3, 2)), ((1, 2, 0), (1, 0, 2)),
-                                    ((0, 2, 3), (0, 3, 2))])
+@pytest.mark.parametrize(
+    "shapes", [((1, 0, 3), (1, 3, 2)), ((1, 2, 0), (1, 0, 2)), ((0, 2, 3), (0, 3, 2))]
+)
 def test_fuzz_bmm_of_an_empty_product_with_mixed_dtypes(torch, shapes):
     # fuzz class "bmm | forward exception: RuntimeError vs ok": PyTorch's bmm returns the zeros
     # of an empty product in mat2's dtype without a dtype check; the gradients keep their
@@ -123,8 +144,13 @@ def test_fuzz_bmm_of_an_empty_product_with_mixed_dtypes(torch, shapes):
         b = m.ones(shapes[1], dtype=m.float64, requires_grad=True)
         r = m.bmm(a, b)
         ga, gb = _grads(m, [r], [a, b])
-        out[m] = (tuple(r.shape), str(r.dtype)[-7:], r.detach().numpy().tolist(),
-                  str(ga.dtype)[-7:], str(gb.dtype)[-7:])
+        out[m] = (
+            tuple(r.shape),
+            str(r.dtype)[-7:],
+            r.detach().numpy().tolist(),
+            str(ga.dtype)[-7:],
+            str(gb.dtype)[-7:],
+        )
     assert out[ad] == out[torch]
 
 
@@ -139,8 +165,15 @@ def test_fuzz_top_level_erf(torch):
     assert np.allclose(ad.erf(ad.tensor(x)).numpy(), torch.erf(torch.tensor(x)).numpy())
 
 
-@pytest.mark.parametrize("code", ["F.embedding(torch.tensor([1, 0]), x)", "x.flatten()",
-                                  "x.unsqueeze(0).flatten(0, 1)", "x.t().flatten(1)"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "F.embedding(torch.tensor([1, 0]), x)",
+        "x.flatten()",
+        "x.unsqueeze(0).flatten(0, 1)",
+        "x.t().flatten(1)",
+    ],
+)
 def test_fuzz_size_0_dims_through_embedding_and_flatten(torch, code):
     # fuzz classes "embedding | grad exception: RuntimeError vs ok" and "flatten | forward
     # exception": a reshape to (-1, 0) / (0, -1) cannot infer -1 ("shape '[-1, 0]' is
@@ -179,8 +212,9 @@ def test_fuzz_var_std_without_degrees_of_freedom_keep_the_dtype(torch, dtype):
         y = m.ones(2, dtype=getattr(m, dtype), requires_grad=True)
         gs = [_grads(m, [t.std(correction=2)], [t])[0] for t in (x, y)]
         gs += [_grads(m, [t.var(correction=2)], [t])[0] for t in (x, y)]
-        out[m] = [(str(g.dtype)[-7:], g.requires_grad, str(g.detach().numpy().tolist()))
-                  for g in gs]
+        out[m] = [
+            (str(g.dtype)[-7:], g.requires_grad, str(g.detach().numpy().tolist())) for g in gs
+        ]
     assert out[ad] == out[torch]
 
 
@@ -203,8 +237,8 @@ def test_fuzz_pow_minus_half_is_rsqrt(torch):
     out = {}
     for m in (ad, torch):
         x = m.tensor([-float("inf"), -0.0, 0.0, 4.0], requires_grad=True)
-        y = x ** -0.5
-        (g,) = m.autograd.grad((x ** 0.5).sum(), x)
+        y = x**-0.5
+        (g,) = m.autograd.grad((x**0.5).sum(), x)
         out[m] = str(y.detach().numpy().tolist()) + str(g.numpy().tolist())
     assert out[ad] == out[torch]
 
@@ -220,16 +254,22 @@ def test_fuzz_cat_of_skipped_empty_tensors_takes_any_dim(torch, dim):
     assert out[ad] == out[torch]
 
 
-@pytest.mark.parametrize("code", ["x.unflatten(-2, (-1, 3))", "y.t().unflatten(1, (2, 2))",
-                                  "y[:, ::2].unflatten(1, (3, 1))", "s.unflatten(-2, (1, 1))"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x.unflatten(-2, (-1, 3))",
+        "y.t().unflatten(1, (2, 2))",
+        "y[:, ::2].unflatten(1, (3, 1))",
+        "s.unflatten(-2, (1, 1))",
+    ],
+)
 def test_fuzz_unflatten_is_a_view_and_infers_next_to_size_0(torch, code):
     # fuzz classes "unflatten | forward exception: RuntimeError vs ok" (a -1 next to a size-0
     # dim), "unflatten | forward grad_fn: ReshapeAliasBackward0 vs ViewBackward0" (splitting a
     # dim is always a view) and "... RuntimeError vs IndexError" (0-d dim check)
     out = {}
     for m in (ad, torch):
-        ns = {"x": m.empty((1, 3, 0)), "y": m.ones(4, 6, requires_grad=True),
-              "s": m.tensor(1.0)}
+        ns = {"x": m.empty((1, 3, 0)), "y": m.ones(4, 6, requires_grad=True), "s": m.tensor(1.0)}
         try:
             r = eval(code, ns)
             out[m] = (tuple(r.shape), type(r.grad_fn).__name__)

@@ -41,8 +41,11 @@ def _modes(lib):
 def test_new_thread_starts_in_grad_mode(ctx):
     got = {}
     for name, lib in (("torch", torch), ("autodiag", ad)):
-        mode = {"no_grad": lib.no_grad, "inference_mode": lib.inference_mode,
-                "set_grad_enabled": lambda lib=lib: lib.set_grad_enabled(False)}[ctx]
+        mode = {
+            "no_grad": lib.no_grad,
+            "inference_mode": lib.inference_mode,
+            "set_grad_enabled": lambda lib=lib: lib.set_grad_enabled(False),
+        }[ctx]
         with mode():
             inner = _in_thread(lambda lib=lib: _modes(lib))
             outer = _modes(lib)
@@ -75,8 +78,9 @@ def test_anomaly_mode_and_default_dtype_are_process_wide_as_in_torch():
         try:
             lib.set_default_dtype(lib.float64)
             with lib.autograd.set_detect_anomaly(True):
-                seen = _in_thread(lambda lib=lib: (lib.is_anomaly_enabled(),
-                                                   lib.get_default_dtype()))
+                seen = _in_thread(
+                    lambda lib=lib: (lib.is_anomaly_enabled(), lib.get_default_dtype())
+                )
         finally:
             lib.set_default_dtype(old)
         assert seen == (True, lib.float64)

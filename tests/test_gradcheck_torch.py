@@ -33,12 +33,12 @@ def functions(m):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 3
+            return x**3
 
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
-            return 3 * x ** 2 * g
+            return 3 * x**2 * g
 
     class Clamp(F):
         @staticmethod
@@ -78,7 +78,7 @@ def functions(m):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 2
+            return x**2
 
         @staticmethod
         def backward(ctx, g):
@@ -89,7 +89,7 @@ def functions(m):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            y = x ** 2
+            y = x**2
             x.mul_(1.5)
             return y
 
@@ -150,12 +150,12 @@ def functions(m):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 3
+            return x**3
 
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
-            return (3 * x ** 2 * g).long()
+            return (3 * x**2 * g).long()
 
     class TooManyGrads(F):
         @staticmethod
@@ -209,13 +209,13 @@ def functions(m):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 3
+            return x**3
 
         @staticmethod
         @m.autograd.function.once_differentiable
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
-            return 3 * x ** 2 * g
+            return 3 * x**2 * g
 
     return {k: v for k, v in locals().items() if isinstance(v, type)}
 
@@ -246,13 +246,14 @@ CORPUS = {
     "grad_for_constant": lambda m, F: (F["GradForConstant"].apply, (x64(m), 2.0)),
     "needs_both_grads": lambda m, F: (F["NeedsBothGrads"].apply, (x64(m),)),
     "relu_at_zero": lambda m, F: (m.relu, (x64(m, (0.0, 1.0, -1.0)),)),
-    "float32": lambda m, F: (lambda x: x ** 3, (m.tensor([0.5, -1.25, 2.0], requires_grad=True),)),
-    "builtin_ops": lambda m, F: (lambda x, y: ((x.sin() * y).sum(), x.exp() / y),
-                                 (x64(m), x64(m, (1.5, 2, -1, 3)))),
+    "float32": lambda m, F: (lambda x: x**3, (m.tensor([0.5, -1.25, 2.0], requires_grad=True),)),
+    "builtin_ops": lambda m, F: (
+        lambda x, y: ((x.sin() * y).sum(), x.exp() / y),
+        (x64(m), x64(m, (1.5, 2, -1, 3))),
+    ),
     "no_differentiable_output": lambda m, F: (lambda x: x.detach() * 2, (x64(m),)),
     "constant_output": lambda m, F: (lambda x: m.zeros(3, dtype=m.float64), (x64(m),)),
-    "partly_constant_outputs": lambda m, F: (lambda x: (x.detach(), x * 2, x.sum() > 0),
-                                             (x64(m),)),
+    "partly_constant_outputs": lambda m, F: (lambda x: (x.detach(), x * 2, x.sum() > 0), (x64(m),)),
 }
 
 
@@ -281,8 +282,10 @@ def test_same_verdict_as_torch(torch, name, fast_mode):
         assert first_a.startswith(first_t.split(" Hint:")[0])
 
 
-@pytest.mark.parametrize("name", ["wrong_factor", "nondeterministic", "zero_backward",
-                                  "not_multiplied", "truncated_grad"])
+@pytest.mark.parametrize(
+    "name",
+    ["wrong_factor", "nondeterministic", "zero_backward", "not_multiplied", "truncated_grad"],
+)
 def test_raise_exception_false_returns_false_like_torch(torch, name):
     assert outcome(ad, name, raise_exception=False)[:2] == ("ok", False)
     assert outcome(torch, name, raise_exception=False)[:2] == ("ok", False)
@@ -317,8 +320,10 @@ def test_slow_mismatch_message_matches_torch_layout(torch):
     a, t = str(ea).splitlines(), str(et).splitlines()
     assert a[0] == t[0] == "Jacobian mismatch for output 0 with respect to input 0,"
     # autodiag puts the worst element first, then PyTorch's matrices
-    assert a[1] == ("worst element: d output 0[2] / d input 0[2]: numerical 4, analytical 6, "
-                    "difference 2 (tolerance 0.00401)")
+    assert a[1] == (
+        "worst element: d output 0[2] / d input 0[2]: numerical 4, analytical 6, "
+        "difference 2 (tolerance 0.00401)"
+    )
     assert a[2].startswith("numerical:tensor([[1.0000, 0.0000") and t[1].startswith("numerical:")
     assert any(line.startswith("analytical:tensor(") for line in a)
     assert "autodiag diagnosis:" in str(ea) and "off by a factor of 1.5" in str(ea)
@@ -327,10 +332,13 @@ def test_slow_mismatch_message_matches_torch_layout(torch):
 def test_fast_mismatch_message_matches_torch_layout(torch):
     _, _, ea = outcome(ad, "wrong_factor", fast_mode=True)
     _, _, et = outcome(torch, "wrong_factor", fast_mode=True)
-    for phrase in ("in fast mode. See: https://github.com/pytorch/pytorch/issues/53876",
-                   "Below, we recompute numerical and analytical jacobians in slow mode:",
-                   "\nNumerical:\n tensor(", "\nAnalytical:\ntensor(",
-                   "The max per-element difference (slow mode) is: 1.99999999"):
+    for phrase in (
+        "in fast mode. See: https://github.com/pytorch/pytorch/issues/53876",
+        "Below, we recompute numerical and analytical jacobians in slow mode:",
+        "\nNumerical:\n tensor(",
+        "\nAnalytical:\ntensor(",
+        "The max per-element difference (slow mode) is: 1.99999999",
+    ):
         assert phrase in str(et) and phrase in str(ea), phrase
     a_lines = str(ea).splitlines()
     assert a_lines[1].startswith("worst element: d output 0[2] / d input 0[2]")
@@ -341,9 +349,11 @@ def test_fast_mismatch_message_matches_torch_layout(torch):
 def test_nondeterminism_message(torch):
     _, _, ea = outcome(ad, "nondeterministic")
     _, _, et = outcome(torch, "nondeterministic")
-    key = ("Backward is not reentrant, i.e., running backward with same input and grad_output "
-           "multiple times gives different values, although analytical gradient matches "
-           "numerical gradient.The tolerance for nondeterminism was 0.0.")
+    key = (
+        "Backward is not reentrant, i.e., running backward with same input and grad_output "
+        "multiple times gives different values, although analytical gradient matches "
+        "numerical gradient.The tolerance for nondeterminism was 0.0."
+    )
     assert key in str(ea) and key in str(et)
     assert "NOTE: If your op relies on non-deterministic operations" in str(ea)
 
@@ -357,8 +367,11 @@ def test_warnings_point_at_the_callers_line():
         assert {r.filename for r in rec} == {__file__}, check.__name__
 
 
-@pytest.mark.xfail(strict=True, reason="autodiag's engine does not call a backward whose "
-                   "output gradients are all undefined; PyTorch calls it with None (TypeError)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="autodiag's engine does not call a backward whose "
+    "output gradients are all undefined; PyTorch calls it with None (TypeError)",
+)
 def test_undefined_grads_reach_a_non_materializing_backward(torch):
     def run(m):
         class NoMaterialize(m.autograd.Function):
@@ -381,9 +394,11 @@ def test_undefined_grads_reach_a_non_materializing_backward(torch):
 
 
 def test_double_precision_warning(torch):
-    msg = ("Input #0 requires gradient and is not a double precision floating point or complex. "
-           "This check will likely fail if all the inputs are not of double precision floating "
-           "point or complex. ")
+    msg = (
+        "Input #0 requires gradient and is not a double precision floating point or complex. "
+        "This check will likely fail if all the inputs are not of double precision floating "
+        "point or complex. "
+    )
     for m in (ad, torch):
         x = m.tensor([0.5, 2.0], requires_grad=True)
         with pytest.warns(UserWarning) as rec:
@@ -392,35 +407,60 @@ def test_double_precision_warning(torch):
         assert msg in [str(r.message) for r in rec], m.__name__
 
 
-@pytest.mark.parametrize("case,etype,phrase", [
-    ("no_grad_input", ValueError, "gradcheck expects at least one input tensor to require "
-                                  "gradient, but none of them have requires_grad=True."),
-    ("stride0", RuntimeError, "The 0th input has a dimension with stride 0. gradcheck only "
-                              "supports inputs that are non-overlapping"),
-    ("shape_change", AssertionError, "Expected `func` to return outputs with the same shape when "
-                                     "inputs are perturbed on index (0,) by 1e-06, but got: "
-                                     "shapes torch.Size([1]) and torch.Size([2])."),
-    ("neither_mode", AssertionError, "Expected at least one of check_forward_ad or "
-                                     "check_backward_ad to be True"),
-    ("batched_no_backward", AssertionError, "Setting check_batched_grad=True requires "
-                                            "check_backward_ad to be True"),
-    ("non_tensor_output", AttributeError, "object has no attribute 'requires_grad'"),
-])
+@pytest.mark.parametrize(
+    "case,etype,phrase",
+    [
+        (
+            "no_grad_input",
+            ValueError,
+            "gradcheck expects at least one input tensor to require "
+            "gradient, but none of them have requires_grad=True.",
+        ),
+        (
+            "stride0",
+            RuntimeError,
+            "The 0th input has a dimension with stride 0. gradcheck only "
+            "supports inputs that are non-overlapping",
+        ),
+        (
+            "shape_change",
+            AssertionError,
+            "Expected `func` to return outputs with the same shape when "
+            "inputs are perturbed on index (0,) by 1e-06, but got: "
+            "shapes torch.Size([1]) and torch.Size([2]).",
+        ),
+        (
+            "neither_mode",
+            AssertionError,
+            "Expected at least one of check_forward_ad or check_backward_ad to be True",
+        ),
+        (
+            "batched_no_backward",
+            AssertionError,
+            "Setting check_batched_grad=True requires check_backward_ad to be True",
+        ),
+        ("non_tensor_output", AttributeError, "object has no attribute 'requires_grad'"),
+    ],
+)
 def test_input_and_argument_errors(torch, case, etype, phrase):
     def call(m):
         gc = m.autograd.gradcheck
         if case == "no_grad_input":
             return gc(lambda t: t * 2, (m.tensor([1.0], dtype=m.float64), 3))
         if case == "stride0":
-            return gc(lambda t: t * 2, (m.tensor(1.0, dtype=m.float64).expand(3)
-                                        .requires_grad_(),))
+            return gc(lambda t: t * 2, (m.tensor(1.0, dtype=m.float64).expand(3).requires_grad_(),))
         if case == "shape_change":
             return gc(lambda t: t[t > 1.0000001], (x64(m, (1.0, 2.0)),))
         if case == "neither_mode":
             return gc(lambda t: t, (x64(m),), check_backward_ad=False)
         if case == "batched_no_backward":
-            return gc(lambda t: t, (x64(m),), check_backward_ad=False, check_forward_ad=True,
-                      check_batched_grad=True)
+            return gc(
+                lambda t: t,
+                (x64(m),),
+                check_backward_ad=False,
+                check_forward_ad=True,
+                check_batched_grad=True,
+            )
         return gc(lambda t: (t * 2, 3), (x64(m),))
 
     for m in (ad, torch):
@@ -439,8 +479,7 @@ def test_names_as_in_torch():
     from autodiag.autograd.gradcheck import Diagnosis, GradcheckError
 
     assert callable(ad.autograd.gradcheck) and callable(ad.autograd.gradgradcheck)
-    assert GradcheckError is _gradcheck.GradcheckError and issubclass(GradcheckError,
-                                                                      RuntimeError)
+    assert GradcheckError is _gradcheck.GradcheckError and issubclass(GradcheckError, RuntimeError)
     assert Diagnosis is _gradcheck_diagnosis.Diagnosis
 
 
@@ -450,8 +489,17 @@ def test_names_as_in_torch():
 
 
 @pytest.mark.parametrize("fast_mode", [False, True], ids=["slow", "fast"])
-@pytest.mark.parametrize("name", ["cubic", "softmax", "two_in_two_out", "builtin_ops",
-                                  "once_differentiable", "detached_backward"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cubic",
+        "softmax",
+        "two_in_two_out",
+        "builtin_ops",
+        "once_differentiable",
+        "detached_backward",
+    ],
+)
 def test_gradgradcheck_same_verdict(torch, name, fast_mode):
     def run(m):
         F = functions(m)
@@ -473,7 +521,7 @@ def test_gradgradcheck_with_given_grad_outputs(torch):
     for m in (ad, torch):
         x = x64(m)
         go = m.tensor([1.0, -0.5, 2.0, 0.25], dtype=m.float64, requires_grad=True)
-        assert m.autograd.gradgradcheck(lambda t: t.sin() * t ** 2, (x,), (go,))
+        assert m.autograd.gradgradcheck(lambda t: t.sin() * t**2, (x,), (go,))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,8 +550,9 @@ DIAGNOSES = [
 ]
 
 
-@pytest.mark.parametrize("name,kw,kinds", DIAGNOSES,
-                         ids=[f"{c}-{k[0]}{'-fast' if kw else ''}" for c, kw, k in DIAGNOSES])
+@pytest.mark.parametrize(
+    "name,kw,kinds", DIAGNOSES, ids=[f"{c}-{k[0]}{'-fast' if kw else ''}" for c, kw, k in DIAGNOSES]
+)
 def test_diagnosis_is_triggered_and_alone(name, kw, kinds):
     kind, _, err = outcome(ad, name, **kw)
     assert err is not None, f"{name} did not fail"
@@ -524,16 +573,19 @@ def test_undefined_grad_diagnosis():
 
     # autodiag's engine never calls a backward whose output gradients are all undefined (see
     # the report's mismatches), so this kind is exercised through the check itself
-    run = _gradcheck.GradcheckRun(NeedsDefined.apply, (x64(ad),), 1e-6, 1e-5, 1e-3, 0.0, False,
-                                  False)
+    run = _gradcheck.GradcheckRun(
+        NeedsDefined.apply, (x64(ad),), 1e-6, 1e-5, 1e-3, 0.0, False, False
+    )
     err = _gradcheck.GradcheckError("x", {"kind": "undefined_grad"})
     assert [d.kind for d in _gradcheck_diagnosis.diagnose(err, run)] == ["undefined_grad"]
 
 
 def test_diagnosis_texts():
     _, _, err = outcome(ad, "wrong_factor")
-    assert err.diagnosis.hint == ("The analytical Jacobian is the numerical one times 1.5 at "
-                                  "every element: the backward is off by a factor of 1.5.")
+    assert err.diagnosis.hint == (
+        "The analytical Jacobian is the numerical one times 1.5 at "
+        "every element: the backward is off by a factor of 1.5."
+    )
     assert err.diagnosis.details["factor"] == pytest.approx(1.5)
     _, _, err = outcome(ad, "relu_at_zero")
     d = err.diagnosis
@@ -543,8 +595,7 @@ def test_diagnosis_texts():
     assert err.diagnosis.details == {"inputs": [0], "float64_passes": True}
     assert "passes with float64 inputs" in err.diagnosis.hint
     _, _, err = outcome(ad, "too_many_grads")
-    assert "TooManyGradsBackward returned 2 gradients for 1 forward inputs" in \
-        err.diagnosis.hint
+    assert "TooManyGradsBackward returned 2 gradients for 1 forward inputs" in err.diagnosis.hint
     assert "returned an incorrect number of gradients (expected 1, got 2)" in str(err)
 
 
@@ -567,15 +618,16 @@ def test_float32_with_a_wrong_backward_blames_the_backward():
 
 
 def test_no_diagnosis_on_passing_or_raise_exception_false():
-    assert ad.autograd.gradcheck(lambda t: t.sin() * t ** 2, (x64(ad),))
+    assert ad.autograd.gradcheck(lambda t: t.sin() * t**2, (x64(ad),))
     calls = []
 
     def counted(x):
         calls.append(1)
         return x * 3
 
-    assert not ad.autograd.gradcheck(functions(ad)["WrongFactor"].apply, (x64(ad),),
-                                     raise_exception=False)
+    assert not ad.autograd.gradcheck(
+        functions(ad)["WrongFactor"].apply, (x64(ad),), raise_exception=False
+    )
     # without raise_exception nothing is diagnosed: no extra calls of the function
     ad.autograd.gradcheck(counted, (x64(ad, (1.0, 2.0)),))
     assert len(calls) == 1 + 2 * 2
@@ -637,16 +689,22 @@ def _failure(func, inputs):
 
 RULE_SHAPES = {
     # SiLU = x·sigmoid(x); its derivative is s + x·s·(1 - s)
-    "silu_without_x_g_prime": (lambda x: x * ad.sigmoid(x), lambda g, x: g * ad.sigmoid(x),
-                               "missing_product_term"),
-    "silu_without_g": (lambda x: x * ad.sigmoid(x),
-                       lambda g, x: g * x * ad.sigmoid(x) * (1 - ad.sigmoid(x)),
-                       "missing_product_term"),
+    "silu_without_x_g_prime": (
+        lambda x: x * ad.sigmoid(x),
+        lambda g, x: g * ad.sigmoid(x),
+        "missing_product_term",
+    ),
+    "silu_without_g": (
+        lambda x: x * ad.sigmoid(x),
+        lambda g, x: g * x * ad.sigmoid(x) * (1 - ad.sigmoid(x)),
+        "missing_product_term",
+    ),
     "sigmoid_times_result": (ad.sigmoid, lambda g, x: g * ad.sigmoid(x), "returns_forward_value"),
-    "leaky_relu_wrong_slope": (lambda x: ad.where(x > 0, x, 0.01 * x),
-                               lambda g, x: g * ad.where(x > 0, ad.ones_like(x),
-                                                         0.1 * ad.ones_like(x)),
-                               "wrong_on_branch"),
+    "leaky_relu_wrong_slope": (
+        lambda x: ad.where(x > 0, x, 0.01 * x),
+        lambda g, x: g * ad.where(x > 0, ad.ones_like(x), 0.1 * ad.ones_like(x)),
+        "wrong_on_branch",
+    ),
 }
 
 
@@ -656,10 +714,16 @@ def test_rule_shape_diagnoses(name):
     x = x64(ad, (0.5, -1.25, 2.0, 0.3, -0.7))
     err = _failure(_elementwise_function(ad, fwd, bwd).apply, (x,))
     assert [d.kind for d in err.diagnoses] == [kind]
-    assert err.comparison == [{"input": 0, "position": 0, "shape": [5], "entries": 25,
-                               "wrong": err.comparison[0]["wrong"],
-                               "max_difference": pytest.approx(err.failure["worst"]
-                                                               ["difference"])}]
+    assert err.comparison == [
+        {
+            "input": 0,
+            "position": 0,
+            "shape": [5],
+            "entries": 25,
+            "wrong": err.comparison[0]["wrong"],
+            "max_difference": pytest.approx(err.failure["worst"]["difference"]),
+        }
+    ]
     assert err.comparison[0]["wrong"] > 0
 
 
@@ -673,7 +737,7 @@ def test_silu_missing_term_names_the_dropped_term():
 
 def test_a_wrong_backward_with_no_known_shape_names_no_cause():
     # d/dx sin(x)·x² is not x³ by any of the known mistakes: no cause may be claimed
-    func = _elementwise_function(ad, lambda x: x.sin() * x ** 2, lambda g, x: g * x ** 3).apply
+    func = _elementwise_function(ad, lambda x: x.sin() * x**2, lambda g, x: g * x**3).apply
     err = _failure(func, (x64(ad),))
     assert err.diagnoses == [] and err.comparison[0]["wrong"] > 0
 
@@ -713,8 +777,10 @@ def test_transposed_and_swapped_gradients():
 
 def test_rule_shapes_agree_with_torch_that_the_check_fails(torch):
     # the oracle: each rule-shape case is a real gradcheck failure in PyTorch too
-    for fwd_name, bwd in (("silu", lambda m, g, x: g * m.sigmoid(x)),
-                          ("sigmoid", lambda m, g, x: g * m.sigmoid(x))):
+    for fwd_name, bwd in (
+        ("silu", lambda m, g, x: g * m.sigmoid(x)),
+        ("sigmoid", lambda m, g, x: g * m.sigmoid(x)),
+    ):
         for m in (ad, torch):
             fwd = (lambda x, m=m: x * m.sigmoid(x)) if fwd_name == "silu" else m.sigmoid
             func = _elementwise_function(m, fwd, lambda g, x, m=m: bwd(m, g, x)).apply

@@ -96,7 +96,7 @@ def test_million_op_chain_backward_with_default_recursion_limit():
     r = weakref.ref(y.grad_fn)
     y.backward()
     assert sys.getrecursionlimit() == limit
-    assert abs(x.grad.item() - 1.0000001 ** 500_000) < 1e-9
+    assert abs(x.grad.item() - 1.0000001**500_000) < 1e-9
     del y
     assert r() is None
 
@@ -112,7 +112,7 @@ def test_deep_chain_create_graph_iterative():
     # y''_k = cos(y_{k-1}) y''_{k-1} - sin(y_{k-1}) y'_{k-1}**2
     v, d1, d2 = 0.5, 1.0, 0.0
     for _ in range(5_000):
-        v, d1, d2 = math.sin(v), math.cos(v) * d1, math.cos(v) * d2 - math.sin(v) * d1 ** 2
+        v, d1, d2 = math.sin(v), math.cos(v) * d1, math.cos(v) * d2 - math.sin(v) * d1**2
     assert g.item() == pytest.approx(d1, rel=1e-9)
     assert g2.item() == pytest.approx(d2, rel=1e-9) and g2.item() != 0.0
 
@@ -164,12 +164,17 @@ def test_nodes_keep_a_size_class_of_their_own():
     # the layout holds on every Python version: slots all the way down, no __dict__ (not the
     # byte count, which is CPython 3.11's)
     x = ad.ones(2, requires_grad=True)
-    for fn in ((x * 2).grad_fn, (x + 1).grad_fn, x.sin().grad_fn,
-               x.sin().grad_fn.next_functions[0][0]):
+    for fn in (
+        (x * 2).grad_fn,
+        (x + 1).grad_fn,
+        x.sin().grad_fn,
+        x.sin().grad_fn.next_functions[0][0],
+    ):
         assert not hasattr(fn, "__dict__"), type(fn).__name__
         assert all("__slots__" in k.__dict__ for k in type(fn).__mro__[:-1]), type(fn).__name__
     node = _pymalloc_class(Node.__basicsize__, True)
     assert {cls.__basicsize__ for cls in (AddBackward0, MulBackward0, SinBackward0)} == {
-        Node.__basicsize__}
+        Node.__basicsize__
+    }
     assert node != _pymalloc_class(np.ndarray.__basicsize__, False)
     assert node != _pymalloc_class(Tensor.__basicsize__, True)

@@ -379,10 +379,16 @@ def test_check_reports_nan_and_inplace_in_the_same_run():
     "body, reason",
     [
         # used in the graph, not reached by the loss; printed through .detach().numpy()
-        ("aux = (x * b).sum()\nprint('b is', b.detach().numpy())\nloss = (x @ w).sum()\n"
-         "loss.backward()\n", "not_reached"),
-        ("aux = (x * b).sum()\nprint(f'b={b.item():.3f}')\nloss = (x @ w).sum()\n"
-         "loss.backward()\n", "not_reached"),
+        (
+            "aux = (x * b).sum()\nprint('b is', b.detach().numpy())\nloss = (x @ w).sum()\n"
+            "loss.backward()\n",
+            "not_reached",
+        ),
+        (
+            "aux = (x * b).sum()\nprint(f'b={b.item():.3f}')\nloss = (x @ w).sum()\n"
+            "loss.backward()\n",
+            "not_reached",
+        ),
         # never used by an op that records, only printed: unused, and the message says so
         ("print(b.detach().numpy())\nloss = (x @ w).sum()\nloss.backward()\n", "unused"),
     ],

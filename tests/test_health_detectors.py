@@ -57,8 +57,13 @@ def run(source: str, detectors=None) -> list:
 def test_kinds_are_the_detectors_kinds_in_order():
     assert KINDS == tuple(k for d in DETECTORS for k in d.KINDS)
     assert all(d.KINDS for d in DETECTORS) and len(set(KINDS)) == len(KINDS)
-    assert KINDS == ("none_grad", "unplanned_accumulation", "exploding_grad", "vanishing_grad",
-                     "dead_relu")
+    assert KINDS == (
+        "none_grad",
+        "unplanned_accumulation",
+        "exploding_grad",
+        "vanishing_grad",
+        "dead_relu",
+    )
 
 
 def test_health_kinds_are_one_run_of_the_finding_kinds():
@@ -84,8 +89,13 @@ def test_each_detector_reports_its_kinds_and_together_what_gradhealth_reports(na
 
 def test_mixed_scenario_reports_each_concern():
     found = [(f["kind"], f.get("parameter") or f.get("parameters")) for f in run(MIXED)]
-    assert found == [("none_grad", "v"), ("unplanned_accumulation", ["w", "u"]),
-                     ("exploding_grad", "w"), ("exploding_grad", "u"), ("dead_relu", None)]
+    assert found == [
+        ("none_grad", "v"),
+        ("unplanned_accumulation", ["w", "u"]),
+        ("exploding_grad", "w"),
+        ("exploding_grad", "u"),
+        ("dead_relu", None),
+    ]
 
 
 def test_a_gradhealth_without_a_detector_does_not_report_its_kinds():

@@ -94,8 +94,9 @@ def _loose(a, b, path):
         assert hasattr(a, "dtype") and dtname(a) == "float16", f"{path}: {a!r} vs {b!r}"
         an, bn = np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy(force=True))
         assert an.shape == bn.shape, path
-        np.testing.assert_allclose(an.astype(np.float64), bn.astype(np.float64), rtol=2e-3,
-                                   atol=1e-3, err_msg=path)
+        np.testing.assert_allclose(
+            an.astype(np.float64), bn.astype(np.float64), rtol=2e-3, atol=1e-3, err_msg=path
+        )
         return
     assert_same(a, b, path)
 
@@ -272,8 +273,17 @@ def test_binary(torch, op, case, rg, form):
     check(f, torch)
 
 
-SECOND = ["f64_f64", "bcast_row", "bcast_outer", "f64_float", "float_f64", "f64_int",
-          "0d_0d_f64", "bcast_0d", "f32__0d_f64"]
+SECOND = [
+    "f64_f64",
+    "bcast_row",
+    "bcast_outer",
+    "f64_float",
+    "float_f64",
+    "f64_int",
+    "0d_0d_f64",
+    "bcast_0d",
+    "f32__0d_f64",
+]
 
 
 def _double(m, op, case, with_names):
@@ -357,8 +367,16 @@ UN_INPUTS = {
     "view": T((3, 4), kind="view"),
     "versioned": T((3, 4), kind="versioned"),
 }
-UN_SAVED = ("_saved_self", "_saved_result", "_saved_min", "_saved_max", "_saved_negative_slope",
-            "_saved_approximate", "_saved_beta", "_saved_threshold")
+UN_SAVED = (
+    "_saved_self",
+    "_saved_result",
+    "_saved_min",
+    "_saved_max",
+    "_saved_negative_slope",
+    "_saved_approximate",
+    "_saved_beta",
+    "_saved_threshold",
+)
 
 
 def test_every_hot_path_op_is_swept():
@@ -415,9 +433,34 @@ def test_unary(torch, op, inp, rg):
 
 # floor..sign: the zero gradient is zeros_like(grad), as in torch (no grad_fn: the second grad
 # raises in both)
-SMOOTH = ["neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",
-          "tanh", "sigmoid", "relu", "erf", "clamp", "leaky_relu", "gelu", "gelu_tanh",
-          "softplus", "floor", "ceil", "trunc", "round", "sign", "sgn"]
+SMOOTH = [
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "erf",
+    "clamp",
+    "leaky_relu",
+    "gelu",
+    "gelu_tanh",
+    "softplus",
+    "floor",
+    "ceil",
+    "trunc",
+    "round",
+    "sign",
+    "sgn",
+]
 
 
 @pytest.mark.parametrize("op", SMOOTH)
@@ -438,15 +481,35 @@ def test_unary_double_backward(torch, op):
 # Grad modes
 # ---------------------------------------------------------------------------------------------
 
-MODES = ("no_grad", "inference_mode", "enable_grad_in_no_grad", "set_grad_enabled_false",
-         "no_grad_then_enable_outside")
+MODES = (
+    "no_grad",
+    "inference_mode",
+    "enable_grad_in_no_grad",
+    "set_grad_enabled_false",
+    "no_grad_then_enable_outside",
+)
 
-HOT = {f"{op}-{case}": (lambda m, a, b, op=op: BIN[op][0](m, a, b), case)
-       for op in BIN for case in ("f64_f64", "f64_float", "f64_int", "float_f64", "bcast_row",
-                                  "f32_f64", "f64_npint", "param_left", "view_left")}
-HOT.update({f"un-{op}": (lambda m, a, b, op=op: UN[op][0](m, a), "f64_f64")
-            for op in ("neg", "abs", "exp", "sin", "sqrt", "relu", "sign", "clamp", "gelu",
-                       "round")})
+HOT = {
+    f"{op}-{case}": (lambda m, a, b, op=op: BIN[op][0](m, a, b), case)
+    for op in BIN
+    for case in (
+        "f64_f64",
+        "f64_float",
+        "f64_int",
+        "float_f64",
+        "bcast_row",
+        "f32_f64",
+        "f64_npint",
+        "param_left",
+        "view_left",
+    )
+}
+HOT.update(
+    {
+        f"un-{op}": (lambda m, a, b, op=op: UN[op][0](m, a), "f64_f64")
+        for op in ("neg", "abs", "exp", "sin", "sqrt", "relu", "sign", "clamp", "gelu", "round")
+    }
+)
 
 
 def _mode(m, mode):
@@ -507,13 +570,18 @@ def test_enable_grad_inside_inference_mode(torch, key):
 # ---------------------------------------------------------------------------------------------
 
 INF_OPS = {
-    "x+c": lambda m, x, c: x + c, "c+x": lambda m, x, c: c + x,
-    "x*c": lambda m, x, c: x * c, "c*x": lambda m, x, c: c * x,
-    "x-c": lambda m, x, c: x - c, "c-x": lambda m, x, c: c - x,
-    "x/c": lambda m, x, c: x / c, "c/x": lambda m, x, c: c / x,
+    "x+c": lambda m, x, c: x + c,
+    "c+x": lambda m, x, c: c + x,
+    "x*c": lambda m, x, c: x * c,
+    "c*x": lambda m, x, c: c * x,
+    "x-c": lambda m, x, c: x - c,
+    "c-x": lambda m, x, c: c - x,
+    "x/c": lambda m, x, c: x / c,
+    "c/x": lambda m, x, c: c / x,
     "x*c.exp": lambda m, x, c: x * c.exp(),  # unary on the inference tensor first
     "c.exp": lambda m, x, c: c.exp() + x,
-    "mul_fn": lambda m, x, c: m.mul(x, c), "div_method": lambda m, x, c: x.div(c),
+    "mul_fn": lambda m, x, c: m.mul(x, c),
+    "div_method": lambda m, x, c: x.div(c),
 }
 INF_SHAPES = {"same": ((3,), (3,)), "bcast": ((2, 3), (3,)), "0d": ((3,), ())}
 
@@ -587,12 +655,21 @@ SAVERS = {
     "h*h": (lambda m, x, c: x * x, "x"),
     "h/h": (lambda m, x, c: x / x, "x"),
 }
-WRITES = ("none", "after", "after_view", "before", "before_and_after", "base_of_view",
-          "detach_after")
+WRITES = (
+    "none",
+    "after",
+    "after_view",
+    "before",
+    "before_and_after",
+    "base_of_view",
+    "detach_after",
+)
 
 
-@pytest.mark.parametrize("op, write", [(op, w) for op in SAVERS for w in WRITES
-                                       if SAVERS[op][1] is not None or w == "none"])
+@pytest.mark.parametrize(
+    "op, write",
+    [(op, w) for op in SAVERS for w in WRITES if SAVERS[op][1] is not None or w == "none"],
+)
 def test_saved_versions(torch, op, write):
     fn, target = SAVERS[op]
 
@@ -627,12 +704,18 @@ def test_saved_versions(torch, op, write):
         run_both(f, torch)
         return
     if write == "base_of_view" and target == "c":
-        same_error(f, torch, "modified by an inplace operation", "is at version 1; expected "
-                   "version 0 instead")
+        same_error(
+            f,
+            torch,
+            "modified by an inplace operation",
+            "is at version 1; expected version 0 instead",
+        )
         return
-    v = "is at version 2; expected version 1" if write == "before_and_after" and \
-        target != "r" else \
-        "is at version 1; expected version 0"
+    v = (
+        "is at version 2; expected version 1"
+        if write == "before_and_after" and target != "r"
+        else "is at version 1; expected version 0"
+    )
     ea, et = same_error(f, torch, "modified by an inplace operation", v)
     # the tensor's description: type, shape and the node it is an output of
     desc = re.compile(r"\[torch\.\w+ \[[\d, ]*\]\](, which is output \d+ of \w+,)?")
@@ -645,8 +728,14 @@ def test_saved_view_of_leaf_written_under_no_grad(torch, op):
     def f(m):
         leaf = m.tensor(_array((2, 3), "float64", 22), requires_grad=True)
         v = leaf[1]
-        r = {"sin": lambda: v.sin(), "exp": lambda: v.exp() * v, "mul": lambda: v * v,
-             "div": lambda: leaf[0] / v, "abs": lambda: abs(v), "rdiv": lambda: 2.0 / v}[op]()
+        r = {
+            "sin": lambda: v.sin(),
+            "exp": lambda: v.exp() * v,
+            "mul": lambda: v * v,
+            "div": lambda: leaf[0] / v,
+            "abs": lambda: abs(v),
+            "rdiv": lambda: 2.0 / v,
+        }[op]()
         with m.no_grad():
             leaf.mul_(2)
         r.sum().backward()
@@ -732,10 +821,12 @@ def test_saved_tensors_hooks_nested_and_outside(torch):
     def f(m):
         log = []
         x = m.tensor(_array((3,), "float64", 15), requires_grad=True)
-        outer = m.autograd.graph.saved_tensors_hooks(lambda t: log.append("outer") or t,
-                                                     lambda t: log.append("uo") or t)
-        inner = m.autograd.graph.saved_tensors_hooks(lambda t: log.append("inner") or t,
-                                                     lambda t: log.append("ui") or t)
+        outer = m.autograd.graph.saved_tensors_hooks(
+            lambda t: log.append("outer") or t, lambda t: log.append("uo") or t
+        )
+        inner = m.autograd.graph.saved_tensors_hooks(
+            lambda t: log.append("inner") or t, lambda t: log.append("ui") or t
+        )
         with outer:
             a = x * x
             with inner:
@@ -760,12 +851,18 @@ ERRORS = {
     "backward_twice_scalar": (lambda m: _twice(m, lambda x: x * 2.0), "a second time"),
     "backward_twice_exp": (lambda m: _twice(m, lambda x: x.exp()), "a second time"),
     "backward_twice_div": (lambda m: _twice(m, lambda x: x / 3), "a second time"),
-    "saved_after_free": (lambda m: _saved_after(m, lambda x: x.sin(), "_saved_self"),
-                         "a second time"),
-    "saved_other_after_free": (lambda m: _saved_after(m, lambda x: x * x, "_saved_other"),
-                               "a second time"),
-    "leaf_inplace": (lambda m: m.ones(2, requires_grad=True).mul_(2),
-                     "a leaf Variable that requires grad"),
+    "saved_after_free": (
+        lambda m: _saved_after(m, lambda x: x.sin(), "_saved_self"),
+        "a second time",
+    ),
+    "saved_other_after_free": (
+        lambda m: _saved_after(m, lambda x: x * x, "_saved_other"),
+        "a second time",
+    ),
+    "leaf_inplace": (
+        lambda m: m.ones(2, requires_grad=True).mul_(2),
+        "a leaf Variable that requires grad",
+    ),
 }
 
 
@@ -836,13 +933,20 @@ def test_inplace_error_after_loop(torch):
 # ---------------------------------------------------------------------------------------------
 
 MULTI = {
-    "b*2": lambda m, a, b, c2, v: b * 2.0, "b+a": lambda m, a, b, c2, v: b + a,
-    "a*b": lambda m, a, b, c2, v: a * b, "c2.exp": lambda m, a, b, c2, v: c2.exp(),
-    "-c2": lambda m, a, b, c2, v: -c2, "b/a": lambda m, a, b, c2, v: b / a,
-    "v.sin": lambda m, a, b, c2, v: v.sin(), "2-b": lambda m, a, b, c2, v: 2 - b,
-    "c2*c2": lambda m, a, b, c2, v: c2 * c2, "b.relu": lambda m, a, b, c2, v: b.relu(),
-    "b-a": lambda m, a, b, c2, v: b - a, "1/b": lambda m, a, b, c2, v: 1 / b,
-    "b.sigmoid": lambda m, a, b, c2, v: m.sigmoid(b), "3*b": lambda m, a, b, c2, v: 3 * b,
+    "b*2": lambda m, a, b, c2, v: b * 2.0,
+    "b+a": lambda m, a, b, c2, v: b + a,
+    "a*b": lambda m, a, b, c2, v: a * b,
+    "c2.exp": lambda m, a, b, c2, v: c2.exp(),
+    "-c2": lambda m, a, b, c2, v: -c2,
+    "b/a": lambda m, a, b, c2, v: b / a,
+    "v.sin": lambda m, a, b, c2, v: v.sin(),
+    "2-b": lambda m, a, b, c2, v: 2 - b,
+    "c2*c2": lambda m, a, b, c2, v: c2 * c2,
+    "b.relu": lambda m, a, b, c2, v: b.relu(),
+    "b-a": lambda m, a, b, c2, v: b - a,
+    "1/b": lambda m, a, b, c2, v: 1 / b,
+    "b.sigmoid": lambda m, a, b, c2, v: m.sigmoid(b),
+    "3*b": lambda m, a, b, c2, v: 3 * b,
 }
 
 
@@ -867,8 +971,11 @@ def test_operand_is_output_1_of_multi_output_node(torch, op):
 def test_alpha_is_not_hot_but_agrees(torch, op, alpha, other):
     def f(m):
         x = m.tensor(_array((2, 3), "float64", 24), requires_grad=True)
-        y = {"tensor": m.tensor(_array((2, 3), "float64", 25), requires_grad=True), "scalar": 3.0,
-             "bcast": m.tensor(_array((3,), "float64", 26), requires_grad=True)}[other]
+        y = {
+            "tensor": m.tensor(_array((2, 3), "float64", 25), requires_grad=True),
+            "scalar": 3.0,
+            "bcast": m.tensor(_array((3,), "float64", 26), requires_grad=True),
+        }[other]
         r = getattr(m, op)(x, y, alpha=alpha)
         out = facts(r) + [saved(r.grad_fn, x, y)]
         r.backward(seed_grad(m, r))
@@ -877,8 +984,9 @@ def test_alpha_is_not_hot_but_agrees(torch, op, alpha, other):
     run_both(f, torch)
 
 
-@pytest.mark.parametrize("expr", ["x / x", "x.sqrt() * 0.0", "x.log() * x", "x.rsqrt() - 1",
-                                  "x.reciprocal() + x"])
+@pytest.mark.parametrize(
+    "expr", ["x / x", "x.sqrt() * 0.0", "x.log() * x", "x.rsqrt() - 1", "x.reciprocal() + x"]
+)
 def test_anomaly_mode_names_the_hot_node(torch, expr):
     def f(m):
         x = m.tensor([0.0, 1.0], requires_grad=True)
@@ -906,17 +1014,24 @@ def test_anomaly_mode_names_the_hot_node(torch, expr):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", ["f32*npf64", "npf64*f32", "i32*npi64", "f32/npf64",
-                                  "f32+npf64", "f32-npf64", "f16*npf32"])
+@pytest.mark.parametrize(
+    "case",
+    ["f32*npf64", "npf64*f32", "i32*npi64", "f32/npf64", "f32+npf64", "f32-npf64", "f16*npf32"],
+)
 def test_numpy_scalar_promotion(torch, case):
     def f(m):
         f32 = m.tensor(_array((3,), "float32", 19))
         i32 = m.tensor(_array((3,), "int32", 20))
         f16 = m.tensor(_array((3,), "float16", 21))
-        r = {"f32*npf64": lambda: f32 * np.float64(2.5), "npf64*f32": lambda: np.float64(2.5) * f32,
-             "i32*npi64": lambda: i32 * np.int64(2), "f32/npf64": lambda: f32 / np.float64(2.5),
-             "f32+npf64": lambda: f32 + np.float64(2.5), "f32-npf64": lambda: f32 - np.float64(2.5),
-             "f16*npf32": lambda: f16 * np.float32(2.5)}[case]()
+        r = {
+            "f32*npf64": lambda: f32 * np.float64(2.5),
+            "npf64*f32": lambda: np.float64(2.5) * f32,
+            "i32*npi64": lambda: i32 * np.int64(2),
+            "f32/npf64": lambda: f32 / np.float64(2.5),
+            "f32+npf64": lambda: f32 + np.float64(2.5),
+            "f32-npf64": lambda: f32 - np.float64(2.5),
+            "f16*npf32": lambda: f16 * np.float32(2.5),
+        }[case]()
         return dtname(r), r
 
     check(f, torch)
@@ -933,15 +1048,20 @@ def test_saved_scalar_other_is_a_tensor(torch, op, other):
     run_both(f, torch)
 
 
-@pytest.mark.xfail(strict=True, reason="an int scalar beyond int64 is accepted (torch: "
-                   "OverflowError 'int too big to convert')")
+@pytest.mark.xfail(
+    strict=True,
+    reason="an int scalar beyond int64 is accepted (torch: OverflowError 'int too big to convert')",
+)
 @pytest.mark.parametrize("op", list(BIN))
 def test_int_scalar_out_of_int64(torch, op):
-    same_error(lambda m: BIN[op][0](m, m.ones(2), 2 ** 70), torch, "int too big")
+    same_error(lambda m: BIN[op][0](m, m.ones(2), 2**70), torch, "int too big")
 
 
-@pytest.mark.xfail(strict=True, reason="float16 tensor with a Python float rounds the scalar to "
-                   "half first (torch computes in float32 and rounds once): 1-ulp differences")
+@pytest.mark.xfail(
+    strict=True,
+    reason="float16 tensor with a Python float rounds the scalar to "
+    "half first (torch computes in float32 and rounds once): 1-ulp differences",
+)
 def test_float16_python_scalar_rounding(torch):
     def f(m):
         x = m.tensor([3.0, 7.0, 11.0], dtype=m.float16)
@@ -953,5 +1073,6 @@ def test_float16_python_scalar_rounding(torch):
 
 @pytest.mark.parametrize("op", list(BIN))
 def test_shape_mismatch_error(torch, op):
-    same_error(lambda m: BIN[op][0](m, m.ones(2), m.ones(3)), torch,
-               "must match the size of tensor b")
+    same_error(
+        lambda m: BIN[op][0](m, m.ones(2), m.ones(3)), torch, "must match the size of tensor b"
+    )

@@ -21,9 +21,22 @@ ROOT = Path(__file__).resolve().parent.parent / "autodiag"
 
 # Lowest first. A module belongs to the first layer with a matching pattern.
 LAYERS = [
-    ("base", ["autodiag._version", "autodiag._device", "autodiag._look", "autodiag.dtypes",
-              "autodiag.size", "autodiag.printing", "autodiag.trace.sites", "autodiag.accelerator",
-              "autodiag.cuda", "autodiag.backends", "autodiag.backends.*"]),
+    (
+        "base",
+        [
+            "autodiag._version",
+            "autodiag._device",
+            "autodiag._look",
+            "autodiag.dtypes",
+            "autodiag.size",
+            "autodiag.printing",
+            "autodiag.trace.sites",
+            "autodiag.accelerator",
+            "autodiag.cuda",
+            "autodiag.backends",
+            "autodiag.backends.*",
+        ],
+    ),
     # the engine core and the event API the engine reports through
     ("core", ["autodiag.core", "autodiag.core.*", "autodiag.trace", "autodiag.trace.events"]),
     ("tensor", ["autodiag.tensor"]),
@@ -31,14 +44,40 @@ LAYERS = [
     ("autograd", ["autodiag.autograd", "autodiag.autograd.*"]),
     # the inspection seam: what analyses may read of nodes and tensors
     ("inspect", ["autodiag.inspect"]),
-    ("nn/optim", ["autodiag.nn", "autodiag.nn.*", "autodiag.optim", "autodiag.optim.*",
-                  "autodiag.utils", "autodiag.utils.*", "autodiag.serialization"]),
+    (
+        "nn/optim",
+        [
+            "autodiag.nn",
+            "autodiag.nn.*",
+            "autodiag.optim",
+            "autodiag.optim.*",
+            "autodiag.utils",
+            "autodiag.utils.*",
+            "autodiag.serialization",
+        ],
+    ),
     ("namespace", ["autodiag", "autodiag.torch_alias"]),
-    ("target/analysis", ["autodiag.target", "autodiag.target.*", "autodiag.analysis",
-                         "autodiag.analysis.*", "autodiag.testing"]),
+    (
+        "target/analysis",
+        [
+            "autodiag.target",
+            "autodiag.target.*",
+            "autodiag.analysis",
+            "autodiag.analysis.*",
+            "autodiag.testing",
+        ],
+    ),
     ("report", ["autodiag.report", "autodiag.report.*"]),
-    ("cli", ["autodiag.cli", "autodiag.cli.*", "autodiag.__main__", "autodiag.run",
-             "autodiag.pytest_plugin"]),
+    (
+        "cli",
+        [
+            "autodiag.cli",
+            "autodiag.cli.*",
+            "autodiag.__main__",
+            "autodiag.run",
+            "autodiag.pytest_plugin",
+        ],
+    ),
 ]
 # The engine: the layers whose top-level imports must not form a cycle.
 ENGINE = ("base", "core", "tensor", "ops", "autograd")
@@ -81,8 +120,9 @@ def imports(module: str) -> list[tuple[str, int, bool]]:
 
     def visit(node: ast.AST, top: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            inner = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                   ast.Lambda))
+            inner = top and not isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+            )
             if isinstance(child, ast.Import):
                 for alias in child.names:
                     add(alias.name, child.lineno, top)
@@ -90,7 +130,7 @@ def imports(module: str) -> list[tuple[str, int, bool]]:
                 base = child.module or ""
                 if child.level:
                     parts = package.split(".")
-                    parts = parts[:len(parts) - child.level + 1]
+                    parts = parts[: len(parts) - child.level + 1]
                     base = ".".join(parts + ([child.module] if child.module else []))
                 for alias in child.names:
                     sub = f"{base}.{alias.name}"
@@ -103,7 +143,7 @@ def imports(module: str) -> list[tuple[str, int, bool]]:
 
 def _shown(module: str) -> Path:
     path = MODULES[module]
-    return Path(*path.parts[-(module.count(".") + 1 + (path.name == "__init__.py")):])
+    return Path(*path.parts[-(module.count(".") + 1 + (path.name == "__init__.py")) :])
 
 
 def back_edges() -> list[str]:
@@ -114,8 +154,10 @@ def back_edges() -> list[str]:
             theirs = layer_of(target)
             if theirs > mine:
                 where = "" if top else " (inside a function)"
-                bad.append(f"{module} ({LAYERS[mine][0]}) imports {target} ({LAYERS[theirs][0]})"
-                           f" at {_shown(module)}:{line}{where}")
+                bad.append(
+                    f"{module} ({LAYERS[mine][0]}) imports {target} ({LAYERS[theirs][0]})"
+                    f" at {_shown(module)}:{line}{where}"
+                )
     return bad
 
 
@@ -126,15 +168,17 @@ def test_every_module_has_a_layer():
 
 def test_no_module_imports_from_a_higher_layer():
     bad = back_edges()
-    assert not bad, ("imports against the layers (NOTE [Layers] in autodiag/core/__init__.py; "
-                     "bind the name from the higher layer instead, core/bindings.py):\n  "
-                     + "\n  ".join(bad))
+    assert not bad, (
+        "imports against the layers (NOTE [Layers] in autodiag/core/__init__.py; "
+        "bind the name from the higher layer instead, core/bindings.py):\n  " + "\n  ".join(bad)
+    )
 
 
 def test_no_import_cycle_among_the_engine_modules():
     engine = {m for m in MODULES if LAYERS[layer_of(m)][0] in ENGINE}
-    graph = {m: sorted({t for t, _, top in imports(m) if top and t in engine and t != m})
-             for m in engine}
+    graph = {
+        m: sorted({t for t, _, top in imports(m) if top and t in engine and t != m}) for m in engine
+    }
     # iterative depth-first search (colours: 0 new, 1 on the stack, 2 done)
     colour = dict.fromkeys(graph, 0)
     for start in sorted(graph):
@@ -151,7 +195,7 @@ def test_no_import_cycle_among_the_engine_modules():
                 stack.pop()
                 path.pop()
             elif colour[nxt] == 1:
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 pytest.fail("import cycle at module level: " + " -> ".join(cycle))
             elif colour[nxt] == 0:
                 colour[nxt] = 1
@@ -164,9 +208,12 @@ def test_the_named_bindings_are_made():
     from autodiag.core import bindings
 
     for module, name in BINDINGS.items():
-        calls = [n for n in ast.walk(ast.parse(MODULES[module].read_text()))
-                 if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", ""))
-                 == name]
+        calls = [
+            n
+            for n in ast.walk(ast.parse(MODULES[module].read_text()))
+            if isinstance(n, ast.Call)
+            and getattr(n.func, "attr", getattr(n.func, "id", "")) == name
+        ]
         assert len(calls) == 1, f"{module} should call bindings.{name} once"
         assert callable(getattr(bindings, name))
     assert sorted(bindings.__all__) == sorted(BINDINGS.values())
@@ -178,8 +225,13 @@ def test_the_test_sees_a_back_edge(tmp_path, monkeypatch):
     fake.parent.mkdir(parents=True)
     fake.write_text("def f():\n    from autodiag.tensor import Tensor\n")
     monkeypatch.setitem(MODULES, "autodiag.core.fake", fake)
-    assert any(e.startswith("autodiag.core.fake (core) imports autodiag.tensor (tensor) at "
-                            "autodiag/core/fake.py:2 (inside a function)") for e in back_edges())
+    assert any(
+        e.startswith(
+            "autodiag.core.fake (core) imports autodiag.tensor (tensor) at "
+            "autodiag/core/fake.py:2 (inside a function)"
+        )
+        for e in back_edges()
+    )
 
 
 def test_the_gradcheck_diagnosis_reads_only_the_checkers_public_names():
@@ -191,19 +243,26 @@ def test_the_gradcheck_diagnosis_reads_only_the_checkers_public_names():
             if isinstance(node, ast.ImportFrom) and node.module == "autodiag.autograd.gradcheck":
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{module}:{node.lineno} imports {private}"
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id == "_gc"):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "_gc"
+            ):
                 assert not node.attr.startswith("_"), (
-                    f"{module}:{node.lineno} reads _gc.{node.attr}")
+                    f"{module}:{node.lineno} reads _gc.{node.attr}"
+                )
 
 
-@pytest.mark.parametrize("path, names", [
-    ("autograd.graph", ["Node", "saved_tensors_hooks"]),
-    ("autograd.grad_mode", ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode"]),
-    ("autograd.function", ["Function", "FunctionCtx", "once_differentiable"]),
-    ("autograd.gradcheck", ["gradcheck", "gradgradcheck", "GradcheckError"]),
-    ("autograd.anomaly_mode", ["detect_anomaly", "set_detect_anomaly"]),
-])
+@pytest.mark.parametrize(
+    "path, names",
+    [
+        ("autograd.graph", ["Node", "saved_tensors_hooks"]),
+        ("autograd.grad_mode", ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode"]),
+        ("autograd.function", ["Function", "FunctionCtx", "once_differentiable"]),
+        ("autograd.gradcheck", ["gradcheck", "gradgradcheck", "GradcheckError"]),
+        ("autograd.anomaly_mode", ["detect_anomaly", "set_detect_anomaly"]),
+    ],
+)
 def test_pytorch_module_paths_still_import(path, names):
     """The modules moved to the core keep the import paths PyTorch users write."""
     import importlib

@@ -34,29 +34,41 @@ def private_reads(path: pathlib.Path) -> list[tuple[int, str]]:
             if isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"):
                 continue
             name = n.attr
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
-                n.func.id in ("getattr", "hasattr", "setattr") and len(n.args) > 1 and \
-                isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("getattr", "hasattr", "setattr")
+            and len(n.args) > 1
+            and isinstance(n.args[1], ast.Constant)
+            and isinstance(n.args[1].value, str)
+        ):
             name = n.args[1].value
         if name and name.startswith("_") and not name.startswith("__"):
             found.append((n.lineno, name))
     return found
 
 
-@pytest.mark.parametrize("path", sorted([*(ROOT / "analysis").glob("*.py"),
-                                         *(ROOT / "report").glob("*.py")]),
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "path",
+    sorted([*(ROOT / "analysis").glob("*.py"), *(ROOT / "report").glob("*.py")]),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_analyses_read_no_private_engine_field(path):
     rel = f"{path.parent.name}/{path.name}"
-    bad = [f"{rel}:{line}: ._{name[1:]}" for line, name in private_reads(path)
-           if (rel, name) not in ALLOWED]
+    bad = [
+        f"{rel}:{line}: ._{name[1:]}"
+        for line, name in private_reads(path)
+        if (rel, name) not in ALLOWED
+    ]
     assert not bad, "read the engine through autodiag.inspect:\n" + "\n".join(bad)
 
 
 def test_the_scan_sees_private_reads(tmp_path):
     p = tmp_path / "m.py"
-    p.write_text("def f(node, t, self):\n    self._ok\n    return node._next, getattr(t, '_data')"
-                 ", t.__class__\n")
+    p.write_text(
+        "def f(node, t, self):\n    self._ok\n    return node._next, getattr(t, '_data')"
+        ", t.__class__\n"
+    )
     assert private_reads(p) == [(3, "_next"), (3, "_data")]
 
 
@@ -79,8 +91,7 @@ def test_seam_matches_torch_graph():
         assert type(a).__name__ == type(b).__name__
         pairs = inspect.edges(a)
         assert [nr for _, nr in pairs] == [nr for _, nr in b.next_functions]
-        assert [c is None for c in inspect.children(a)] == [c is None for c, _ in
-                                                             b.next_functions]
+        assert [c is None for c in inspect.children(a)] == [c is None for c, _ in b.next_functions]
         assert inspect.is_leaf_node(a) == (type(b).__name__ == "AccumulateGrad")
         if inspect.is_leaf_node(a):
             assert inspect.shape(inspect.leaf_variable(a)) == tuple(b.variable.shape)
@@ -89,8 +100,7 @@ def test_seam_matches_torch_graph():
             assert e.shape == tuple(t.shape) and e.dtype == str(t.dtype).split(".")[-1]
             assert e.value.tolist() == t.tolist()
             assert e.version == e.current_version == 0
-        stack.extend((c, d) for (c, _), (d, _) in zip(pairs, b.next_functions)
-                     if c is not None)
+        stack.extend((c, d) for (c, _), (d, _) in zip(pairs, b.next_functions) if c is not None)
     assert seen == 10
 
 

@@ -18,7 +18,9 @@ HEAD = "import autodiag as torch\nimport autodiag.nn as nn\n"
 
 # name -> (command, body, kind, what the finding names, the marked line's text)
 BUGS = {
-    "zero_grad": ("check", """\
+    "zero_grad": (
+        "check",
+        """\
         torch.manual_seed(0)
         model = nn.Linear(3, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -28,8 +30,13 @@ BUGS = {
             loss = nn.functional.mse_loss(model(x), y)
             loss.backward()  # BUG
             opt.step()
-        """, "unplanned_accumulation", "model.weight"),
-    "detached": ("check", """\
+        """,
+        "unplanned_accumulation",
+        "model.weight",
+    ),
+    "detached": (
+        "check",
+        """\
         torch.manual_seed(0)
         w1 = nn.Parameter(torch.randn(4, 8))
         w2 = nn.Parameter(torch.randn(8, 1))
@@ -40,8 +47,13 @@ BUGS = {
             loss = (h @ w2.detach()).pow(2).mean()  # BUG
             loss.backward()
             opt.step()
-        """, "none_grad", "w2"),
-    "unused_layer": ("check", """\
+        """,
+        "none_grad",
+        "w2",
+    ),
+    "unused_layer": (
+        "check",
+        """\
         torch.manual_seed(0)
         net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
         head = nn.Linear(4, 1)
@@ -51,8 +63,13 @@ BUGS = {
             loss = net(torch.randn(5, 3)).pow(2).mean()
             loss.backward()  # BUG
             opt.step()
-        """, "none_grad", "head.weight"),
-    "leak": ("leaks", """\
+        """,
+        "none_grad",
+        "head.weight",
+    ),
+    "leak": (
+        "leaks",
+        """\
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 1))
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -64,29 +81,47 @@ BUGS = {
             loss.backward()
             opt.step()
             history.append(loss)
-        """, "graph_leak", "history"),
-    "nan": ("anomaly", """\
+        """,
+        "graph_leak",
+        "history",
+    ),
+    "nan": (
+        "anomaly",
+        """\
         logits = torch.tensor([[2.0, -1.0, 0.5], [0.0, 1.0, 3.0]], requires_grad=True)
         mask = torch.tensor([[1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
         p = torch.softmax(logits, dim=1) * mask
         p = p / p.sum(dim=1, keepdim=True)
         entropy = -(p * torch.log(p)).sum()  # BUG
         entropy.backward()
-        """, "inf_forward", "log"),
-    "freed": ("check", """\
+        """,
+        "inf_forward",
+        "log",
+    ),
+    "freed": (
+        "check",
+        """\
         w = torch.ones(3, requires_grad=True)
         h = torch.tanh(w * 2)
         for step in range(2):
             loss = (h * step).sum()
             loss.backward()  # BUG
-        """, "freed_graph", "TanhBackward0"),
-    "inplace": ("inplace", """\
+        """,
+        "freed_graph",
+        "TanhBackward0",
+    ),
+    "inplace": (
+        "inplace",
+        """\
         x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
         s = torch.sigmoid(x)
         s.mul_(2)  # BUG
         loss = s.sum()
         loss.backward()
-        """, "inplace_saved_tensor", "mul_"),
+        """,
+        "inplace_saved_tensor",
+        "mul_",
+    ),
 }
 
 
@@ -97,11 +132,19 @@ def layout(body: str, how: str) -> str:
     if how == "function":
         return HEAD + "\ndef train():\n" + textwrap.indent(b, "    ") + "\n\n\ntrain()\n"
     if how == "method":
-        return (HEAD + "\nclass Trainer:\n    def run(self):\n" + textwrap.indent(b, "        ")
-                + "\n\n\nTrainer().run()\n")
+        return (
+            HEAD
+            + "\nclass Trainer:\n    def run(self):\n"
+            + textwrap.indent(b, "        ")
+            + "\n\n\nTrainer().run()\n"
+        )
     assert how == "main"
-    return (HEAD + "\ndef main():\n    for epoch in range(1):\n" + textwrap.indent(b, "        ")
-            + "\n\n\nif __name__ == '__main__':\n    main()\n")
+    return (
+        HEAD
+        + "\ndef main():\n    for epoch in range(1):\n"
+        + textwrap.indent(b, "        ")
+        + "\n\n\nif __name__ == '__main__':\n    main()\n"
+    )
 
 
 LAYOUTS = ("module", "function", "method", "main")
@@ -130,7 +173,9 @@ def test_every_command_finds_its_bug_in_every_layout(script, bug, how, via):
 
 
 def test_a_model_held_by_self_is_named_by_its_attribute(script):
-    path = script(HEAD + textwrap.dedent("""\
+    path = script(
+        HEAD
+        + textwrap.dedent("""\
         class Trainer:
             def __init__(self):
                 self.model = nn.Linear(3, 1)
@@ -145,7 +190,8 @@ def test_a_model_held_by_self_is_named_by_its_attribute(script):
 
 
         Trainer().fit()
-        """))
+        """)
+    )
     doc = json.loads(cli("check", path, "-f", "json").stdout)
     params = sorted(f["parameter"] for f in doc["findings"] if f["kind"] == "none_grad")
     assert params == ["self.extra.bias", "self.extra.weight"], doc["findings"]

@@ -38,7 +38,10 @@ x, y = torch.randn(8, 4), torch.randn(8, 1)
 """
 
 LEAKY = {
-    "list": ("list", "history", """\
+    "list": (
+        "list",
+        "history",
+        """\
 history = []  # HOLDER
 for step in range(8):
     opt.zero_grad()
@@ -46,8 +49,12 @@ for step in range(8):
     loss.backward()
     opt.step()
     history.append(loss)
-"""),
-    "dict": ("dict", "stats", """\
+""",
+    ),
+    "dict": (
+        "dict",
+        "stats",
+        """\
 stats = {}  # HOLDER
 for step in range(8):
     opt.zero_grad()
@@ -55,8 +62,12 @@ for step in range(8):
     loss.backward()
     opt.step()
     stats[f"step {step}"] = loss
-"""),
-    "attribute": ("attribute", "tracker", """\
+""",
+    ),
+    "attribute": (
+        "attribute",
+        "tracker",
+        """\
 class Tracker:
     def __init__(self):
         self.running = 0.0  # HOLDER
@@ -72,8 +83,12 @@ for step in range(8):
     loss.backward()
     opt.step()
     tracker.update(loss)
-"""),
-    "hook closure": ("closure", "model", """\
+""",
+    ),
+    "hook closure": (
+        "closure",
+        "model",
+        """\
 def make_hook(t):
     def hook(grad):  # HOLDER
         return grad if t is not None else grad
@@ -86,8 +101,12 @@ for step in range(8):
     model.weight.register_hook(make_hook(loss))
     loss.backward()
     opt.step()
-"""),
-    "total_loss +=": ("variable", "total_loss", """\
+""",
+    ),
+    "total_loss +=": (
+        "variable",
+        "total_loss",
+        """\
 total_loss = 0  # HOLDER
 for step in range(8):
     opt.zero_grad()
@@ -95,8 +114,12 @@ for step in range(8):
     loss.backward()
     opt.step()
     total_loss += loss  # CREATED
-"""),
-    "local list in a function": ("list", "losses", """\
+""",
+    ),
+    "local list in a function": (
+        "list",
+        "losses",
+        """\
 def train(steps):
     losses = []  # HOLDER
     for _ in range(steps):
@@ -109,7 +132,8 @@ def train(steps):
 
 
 train(8)
-"""),
+""",
+    ),
 }
 
 CLEAN = {
@@ -212,13 +236,15 @@ def test_leak_variant_reports_holder_and_creation_line(tmp_path, variant):
 
 
 def test_leaky_sample_text_report():
-    r = runner.invoke(app, ["leaks", os.path.join(ROOT, "samples", "leaky_loop.py"),
-                            "--no-color"], catch_exceptions=False)
+    r = runner.invoke(
+        app,
+        ["leaks", os.path.join(ROOT, "samples", "leaky_loop.py"), "--no-color"],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 1
     out = r.stdout
     sample = short_path(os.path.join(ROOT, "samples", "leaky_loop.py"))  # as the report names it
-    assert f"list `history` ({sample}:19) holds tensors with grad_fn, created at {sample}:22" \
-        in out
+    assert f"list `history` ({sample}:19) holds tensors with grad_fn, created at {sample}:22" in out
     assert "loss = nn.functional.mse_loss(model(x), y)" in out  # the creation line
     assert "← found" in out and "retained bytes per step" in out
     assert "retained_graph" in out and "leaky_loop.py:23" in out
@@ -239,13 +265,16 @@ def test_leaky_sample_json_census():
 
 
 def test_retain_graph_never_reused(tmp_path):
-    path, _ = write(tmp_path, """\
+    path, _ = write(
+        tmp_path,
+        """\
     for step in range(8):
         opt.zero_grad()
         loss = ((model(x) - y) ** 2).mean()
         loss.backward(retain_graph=True)
         opt.step()
-    """)
+    """,
+    )
     code, doc = leaks_json(path)
     assert code == 1
     (f,) = doc["findings"]
@@ -255,7 +284,9 @@ def test_retain_graph_never_reused(tmp_path):
 
 
 def test_constant_hook_capture_is_a_warning(tmp_path):
-    path, marks = write(tmp_path, """\
+    path, marks = write(
+        tmp_path,
+        """\
     def make(t):
         def hook(g):  # HOLDER
             return g if t is not None else g
@@ -268,7 +299,8 @@ def test_constant_hook_capture_is_a_warning(tmp_path):
         loss = ((model(x) - y) ** 2).mean()
         loss.backward()
         opt.step()
-    """)
+    """,
+    )
     code, doc = leaks_json(path)
     (f,) = doc["findings"]
     assert f["kind"] == "graph_leak" and f["severity"] == "warning" and not f["growing"]
@@ -286,8 +318,10 @@ def test_clean_loop_reports_nothing(tmp_path, variant):
     assert (code, doc["findings"]) == (0, [])
 
 
-@pytest.mark.parametrize("sample", ["train.py", "model.py", "quickstart.py", "no_zero_grad.py",
-                                    "detached_param.py", "myop.py"])
+@pytest.mark.parametrize(
+    "sample",
+    ["train.py", "model.py", "quickstart.py", "no_zero_grad.py", "detached_param.py", "myop.py"],
+)
 def test_samples_without_leaks(sample):
     code, doc = leaks_json(os.path.join(ROOT, "samples", sample))
     assert (code, doc["findings"]) == (0, [])
@@ -296,7 +330,9 @@ def test_samples_without_leaks(sample):
 # --- cases from review: what must (not) be a leak, and what must never crash -------------
 
 MORE_LEAKY = {
-    "a new optimizer every epoch": ("history", """\
+    "a new optimizer every epoch": (
+        "history",
+        """\
 history = []
 for epoch in range(4):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -307,8 +343,11 @@ for epoch in range(4):
         opt.step()
         if epoch >= 1:
             history.append(loss)
-"""),
-    "constant retention before a late leak": ("history", """\
+""",
+    ),
+    "constant retention before a late leak": (
+        "history",
+        """\
 w = [torch.randn(3, requires_grad=True) for _ in range(6)]
 history = []
 for i in range(20):
@@ -321,8 +360,11 @@ for i in range(20):
     del s
     if i >= 8:
         history.append(loss)
-"""),
-    "a leak beside a one-step holder": ("extras", """\
+""",
+    ),
+    "a leak beside a one-step holder": (
+        "extras",
+        """\
 v = torch.randn(3, requires_grad=True)
 extras = []
 prev_out = None
@@ -334,8 +376,11 @@ for i in range(10):
     opt.step()
     prev_out = out
     extras.append((v * 2).sum())
-"""),
-    "t[i] = loss into a tensor": ("losses", """\
+""",
+    ),
+    "t[i] = loss into a tensor": (
+        "losses",
+        """\
 losses = torch.zeros(30)
 for i in range(30):
     opt.zero_grad()
@@ -343,8 +388,11 @@ for i in range(30):
     loss.backward()
     opt.step()
     losses[i] = loss
-"""),
-    "a list on a class": ("Cfg", """\
+""",
+    ),
+    "a list on a class": (
+        "Cfg",
+        """\
 class Cfg:
     hist = []
 
@@ -355,7 +403,8 @@ for i in range(8):
     loss.backward()
     opt.step()
     Cfg.hist.append(loss)
-"""),
+""",
+    ),
 }
 
 
@@ -371,7 +420,9 @@ def test_more_leaks_one_finding_each(tmp_path, variant):
 
 
 def test_growing_graph_of_one_step_is_not_a_leak(tmp_path):
-    path, _ = write(tmp_path, """\
+    path, _ = write(
+        tmp_path,
+        """\
     cell = nn.Linear(8, 8)
     opt = torch.optim.SGD(cell.parameters(), lr=0.01)
     for step in range(10):
@@ -383,14 +434,17 @@ def test_growing_graph_of_one_step_is_not_a_leak(tmp_path):
         loss.backward()
         opt.step()
         last_h = h
-    """)
+    """,
+    )
     code, doc = leaks_json(path)
     assert (code, doc["findings"]) == (0, [])
 
 
 @pytest.mark.parametrize("holder", ["collections.deque(maxlen=4)", "Window()"])
 def test_bounded_retention_is_a_warning_with_true_figures(tmp_path, holder):
-    path, _ = write(tmp_path, f"""\
+    path, _ = write(
+        tmp_path,
+        f"""\
     import collections
     class Window(list):
         def append(self, t):
@@ -405,21 +459,28 @@ def test_bounded_retention_is_a_warning_with_true_figures(tmp_path, holder):
         loss.backward()
         opt.step()
         recent.append(loss)
-    """)
+    """,
+    )
     code, doc = leaks_json(path)
     (f,) = doc["findings"]
     assert f["severity"] == "warning" and f["bounded"] and f["holder"]["name"] == "recent"
     assert f["growth_nodes_per_step"] > 0 and "+-" not in f["message"]
 
 
-@pytest.mark.parametrize("oddity", [
-    "class Proxy:\n    def __getattribute__(self, n):\n        raise RuntimeError('unbound')\n"
-    "history = [Proxy()]",
-    "class Key:\n    def __repr__(self):\n        raise RuntimeError('no repr')\n"
-    "history = {}\nhistory[Key()] = 1",
-])
+@pytest.mark.parametrize(
+    "oddity",
+    [
+        "class Proxy:\n    def __getattribute__(self, n):\n        raise RuntimeError('unbound')\n"
+        "history = [Proxy()]",
+        "class Key:\n    def __repr__(self):\n        raise RuntimeError('no repr')\n"
+        "history = {}\nhistory[Key()] = 1",
+    ],
+)
 def test_odd_user_objects_never_break_the_run(tmp_path, oddity):
-    path, _ = write(tmp_path, oddity + """
+    path, _ = write(
+        tmp_path,
+        oddity
+        + """
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for i in range(8):
     opt.zero_grad()
@@ -430,7 +491,8 @@ for i in range(8):
         history[i] = loss
     else:
         history.append(loss)
-""")
+""",
+    )
     code, doc = leaks_json(path)
     assert code == 1 and doc["status"] == "findings"
     assert [f["kind"] for f in doc["findings"]] == ["graph_leak"]
@@ -440,21 +502,26 @@ for i in range(8):
 
 
 def test_steps_at_backward_without_optimizer(tmp_path):
-    path, _ = write(tmp_path, """\
+    path, _ = write(
+        tmp_path,
+        """\
     w = torch.randn(4, 1, requires_grad=True)
     kept = []
     for step in range(6):
         loss = ((x @ w - y) ** 2).mean()
         loss.backward()
         kept.append(loss)
-    """)
+    """,
+    )
     code, doc = leaks_json(path)
     assert doc["step_source"] == "backward" and len(doc["steps"]) == 6
     assert code == 1 and doc["findings"][0]["holder"]["name"] == "kept"
 
 
 def test_explicit_step_markers_win(tmp_path):
-    path, _ = write(tmp_path, """\
+    path, _ = write(
+        tmp_path,
+        """\
     import autodiag.trace
     kept = []
     for epoch in range(5):
@@ -465,7 +532,8 @@ def test_explicit_step_markers_win(tmp_path):
             opt.step()
         kept.append(loss)
         autodiag.trace.step()
-    """)
+    """,
+    )
     code, doc = leaks_json(path)
     assert doc["step_source"] == "marker" and len(doc["steps"]) == 5
     assert code == 1
@@ -527,7 +595,11 @@ def test_find_holder_paths():
     holder, chain = find_holder(kept["a"][0])
     del chain
     assert (holder.kind, holder.name, holder.path, holder.container) == (
-        "local", "kept", "kept['a'][0]", "list")
+        "local",
+        "kept",
+        "kept['a'][0]",
+        "list",
+    )
 
     class Box:
         pass

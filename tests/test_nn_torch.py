@@ -120,11 +120,13 @@ def test_custom_module_repr_and_names(torch):
     assert [n for n, _ in a.named_parameters()] == [n for n, _ in t.named_parameters()]
     assert [n for n, _ in a.named_buffers()] == [n for n, _ in t.named_buffers()]
     assert [n for n, _ in a.named_modules()] == [n for n, _ in t.named_modules()]
-    assert [n for n, _ in a.named_modules(remove_duplicate=False)] == \
-        [n for n, _ in t.named_modules(remove_duplicate=False)]
+    assert [n for n, _ in a.named_modules(remove_duplicate=False)] == [
+        n for n, _ in t.named_modules(remove_duplicate=False)
+    ]
     assert [n for n, _ in a.named_children()] == [n for n, _ in t.named_children()]
-    assert [n for n, _ in a.named_parameters(prefix="m", recurse=False)] == \
-        [n for n, _ in t.named_parameters(prefix="m", recurse=False)]
+    assert [n for n, _ in a.named_parameters(prefix="m", recurse=False)] == [
+        n for n, _ in t.named_parameters(prefix="m", recurse=False)
+    ]
     assert list(a.state_dict()) == list(t.state_dict())
     assert len(list(a.parameters())) == len(list(t.parameters()))
     assert {"blocks", "shared", "head"} <= set(dir(a))
@@ -139,8 +141,9 @@ def test_parameter(torch):
     t = torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.float64))
     a = ad.nn.Parameter(ad.tensor([1.0, 2.0], dtype=ad.float64))
     assert repr(a) == repr(t)
-    assert repr(ad.nn.Parameter(ad.tensor([1.5]), requires_grad=False)) == \
-        repr(torch.nn.Parameter(torch.tensor([1.5]), requires_grad=False))
+    assert repr(ad.nn.Parameter(ad.tensor([1.5]), requires_grad=False)) == repr(
+        torch.nn.Parameter(torch.tensor([1.5]), requires_grad=False)
+    )
     # shares storage with the tensor it wraps
     base = ad.zeros(2)
     p = ad.nn.Parameter(base)
@@ -168,18 +171,20 @@ REGISTRATION_ERRORS = [
     ("dot_in_name", lambda lib, m: m.register_parameter("a.b", lib.nn.Parameter(lib.ones(1)))),
     ("empty_name", lambda lib, m: m.register_buffer("", lib.ones(1))),
     ("existing_attr", lambda lib, m: m.register_buffer("training", lib.ones(1))),
-    ("non_leaf_param", lambda lib, m: m.register_parameter(
-        "p", lib.nn.Parameter(lib.ones(1)) * 2)),
+    ("non_leaf_param", lambda lib, m: m.register_parameter("p", lib.nn.Parameter(lib.ones(1)) * 2)),
     ("buffer_not_tensor", lambda lib, m: m.register_buffer("b", [1.0])),
-    ("module_attr_not_module", lambda lib, m: (m.add_module("s", lib.nn.ReLU()),
-                                               setattr(m, "s", 3))),
+    (
+        "module_attr_not_module",
+        lambda lib, m: (m.add_module("s", lib.nn.ReLU()), setattr(m, "s", 3)),
+    ),
     ("missing_attr", lambda lib, m: m.nope),
     ("train_not_bool", lambda lib, m: m.train("yes")),
 ]
 
 
-@pytest.mark.parametrize("fn", [c[1] for c in REGISTRATION_ERRORS],
-                         ids=[c[0] for c in REGISTRATION_ERRORS])
+@pytest.mark.parametrize(
+    "fn", [c[1] for c in REGISTRATION_ERRORS], ids=[c[0] for c in REGISTRATION_ERRORS]
+)
 def test_registration_errors(torch, fn):
     with pytest.raises(Exception) as te:
         fn(torch, torch.nn.Linear(3, 2))
@@ -214,9 +219,19 @@ LAYERS = [
     ("linear_nobias", lambda lib: lib.nn.Linear(4, 3, bias=False), (5, 4), "float"),
     ("linear_3d", lambda lib: lib.nn.Linear(4, 3), (2, 5, 4), "float"),
     ("linear_1d", lambda lib: lib.nn.Linear(4, 3), (4,), "float"),
-    ("mlp", lambda lib: lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.ReLU(),
-                                          lib.nn.Linear(8, 8), lib.nn.Tanh(),
-                                          lib.nn.Linear(8, 2), lib.nn.Sigmoid()), (6, 4), "float"),
+    (
+        "mlp",
+        lambda lib: lib.nn.Sequential(
+            lib.nn.Linear(4, 8),
+            lib.nn.ReLU(),
+            lib.nn.Linear(8, 8),
+            lib.nn.Tanh(),
+            lib.nn.Linear(8, 2),
+            lib.nn.Sigmoid(),
+        ),
+        (6, 4),
+        "float",
+    ),
     ("gelu", lambda lib: lib.nn.Sequential(lib.nn.Linear(4, 4), lib.nn.GELU()), (3, 4), "float"),
     ("gelu_tanh", lambda lib: lib.nn.GELU("tanh"), (3, 4), "float"),
     ("leaky", lambda lib: lib.nn.LeakyReLU(0.1), (3, 4), "float"),
@@ -225,17 +240,30 @@ LAYERS = [
     ("log_softmax", lambda lib: lib.nn.LogSoftmax(dim=-1), (3, 4), "float"),
     ("layernorm", lambda lib: lib.nn.LayerNorm(4), (3, 4), "float"),
     ("layernorm_2d", lambda lib: lib.nn.LayerNorm((3, 4)), (2, 3, 4), "float"),
-    ("layernorm_plain", lambda lib: lib.nn.LayerNorm(4, elementwise_affine=False), (3, 4),
-     "float"),
-    ("flatten", lambda lib: lib.nn.Sequential(lib.nn.Flatten(), lib.nn.Linear(12, 2)),
-     (2, 3, 4), "float"),
+    ("layernorm_plain", lambda lib: lib.nn.LayerNorm(4, elementwise_affine=False), (3, 4), "float"),
+    (
+        "flatten",
+        lambda lib: lib.nn.Sequential(lib.nn.Flatten(), lib.nn.Linear(12, 2)),
+        (2, 3, 4),
+        "float",
+    ),
     ("identity", lambda lib: lib.nn.Identity(), (3,), "float"),
-    ("dropout_eval", lambda lib: lib.nn.Sequential(lib.nn.Linear(4, 4),
-                                                   lib.nn.Dropout(0.5)).eval(), (3, 4), "float"),
+    (
+        "dropout_eval",
+        lambda lib: lib.nn.Sequential(lib.nn.Linear(4, 4), lib.nn.Dropout(0.5)).eval(),
+        (3, 4),
+        "float",
+    ),
     ("embedding", lambda lib: lib.nn.Embedding(7, 3), (2, 4), "index"),
     ("embedding_pad", lambda lib: lib.nn.Embedding(7, 3, padding_idx=2), (2, 4), "index"),
-    ("embed_mlp", lambda lib: lib.nn.Sequential(lib.nn.Embedding(7, 4), lib.nn.LayerNorm(4),
-                                                lib.nn.Linear(4, 2)), (3, 2), "index"),
+    (
+        "embed_mlp",
+        lambda lib: lib.nn.Sequential(
+            lib.nn.Embedding(7, 4), lib.nn.LayerNorm(4), lib.nn.Linear(4, 2)
+        ),
+        (3, 2),
+        "index",
+    ),
 ]
 
 
@@ -258,7 +286,7 @@ def test_layer_matches_torch(torch, lid, factory, shape, kind, dtype):
     tx, ax = _input(torch, shape, kind, dtype), _input(ad, shape, kind, dtype)
     ty, ay = tm(tx), am(ax)
     np.testing.assert_allclose(np_of(ay), np_of(ty), **tol(dtype))
-    assert str(ay.dtype) .rsplit(".", 1)[-1] == str(ty.dtype).rsplit(".", 1)[-1]
+    assert str(ay.dtype).rsplit(".", 1)[-1] == str(ty.dtype).rsplit(".", 1)[-1]
     assert_same_graph(ty.grad_fn, ay.grad_fn)
     g = np.random.default_rng(1).standard_normal(tuple(ty.shape)).astype(dtype)
     ty.backward(torch.tensor(g))
@@ -312,16 +340,27 @@ def test_linear_init_as_pytorch(torch):
 
 
 def test_init_functions(torch):
-    for nl, p in [("linear", None), ("relu", None), ("tanh", None), ("leaky_relu", None),
-                  ("leaky_relu", 0.2), ("selu", None), ("sigmoid", None)]:
+    for nl, p in [
+        ("linear", None),
+        ("relu", None),
+        ("tanh", None),
+        ("leaky_relu", None),
+        ("leaky_relu", 0.2),
+        ("selu", None),
+        ("sigmoid", None),
+    ]:
         assert ad.nn.init.calculate_gain(nl, p) == pytest.approx(
-            torch.nn.init.calculate_gain(nl, p))
+            torch.nn.init.calculate_gain(nl, p)
+        )
     for shape in [(3, 5), (2, 3, 4, 5)]:
-        assert ad.nn.init._calculate_fan_in_and_fan_out(ad.empty(*shape)) == \
-            torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(*shape))
-    for fn in (lambda lib: lib.nn.init._calculate_fan_in_and_fan_out(lib.empty(3)),
-               lambda lib: lib.nn.init.calculate_gain("cube"),
-               lambda lib: lib.nn.init.kaiming_uniform_(lib.empty(2, 3), mode="fan_x")):
+        assert ad.nn.init._calculate_fan_in_and_fan_out(
+            ad.empty(*shape)
+        ) == torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(*shape))
+    for fn in (
+        lambda lib: lib.nn.init._calculate_fan_in_and_fan_out(lib.empty(3)),
+        lambda lib: lib.nn.init.calculate_gain("cube"),
+        lambda lib: lib.nn.init.kaiming_uniform_(lib.empty(2, 3), mode="fan_x"),
+    ):
         with pytest.raises(ValueError) as te:
             fn(torch)
         with pytest.raises(ValueError) as ae:
@@ -467,9 +506,12 @@ def test_load_state_dict_errors(torch, case):
             m.load_state_dict(mutate(m.state_dict(), lib))
         msgs.append(str(e.value))
     assert msgs[1] == msgs[0]
-    phrase = {"missing": "Missing key(s) in state_dict", "unexpected":
-              "Unexpected key(s) in state_dict", "both": "Missing key(s) in state_dict",
-              "shape": "size mismatch for 0.weight"}[case]
+    phrase = {
+        "missing": "Missing key(s) in state_dict",
+        "unexpected": "Unexpected key(s) in state_dict",
+        "both": "Missing key(s) in state_dict",
+        "shape": "size mismatch for 0.weight",
+    }[case]
     assert phrase in msgs[1]
     if case != "shape":
         tr = _net(torch).load_state_dict(mutate(_net(torch).state_dict(), torch), strict=False)
@@ -505,7 +547,8 @@ def _hooked_run(lib, x_requires_grad: bool, modify: bool):
         n = names[id(m)]
         m.register_forward_pre_hook(lambda mod, args, n=n: log.append(("pre", n, _desc(args))))
         m.register_forward_hook(
-            lambda mod, args, out, n=n: log.append(("fwd", n, _desc(args), _desc(out))))
+            lambda mod, args, out, n=n: log.append(("fwd", n, _desc(args), _desc(out)))
+        )
 
         def bw(mod, gin, gout, n=n):
             log.append(("bwd", n, _desc(mod), _desc(gin), _desc(gout)))
@@ -515,7 +558,8 @@ def _hooked_run(lib, x_requires_grad: bool, modify: bool):
 
         m.register_full_backward_hook(bw)
         m.register_full_backward_pre_hook(
-            lambda mod, gout, n=n: log.append(("bpre", n, _desc(gout))))
+            lambda mod, gout, n=n: log.append(("bpre", n, _desc(gout)))
+        )
     return net, log
 
 
@@ -537,8 +581,14 @@ def test_module_hooks_match_torch(torch, x_grad, modify):
             y = net(xt)
             y.pow(2).sum().backward()
         grads = [np_of(p.grad) for p in net.parameters()]
-        results.append((log, grads, [str(w.message)[:40] for w in ws],
-                        None if xt.grad is None else np_of(xt.grad)))
+        results.append(
+            (
+                log,
+                grads,
+                [str(w.message)[:40] for w in ws],
+                None if xt.grad is None else np_of(xt.grad),
+            )
+        )
     (tlog, tgrads, twarn, txg), (alog, agrads, awarn, axg) = results
     assert [e[:2] for e in alog] == [e[:2] for e in tlog]  # order
     for te, ae in zip(tlog, alog):
@@ -560,8 +610,9 @@ def _check_handles(lib):
     calls = []
     h1 = m.register_forward_pre_hook(lambda mod, args: calls.append("a"))
     h2 = m.register_forward_pre_hook(lambda mod, args: calls.append("b"), prepend=True)
-    h3 = m.register_forward_hook(lambda mod, args, kw, out: calls.append(("k", kw)),
-                                 with_kwargs=True)
+    h3 = m.register_forward_hook(
+        lambda mod, args, kw, out: calls.append(("k", kw)), with_kwargs=True
+    )
     m(lib.ones(1, 2))
     assert calls == ["b", "a", ("k", {})]
     for h in (h1, h2, h3):
@@ -594,8 +645,7 @@ def test_backward_hook_graph_names(torch):
 
 LAYER_ERRORS = [
     ("linear_dtype", lambda T: T.nn.Linear(3, 2)(T.ones(4, 3, dtype=T.float64))),
-    ("addmm_self_dtype", lambda T: T.addmm(T.ones(2), T.ones(3, 4), T.ones(4, 2,
-                                                                        dtype=T.float64))),
+    ("addmm_self_dtype", lambda T: T.addmm(T.ones(2), T.ones(3, 4), T.ones(4, 2, dtype=T.float64))),
     ("linear_shape", lambda T: T.nn.Linear(3, 2)(T.ones(4, 4))),
     ("linear_shape_3d", lambda T: T.nn.Linear(3, 2)(T.ones(2, 4, 4))),
     ("linear_shape_nobias", lambda T: T.nn.Linear(3, 2, bias=False)(T.ones(4, 4))),
@@ -608,14 +658,26 @@ LAYER_ERRORS = [
     ("ce_target_range", lambda T: T.nn.CrossEntropyLoss()(T.ones(4, 3), T.tensor([0, 1, 2, 3]))),
     ("ce_batch", lambda T: T.nn.CrossEntropyLoss()(T.ones(4, 3), T.tensor([0, 1]))),
     ("ce_float_target", lambda T: T.nn.functional.cross_entropy(T.ones(4, 3), T.ones(4))),
-    ("ce_int_probs", lambda T: T.nn.functional.cross_entropy(T.ones(2, 3),
-                                                             T.ones(2, 3, dtype=T.int64))),
-    ("ce_smoothing", lambda T: T.nn.functional.cross_entropy(T.ones(2, 3), T.tensor([0, 1]),
-                                                             label_smoothing=1.5)),
-    ("nll_weight_grad", lambda T: T.nn.functional.nll_loss(
-        T.ones(2, 3, requires_grad=True), T.tensor([0, 1]), T.ones(3, requires_grad=True))),
-    ("nll_target_3d", lambda T: T.nn.functional.nll_loss(T.ones(2, 3, 4),
-                                                         T.tensor([[0, 1, 2], [1, 1, 1]]))),
+    (
+        "ce_int_probs",
+        lambda T: T.nn.functional.cross_entropy(T.ones(2, 3), T.ones(2, 3, dtype=T.int64)),
+    ),
+    (
+        "ce_smoothing",
+        lambda T: T.nn.functional.cross_entropy(
+            T.ones(2, 3), T.tensor([0, 1]), label_smoothing=1.5
+        ),
+    ),
+    (
+        "nll_weight_grad",
+        lambda T: T.nn.functional.nll_loss(
+            T.ones(2, 3, requires_grad=True), T.tensor([0, 1]), T.ones(3, requires_grad=True)
+        ),
+    ),
+    (
+        "nll_target_3d",
+        lambda T: T.nn.functional.nll_loss(T.ones(2, 3, 4), T.tensor([[0, 1, 2], [1, 1, 1]])),
+    ),
     ("nll_multi_target", lambda T: T.nn.functional.nll_loss(T.ones(2, 3), T.tensor([[0], [1]]))),
     ("mse_shapes", lambda T: T.nn.MSELoss()(T.ones(4, 3), T.ones(4, 4))),
     ("bce_shapes", lambda T: T.nn.BCEWithLogitsLoss()(T.ones(4, 3), T.ones(4))),
@@ -623,8 +685,10 @@ LAYER_ERRORS = [
     ("no_forward", lambda T: T.nn.Module()(T.ones(1))),
     ("sequential_index", lambda T: T.nn.Sequential(T.nn.ReLU())[5]),
     ("dropout_p", lambda T: T.nn.functional.dropout(T.ones(2), 1.5)),
-    ("leaky_inplace_leaf", lambda T: T.nn.functional.leaky_relu(T.ones(2, requires_grad=True),
-                                                                inplace=True)),
+    (
+        "leaky_inplace_leaf",
+        lambda T: T.nn.functional.leaky_relu(T.ones(2, requires_grad=True), inplace=True),
+    ),
 ]
 
 
@@ -642,9 +706,11 @@ def test_layer_errors_match_torch(torch, fn):
 
 def test_loss_warnings_match_torch(torch):
     """mse_loss's broadcast warning and the deprecated size_average/reduce arguments."""
-    for fn in (lambda T: T.nn.functional.mse_loss(T.ones(4, 3), T.ones(4, 1)),
-               lambda T: T.nn.MSELoss(size_average=False)(T.ones(2), T.zeros(2)),
-               lambda T: T.nn.functional.softmax(T.ones(2, 3))):
+    for fn in (
+        lambda T: T.nn.functional.mse_loss(T.ones(4, 3), T.ones(4, 1)),
+        lambda T: T.nn.MSELoss(size_average=False)(T.ones(2), T.zeros(2)),
+        lambda T: T.nn.functional.softmax(T.ones(2, 3)),
+    ):
         msgs = []
         for lib in (torch, ad):
             with warnings.catch_warnings(record=True) as ws:

@@ -49,10 +49,18 @@ def test_declared_inplace_twin_is_torchs(torch, name):
     assert twin == name + "_" and hasattr(torch.Tensor, twin)
     assert getattr(ad.Tensor, twin).__name__ == twin
     x = ad.tensor([0.5, 0.25], dtype=ad.float64)
-    args = {"clamp": (0.3,), "clip": (0.3,), "clamp_min": (0.3,), "clamp_max": (0.3,),
-            "pow": (2,)}.get(name, (2.0,) if OPS[name].method in
-                             ("add", "sub", "mul", "div", "subtract", "multiply", "divide")
-                             else ())
+    args = {
+        "clamp": (0.3,),
+        "clip": (0.3,),
+        "clamp_min": (0.3,),
+        "clamp_max": (0.3,),
+        "pow": (2,),
+    }.get(
+        name,
+        (2.0,)
+        if OPS[name].method in ("add", "sub", "mul", "div", "subtract", "multiply", "divide")
+        else (),
+    )
     expected = getattr(ad, name)(x.clone(), *args)
     vc = x._version
     assert getattr(x, twin)(*args) is x
@@ -69,8 +77,9 @@ def test_expression_functions_are_the_registered_pure_ops():
         assert inspect.unwrap(info.op).__module__ != "autodiag.ops.factories", name
 
 
-@pytest.mark.parametrize("expr", ["gelu(x)", "softplus(x, beta=2)",
-                                  "leaky_relu(x, negative_slope=0.2)"])
+@pytest.mark.parametrize(
+    "expr", ["gelu(x)", "softplus(x, beta=2)", "leaky_relu(x, negative_slope=0.2)"]
+)
 def test_expression_calls_nn_functional_ops(expr):
     # allowed before, but evaluated as autodiag.<name>, which they are not (torch has no
     # torch.gelu): exit 3, "module 'autodiag' has no attribute 'gelu'"
@@ -79,6 +88,9 @@ def test_expression_calls_nn_functional_ops(expr):
     doc = json.loads(r.stdout)
     assert doc["status"] == "ok"
     name = expr.split("(")[0]
-    want = {"gelu": "GeluBackward0", "softplus": "SoftplusBackward0",
-            "leaky_relu": "LeakyReluBackward0"}[name]
+    want = {
+        "gelu": "GeluBackward0",
+        "softplus": "SoftplusBackward0",
+        "leaky_relu": "LeakyReluBackward0",
+    }[name]
     assert [n["name"] for n in doc["nodes"]][0] == want

@@ -193,8 +193,9 @@ def check_case(torch, case: Case):
             tol_k = dict(tol, rtol=max(tol["rtol"], case.rtol))
             if t.dtype == torch.float32:
                 tol_k = TOL32
-            np.testing.assert_allclose(_np(a), _np(t), err_msg=f"output {k} ({dtype_name})",
-                                       **tol_k)
+            np.testing.assert_allclose(
+                _np(a), _np(t), err_msg=f"output {k} ({dtype_name})", **tol_k
+            )
             # 2 + 3. node names and next_functions, to the leaves
             assert_same_graph(t.grad_fn, a.grad_fn, f"output{k}[{dtype_name}]")
             assert a.requires_grad == t.requires_grad
@@ -214,8 +215,7 @@ def check_case(torch, case: Case):
             continue
         assert a.grad is not None, f"input {i}: grad is None, torch has one"
         assert _dt(a.grad) == _dt(t.grad)
-        np.testing.assert_allclose(_np(a.grad), _np(t.grad), err_msg=f"grad of input {i}",
-                                   **TOL64)
+        np.testing.assert_allclose(_np(a.grad), _np(t.grad), err_msg=f"grad of input {i}", **TOL64)
 
     # 5. second derivatives: d/dx sum_i <dL/dx_i, v_i>
     if not case.second:
@@ -224,23 +224,40 @@ def check_case(torch, case: Case):
     ax, aouts = _run(ad, case, arrays, "float64")
     tin = [t for t in tx if t.requires_grad]
     ain = [a for a in ax if a.requires_grad]
-    tg = torch.autograd.grad([touts[k] for k in diff], tin, [torch.tensor(g) for g in gs],
-                             create_graph=True, allow_unused=True)
+    tg = torch.autograd.grad(
+        [touts[k] for k in diff],
+        tin,
+        [torch.tensor(g) for g in gs],
+        create_graph=True,
+        allow_unused=True,
+    )
     if case.raises_second is not None:
         with pytest.raises(case.raises_second):
-            ag = ad.autograd.grad([aouts[k] for k in diff], ain, [ad.tensor(g) for g in gs],
-                                  create_graph=True, allow_unused=True)
-            s = sum((gi * ad.tensor(rng.standard_normal(gi.shape))).sum() for gi in ag
-                    if gi is not None and gi.requires_grad)
+            ag = ad.autograd.grad(
+                [aouts[k] for k in diff],
+                ain,
+                [ad.tensor(g) for g in gs],
+                create_graph=True,
+                allow_unused=True,
+            )
+            s = sum(
+                (gi * ad.tensor(rng.standard_normal(gi.shape))).sum()
+                for gi in ag
+                if gi is not None and gi.requires_grad
+            )
             ad.autograd.grad(s, ain, allow_unused=True)
         return
-    ag = ad.autograd.grad([aouts[k] for k in diff], ain, [ad.tensor(g) for g in gs],
-                          create_graph=True, allow_unused=True)
+    ag = ad.autograd.grad(
+        [aouts[k] for k in diff],
+        ain,
+        [ad.tensor(g) for g in gs],
+        create_graph=True,
+        allow_unused=True,
+    )
     for i, (t, a) in enumerate(zip(tg, ag)):
         assert (a is None) == (t is None), f"create_graph grad {i}: None mismatch"
         if t is not None:
-            np.testing.assert_allclose(_np(a), _np(t), err_msg=f"create_graph grad {i}",
-                                       **TOL64)
+            np.testing.assert_allclose(_np(a), _np(t), err_msg=f"create_graph grad {i}", **TOL64)
     vs = [None if t is None else rng.standard_normal(t.shape) for t in tg]
     live = [i for i, t in enumerate(tg) if t is not None and t.requires_grad]
     alive = [i for i, a in enumerate(ag) if a is not None and a.requires_grad]
@@ -303,8 +320,7 @@ UNARY = [
     ("gelu", lambda T, x: F(T).gelu(x), "any", ("gelu",)),
     ("gelu_tanh", lambda T, x: F(T).gelu(x, approximate="tanh"), "any", ()),
     ("softplus", lambda T, x: F(T).softplus(x), "any", ("softplus",)),
-    ("softplus_beta", lambda T, x: F(T).softplus(x, beta=2.0, threshold=1.0),
-     "away", ()),
+    ("softplus_beta", lambda T, x: F(T).softplus(x, beta=2.0, threshold=1.0), "away", ()),
     ("clamp_min", lambda T, x: T.clamp(x, min=-1.0), "grid", ("clamp",)),
     ("clamp_max", lambda T, x: T.clamp(x, max=1.0), "grid", ("clamp",)),
     ("clamp_both", lambda T, x: T.clamp(x, -1.0, 1.0), "grid", ("clamp",)),
@@ -319,15 +335,15 @@ UNARY = [
     ("floor", lambda T, x: T.floor(x), "grid", ("floor",)),
     ("ceil", lambda T, x: T.ceil(x), "grid", ("ceil",)),
     ("trunc", lambda T, x: T.trunc(x), "grid", ("trunc",)),
-    ("pow2", lambda T, x: x ** 2, "any", ("pow",)),
+    ("pow2", lambda T, x: x**2, "any", ("pow",)),
     ("pow3", lambda T, x: T.pow(x, 3), "any", ("pow",)),
-    ("pow2.0", lambda T, x: x ** 2.0, "any", ("pow",)),
-    ("pow0.5", lambda T, x: x ** 0.5, "pos", ("pow",)),
-    ("pow-1.5", lambda T, x: x ** -1.5, "pos", ("pow",)),
-    ("pow0", lambda T, x: x ** 0, "any", ("pow",)),
-    ("pow1", lambda T, x: x ** 1, "any", ("pow",)),
-    ("rpow2", lambda T, x: 2 ** x, "any", ("pow",)),
-    ("rpow0.5", lambda T, x: 0.5 ** x, "any", ("pow",)),
+    ("pow2.0", lambda T, x: x**2.0, "any", ("pow",)),
+    ("pow0.5", lambda T, x: x**0.5, "pos", ("pow",)),
+    ("pow-1.5", lambda T, x: x**-1.5, "pos", ("pow",)),
+    ("pow0", lambda T, x: x**0, "any", ("pow",)),
+    ("pow1", lambda T, x: x**1, "any", ("pow",)),
+    ("rpow2", lambda T, x: 2**x, "any", ("pow",)),
+    ("rpow0.5", lambda T, x: 0.5**x, "any", ("pow",)),
     ("rpow_fn", lambda T, x: T.pow(3.0, x), "any", ("pow",)),
     ("x+2", lambda T, x: x + 2, "any", ("add",)),
     ("2+x", lambda T, x: 2 + x, "any", ("add",)),
@@ -348,7 +364,8 @@ UNARY = [
 
 UNARY_CASES = [
     Case(f"{name}-{_sid(s)}", fn, (I(s, kind),), op=ops)
-    for name, fn, kind, ops in UNARY for s in SHAPES1
+    for name, fn, kind, ops in UNARY
+    for s in SHAPES1
 ]
 # gelu's exact (erf) form: double backward is its own case so its support is explicit.
 
@@ -361,7 +378,7 @@ BINARY = [
     ("multiply", lambda T, x, y: T.multiply(x, y), "any", "any", ("multiply",)),
     ("div", lambda T, x, y: x / y, "any", "away", ("div",)),
     ("divide", lambda T, x, y: T.divide(x, y), "any", "away", ("divide", "true_divide")),
-    ("pow", lambda T, x, y: x ** y, "pos", "any", ("pow",)),
+    ("pow", lambda T, x, y: x**y, "pos", "any", ("pow",)),
     ("pow_fn", lambda T, x, y: T.pow(x, y), "pos", "any", ("pow",)),
     ("maximum", lambda T, x, y: T.maximum(x, y), "distinct", "distinct", ("maximum",)),
     ("minimum", lambda T, x, y: T.minimum(x, y), "distinct", "distinct", ("minimum",)),
@@ -373,7 +390,8 @@ BINARY = [
 
 BINARY_CASES = [
     Case(f"{name}-{_sid(sa)}-{_sid(sb)}", fn, (I(sa, ka), I(sb, kb)), op=ops)
-    for name, fn, ka, kb, ops in BINARY for sa, sb in SHAPES2
+    for name, fn, ka, kb, ops in BINARY
+    for sa, sb in SHAPES2
 ]
 # an input that needs no grad: (None, 0) in next_functions, no grad for it
 BINARY_CASES += [
@@ -386,16 +404,25 @@ BINARY_CASES += [
 BINARY_CASES += [
     Case("where_scalar_other", lambda T, x: T.where(x > 0, x, 0.0), (I((3, 4)),), op=("where",)),
     Case("where_scalar_self", lambda T, x: T.where(x > 0, 1.0, x), (I((3, 4)),), op=("where",)),
-    Case("maximum_bcast_const", lambda T, x: T.maximum(x, T.tensor(0.3, dtype=x.dtype)),
-         (I((3, 4), "away"),), op=("maximum",)),
+    Case(
+        "maximum_bcast_const",
+        lambda T, x: T.maximum(x, T.tensor(0.3, dtype=x.dtype)),
+        (I((3, 4), "away"),),
+        op=("maximum",),
+    ),
     Case("x_sq_plus_x", lambda T, x: x * x + x, (I((4,)),)),  # fan-out accumulation
 ]
 
 R3 = (3, 4, 5)
 
 
-def _reds(name, kind="any", dims=((), (1,), (-1,), (1, "k"), ((0, 2),), ((0, 2), "k"),
-                               ((-1, 0),)), op=None, shapes=(R3,)):
+def _reds(
+    name,
+    kind="any",
+    dims=((), (1,), (-1,), (1, "k"), ((0, 2),), ((0, 2), "k"), ((-1, 0),)),
+    op=None,
+    shapes=(R3,),
+):
     out = []
     for shape in shapes:
         for d in dims:
@@ -409,19 +436,24 @@ def _reds(name, kind="any", dims=((), (1,), (-1,), (1, "k"), ((0, 2),), ((0, 2),
                     return f()
                 return f(dim=dim, keepdim=True) if keep else f(dim=dim)
 
-            out.append(Case(f"{name}-{label}-{_sid(shape)}", fn, (I(shape, kind),),
-                            op=(op or name,)))
+            out.append(
+                Case(f"{name}-{label}-{_sid(shape)}", fn, (I(shape, kind),), op=(op or name,))
+            )
     return out
 
 
 RED_CASES = (
-    _reds("sum") + _reds("mean") + _reds("logsumexp", dims=((1,), (-1, "k"), ((0, 2),)))
+    _reds("sum")
+    + _reds("mean")
+    + _reds("logsumexp", dims=((1,), (-1, "k"), ((0, 2),)))
     + _reds("var", dims=((), (1,), (1, "k"), ((0, 2),)))
     + _reds("std", dims=((), (1,), (1, "k"), ((0, 2),)))
     + _reds("norm", dims=((), (1,), (1, "k"), ((0, 2),)), kind="away")
-    + _reds("amax", kind="distinct") + _reds("amin", kind="distinct")
+    + _reds("amax", kind="distinct")
+    + _reds("amin", kind="distinct")
     + _reds("prod", dims=((), (1,), (-1, "k")), kind="away")
-    + _reds("max", dims=((),), kind="distinct") + _reds("min", dims=((),), kind="distinct")
+    + _reds("max", dims=((),), kind="distinct")
+    + _reds("min", dims=((),), kind="distinct")
     + _reds("sum", dims=((), (0,), (0, "k")), shapes=((),))
     + _reds("mean", dims=((), (0,)), shapes=((),))
     + _reds("prod", dims=((),), shapes=((),))
@@ -431,29 +463,34 @@ RED_CASES = (
     + _reds("prod", dims=((), (0,)), shapes=((5,),), kind="away")
 ) + [
     Case("max_dim", lambda T, x: T.max(x, 1), (I(R3, "distinct"),), op=("max",)),
-    Case("max_dim_keep", lambda T, x: x.max(-1, keepdim=True), (I(R3, "distinct"),),
-         op=("max",)),
+    Case("max_dim_keep", lambda T, x: x.max(-1, keepdim=True), (I(R3, "distinct"),), op=("max",)),
     Case("max_dim_values", lambda T, x: x.max(dim=0).values, (I(R3, "distinct"),), op=("max",)),
     Case("min_dim", lambda T, x: T.min(x, 1), (I(R3, "distinct"),), op=("min",)),
-    Case("min_dim_indices", lambda T, x: x.min(2, keepdim=True).indices * 1.0,
-         (I(R3, "distinct"),), op=("min",)),
-    Case("max_binary", lambda T, x, y: T.max(x, y), (I((3, 4), "distinct"), I((4,), "distinct")),
-         op=("max",)),
+    Case(
+        "min_dim_indices",
+        lambda T, x: x.min(2, keepdim=True).indices * 1.0,
+        (I(R3, "distinct"),),
+        op=("min",),
+    ),
+    Case(
+        "max_binary",
+        lambda T, x, y: T.max(x, y),
+        (I((3, 4), "distinct"), I((4,), "distinct")),
+        op=("max",),
+    ),
     Case("var_correction0", lambda T, x: x.var(1, correction=0), (I(R3),), op=("var",)),
     Case("var_unbiased_false", lambda T, x: T.var(x, unbiased=False), (I(R3),), op=("var",)),
     Case("std_correction2", lambda T, x: x.std((0, 1), correction=2), (I(R3),), op=("std",)),
     Case("norm_p1", lambda T, x: x.norm(p=1), (I(R3, "away"),), op=("norm",)),
     Case("norm_p3_dim", lambda T, x: x.norm(p=3, dim=1), (I(R3, "away"),), op=("norm",)),
-    Case("norm_inf", lambda T, x: x.norm(p=float("inf")), (I(R3, "distinct"),),
-         op=("norm",)),
+    Case("norm_inf", lambda T, x: x.norm(p=float("inf")), (I(R3, "distinct"),), op=("norm",)),
     Case("norm_0d", lambda T, x: x.norm(), (I((), "away"),), op=("norm",)),
     Case("var_0d_dim", lambda T, x: x.std(0, correction=0), (I((3,)),), op=("std",)),
     Case("logsumexp_0d", lambda T, x: T.logsumexp(x, 0), (I(()),), op=("logsumexp",)),
     Case("sum_dtype", lambda T, x: x.sum(dtype=T.float64), (I((3, 4)),), op=("sum",)),
     Case("cumsum_dim1", lambda T, x: T.cumsum(x, 1), (I(R3),), op=("cumsum",)),
     Case("cumsum_0d", lambda T, x: x.cumsum(0), (I(()),), op=("cumsum",)),
-    Case("cumsum_dtype", lambda T, x: x.cumsum(-1, dtype=T.float64), (I(R3),),
-         op=("cumsum",)),
+    Case("cumsum_dtype", lambda T, x: x.cumsum(-1, dtype=T.float64), (I(R3),), op=("cumsum",)),
     Case("cumprod_dim0", lambda T, x: T.cumprod(x, 0), (I(R3, "away"),), op=("cumprod",)),
     Case("cumprod_dim-1", lambda T, x: x.cumprod(-1), (I(R3, "away"),), op=("cumprod",)),
     Case("flip_dims", lambda T, x: T.flip(x, (0, -1)), (I(R3),), op=("flip",)),
@@ -461,61 +498,113 @@ RED_CASES = (
 ]
 
 SOFTMAX_CASES = [
-    Case(f"{name}-{dim}-{_sid(s)}", lambda T, x, dim=dim, name=name: getattr(T, name)(x, dim),
-         (I(s),), op=(name,))
+    Case(
+        f"{name}-{dim}-{_sid(s)}",
+        lambda T, x, dim=dim, name=name: getattr(T, name)(x, dim),
+        (I(s),),
+        op=(name,),
+    )
     for name in ("softmax", "log_softmax")
     for s, dims in (((3, 4, 5), (0, 1, -1)), ((5,), (0,)), ((), (0,)))
     for dim in dims
 ] + [
-    Case("softmax_F", lambda T, x: F(T).softmax(x, dim=-1), (I((2, 3)),),
-         op=("softmax",)),
-    Case("log_softmax_method", lambda T, x: x.log_softmax(1), (I((2, 3)),),
-         op=("log_softmax",)),
-    Case("softmax_dtype", lambda T, x: T.softmax(x, 1, dtype=T.float64), (I((2, 3)),),
-         op=("softmax",)),
+    Case("softmax_F", lambda T, x: F(T).softmax(x, dim=-1), (I((2, 3)),), op=("softmax",)),
+    Case("log_softmax_method", lambda T, x: x.log_softmax(1), (I((2, 3)),), op=("log_softmax",)),
+    Case(
+        "softmax_dtype",
+        lambda T, x: T.softmax(x, 1, dtype=T.float64),
+        (I((2, 3)),),
+        op=("softmax",),
+    ),
 ]
 
-LINALG_CASES = [
-    Case("mm", lambda T, a, b: T.mm(a, b), (I((3, 4)), I((4, 5))), op=("mm",)),
-    Case("mm_method", lambda T, a, b: a.mm(b), (I((3, 4)), I((4, 2), grad=False)), op=("mm",)),
-    Case("bmm", lambda T, a, b: T.bmm(a, b), (I((2, 3, 4)), I((2, 4, 5))), op=("bmm",)),
-    Case("dot", lambda T, a, b: T.dot(a, b), (I((4,)), I((4,))), op=("dot",)),
-    Case("outer", lambda T, a, b: T.outer(a, b), (I((3,)), I((4,))), op=("outer",)),
-    Case("mv", lambda T, a, b: T.mv(a, b), (I((3, 4)), I((4,))), op=("mv",)),
-    Case("einsum", lambda T, a, b: T.einsum("bij,jk->bki", a, b), (I((2, 3, 4)), I((4, 5))),
-         op=("einsum",)),  # more in tests/test_einsum_torch.py
-    Case("einsum_diag", lambda T, a: T.einsum("ii->i", a), (I((3, 3)),),
-         op=("einsum", "diagonal", "movedim")),
-    Case("diagonal", lambda T, a: a.diagonal(1, 0, 2), (I((3, 4, 5)),), op=("diagonal",)),
-    Case("moveaxis", lambda T, a: T.moveaxis(a, 0, -1), (I((2, 3, 4)),), op=("moveaxis",)),
-] + [
-    Case(f"matmul-{_sid(sa)}@{_sid(sb)}", lambda T, a, b: a @ b, (I(sa), I(sb)),
-         op=("matmul",))
-    for sa, sb in [
-        ((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 5)), ((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)),
-        ((2, 3, 4), (4, 5)), ((2, 3, 4), (4,)), ((4,), (2, 4, 5)), ((3, 4), (2, 4, 5)),
-        ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (2, 4, 5)), ((2, 2, 3, 4), (2, 2, 4, 5)),
+LINALG_CASES = (
+    [
+        Case("mm", lambda T, a, b: T.mm(a, b), (I((3, 4)), I((4, 5))), op=("mm",)),
+        Case("mm_method", lambda T, a, b: a.mm(b), (I((3, 4)), I((4, 2), grad=False)), op=("mm",)),
+        Case("bmm", lambda T, a, b: T.bmm(a, b), (I((2, 3, 4)), I((2, 4, 5))), op=("bmm",)),
+        Case("dot", lambda T, a, b: T.dot(a, b), (I((4,)), I((4,))), op=("dot",)),
+        Case("outer", lambda T, a, b: T.outer(a, b), (I((3,)), I((4,))), op=("outer",)),
+        Case("mv", lambda T, a, b: T.mv(a, b), (I((3, 4)), I((4,))), op=("mv",)),
+        Case(
+            "einsum",
+            lambda T, a, b: T.einsum("bij,jk->bki", a, b),
+            (I((2, 3, 4)), I((4, 5))),
+            op=("einsum",),
+        ),  # more in tests/test_einsum_torch.py
+        Case(
+            "einsum_diag",
+            lambda T, a: T.einsum("ii->i", a),
+            (I((3, 3)),),
+            op=("einsum", "diagonal", "movedim"),
+        ),
+        Case("diagonal", lambda T, a: a.diagonal(1, 0, 2), (I((3, 4, 5)),), op=("diagonal",)),
+        Case("moveaxis", lambda T, a: T.moveaxis(a, 0, -1), (I((2, 3, 4)),), op=("moveaxis",)),
     ]
-] + [
-    Case("matmul_fn", lambda T, a, b: T.matmul(a, b), (I((2, 3, 4)), I((2, 4, 5), grad=False)),
-         op=("matmul",)),
-    Case("matmul_const2d@3d", lambda T, a, b: a @ b, (I((3, 4), grad=False), I((2, 4, 5))),
-         op=("matmul",)),
-    Case("matmul_3d@const2d", lambda T, a, b: a @ b, (I((2, 3, 4)), I((4, 5), grad=False)),
-         op=("matmul",)),
-    Case("matmul_3d@const1d", lambda T, a, b: a @ b, (I((2, 3, 4)), I((4,), grad=False)),
-         op=("matmul",)),
-    Case("matmul_strided@const2d", lambda T, a, b: a.transpose(0, 1) @ b,
-         (I((3, 2, 4)), I((4, 5), grad=False)), op=("matmul",)),
-    Case("matmul_3d@1x4x5", lambda T, a, b: a @ b, (I((2, 3, 4)), I((1, 4, 5))),
-         op=("matmul",)),
-    Case("rmatmul_const", lambda T, a: T.ones(2, 3, dtype=a.dtype) @ a, (I((3, 4)),),
-         op=("matmul",)),
-]
+    + [
+        Case(f"matmul-{_sid(sa)}@{_sid(sb)}", lambda T, a, b: a @ b, (I(sa), I(sb)), op=("matmul",))
+        for sa, sb in [
+            ((4,), (4,)),
+            ((3, 4), (4,)),
+            ((4,), (4, 5)),
+            ((3, 4), (4, 5)),
+            ((2, 3, 4), (2, 4, 5)),
+            ((2, 3, 4), (4, 5)),
+            ((2, 3, 4), (4,)),
+            ((4,), (2, 4, 5)),
+            ((3, 4), (2, 4, 5)),
+            ((2, 1, 3, 4), (5, 4, 2)),
+            ((1, 3, 4), (2, 4, 5)),
+            ((2, 2, 3, 4), (2, 2, 4, 5)),
+        ]
+    ]
+    + [
+        Case(
+            "matmul_fn",
+            lambda T, a, b: T.matmul(a, b),
+            (I((2, 3, 4)), I((2, 4, 5), grad=False)),
+            op=("matmul",),
+        ),
+        Case(
+            "matmul_const2d@3d",
+            lambda T, a, b: a @ b,
+            (I((3, 4), grad=False), I((2, 4, 5))),
+            op=("matmul",),
+        ),
+        Case(
+            "matmul_3d@const2d",
+            lambda T, a, b: a @ b,
+            (I((2, 3, 4)), I((4, 5), grad=False)),
+            op=("matmul",),
+        ),
+        Case(
+            "matmul_3d@const1d",
+            lambda T, a, b: a @ b,
+            (I((2, 3, 4)), I((4,), grad=False)),
+            op=("matmul",),
+        ),
+        Case(
+            "matmul_strided@const2d",
+            lambda T, a, b: a.transpose(0, 1) @ b,
+            (I((3, 2, 4)), I((4, 5), grad=False)),
+            op=("matmul",),
+        ),
+        Case(
+            "matmul_3d@1x4x5", lambda T, a, b: a @ b, (I((2, 3, 4)), I((1, 4, 5))), op=("matmul",)
+        ),
+        Case(
+            "rmatmul_const",
+            lambda T, a: T.ones(2, 3, dtype=a.dtype) @ a,
+            (I((3, 4)),),
+            op=("matmul",),
+        ),
+    ]
+)
 
 S3 = (2, 3, 4)
-MASK = np.array([[True, False, True, False], [False, False, True, True],
-                 [True, True, False, False]])
+MASK = np.array(
+    [[True, False, True, False], [False, False, True, True], [True, True, False, False]]
+)
 
 SHAPE_CASES = [
     Case(f"shape-{name}", fn, (I(shape),), op=ops)
@@ -621,8 +710,12 @@ IDX = [
 ]
 
 INDEX_CASES = [
-    Case(f"index-{name}", fn, (I(S3 if name not in ("bool_mask_2d",) else (3, 4, 2)),),
-         op=("__getitem__",))
+    Case(
+        f"index-{name}",
+        fn,
+        (I(S3 if name not in ("bool_mask_2d",) else (3, 4, 2)),),
+        op=("__getitem__",),
+    )
     for name, fn in IDX
 ]
 
@@ -632,15 +725,21 @@ JOIN_CASES = [
     Case("cat0", lambda T, x, y: T.cat([x, y]), (I((2, 4)), I((3, 4))), op=("cat",)),
     Case("cat1", lambda T, x, y: T.cat((x, y), dim=1), (I((3, 2)), I((3, 4))), op=("cat",)),
     Case("cat_neg", lambda T, x, y: T.cat([x, y, x], -1), (I((3, 2)), I((3, 4))), op=("cat",)),
-    Case("cat_const", lambda T, x, y: T.cat([x, y]), (I((2, 4)), I((1, 4), grad=False)),
-         op=("cat",)),
+    Case(
+        "cat_const", lambda T, x, y: T.cat([x, y]), (I((2, 4)), I((1, 4), grad=False)), op=("cat",)
+    ),
     Case("concat", lambda T, x, y: T.concat([x, y]), (I((2, 4)), I((3, 4))), op=("concat",)),
-    Case("concatenate", lambda T, x, y: T.concatenate([x, y], 1), (I((3, 2)), I((3, 4))),
-         op=("concatenate",)),
+    Case(
+        "concatenate",
+        lambda T, x, y: T.concatenate([x, y], 1),
+        (I((3, 2)), I((3, 4))),
+        op=("concatenate",),
+    ),
     Case("stack0", lambda T, x, y: T.stack([x, y]), (I((3, 4)), I((3, 4))), op=("stack",)),
     Case("stack1", lambda T, x, y: T.stack((x, y), 1), (I((3, 4)), I((3, 4))), op=("stack",)),
-    Case("stack_neg", lambda T, x, y: T.stack([x, y], dim=-1), (I((3, 4)), I((3, 4))),
-         op=("stack",)),
+    Case(
+        "stack_neg", lambda T, x, y: T.stack([x, y], dim=-1), (I((3, 4)), I((3, 4))), op=("stack",)
+    ),
     Case("stack_0d", lambda T, x, y: T.stack([x, y]), (I(()), I(())), op=("stack",)),
     Case("split_int", lambda T, x: x.split(2), (I((5, 3)),), op=("split",)),
     Case("split_one", lambda T, x: T.split(x, 2)[1], (I((5, 3)),), op=("split",)),
@@ -649,17 +748,33 @@ JOIN_CASES = [
     Case("chunk", lambda T, x: x.chunk(2), (I((5, 3)),), op=("chunk",)),
     Case("chunk_dim", lambda T, x: T.chunk(x, 3, dim=1)[2], (I((2, 3)),), op=("chunk",)),
     Case("gather", lambda T, x: T.gather(x, 1, T.tensor(GIDX)), (I((3, 4)),), op=("gather",)),
-    Case("gather0", lambda T, x: x.gather(0, T.tensor(GIDX[:2, :] % 3)), (I((3, 4)),),
-         op=("gather",)),
-    Case("index_select", lambda T, x: T.index_select(x, 0, T.tensor([2, 0, 2])), (I((3, 4)),),
-         op=("index_select",)),
-    Case("index_select1", lambda T, x: x.index_select(1, T.tensor([3, 1])), (I((3, 4)),),
-         op=("index_select",)),
-    Case("masked_fill", lambda T, x: x.masked_fill(T.tensor(MASK), 0.5), (I((3, 4)),),
-         op=("masked_fill",)),
-    Case("masked_fill_bcast", lambda T, x: T.masked_fill(x, T.tensor([True, False, True, True]),
-                                                         -1.0), (I((3, 4)),),
-         op=("masked_fill",)),
+    Case(
+        "gather0", lambda T, x: x.gather(0, T.tensor(GIDX[:2, :] % 3)), (I((3, 4)),), op=("gather",)
+    ),
+    Case(
+        "index_select",
+        lambda T, x: T.index_select(x, 0, T.tensor([2, 0, 2])),
+        (I((3, 4)),),
+        op=("index_select",),
+    ),
+    Case(
+        "index_select1",
+        lambda T, x: x.index_select(1, T.tensor([3, 1])),
+        (I((3, 4)),),
+        op=("index_select",),
+    ),
+    Case(
+        "masked_fill",
+        lambda T, x: x.masked_fill(T.tensor(MASK), 0.5),
+        (I((3, 4)),),
+        op=("masked_fill",),
+    ),
+    Case(
+        "masked_fill_bcast",
+        lambda T, x: T.masked_fill(x, T.tensor([True, False, True, True]), -1.0),
+        (I((3, 4)),),
+        op=("masked_fill",),
+    ),
 ]
 
 # --- ties: torch splits the gradient evenly between equal values (except max/min(dim)) -------
@@ -677,18 +792,25 @@ TIES = [
         ("amax_dim", lambda T, x: x.amax(1), (I(data=TIE),), ("amax",)),
         ("amin_dim", lambda T, x: T.amin(x, -1, keepdim=True), (I(data=TIE),), ("amin",)),
         ("amin_dims", lambda T, x: x.amin((0, 1)), (I(data=TIE),), ("amin",)),
-        ("maximum", lambda T, x, y: T.maximum(x, y), (I(data=TIE), I(data=TIE[::-1].copy())),
-         ("maximum",)),
-        ("minimum", lambda T, x, y: T.minimum(x, y), (I(data=TIE), I(data=TIE[1])),
-         ("minimum",)),
+        (
+            "maximum",
+            lambda T, x, y: T.maximum(x, y),
+            (I(data=TIE), I(data=TIE[::-1].copy())),
+            ("maximum",),
+        ),
+        ("minimum", lambda T, x, y: T.minimum(x, y), (I(data=TIE), I(data=TIE[1])), ("minimum",)),
         ("maximum_self", lambda T, x: T.maximum(x, x), (I(data=TIE),), ("maximum",)),
         ("norm_inf", lambda T, x: x.norm(p=float("inf")), (I(data=TIE),), ("norm",)),
         ("clamp_at_bound", lambda T, x: x.clamp(0.5, 2.0), (I(data=TIE),), ("clamp",)),
         ("relu_at_0", lambda T, x: T.relu(x), (I(data=TIE),), ("relu",)),
         ("abs_at_0", lambda T, x: x.abs(), (I(data=TIE),), ("abs",)),
-        ("pow_zero_base", lambda T, x, y: x ** y,
-         (I(data=[0.0, 0.0, 2.0]), I(data=[2.0, 0.5, 1.0])), ("pow",)),
-        ("rpow_zero_base", lambda T, x: 0.0 ** x, (I(data=[0.5, 2.0, 3.0]),), ("pow",)),
+        (
+            "pow_zero_base",
+            lambda T, x, y: x**y,
+            (I(data=[0.0, 0.0, 2.0]), I(data=[2.0, 0.5, 1.0])),
+            ("pow",),
+        ),
+        ("rpow_zero_base", lambda T, x: 0.0**x, (I(data=[0.5, 2.0, 3.0]),), ("pow",)),
         ("sqrt_at_1", lambda T, x: T.sqrt(x), (I(data=[1.0, 4.0]),), ("sqrt",)),
     ]
 ]
@@ -699,15 +821,21 @@ TIES += [
     for name, fn, data in [
         ("prod_one_zero", lambda T, x: x.prod(), [2.0, 0.0, 3.0, -1.5]),
         ("prod_two_zeros", lambda T, x: x.prod(), [2.0, 0.0, 3.0, 0.0]),
-        ("prod_dim_zeros", lambda T, x: x.prod(1),
-         [[2.0, 0.0, 3.0], [0.0, 0.0, 1.0], [1.0, 2.0, 3.0]]),
+        (
+            "prod_dim_zeros",
+            lambda T, x: x.prod(1),
+            [[2.0, 0.0, 3.0], [0.0, 0.0, 1.0], [1.0, 2.0, 3.0]],
+        ),
     ]
 ] + [
     Case(f"tie-{name}", fn, (I(data=data),), op=("cumprod",))
     for name, fn, data in [
         ("cumprod_one_zero", lambda T, x: x.cumprod(0), [2.0, 0.0, 3.0, -1.5]),
-        ("cumprod_zeros", lambda T, x: x.cumprod(1),
-         [[2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 1.0, 2.0], [1.0, 2.0, 3.0, 0.0]]),
+        (
+            "cumprod_zeros",
+            lambda T, x: x.cumprod(1),
+            [[2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 1.0, 2.0], [1.0, 2.0, 3.0, 0.0]],
+        ),
     ]
 ]
 
@@ -732,115 +860,273 @@ PROBS = _soft(5, (4, 5))
 NN_CASES = [
     Case(f"nn-{name}", fn, ins, op=ops)
     for name, fn, ins, ops in [
-        ("addmm", lambda T, b, x, w: T.addmm(b, x, w), (I((5,)), I((4, 3)), I((3, 5))),
-         ("addmm",)),
-        ("addmm_scaled", lambda T, b, x, w: T.addmm(b, x, w, beta=0.5, alpha=2.0),
-         (I((4, 5)), I((4, 3)), I((3, 5))), ("addmm",)),
-        ("addmm_method", lambda T, b, x, w: b.addmm(x, w),
-         (I((4, 5)), I((4, 3), grad=False), I((3, 5))), ("addmm",)),
-        ("linear", lambda T, x, w, b: F(T).linear(x, w, b), (I((4, 3)), I((5, 3)), I((5,))),
-         ("linear",)),
-        ("linear_nobias", lambda T, x, w: F(T).linear(x, w), (I((4, 3)), I((5, 3))),
-         ("linear",)),
-        ("linear_3d", lambda T, x, w, b: F(T).linear(x, w, b), (I((2, 4, 3)), I((5, 3)),
-                                                               I((5,))), ("linear",)),
-        ("linear_3d_nobias", lambda T, x, w: F(T).linear(x, w), (I((2, 4, 3)), I((5, 3))),
-         ("linear",)),
-        ("linear_1d", lambda T, x, w, b: F(T).linear(x, w, b), (I((3,)), I((5, 3)), I((5,))),
-         ("linear",)),
-        ("linear_1d_nobias", lambda T, x, w: F(T).linear(x, w), (I((3,)), I((5, 3))),
-         ("linear",)),
-        ("linear_strided", lambda T, x, w, b: F(T).linear(x.transpose(0, 1), w, b),
-         (I((4, 2, 3)), I((5, 3)), I((5,))), ("linear",)),
-        ("linear_const_x", lambda T, x, w, b: F(T).linear(x, w, b),
-         (I((4, 3), grad=False), I((5, 3)), I((5,))), ("linear",)),
-        ("mse", lambda T, x, t: F(T).mse_loss(x, t), (I((4, 5)), I((4, 5), grad=False)),
-         ("mse_loss",)),
-        ("mse_sum_both", lambda T, x, t: F(T).mse_loss(x, t, reduction="sum"),
-         (I((4, 5)), I((4, 5))), ("mse_loss",)),
-        ("mse_none", lambda T, x, t: F(T).mse_loss(x, t, reduction="none"),
-         (I((4, 5)), I((4, 5))), ("mse_loss",)),
-        ("mse_bcast", lambda T, x, t: F(T).mse_loss(x, t), (I((4, 5)), I((4, 1))),
-         ("mse_loss",)),
-        ("mse_weight", lambda T, x, t, w: F(T).mse_loss(x, t, weight=w),
-         (I((4, 5)), I((4, 5), grad=False), I((4, 5), "pos", grad=False)), ("mse_loss",)),
+        ("addmm", lambda T, b, x, w: T.addmm(b, x, w), (I((5,)), I((4, 3)), I((3, 5))), ("addmm",)),
+        (
+            "addmm_scaled",
+            lambda T, b, x, w: T.addmm(b, x, w, beta=0.5, alpha=2.0),
+            (I((4, 5)), I((4, 3)), I((3, 5))),
+            ("addmm",),
+        ),
+        (
+            "addmm_method",
+            lambda T, b, x, w: b.addmm(x, w),
+            (I((4, 5)), I((4, 3), grad=False), I((3, 5))),
+            ("addmm",),
+        ),
+        (
+            "linear",
+            lambda T, x, w, b: F(T).linear(x, w, b),
+            (I((4, 3)), I((5, 3)), I((5,))),
+            ("linear",),
+        ),
+        ("linear_nobias", lambda T, x, w: F(T).linear(x, w), (I((4, 3)), I((5, 3))), ("linear",)),
+        (
+            "linear_3d",
+            lambda T, x, w, b: F(T).linear(x, w, b),
+            (I((2, 4, 3)), I((5, 3)), I((5,))),
+            ("linear",),
+        ),
+        (
+            "linear_3d_nobias",
+            lambda T, x, w: F(T).linear(x, w),
+            (I((2, 4, 3)), I((5, 3))),
+            ("linear",),
+        ),
+        (
+            "linear_1d",
+            lambda T, x, w, b: F(T).linear(x, w, b),
+            (I((3,)), I((5, 3)), I((5,))),
+            ("linear",),
+        ),
+        ("linear_1d_nobias", lambda T, x, w: F(T).linear(x, w), (I((3,)), I((5, 3))), ("linear",)),
+        (
+            "linear_strided",
+            lambda T, x, w, b: F(T).linear(x.transpose(0, 1), w, b),
+            (I((4, 2, 3)), I((5, 3)), I((5,))),
+            ("linear",),
+        ),
+        (
+            "linear_const_x",
+            lambda T, x, w, b: F(T).linear(x, w, b),
+            (I((4, 3), grad=False), I((5, 3)), I((5,))),
+            ("linear",),
+        ),
+        (
+            "mse",
+            lambda T, x, t: F(T).mse_loss(x, t),
+            (I((4, 5)), I((4, 5), grad=False)),
+            ("mse_loss",),
+        ),
+        (
+            "mse_sum_both",
+            lambda T, x, t: F(T).mse_loss(x, t, reduction="sum"),
+            (I((4, 5)), I((4, 5))),
+            ("mse_loss",),
+        ),
+        (
+            "mse_none",
+            lambda T, x, t: F(T).mse_loss(x, t, reduction="none"),
+            (I((4, 5)), I((4, 5))),
+            ("mse_loss",),
+        ),
+        ("mse_bcast", lambda T, x, t: F(T).mse_loss(x, t), (I((4, 5)), I((4, 1))), ("mse_loss",)),
+        (
+            "mse_weight",
+            lambda T, x, t, w: F(T).mse_loss(x, t, weight=w),
+            (I((4, 5)), I((4, 5), grad=False), I((4, 5), "pos", grad=False)),
+            ("mse_loss",),
+        ),
         ("nll", lambda T, x: F(T).nll_loss(x, T.tensor(TGT)), (I((4, 5)),), ("nll_loss",)),
-        ("nll_sum", lambda T, x: F(T).nll_loss(x, T.tensor(TGT), reduction="sum"),
-         (I((4, 5)),), ("nll_loss",)),
-        ("nll_none", lambda T, x: F(T).nll_loss(x, T.tensor(TGT), reduction="none"),
-         (I((4, 5)),), ("nll_loss",)),
-        ("nll_weight", lambda T, x: F(T).nll_loss(x, T.tensor(TGT), _t(T, CW, x)),
-         (I((4, 5)),), ("nll_loss",)),
-        ("nll_ignore", lambda T, x: F(T).nll_loss(x, T.tensor([0, 7, 1, 7]), ignore_index=7),
-         (I((4, 5)),), ("nll_loss",)),
+        (
+            "nll_sum",
+            lambda T, x: F(T).nll_loss(x, T.tensor(TGT), reduction="sum"),
+            (I((4, 5)),),
+            ("nll_loss",),
+        ),
+        (
+            "nll_none",
+            lambda T, x: F(T).nll_loss(x, T.tensor(TGT), reduction="none"),
+            (I((4, 5)),),
+            ("nll_loss",),
+        ),
+        (
+            "nll_weight",
+            lambda T, x: F(T).nll_loss(x, T.tensor(TGT), _t(T, CW, x)),
+            (I((4, 5)),),
+            ("nll_loss",),
+        ),
+        (
+            "nll_ignore",
+            lambda T, x: F(T).nll_loss(x, T.tensor([0, 7, 1, 7]), ignore_index=7),
+            (I((4, 5)),),
+            ("nll_loss",),
+        ),
         ("nll_1d", lambda T, x: F(T).nll_loss(x, T.tensor(3)), (I((5,)),), ("nll_loss",)),
-        ("nll_3d", lambda T, x: F(T).nll_loss(x, T.tensor([[0, 2], [1, 4]])),
-         (I((2, 5, 2)),), ("nll_loss",)),
-        ("nll_3d_none", lambda T, x: F(T).nll_loss(x, T.tensor([[0, 2], [1, 4]]),
-                                                    reduction="none"),
-         (I((2, 5, 2)),), ("nll_loss",)),
-        ("nll_4d", lambda T, x: F(T).nll_loss(x, T.tensor([[[0, 2]], [[1, 4]]])),
-         (I((2, 5, 1, 2)),), ("nll_loss",)),
-        ("ce", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT)), (I((4, 5)),),
-         ("cross_entropy",)),
-        ("ce_sum", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), reduction="sum"),
-         (I((4, 5)),), ("cross_entropy",)),
-        ("ce_none", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), reduction="none"),
-         (I((4, 5)),), ("cross_entropy",)),
-        ("ce_weight_ignore", lambda T, x: F(T).cross_entropy(
-            x, T.tensor([0, 2, -100, 4]), _t(T, CW, x)), (I((4, 5)),), ("cross_entropy",)),
-        ("ce_smooth", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), label_smoothing=0.1),
-         (I((4, 5)),), ("cross_entropy",)),
-        ("ce_smooth_weight_ignore", lambda T, x: F(T).cross_entropy(
-            x, T.tensor([0, 2, 3, 4]), _t(T, CW, x), ignore_index=3, label_smoothing=0.2),
-         (I((4, 5)),), ("cross_entropy",)),
-        ("ce_smooth_none", lambda T, x: F(T).cross_entropy(
-            x, T.tensor(TGT), reduction="none", label_smoothing=0.3), (I((4, 5)),),
-         ("cross_entropy",)),
-        ("ce_probs", lambda T, x: F(T).cross_entropy(x, _t(T, PROBS, x)), (I((4, 5)),),
-         ("cross_entropy",)),
-        ("ce_probs_grad", lambda T, x, p: F(T).cross_entropy(x, p, reduction="sum"),
-         (I((4, 5)), I(data=PROBS)), ("cross_entropy",)),
-        ("ce_probs_smooth_weight", lambda T, x: F(T).cross_entropy(
-            x, _t(T, PROBS, x), _t(T, CW, x), label_smoothing=0.1), (I((4, 5)),),
-         ("cross_entropy",)),
-        ("ce_3d", lambda T, x: F(T).cross_entropy(x, T.tensor([[0, 2], [1, 4]])),
-         (I((2, 5, 2)),), ("cross_entropy",)),
-        ("ce_1d", lambda T, x: F(T).cross_entropy(x, T.tensor(1)), (I((5,)),),
-         ("cross_entropy",)),
-        ("bce", lambda T, x, t: F(T).binary_cross_entropy_with_logits(x, t),
-         (I((4, 5)), I((4, 5), "pos", grad=False)), ("binary_cross_entropy_with_logits",)),
-        ("bce_none_target_grad", lambda T, x, t: F(T).binary_cross_entropy_with_logits(
-            x, t, reduction="none"), (I((4, 5)), I((4, 5), "pos")),
-         ("binary_cross_entropy_with_logits",)),
-        ("bce_weights", lambda T, x, t, w, pw: F(T).binary_cross_entropy_with_logits(
-            x, t, w, reduction="sum", pos_weight=pw),
-         (I((4, 5)), I((4, 5), "pos"), I((5,), "pos", grad=False), I((5,), "pos", grad=False)),
-         ("binary_cross_entropy_with_logits",)),
-        ("layer_norm", lambda T, x, w, b: F(T).layer_norm(x, (5,), w, b),
-         (I((4, 5)), I((5,)), I((5,))), ("layer_norm",)),
-        ("layer_norm_2dims", lambda T, x, w, b: F(T).layer_norm(x, [4, 5], w, b, eps=1e-3),
-         (I((2, 4, 5)), I((4, 5)), I((4, 5))), ("layer_norm",)),
-        ("layer_norm_plain", lambda T, x: F(T).layer_norm(x, (5,)), (I((3, 5)),),
-         ("layer_norm",)),
-        ("layer_norm_weight_only", lambda T, x, w: F(T).layer_norm(x, (5,), w),
-         (I((5,)), I((5,))), ("layer_norm",)),
-        ("embedding", lambda T, w: F(T).embedding(T.tensor([[1, 2], [4, 1]]), w),
-         (I((6, 3)),), ("embedding",)),
-        ("embedding_pad_freq", lambda T, w: F(T).embedding(
-            T.tensor([[1, 0], [4, 1], [1, 1]]), w, padding_idx=0, scale_grad_by_freq=True),
-         (I((6, 3)),), ("embedding",)),
+        (
+            "nll_3d",
+            lambda T, x: F(T).nll_loss(x, T.tensor([[0, 2], [1, 4]])),
+            (I((2, 5, 2)),),
+            ("nll_loss",),
+        ),
+        (
+            "nll_3d_none",
+            lambda T, x: F(T).nll_loss(x, T.tensor([[0, 2], [1, 4]]), reduction="none"),
+            (I((2, 5, 2)),),
+            ("nll_loss",),
+        ),
+        (
+            "nll_4d",
+            lambda T, x: F(T).nll_loss(x, T.tensor([[[0, 2]], [[1, 4]]])),
+            (I((2, 5, 1, 2)),),
+            ("nll_loss",),
+        ),
+        ("ce", lambda T, x: F(T).cross_entropy(x, T.tensor(TGT)), (I((4, 5)),), ("cross_entropy",)),
+        (
+            "ce_sum",
+            lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), reduction="sum"),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_none",
+            lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), reduction="none"),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_weight_ignore",
+            lambda T, x: F(T).cross_entropy(x, T.tensor([0, 2, -100, 4]), _t(T, CW, x)),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_smooth",
+            lambda T, x: F(T).cross_entropy(x, T.tensor(TGT), label_smoothing=0.1),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_smooth_weight_ignore",
+            lambda T, x: F(T).cross_entropy(
+                x, T.tensor([0, 2, 3, 4]), _t(T, CW, x), ignore_index=3, label_smoothing=0.2
+            ),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_smooth_none",
+            lambda T, x: F(T).cross_entropy(
+                x, T.tensor(TGT), reduction="none", label_smoothing=0.3
+            ),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_probs",
+            lambda T, x: F(T).cross_entropy(x, _t(T, PROBS, x)),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_probs_grad",
+            lambda T, x, p: F(T).cross_entropy(x, p, reduction="sum"),
+            (I((4, 5)), I(data=PROBS)),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_probs_smooth_weight",
+            lambda T, x: F(T).cross_entropy(x, _t(T, PROBS, x), _t(T, CW, x), label_smoothing=0.1),
+            (I((4, 5)),),
+            ("cross_entropy",),
+        ),
+        (
+            "ce_3d",
+            lambda T, x: F(T).cross_entropy(x, T.tensor([[0, 2], [1, 4]])),
+            (I((2, 5, 2)),),
+            ("cross_entropy",),
+        ),
+        ("ce_1d", lambda T, x: F(T).cross_entropy(x, T.tensor(1)), (I((5,)),), ("cross_entropy",)),
+        (
+            "bce",
+            lambda T, x, t: F(T).binary_cross_entropy_with_logits(x, t),
+            (I((4, 5)), I((4, 5), "pos", grad=False)),
+            ("binary_cross_entropy_with_logits",),
+        ),
+        (
+            "bce_none_target_grad",
+            lambda T, x, t: F(T).binary_cross_entropy_with_logits(x, t, reduction="none"),
+            (I((4, 5)), I((4, 5), "pos")),
+            ("binary_cross_entropy_with_logits",),
+        ),
+        (
+            "bce_weights",
+            lambda T, x, t, w, pw: F(T).binary_cross_entropy_with_logits(
+                x, t, w, reduction="sum", pos_weight=pw
+            ),
+            (I((4, 5)), I((4, 5), "pos"), I((5,), "pos", grad=False), I((5,), "pos", grad=False)),
+            ("binary_cross_entropy_with_logits",),
+        ),
+        (
+            "layer_norm",
+            lambda T, x, w, b: F(T).layer_norm(x, (5,), w, b),
+            (I((4, 5)), I((5,)), I((5,))),
+            ("layer_norm",),
+        ),
+        (
+            "layer_norm_2dims",
+            lambda T, x, w, b: F(T).layer_norm(x, [4, 5], w, b, eps=1e-3),
+            (I((2, 4, 5)), I((4, 5)), I((4, 5))),
+            ("layer_norm",),
+        ),
+        ("layer_norm_plain", lambda T, x: F(T).layer_norm(x, (5,)), (I((3, 5)),), ("layer_norm",)),
+        (
+            "layer_norm_weight_only",
+            lambda T, x, w: F(T).layer_norm(x, (5,), w),
+            (I((5,)), I((5,))),
+            ("layer_norm",),
+        ),
+        (
+            "embedding",
+            lambda T, w: F(T).embedding(T.tensor([[1, 2], [4, 1]]), w),
+            (I((6, 3)),),
+            ("embedding",),
+        ),
+        (
+            "embedding_pad_freq",
+            lambda T, w: F(T).embedding(
+                T.tensor([[1, 0], [4, 1], [1, 1]]), w, padding_idx=0, scale_grad_by_freq=True
+            ),
+            (I((6, 3)),),
+            ("embedding",),
+        ),
         ("dropout_p1", lambda T, x: F(T).dropout(x, 1.0), (I((4, 5)),), ("dropout",)),
-        ("dropout_eval", lambda T, x: F(T).dropout(x * 1, 0.3, training=False),
-         (I((4, 5)),), ("dropout",)),
-        ("leaky_relu_", lambda T, x: F(T).leaky_relu_(x * 1, 0.2), (I((4, 5), "away"),),
-         ("leaky_relu_",)),
+        (
+            "dropout_eval",
+            lambda T, x: F(T).dropout(x * 1, 0.3, training=False),
+            (I((4, 5)),),
+            ("dropout",),
+        ),
+        (
+            "leaky_relu_",
+            lambda T, x: F(T).leaky_relu_(x * 1, 0.2),
+            (I((4, 5), "away"),),
+            ("leaky_relu_",),
+        ),
     ]
 ]
 
-GRAD_CASES = (UNARY_CASES + BINARY_CASES + RED_CASES + SOFTMAX_CASES + LINALG_CASES
-              + SHAPE_CASES + INDEX_CASES + JOIN_CASES + TIES
-              + NN_CASES)
+GRAD_CASES = (
+    UNARY_CASES
+    + BINARY_CASES
+    + RED_CASES
+    + SOFTMAX_CASES
+    + LINALG_CASES
+    + SHAPE_CASES
+    + INDEX_CASES
+    + JOIN_CASES
+    + TIES
+    + NN_CASES
+)
 
 _ids = [c.id for c in GRAD_CASES]
 assert len(set(_ids)) == len(_ids), "duplicate case ids"
@@ -860,8 +1146,9 @@ def test_floor_divide_grad_not_implemented(torch):
         y = x // 2
         np.testing.assert_array_equal(_np(y), np.floor(data / 2))
         outs.append(y)
-        with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not "
-                                               "implemented"):
+        with pytest.raises(
+            RuntimeError, match="derivative for aten::floor_divide is not implemented"
+        ):
             y.sum().backward()
     assert_same_graph(outs[0].grad_fn, outs[1].grad_fn)
 
@@ -925,8 +1212,7 @@ VALUE_CASES = [
     ("isfinite_int", lambda T: T.isfinite(_F(T, IA)), ("isfinite",)),
     ("isclose", lambda T: T.isclose(_F(T, A), _F(T, B)), ("isclose",)),
     ("isclose_nan", lambda T: T.isclose(_F(T, A), _F(T, B), equal_nan=True), ("isclose",)),
-    ("isclose_tol", lambda T: _F(T, V).isclose(_F(T, V) + 1e-3, rtol=0, atol=1e-2),
-     ("isclose",)),
+    ("isclose_tol", lambda T: _F(T, V).isclose(_F(T, V) + 1e-3, rtol=0, atol=1e-2), ("isclose",)),
     ("allclose", lambda T: T.allclose(_F(T, V), _F(T, V) + 1e-9), ("allclose",)),
     ("allclose_false", lambda T: T.allclose(_F(T, V), _F(T, V) + 1e-3), ("allclose",)),
     ("allclose_nan", lambda T: T.allclose(_F(T, A), _F(T, A), equal_nan=True), ("allclose",)),
@@ -989,12 +1275,17 @@ VALUE_CASES = [
     ("int+bool_scalar", lambda T: _F(T, IA) + True, ("add",)),
     ("int-float_scalar", lambda T: _F(T, IA) - 0.5, ("sub",)),
     ("float_scalar-int", lambda T: 0.5 - _F(T, IA), ("sub",)),
-    ("f32+f64_0d", lambda T: T.tensor(V, dtype=T.float32) + T.tensor(2.0, dtype=T.float64),
-     ("add",)),
-    ("f64_0d*f32", lambda T: T.tensor(2.0, dtype=T.float64) * T.tensor(V, dtype=T.float32),
-     ("mul",)),
-    ("f32+f64", lambda T: T.tensor(V, dtype=T.float32) + T.tensor(V, dtype=T.float64),
-     ("add",)),
+    (
+        "f32+f64_0d",
+        lambda T: T.tensor(V, dtype=T.float32) + T.tensor(2.0, dtype=T.float64),
+        ("add",),
+    ),
+    (
+        "f64_0d*f32",
+        lambda T: T.tensor(2.0, dtype=T.float64) * T.tensor(V, dtype=T.float32),
+        ("mul",),
+    ),
+    ("f32+f64", lambda T: T.tensor(V, dtype=T.float32) + T.tensor(V, dtype=T.float64), ("add",)),
     ("int+f32_0d", lambda T: _F(T, IA) + T.tensor(0.5), ("add",)),
     ("int_0d+f32", lambda T: T.tensor(3) + T.tensor(V, dtype=T.float32), ("add",)),
     ("int/int", lambda T: _F(T, IA) / _F(T, IB), ("div",)),
@@ -1027,8 +1318,7 @@ def _compare_value(t, a, where):
         return
     assert _dt(a) == _dt(t), f"{where}: dtype {a.dtype} != torch {t.dtype}"
     assert tuple(a.shape) == tuple(t.shape), f"{where}: shape"
-    np.testing.assert_allclose(_np(a), _np(t), rtol=1e-6, atol=0, equal_nan=True,
-                               err_msg=where)
+    np.testing.assert_allclose(_np(a), _np(t), rtol=1e-6, atol=0, equal_nan=True, err_msg=where)
     assert a.grad_fn is None and not a.requires_grad
 
 
@@ -1038,15 +1328,21 @@ def test_value_matches_torch(torch, fn):
         warnings.simplefilter("ignore")
         t = fn(torch)
         a = fn(ad)
-    _compare_value(tuple(t) if isinstance(t, tuple) else t,
-                   tuple(a) if isinstance(a, tuple) else a, "value")
+    _compare_value(
+        tuple(t) if isinstance(t, tuple) else t, tuple(a) if isinstance(a, tuple) else a, "value"
+    )
 
 
 @pytest.mark.parametrize("op", ["gt", "eq", "argmax", "isnan", "and"])
 def test_non_differentiable_on_grad_inputs(torch, op):
     """Comparisons/predicates of a tensor that requires grad: no grad_fn, like torch."""
-    fns = {"gt": lambda x: x > 0, "eq": lambda x: x == x, "argmax": lambda x: x.argmax(1),
-           "isnan": lambda x: x.isnan(), "and": lambda x: (x > 0) & (x < 1)}
+    fns = {
+        "gt": lambda x: x > 0,
+        "eq": lambda x: x == x,
+        "argmax": lambda x: x.argmax(1),
+        "isnan": lambda x: x.isnan(),
+        "and": lambda x: (x > 0) & (x < 1),
+    }
     data = np.random.default_rng(0).standard_normal((3, 4))
     t = fns[op](torch.tensor(data, requires_grad=True))
     a = fns[op](ad.tensor(data, requires_grad=True))
@@ -1063,37 +1359,56 @@ ERROR_CASES = [
     ("matmul_0d", lambda T: T.tensor(1.0) @ T.ones(3), RuntimeError, "1D"),
     ("matmul_mismatch", lambda T: T.ones(2, 3) @ T.ones(4, 2), RuntimeError, "shapes"),
     ("mm_mismatch", lambda T: T.mm(T.ones(2, 3), T.ones(4, 2)), RuntimeError, "shapes"),
-    ("bool_sub", lambda T: T.tensor([True]) - T.tensor([False]), RuntimeError,
-     "with two bool tensors is not supported"),
+    (
+        "bool_sub",
+        lambda T: T.tensor([True]) - T.tensor([False]),
+        RuntimeError,
+        "with two bool tensors is not supported",
+    ),
     ("bool_neg", lambda T: -T.tensor([True]), RuntimeError, "on a bool tensor is not supported"),
     ("and_float", lambda T: T.ones(2) & T.ones(2), RuntimeError, "not implemented for"),
-    ("invert_float", lambda T: ~T.ones(2), TypeError,
-     "only implemented on integer and Boolean-type tensors"),
+    (
+        "invert_float",
+        lambda T: ~T.ones(2),
+        TypeError,
+        "only implemented on integer and Boolean-type tensors",
+    ),
     ("dim_out_of_range", lambda T: T.ones(2, 3).sum(2), IndexError, "Dimension out of range"),
     ("view_bad", lambda T: T.ones(2, 3).view(4, 2), RuntimeError, "invalid for input of size"),
     ("index_oob", lambda T: T.ones(2, 3)[2], IndexError, "out of bounds"),
     ("too_many_indices", lambda T: T.ones(2)[0, 0], IndexError, "too many indices"),
-    ("where_float_cond", lambda T: T.where(T.ones(2), T.ones(2), T.ones(2)), RuntimeError,
-     "bool"),
+    ("where_float_cond", lambda T: T.where(T.ones(2), T.ones(2), T.ones(2)), RuntimeError, "bool"),
     ("int_neg_pow", lambda T: T.tensor([2]) ** -1, RuntimeError, "negative integer powers"),
-    ("cat_dim_mismatch", lambda T: T.cat([T.ones(2, 3), T.ones(2, 4)]), RuntimeError,
-     "Sizes of tensors must match"),
-    ("stack_mismatch", lambda T: T.stack([T.ones(2), T.ones(3)]), RuntimeError,
-     "stack expects each tensor to be equal size"),
+    (
+        "cat_dim_mismatch",
+        lambda T: T.cat([T.ones(2, 3), T.ones(2, 4)]),
+        RuntimeError,
+        "Sizes of tensors must match",
+    ),
+    (
+        "stack_mismatch",
+        lambda T: T.stack([T.ones(2), T.ones(3)]),
+        RuntimeError,
+        "stack expects each tensor to be equal size",
+    ),
     ("expand_bad", lambda T: T.ones(2, 3).expand(4, 3), RuntimeError, "expanded size"),
-    ("gelu_bad", lambda T: F(T).gelu(T.ones(2), approximate="x"), RuntimeError,
-     "approximate"),
+    ("gelu_bad", lambda T: F(T).gelu(T.ones(2), approximate="x"), RuntimeError, "approximate"),
     ("clamp_none", lambda T: T.clamp(T.ones(2)), RuntimeError, "At least one of"),
     ("squeeze_oob", lambda T: T.ones(2, 1).squeeze(3), IndexError, "Dimension out of range"),
     ("max_empty", lambda T: T.ones(0).max(), RuntimeError, "numel() == 0"),
     ("logsumexp_no_dim", lambda T: T.logsumexp(T.ones(3)), TypeError, ""),
-    ("float_index", lambda T: T.ones(3)[T.tensor([0.0])], IndexError,
-     "tensors used as indices must be long"),
+    (
+        "float_index",
+        lambda T: T.ones(3)[T.tensor([0.0])],
+        IndexError,
+        "tensors used as indices must be long",
+    ),
 ]
 
 
-@pytest.mark.parametrize("fn,exc,phrase", [c[1:] for c in ERROR_CASES],
-                         ids=[c[0] for c in ERROR_CASES])
+@pytest.mark.parametrize(
+    "fn,exc,phrase", [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES]
+)
 def test_error_matches_torch(torch, fn, exc, phrase):
     with pytest.raises(exc) as te:
         fn(torch)
@@ -1109,9 +1424,27 @@ def test_error_matches_torch(torch, fn, exc, phrase):
 
 # Registered names that create tensors or are not ops on data: no grad_fn to compare.
 NON_DIFFERENTIABLE = {
-    "arange", "as_tensor", "empty", "empty_like", "eye", "from_numpy", "full", "full_like",
-    "linspace", "normal", "ones", "ones_like", "rand", "rand_like", "randint", "randn",
-    "randn_like", "randperm", "tensor", "zeros", "zeros_like",
+    "arange",
+    "as_tensor",
+    "empty",
+    "empty_like",
+    "eye",
+    "from_numpy",
+    "full",
+    "full_like",
+    "linspace",
+    "normal",
+    "ones",
+    "ones_like",
+    "rand",
+    "rand_like",
+    "randint",
+    "randn",
+    "randn_like",
+    "randperm",
+    "tensor",
+    "zeros",
+    "zeros_like",
 }
 
 
@@ -1132,5 +1465,3 @@ def test_registry_is_covered():
     assert not missing, f"registered ops without a row in tests/test_ops_torch.py: {missing}"
     unknown = sorted(n for n in covered if n not in REGISTRY and not n.startswith("__"))
     assert not unknown, f"table names that are not registered ops: {unknown}"
-
-

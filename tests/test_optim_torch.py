@@ -32,8 +32,9 @@ CONFIGS = [
 
 def _model(lib, dtype):
     nn = lib.nn
-    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(),
-                         nn.Linear(16, 3)).to(getattr(lib, dtype))
+    return nn.Sequential(
+        nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3)
+    ).to(getattr(lib, dtype))
 
 
 def _data(dtype):
@@ -86,12 +87,14 @@ def test_training_matches_torch(torch, name, opt_name, kw, loss_kind):
         for key, tv in ts["state"][k].items():
             av = as_["state"][k][key]
             assert str(av.dtype).rsplit(".")[-1] == str(tv.dtype).rsplit(".")[-1], key
-            np.testing.assert_allclose(np_of(av), np_of(tv), rtol=1e-3, atol=1e-5,
-                                       err_msg=key)
+            np.testing.assert_allclose(np_of(av), np_of(tv), rtol=1e-3, atol=1e-5, err_msg=key)
 
 
-@pytest.mark.parametrize("name,opt_name,kw", [CONFIGS[3], CONFIGS[7], CONFIGS[11]],
-                         ids=["sgd_nesterov_wd", "adam_amsgrad", "adamw_amsgrad"])
+@pytest.mark.parametrize(
+    "name,opt_name,kw",
+    [CONFIGS[3], CONFIGS[7], CONFIGS[11]],
+    ids=["sgd_nesterov_wd", "adam_amsgrad", "adamw_amsgrad"],
+)
 def test_training_float64_matches_closely(torch, name, opt_name, kw):
     torch.manual_seed(1)
     tm, am = _model(torch, "float64"), _model(ad, "float64")
@@ -110,9 +113,13 @@ def test_param_groups_and_add_param_group(torch):
     models = {torch: _model(torch, "float32"), ad: _model(ad, "float32")}
     copy_params(models[torch], models[ad])
     for lib, m in models.items():
-        opt = lib.optim.SGD([{"params": m[0].parameters()},
-                             {"params": m[2].parameters(), "lr": 0.5, "momentum": 0.9}],
-                            lr=0.1)
+        opt = lib.optim.SGD(
+            [
+                {"params": m[0].parameters()},
+                {"params": m[2].parameters(), "lr": 0.5, "momentum": 0.9},
+            ],
+            lr=0.1,
+        )
         opt.add_param_group({"params": m[4].parameters(), "weight_decay": 0.1})
         assert len(opt.param_groups) == 3
         assert opt.param_groups[1]["lr"] == 0.5 and opt.param_groups[2]["lr"] == 0.1
@@ -215,15 +222,30 @@ OPT_ERRORS = [
     ("nesterov", lambda lib: lib.optim.SGD([lib.nn.Parameter(lib.ones(1))], nesterov=True)),
     ("bad_beta", lambda lib: lib.optim.Adam([lib.nn.Parameter(lib.ones(1))], betas=(1.0, 0.9))),
     ("bad_eps", lambda lib: lib.optim.AdamW([lib.nn.Parameter(lib.ones(1))], eps=-1.0)),
-    ("set_params", lambda lib: lib.optim.SGD([{"params": {lib.nn.Parameter(lib.ones(1))}}],
-                                             lr=0.1)),
-    ("dup_groups", lambda lib: (lambda p: lib.optim.SGD([{"params": [p]}, {"params": [p]}],
-                                                         lr=0.1))(lib.nn.Parameter(lib.ones(1)))),
-    ("load_groups", lambda lib: (lambda p: lib.optim.SGD([p], lr=0.1).load_state_dict(
-        {"state": {}, "param_groups": []}))(lib.nn.Parameter(lib.ones(1)))),
-    ("load_sizes", lambda lib: (lambda p: lib.optim.SGD([p], lr=0.1).load_state_dict(
-        {"state": {}, "param_groups": [{"params": [0, 1], "lr": 0.1}]}))(
-            lib.nn.Parameter(lib.ones(1)))),
+    (
+        "set_params",
+        lambda lib: lib.optim.SGD([{"params": {lib.nn.Parameter(lib.ones(1))}}], lr=0.1),
+    ),
+    (
+        "dup_groups",
+        lambda lib: (lambda p: lib.optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1))(
+            lib.nn.Parameter(lib.ones(1))
+        ),
+    ),
+    (
+        "load_groups",
+        lambda lib: (
+            lambda p: lib.optim.SGD([p], lr=0.1).load_state_dict({"state": {}, "param_groups": []})
+        )(lib.nn.Parameter(lib.ones(1))),
+    ),
+    (
+        "load_sizes",
+        lambda lib: (
+            lambda p: lib.optim.SGD([p], lr=0.1).load_state_dict(
+                {"state": {}, "param_groups": [{"params": [0, 1], "lr": 0.1}]}
+            )
+        )(lib.nn.Parameter(lib.ones(1))),
+    ),
 ]
 
 

@@ -10,8 +10,9 @@ import sys
 import pytest
 from cli_helpers import cli, pty_output
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "openpty") or sys.platform == "win32",
-                                reason="needs a POSIX pseudo-terminal")
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "openpty") or sys.platform == "win32", reason="needs a POSIX pseudo-terminal"
+)
 
 SLOW = """\
 import time
@@ -38,10 +39,11 @@ def test_a_long_run_shows_progress_and_erases_it(script):
     assert "autodiag: running" in text and "backward call" in text, text
     assert "optimizer step" in text
     # the line is erased before the script's own output and before the report
-    before_hi = text[:text.index("script says hi")]
-    assert before_hi.rstrip(" \n").endswith("\x1b[2K") or "\x1b[2K" in before_hi[-20:], \
-        repr(before_hi[-80:])
-    report = text[text.index("script says hi"):]
+    before_hi = text[: text.index("script says hi")]
+    assert before_hi.rstrip(" \n").endswith("\x1b[2K") or "\x1b[2K" in before_hi[-20:], repr(
+        before_hi[-80:]
+    )
+    report = text[text.index("script says hi") :]
     assert "✓ no findings" in report and "autodiag: running" not in report
 
 

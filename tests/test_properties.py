@@ -24,8 +24,8 @@ UNARY = {
     "sqrt_pos": lambda m, a: m.sqrt(a * a + 0.5),
     "softmax": lambda m, a: m.softmax(a, -1),
     "log_softmax": lambda m, a: m.log_softmax(a, -1),
-    "square": lambda m, a: a ** 2,
-    "cube_neg": lambda m, a: -(a ** 3) * 0.1,
+    "square": lambda m, a: a**2,
+    "cube_neg": lambda m, a: -(a**3) * 0.1,
     "mean_keep": lambda m, a: a - a.mean(-1, keepdim=True),
     "sum_keep": lambda m, a: a.sum(-1, keepdim=True) * 0.3,
     "norm_scale": lambda m, a: a / (a.norm() + 1),
@@ -41,8 +41,11 @@ BINARY = {
     "pow_pos": lambda m, a, b: (a * a + 1) ** (m.tanh(b) * 0.5),
     "maximum_shift": lambda m, a, b: m.maximum(a, b + 5.0),
     "where": lambda m, a, b: m.where(b > 100.0, a, b),
-    "matmul_sq": lambda m, a, b: (a.reshape(-1, 1) @ b.reshape(1, -1)).sum(0)[: a.shape[-1]]
-    if a.ndim == 1 and b.ndim == 1 else a * b,
+    "matmul_sq": lambda m, a, b: (
+        (a.reshape(-1, 1) @ b.reshape(1, -1)).sum(0)[: a.shape[-1]]
+        if a.ndim == 1 and b.ndim == 1
+        else a * b
+    ),
 }
 
 
@@ -53,11 +56,18 @@ def programs(draw):
     pool = n_inputs
     for _ in range(draw(st.integers(1, 7))):
         if draw(st.booleans()):
-            steps.append(("u", draw(st.sampled_from(sorted(UNARY))),
-                          draw(st.integers(0, pool - 1))))
+            steps.append(
+                ("u", draw(st.sampled_from(sorted(UNARY))), draw(st.integers(0, pool - 1)))
+            )
         else:
-            steps.append(("b", draw(st.sampled_from(sorted(BINARY))),
-                          draw(st.integers(0, pool - 1)), draw(st.integers(0, pool - 1))))
+            steps.append(
+                (
+                    "b",
+                    draw(st.sampled_from(sorted(BINARY))),
+                    draw(st.integers(0, pool - 1)),
+                    draw(st.integers(0, pool - 1)),
+                )
+            )
         pool += 1
     seed = draw(st.integers(0, 2**16))
     return n_inputs, steps, seed
@@ -78,8 +88,9 @@ def make_inputs(n, seed):
     return [rng.uniform(-1.5, 1.5, size=4) for _ in range(n)]
 
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @SETTINGS
@@ -96,14 +107,15 @@ def test_random_programs_match_torch(torch, prog):
     for a, t in zip(ga, gt):
         assert (a is None) == (t is None)
         if a is not None:
-            np.testing.assert_allclose(a.detach().numpy(), t.detach().numpy(), rtol=1e-9,
-                                       atol=1e-12)
+            np.testing.assert_allclose(
+                a.detach().numpy(), t.detach().numpy(), rtol=1e-9, atol=1e-12
+            )
     # second order: d/dx sum(grad * w)
     w = [np.linspace(0.5, 1.5, 4) for _ in arrays]
-    sa = sum((g * ad.tensor(wi)).sum() for g, wi in zip(ga, w) if g is not None and
-             g.requires_grad)
-    st_ = sum((g * torch.tensor(wi)).sum() for g, wi in zip(gt, w) if g is not None and
-              g.requires_grad)
+    sa = sum((g * ad.tensor(wi)).sum() for g, wi in zip(ga, w) if g is not None and g.requires_grad)
+    st_ = sum(
+        (g * torch.tensor(wi)).sum() for g, wi in zip(gt, w) if g is not None and g.requires_grad
+    )
     if isinstance(sa, ad.Tensor) and isinstance(st_, torch.Tensor):
         ha = ad.autograd.grad(sa, xa, allow_unused=True)
         ht = torch.autograd.grad(st_, xt, allow_unused=True)

@@ -20,8 +20,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # installed, pytest would otherwise register the same module a second time, as "autodiag".
 # Other installed plugins stay out of the inner runs (hypothesis's terminal summary alone costs
 # ~1 s per run).
-PLUGIN = ("-p", "no:autodiag", "-p", "autodiag.pytest_plugin", "-p", "no:hypothesispytest",
-          "-p", "no:benchmark", "-p", "no:cacheprovider")
+PLUGIN = (
+    "-p",
+    "no:autodiag",
+    "-p",
+    "autodiag.pytest_plugin",
+    "-p",
+    "no:hypothesispytest",
+    "-p",
+    "no:benchmark",
+    "-p",
+    "no:cacheprovider",
+)
 
 HIDDEN_NAN = """
     import autodiag as torch
@@ -61,13 +71,15 @@ def test_hidden_nan_fails_with_the_report(pytester):
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "FAILED test_hidden_nan_fails_with_the_report.py::test_hides_a_nan" in out
-    result.stdout.fnmatch_lines([
-        "*autodiag: 1 finding in this test (nan_forward)*",
-        "*✗ nan_forward: log produced NaN from inputs without NaN",
-        "*at test_hidden_nan_fails_with_the_report.py:5 in test_hides_a_nan",
-        "*5 │ torch.log(x).sum().backward()*",
-        "*hint: log of 0 is -inf*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*autodiag: 1 finding in this test (nan_forward)*",
+            "*✗ nan_forward: log produced NaN from inputs without NaN",
+            "*at test_hidden_nan_fails_with_the_report.py:5 in test_hides_a_nan",
+            "*5 │ torch.log(x).sum().backward()*",
+            "*hint: log of 0 is -inf*",
+        ]
+    )
     assert "test_clean" not in out.split("short test summary")[-1]
 
 
@@ -79,22 +91,28 @@ def test_without_the_option_nothing_changes(pytester):
 def test_inplace_on_a_saved_tensor_fails(pytester):
     result = run(pytester, INPLACE, "--autodiag")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*✗ inplace_saved_tensor: mul_ modified a tensor that SigmoidBackward0 saved*",
-        "*at test_inplace_on_a_saved_tensor_fails.py:6 in test_writes_a_saved_tensor",
-        "*hint: SigmoidBackward0 needs its own output*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*✗ inplace_saved_tensor: mul_ modified a tensor that SigmoidBackward0 saved*",
+            "*at test_inplace_on_a_saved_tensor_fails.py:6 in test_writes_a_saved_tensor",
+            "*hint: SigmoidBackward0 needs its own output*",
+        ]
+    )
 
 
 def test_a_failing_test_gets_the_report_as_a_section(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         import autodiag as torch
 
         def test_both():
             x = torch.tensor([0.0], requires_grad=True)
             y = torch.log(x)  # -inf
             assert y.item() > 0
-        """, "--autodiag")
+        """,
+        "--autodiag",
+    )
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "assert -inf > 0" in out  # the test's own failure comes first
@@ -102,7 +120,9 @@ def test_a_failing_test_gets_the_report_as_a_section(pytester):
 
 
 def test_ignore_marker(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         import pytest
         import autodiag as torch
 
@@ -117,13 +137,18 @@ def test_ignore_marker(pytester):
         @pytest.mark.autodiag_ignore
         def test_ignores_all():
             torch.log(torch.tensor([-1.0], requires_grad=True))
-        """, "--autodiag", "--strict-markers")
+        """,
+        "--autodiag",
+        "--strict-markers",
+    )
     result.assert_outcomes(passed=2, failed=1)
     assert "test_ignores_something_else" in result.stdout.str().split("short test summary")[-1]
 
 
 def test_fixtures_are_not_watched_and_backward_nan_is(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         import pytest
         import autodiag as torch
 
@@ -137,13 +162,17 @@ def test_fixtures_are_not_watched_and_backward_nan_is(pytester):
         def test_sqrt_at_zero():
             x = torch.tensor([0.0, 1.0], requires_grad=True)
             x.sqrt().sum().backward()  # d sqrt at 0 is inf
-        """, "--autodiag")
+        """,
+        "--autodiag",
+    )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*inf_backward: SqrtBackward0 returned an infinite gradient*"])
 
 
 def test_plugin_fixture_and_help(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         import autodiag as torch
 
         class Square(torch.autograd.Function):
@@ -160,10 +189,12 @@ def test_plugin_fixture_and_help(pytester):
         def test_square(autodiag_gradcheck):
             x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
             autodiag_gradcheck(Square, (x,))
-        """)
+        """,
+    )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*AssertionError: gradcheck of Square.apply failed*",
-                                 "*constant_factor*factor of 0.5*"])
+    result.stdout.fnmatch_lines(
+        ["*AssertionError: gradcheck of Square.apply failed*", "*constant_factor*factor of 0.5*"]
+    )
     assert "def assert_gradcheck" not in result.stdout.str()  # __tracebackhide__: test's line
     helped = pytester.runpytest_inprocess(*PLUGIN, "--help")
     helped.stdout.fnmatch_lines(["*--autodiag*"])
@@ -175,11 +206,18 @@ def test_plugin_is_inert_without_the_option():
     per-test hooks. (The package's __init__, the engine, is imported: the plugin lives in it.)"""
     import subprocess
 
-    code = ("import sys; import autodiag.pytest_plugin; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('autodiag', 'rich', "
-            "'typer')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout
+    code = (
+        "import sys; import autodiag.pytest_plugin; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('autodiag', 'rich', "
+        "'typer')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        check=True,
+    ).stdout
     assert "'autodiag.pytest_plugin'" in out
     for heavy in ("autodiag.analysis", "autodiag.report", "autodiag.cli", "'rich", "'typer"):
         assert heavy not in out, out
@@ -237,12 +275,12 @@ class Cube(ad.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return x ** 3
+        return x**3
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return 3 * x ** 2 * grad
+        return 3 * x**2 * grad
 
 
 class WrongCube(Cube):  # samples/bad_backward.py's Cube
@@ -282,8 +320,11 @@ def test_assert_gradcheck_reports_the_wrong_backward():
 
 
 def test_assert_gradcheck_carries_the_diagnosis():
-    with pytest.raises(AssertionError, match=r"(?s)incorrect number of gradients.*autodiag "
-                       r"diagnosis:.*\[wrong_grad_count\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)incorrect number of gradients.*autodiag "
+        r"diagnosis:.*\[wrong_grad_count\]",
+    ):
         assert_gradcheck(TwoGrads, leaf(1.0))
 
 
@@ -295,7 +336,7 @@ def test_assert_gradcheck_second_order():
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 3
+            return x**3
 
         @staticmethod
         def backward(ctx, grad):
@@ -304,8 +345,9 @@ def test_assert_gradcheck_second_order():
 
     x = leaf(0.5, 2.0)
     assert_gradcheck(FirstOrderOnly, (x,))
-    with pytest.raises(AssertionError, match="gradgradcheck .second derivatives. of "
-                                             "FirstOrderOnly.apply failed"):
+    with pytest.raises(
+        AssertionError, match="gradgradcheck .second derivatives. of FirstOrderOnly.apply failed"
+    ):
         assert_gradcheck(FirstOrderOnly, (x,), gradgrad=True)
 
 

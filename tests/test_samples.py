@@ -20,19 +20,38 @@ SAMPLES = ROOT / "samples"
 # sample -> (expected exit code, phrases its output must contain)
 EXPECTED = {
     "quickstart.py": (0, ["PowBackward0", "modified by an inplace operation"]),
-    "model.py": (0, ["NllLossBackward0", "LogSoftmaxBackward0", "AddmmBackward0",
-                     "NativeLayerNormBackward0", "GeluBackward0", "head.weight  grad norm"]),
+    "model.py": (
+        0,
+        [
+            "NllLossBackward0",
+            "LogSoftmaxBackward0",
+            "AddmmBackward0",
+            "NativeLayerNormBackward0",
+            "GeluBackward0",
+            "head.weight  grad norm",
+        ],
+    ),
     "train.py": (0, ["step 150", "training accuracy"]),
-    "myop.py": (0, ["CubicBackward", "matches finite differences: True",
-                    "StraightThroughRound"]),
+    "myop.py": (0, ["CubicBackward", "matches finite differences: True", "StraightThroughRound"]),
     "leaky_loop.py": (0, ["history holds 30 losses; 30 of them still carry a grad_fn graph"]),
     "nan_log.py": (0, ["entropy: tensor(nan", "logits.grad has nan: True"]),
-    "inplace_saved.py": (1, ["RuntimeError: one of the variables needed for gradient "
-                             "computation has been modified by an inplace operation",
-                             "samples/inplace_saved.py:16"]),
-    "reused_graph.py": (1, ["step 0 loss", "RuntimeError: Trying to backward through the graph "
-                            "a second time", "reached TanhBackward0, created at "
-                            "samples/reused_graph.py:22", "through `features`"]),
+    "inplace_saved.py": (
+        1,
+        [
+            "RuntimeError: one of the variables needed for gradient "
+            "computation has been modified by an inplace operation",
+            "samples/inplace_saved.py:16",
+        ],
+    ),
+    "reused_graph.py": (
+        1,
+        [
+            "step 0 loss",
+            "RuntimeError: Trying to backward through the graph a second time",
+            "reached TanhBackward0, created at samples/reused_graph.py:22",
+            "through `features`",
+        ],
+    ),
     "bad_backward.py": (0, ["x.grad = [2.0, 4.0, 6.0]", "x.grad = [1.0, 2.0, 3.0]"]),
     "no_zero_grad.py": (0, ["step 30", "weight.grad norm"]),
     "detached_param.py": (0, ["w1.grad is None: False", "w2.grad is None: True"]),
@@ -45,13 +64,22 @@ def test_every_sample_is_listed():
 
 def _run(name: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, str(SAMPLES / name)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(SAMPLES / name)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _loss_values(stdout: str) -> list[float]:
-    return [float(line.split("loss")[1].split()[0]) for line in stdout.splitlines()
-            if line.startswith("step")]
+    return [
+        float(line.split("loss")[1].split()[0])
+        for line in stdout.splitlines()
+        if line.startswith("step")
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

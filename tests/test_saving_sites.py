@@ -34,14 +34,14 @@ def _saved_at(msg: str, node_name: str) -> int:
 def test_method_saving_its_input():
     x = ad.ones(3, requires_grad=True)
     a = x * 2.0
-    y = a.sin(); line = _line()  # noqa: E702
+    y = a.sin(); line = _line()  # noqa: E702  # fmt: skip
     a.add_(1)
     assert _saved_at(_backward_error(y.sum()), "SinBackward0") == line
 
 
 def test_module_function_saving_its_result():
     x = ad.ones(3, requires_grad=True)
-    h = ad.exp(x); line = _line()  # noqa: E702
+    h = ad.exp(x); line = _line()  # noqa: E702  # fmt: skip
     h.add_(1)
     msg = _backward_error(h.sum())
     assert _saved_at(msg, "ExpBackward0") == line
@@ -51,8 +51,8 @@ def test_module_function_saving_its_result():
 def test_operator_and_the_public_function_of_a_binary_op():
     x = ad.ones(3, requires_grad=True)
     w = ad.full((3,), 2.0, requires_grad=True)
-    y = x * w; line_op = _line()  # noqa: E702
-    z = ad.mul(x, w); line_fn = _line()  # noqa: E702
+    y = x * w; line_op = _line()  # noqa: E702  # fmt: skip
+    z = ad.mul(x, w); line_fn = _line()  # noqa: E702  # fmt: skip
     with ad.no_grad():
         w.add_(1)
     assert _saved_at(_backward_error(y.sum()), "MulBackward0") == line_op
@@ -61,7 +61,7 @@ def test_operator_and_the_public_function_of_a_binary_op():
 
 def test_an_op_inside_an_nn_module_names_the_users_call():
     lin = ad.nn.Linear(3, 2)
-    out = lin(ad.ones(4, 3, requires_grad=True)); line = _line()  # noqa: E702
+    out = lin(ad.ones(4, 3, requires_grad=True)); line = _line()  # noqa: E702  # fmt: skip
     with ad.no_grad():
         lin.weight.mul_(2)  # an optimizer step between forward and backward
     msg = _backward_error(out.sum())
@@ -78,11 +78,17 @@ def test_the_innermost_user_frame_wins_and_alternating_callers_stay_right():
         a = x * 1.0
         (y, line_h) = helper(a)
         b = x * 1.0
-        z = b.cos(); line_main = _line()  # noqa: E702
+        z = b.cos(); line_main = _line()  # noqa: E702  # fmt: skip
         a.add_(1)
         b.add_(1)
-        found.append((_saved_at(_backward_error(y.sum()), "SinBackward0"), line_h,
-                      _saved_at(_backward_error(z.sum()), "CosBackward0"), line_main))
+        found.append(
+            (
+                _saved_at(_backward_error(y.sum()), "SinBackward0"),
+                line_h,
+                _saved_at(_backward_error(z.sum()), "CosBackward0"),
+                line_main,
+            )
+        )
     for got_h, want_h, got_main, want_main in found:
         assert (got_h, got_main) == (want_h, want_main)
 
@@ -90,7 +96,7 @@ def test_the_innermost_user_frame_wins_and_alternating_callers_stay_right():
 def test_a_general_op_through_its_traced_wrapper():
     w = ad.ones(3, 2, requires_grad=True)
     x = ad.ones(4, 3)
-    y = x @ w; line = _line()  # noqa: E702
+    y = x @ w; line = _line()  # noqa: E702  # fmt: skip
     x.mul_(2)
     assert _saved_at(_backward_error(y.sum()), "MmBackward0") == line
 
@@ -109,7 +115,7 @@ def test_a_custom_function():
 
     x = ad.ones(3, requires_grad=True)
     a = x * 1.0
-    y = Square.apply(a); line = _line()  # noqa: E702
+    y = Square.apply(a); line = _line()  # noqa: E702  # fmt: skip
     a.add_(1)
     assert _saved_at(_backward_error(y.sum()), "SquareBackward") == line
 
@@ -135,15 +141,25 @@ def test_a_new_stop_code_forgets_the_remembered_user_frame():
         sites._kind.clear()
 
 
-@pytest.mark.parametrize("make", [
-    lambda x, c: x * c, lambda x, c: x + c, lambda x, c: x * 2.0, lambda x, c: x.sin(),
-    lambda x, c: x.exp(), lambda x, c: ad.relu(x), lambda x, c: -x,
-], ids=["mul", "add", "mul-scalar", "sin", "exp", "relu", "neg"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x, c: x * c,
+        lambda x, c: x + c,
+        lambda x, c: x * 2.0,
+        lambda x, c: x.sin(),
+        lambda x, c: x.exp(),
+        lambda x, c: ad.relu(x),
+        lambda x, c: -x,
+    ],
+    ids=["mul", "add", "mul-scalar", "sin", "exp", "relu", "neg"],
+)
 def test_hot_path_nodes_set_every_slot_node_init_sets(make):
     # the hot ops build nodes field by field (NOTE [Hot path]): none may be left unset
     x = ad.ones(3, requires_grad=True) * 1.0
     node = make(x, ad.full((3,), 2.0)).grad_fn
     reference = Node()
     slots = [s for s in Node.__slots__ if s != "__weakref__" and hasattr(reference, s)]
-    assert slots and all(hasattr(node, s) for s in slots), [s for s in slots
-                                                            if not hasattr(node, s)]
+    assert slots and all(hasattr(node, s) for s in slots), [
+        s for s in slots if not hasattr(node, s)
+    ]

@@ -171,10 +171,13 @@ def test_setitem_nodes_and_gradients_as_pytorch(torch, code):
     _same(torch, code)
 
 
-@pytest.mark.parametrize("code", [
-    "x = torch.arange(4.); x[2:4] = x[::2]",
-    "x = torch.arange(6.); x[1::2] = x[:3]",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = torch.arange(4.); x[2:4] = x[::2]",
+        "x = torch.arange(6.); x[1::2] = x[:3]",
+    ],
+)
 def test_setitem_loop_order_dependent_overlap_is_refused_clearly(torch, code):
     # PyTorch copies memory it cannot analyse element by element in its loop order; autodiag
     # computes out of place, so it refuses (naming the op) rather than give other numbers

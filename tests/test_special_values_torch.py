@@ -46,8 +46,11 @@ def assert_same(a, t, what: str = "value", rtol: float = 1e-6, zero_signs: bool 
     if not zero_signs:
         return
     zero = (x == 0) & (y == 0)
-    np.testing.assert_array_equal(np.signbit(x[zero]), np.signbit(y[zero]),
-                                  err_msg=f"{what}: signs of zeros (autodiag {x}, torch {y})")
+    np.testing.assert_array_equal(
+        np.signbit(x[zero]),
+        np.signbit(y[zero]),
+        err_msg=f"{what}: signs of zeros (autodiag {x}, torch {y})",
+    )
 
 
 def _grads(T, fn, data, dtype: str, grad_out: float):
@@ -72,8 +75,9 @@ def check(fn, data, dtype: str = "float64", grad_out: float = 1.0, second: bool 
     assert_same(ay, ty, f"value at {where}")
     assert_same(ag, tg, f"gradient at {where}")
     if second:
-        assert arec == trec, (f"first gradient requires grad: autodiag {arec}, torch {trec} "
-                              f"({where})")
+        assert arec == trec, (
+            f"first gradient requires grad: autodiag {arec}, torch {trec} ({where})"
+        )
         # the sign of a zero second derivative seeded with a zero gradient depends on the order
         # of products inside the formulas; it is not part of what is compared
         assert_same(ah, th, f"second gradient at {where}", zero_signs=grad_out != 0)
@@ -235,14 +239,18 @@ def test_integer_division_values(op):
 
 
 def test_float_division_by_zero_still_ieee():
-    for fn in (lambda T: T.tensor([5, -3, 0]) // 0.0, lambda T: T.tensor([5, -3, 0]) / 0,
-               lambda T: T.remainder(T.tensor([1.0, -1.0]), 0.0)):
+    for fn in (
+        lambda T: T.tensor([5, -3, 0]) // 0.0,
+        lambda T: T.tensor([5, -3, 0]) / 0,
+        lambda T: T.remainder(T.tensor([1.0, -1.0]), 0.0),
+    ):
         assert_same(fn(ad), fn(torch))
 
 
 def test_sign_of_nan_is_zero():
-    assert_same(ad.tensor([nan, -0.0, 0.0, -2.0]).sign(), torch.tensor([nan, -0.0, 0.0, -2.0])
-                .sign())
+    assert_same(
+        ad.tensor([nan, -0.0, 0.0, -2.0]).sign(), torch.tensor([nan, -0.0, 0.0, -2.0]).sign()
+    )
     check(lambda T, x: x.sign() * x, [nan, 1.0, -2.0])
 
 
@@ -257,10 +265,15 @@ def test_gelu_at_infinities():
     # issue 17 reported gelu(inf) as NaN in PyTorch; PyTorch 2.13 gives inf (and NaN at -inf)
     for approximate in ("none", "tanh"):
         for dtype in ("float64", "float32"):
-            assert_same(ad.nn.functional.gelu(ad.tensor([inf, -inf, nan], dtype=getattr(
-                ad, dtype)), approximate=approximate),
-                torch.nn.functional.gelu(torch.tensor([inf, -inf, nan], dtype=getattr(
-                    torch, dtype)), approximate=approximate))
+            assert_same(
+                ad.nn.functional.gelu(
+                    ad.tensor([inf, -inf, nan], dtype=getattr(ad, dtype)), approximate=approximate
+                ),
+                torch.nn.functional.gelu(
+                    torch.tensor([inf, -inf, nan], dtype=getattr(torch, dtype)),
+                    approximate=approximate,
+                ),
+            )
 
 
 def test_one_over_relu_of_negative_zero_is_negative_inf():
@@ -296,9 +309,11 @@ def test_signed_zeros(op):
     fn = _SIGNED_ZERO_OPS[op]
     for data in ([-0.0, 0.0, -0.0], [0.0, -0.0, 0.0], [-0.4, -1e-300, 0.3]):
         for dtype in ("float64", "float32"):
-            assert_same(fn(ad, ad.tensor(data, dtype=getattr(ad, dtype))),
-                        fn(torch, torch.tensor(data, dtype=getattr(torch, dtype))),
-                        f"{op}{data} {dtype}")
+            assert_same(
+                fn(ad, ad.tensor(data, dtype=getattr(ad, dtype))),
+                fn(torch, torch.tensor(data, dtype=getattr(torch, dtype))),
+                f"{op}{data} {dtype}",
+            )
 
 
 @pytest.mark.parametrize("p", [3, 2, 1, 0.5, inf, -inf, 1.5, -2])
@@ -334,16 +349,21 @@ def test_remainder_second_derivative_at_negative_zero():
 def test_remainder_divisor_gradient_uses_floor_division():
     # torch's floor division of 1 by 0.1 is 9 (as Python's //), not floor(1 / 0.1) = 10
     check(lambda T, x: T.remainder(T.ones_like(x), x), [0.1, -0.1, 3.0])
-    assert_same(ad.div(ad.tensor([1.0, inf, -0.0]), 0.1, rounding_mode="floor"),
-                torch.div(torch.tensor([1.0, inf, -0.0]), 0.1, rounding_mode="floor"))
+    assert_same(
+        ad.div(ad.tensor([1.0, inf, -0.0]), 0.1, rounding_mode="floor"),
+        torch.div(torch.tensor([1.0, inf, -0.0]), 0.1, rounding_mode="floor"),
+    )
 
 
 @pytest.mark.parametrize("op", ["relu", "relu_", "leaky_relu"])
 def test_first_gradient_of_relu_is_recorded(op):
     # PyTorch records threshold_backward / leaky_relu_backward with an edge to the tensor the
     # mask is read from, so the first gradient requires grad and its own gradient is zeros
-    fns = {"relu": lambda T, x: T.relu(x), "relu_": lambda T, x: (x * 1).relu_(),
-           "leaky_relu": lambda T, x: T.nn.functional.leaky_relu(x, 0.1)}
+    fns = {
+        "relu": lambda T, x: T.relu(x),
+        "relu_": lambda T, x: (x * 1).relu_(),
+        "leaky_relu": lambda T, x: T.nn.functional.leaky_relu(x, 0.1),
+    }
     x = ad.tensor([-1.0, 2.0], requires_grad=True)
     (g,) = ad.autograd.grad(fns[op](ad, x).sum(), x, create_graph=True)
     assert g.requires_grad
@@ -417,9 +437,9 @@ MASKED = {
     "copy_": lambda T, x: (x * 1).copy_(T.ones_like(x)),
     "div_floor": lambda T, x: T.div(x, 2.0, rounding_mode="floor"),
     "div_trunc_tensor": lambda T, x: T.div(x, T.ones_like(x) * 2, rounding_mode="trunc"),
-    "pow_0": lambda T, x: x ** 0,
+    "pow_0": lambda T, x: x**0,
     "pow_tensor_0": lambda T, x: x ** T.zeros_like(x),
-    "rpow_0": lambda T, x: 0 ** x,
+    "rpow_0": lambda T, x: 0**x,
     "norm_1": lambda T, x: x.norm(p=1),
     "norm_2": lambda T, x: x.norm(),
     "norm_3": lambda T, x: x.norm(p=3),
@@ -516,8 +536,11 @@ def _layer_norm_grad(T, x, w, shape, eps, dtype, grad_out=0.5):
     w = T.tensor(w, dtype=getattr(T, dtype))
     y = T.nn.functional.layer_norm(x, shape, w, T.ones_like(w), eps=eps)
     (g,) = T.autograd.grad(y, x, T.full_like(y, grad_out), create_graph=True)
-    (g0,) = T.autograd.grad(T.nn.functional.layer_norm(x, shape, w, T.ones_like(w), eps=eps),
-                            x, T.full_like(y, grad_out))
+    (g0,) = T.autograd.grad(
+        T.nn.functional.layer_norm(x, shape, w, T.ones_like(w), eps=eps),
+        x,
+        T.full_like(y, grad_out),
+    )
     return g, g0
 
 
@@ -525,11 +548,15 @@ def _layer_norm_grad(T, x, w, shape, eps, dtype, grad_out=0.5):
 def test_layer_norm_gradient_with_an_infinite_weight_is_nan_everywhere(dtype):
     # the fuzzer's `layer_norm | grad value: inf vs nan`: PyTorch's kernel forms the gradient as
     # a * dy + b * x + c and the inf weight reaches every element through b
-    for x, w in (([[[4.14, 1.0, 1.0]]], [1.0, -inf, 1.0]),
-                 ([[1.0, 1.0], [1.0, 0.0], [2.0, 3.0]], [[1.0, 1.0], [inf, 1.0], [1.0, 1.0]])):
+    for x, w in (
+        ([[[4.14, 1.0, 1.0]]], [1.0, -inf, 1.0]),
+        ([[1.0, 1.0], [1.0, 0.0], [2.0, 3.0]], [[1.0, 1.0], [inf, 1.0], [1.0, 1.0]]),
+    ):
         shape = tuple(np.shape(w))
-        for a, t in zip(_layer_norm_grad(ad, x, w, shape, 1e-5, dtype),
-                        _layer_norm_grad(torch, x, w, shape, 1e-5, dtype)):
+        for a, t in zip(
+            _layer_norm_grad(ad, x, w, shape, 1e-5, dtype),
+            _layer_norm_grad(torch, x, w, shape, 1e-5, dtype),
+        ):
             assert_same(a, t, f"layer_norm gradient at {x}, weight {w}", zero_signs=False)
 
 
@@ -546,6 +573,7 @@ def _layer_norm_second(T, x, w, eps):
     x = T.tensor(x, dtype=T.float32, requires_grad=True)
     w = T.tensor(w, dtype=T.float32, requires_grad=True)
     y = T.nn.functional.layer_norm(x, tuple(w.shape), w, T.ones_like(w), eps=eps)
+
     def ramp(t):  # distinct weights: constant ones make the second derivative cancel to ~0
         return (T.arange(t.numel(), dtype=t.dtype).reshape(t.shape) + 1.0) * 0.5
 
@@ -557,12 +585,16 @@ def test_layer_norm_second_derivative_is_pytorch_double_backward():
     # the gradient's values are the kernel's, its derivative PyTorch's double backward: the
     # fuzzer's `layer_norm+min | grad2 value: nan vs finite` and `layer_norm | grad2 value:
     # different finite values` (a two-element row, where the gradient is all cancellation)
-    for x, w, eps in (([2.0, 1.02, 0.5, -1.0], [1.2, 1.71, 0.5, 2.0], 1e-5),
-                      ([[1.0, 4.0, -2.0]], [[1.5, -0.5, 2.0]], 1e-5)):
-        for k, (a, t) in enumerate(zip(_layer_norm_second(ad, x, w, eps),
-                                       _layer_norm_second(torch, x, w, eps))):
-            assert_same(a, t, f"layer_norm derivative {k} at {x}, weight {w}", rtol=1e-4,
-                        zero_signs=False)
+    for x, w, eps in (
+        ([2.0, 1.02, 0.5, -1.0], [1.2, 1.71, 0.5, 2.0], 1e-5),
+        ([[1.0, 4.0, -2.0]], [[1.5, -0.5, 2.0]], 1e-5),
+    ):
+        for k, (a, t) in enumerate(
+            zip(_layer_norm_second(ad, x, w, eps), _layer_norm_second(torch, x, w, eps))
+        ):
+            assert_same(
+                a, t, f"layer_norm derivative {k} at {x}, weight {w}", rtol=1e-4, zero_signs=False
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,11 +636,16 @@ def test_abs_and_norm_first_gradient_records_sgn(op):
 
 
 def test_sgn_of_real_tensors_is_sign_with_a_zero_gradient():
-    for data, dtype in (([nan, -0.0, 0.0, -3.0, inf], "float64"), ([-3, 0, 2], "int64"),
-                        ([True, False], "bool")):
+    for data, dtype in (
+        ([nan, -0.0, 0.0, -3.0, inf], "float64"),
+        ([-3, 0, 2], "int64"),
+        ([True, False], "bool"),
+    ):
         for method in (False, True):
-            a, t = (ad.tensor(data, dtype=getattr(ad, dtype)),
-                    torch.tensor(data, dtype=getattr(torch, dtype)))
+            a, t = (
+                ad.tensor(data, dtype=getattr(ad, dtype)),
+                torch.tensor(data, dtype=getattr(torch, dtype)),
+            )
             ra, rt = (a.sgn(), t.sgn()) if method else (ad.sgn(a), torch.sgn(t))
             assert str(ra.dtype).split(".")[-1] == str(rt.dtype).split(".")[-1]
             assert_same(ra, rt, f"sgn{data}")
@@ -625,9 +662,12 @@ def test_sgn_of_real_tensors_is_sign_with_a_zero_gradient():
 # backward of an op before abs that multiplies by inf or divides by 0 gives NaN where PyTorch
 # gives 0. Matching needs an engine-wide zero-gradient kind (issue 17, fuzz classes
 # `abs...|grad2 value: nan vs 0`, `norm...|grad2 value: nan vs finite`): not built here.
-_ZERO_TENSOR = pytest.mark.xfail(strict=True, reason="PyTorch's SgnBackward0 returns an "
-                                 "efficient zero tensor that stays zero through later products "
-                                 "and quotients; autodiag's zeros give 0 * inf = NaN")
+_ZERO_TENSOR = pytest.mark.xfail(
+    strict=True,
+    reason="PyTorch's SgnBackward0 returns an "
+    "efficient zero tensor that stays zero through later products "
+    "and quotients; autodiag's zeros give 0 * inf = NaN",
+)
 
 
 @_ZERO_TENSOR

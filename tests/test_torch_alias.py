@@ -13,11 +13,8 @@ import textwrap
 import pytest
 from cli_helpers import cli
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
 
 
 BUGGY = """\
@@ -34,7 +31,9 @@ entropy = -(p * torch.log(p)).sum() + model(p).sum()
 entropy.backward()
 opt.step()
 """
-AS_TORCH = "import autodiag as torch\nfrom autodiag import nn, optim\nimport autodiag.nn.functional as F"
+AS_TORCH = (
+    "import autodiag as torch\nfrom autodiag import nn, optim\nimport autodiag.nn.functional as F"
+)
 IMPORT_TORCH = "import torch\nfrom torch import nn, optim\nimport torch.nn.functional as F"
 
 
@@ -63,24 +62,52 @@ def test_import_torch_script_finds_what_the_autodiag_version_finds(script, comma
         assert "MulBackward0" in {n["name"] for n in d2["nodes"]}
 
 
-@pytest.mark.parametrize("source,line,name,code", [
-    ("import torch\nimport torch.nn as nn\nx = torch.ones(2)\n\nconv = nn.Conv2d(1, 2, 3)\n",
-     5, "torch.nn.Conv2d", "conv = nn.Conv2d(1, 2, 3)"),
-    ("import torch\nfrom torch.nn import Linear, Conv2d\n", 2, "torch.nn.Conv2d",
-     "from torch.nn import Linear, Conv2d"),
-    ("import torch\nimport torch.distributions as D\n", 2, "torch.distributions",
-     "import torch.distributions as D"),
-    ("from torch import nn, distributions\n", 1, "torch.distributions",
-     "from torch import nn, distributions"),
-    ("import torch\ndef f():\n    return torch.compile(len)\nf()\n", 3, "torch.compile",
-     "return torch.compile(len)"),
-    ("import torch\nx = torch.trace(torch.eye(2))\n", 2, "torch.trace",
-     "x = torch.trace(torch.eye(2))"),
-    ("import torchvision\n", 1, "torchvision", "import torchvision"),
-])
+@pytest.mark.parametrize(
+    "source,line,name,code",
+    [
+        (
+            "import torch\nimport torch.nn as nn\nx = torch.ones(2)\n\nconv = nn.Conv2d(1, 2, 3)\n",
+            5,
+            "torch.nn.Conv2d",
+            "conv = nn.Conv2d(1, 2, 3)",
+        ),
+        (
+            "import torch\nfrom torch.nn import Linear, Conv2d\n",
+            2,
+            "torch.nn.Conv2d",
+            "from torch.nn import Linear, Conv2d",
+        ),
+        (
+            "import torch\nimport torch.distributions as D\n",
+            2,
+            "torch.distributions",
+            "import torch.distributions as D",
+        ),
+        (
+            "from torch import nn, distributions\n",
+            1,
+            "torch.distributions",
+            "from torch import nn, distributions",
+        ),
+        (
+            "import torch\ndef f():\n    return torch.compile(len)\nf()\n",
+            3,
+            "torch.compile",
+            "return torch.compile(len)",
+        ),
+        (
+            "import torch\nx = torch.trace(torch.eye(2))\n",
+            2,
+            "torch.trace",
+            "x = torch.trace(torch.eye(2))",
+        ),
+        ("import torchvision\n", 1, "torchvision", "import torchvision"),
+    ],
+)
 @pytest.mark.parametrize("command", ["graph", "check"])
-def test_a_name_autodiag_lacks_is_exit_2_with_file_line_and_name(script, source, line, name,
-                                                                   code, command):
+def test_a_name_autodiag_lacks_is_exit_2_with_file_line_and_name(
+    script, source, line, name, code, command
+):
     path = script(source)
     r = cli(command, path, "-f", "json")
     assert r.exit_code == 2, r.stderr
@@ -140,8 +167,9 @@ def test_the_alias_does_not_leak_and_real_torch_is_put_back(script, tmp_path, to
 
 def test_a_later_real_import_torch_is_unaffected(tmp_path):
     # a fresh process that has not imported torch before the run
-    (tmp_path / "s.py").write_text("import torch\nx = torch.ones(2, requires_grad=True)\n"
-                                   "(x * 3).sum().backward()\n")
+    (tmp_path / "s.py").write_text(
+        "import torch\nx = torch.ones(2, requires_grad=True)\n(x * 3).sum().backward()\n"
+    )
     code = textwrap.dedent(f"""\
         import sys
         from typer.testing import CliRunner
@@ -153,8 +181,14 @@ def test_a_later_real_import_torch_is_unaffected(tmp_path):
         assert hasattr(torch.nn, "Conv2d") and "site-packages" in torch.__file__
         print("real", torch.__version__)
         """)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
-                       cwd=tmp_path, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("real 2.")
 
@@ -170,27 +204,47 @@ def test_engine_option(script):
 
 
 def test_python_m_autodiag_run(tmp_path):
-    (tmp_path / "t.py").write_text(textwrap.dedent("""\
+    (tmp_path / "t.py").write_text(
+        textwrap.dedent("""\
         import sys
         import torch
         import torch.nn as nn
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         (x ** 2).sum().backward()
         print(type(torch.ones(1)).__module__, x.grad.tolist(), sys.argv[1:])
-        """))
-    p = subprocess.run([sys.executable, "-m", "autodiag.run", "t.py", "a", "--b"],
-                       capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+        """)
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "autodiag.run", "t.py", "a", "--b"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "autodiag.tensor [2.0, 4.0] ['a', '--b']"
     (tmp_path / "u.py").write_text("import torch\n\ny = torch.nn.Conv2d(1, 1, 1)\n")
-    p = subprocess.run([sys.executable, "-m", "autodiag.run", "u.py"],
-                       capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodiag.run", "u.py"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 2
     assert "u.py:3 uses `torch.nn.Conv2d`, which autodiag's engine does not provide" in p.stderr
     assert "Traceback" not in p.stderr
     (tmp_path / "v.py").write_text("import torch\nraise ValueError('boom')\n")
-    p = subprocess.run([sys.executable, "-m", "autodiag.run", "v.py"],
-                       capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "autodiag.run", "v.py"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 1 and "ValueError: boom" in p.stderr and 'v.py", line 2' in p.stderr
     assert "autodiag/run.py" not in p.stderr
 
@@ -203,11 +257,14 @@ def test_every_sample_both_ways(tmp_path, name):
     """Each sample as written (``import autodiag as torch``) and rewritten to ``import torch``
     gives the same `check` report under the CLI."""
     source = open(os.path.join(ROOT, "samples", name)).read()
-    rewritten = (source.replace("import autodiag as torch", "import torch")
-                 .replace("import autodiag.nn.functional as F", "import torch.nn.functional as F")
-                 .replace("import autodiag.nn as nn", "import torch.nn as nn"))
-    assert "autodiag" not in "\n".join(l for l in rewritten.splitlines()
-                                       if l.startswith(("import", "from")))
+    rewritten = (
+        source.replace("import autodiag as torch", "import torch")
+        .replace("import autodiag.nn.functional as F", "import torch.nn.functional as F")
+        .replace("import autodiag.nn as nn", "import torch.nn as nn")
+    )
+    assert "autodiag" not in "\n".join(
+        l for l in rewritten.splitlines() if l.startswith(("import", "from"))
+    )
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / name).write_text(source)

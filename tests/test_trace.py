@@ -15,8 +15,9 @@ class Recorder(Tracer):
         self.events = []
 
     def on_op(self, op, node, inputs, outputs, stack):
-        self.events.append(("op", op, node.name() if node else None, len(inputs), len(outputs),
-                            stack.location()))
+        self.events.append(
+            ("op", op, node.name() if node else None, len(inputs), len(outputs), stack.location())
+        )
 
     def on_save(self, node, tensor):
         self.events.append(("save", node.name(), tuple(tensor.shape)))
@@ -50,10 +51,13 @@ def _line() -> int:
 def test_ops_are_reported_once_with_their_node_and_the_user_line():
     x = ad.ones(3, requires_grad=True)
     with tracing(Recorder()) as rec:
-        y = (x * 2).exp().sum(); line = _line()  # noqa: E702
+        y = (x * 2).exp().sum(); line = _line()  # noqa: E702  # fmt: skip
     ops = rec.kinds("op")
-    assert [(e[1], e[2]) for e in ops] == [("mul", "MulBackward0"), ("exp", "ExpBackward0"),
-                                           ("sum", "SumBackward0")]
+    assert [(e[1], e[2]) for e in ops] == [
+        ("mul", "MulBackward0"),
+        ("exp", "ExpBackward0"),
+        ("sum", "SumBackward0"),
+    ]
     loc = ops[0][5]
     assert loc["file"] == __file__ and loc["line"] == line and "exp()" in loc["code"]
     assert loc["function"] == "test_ops_are_reported_once_with_their_node_and_the_user_line"
@@ -78,8 +82,12 @@ def test_unrecorded_ops_are_reported_without_a_node():
         x.detach()
         x.sum().item()
     assert [(e[1], e[2]) for e in rec.kinds("op")] == [
-        ("add", None), ("mul", None), ("detach", None), ("sum", "SumBackward0"),
-        ("item", None)]
+        ("add", None),
+        ("mul", None),
+        ("detach", None),
+        ("sum", "SumBackward0"),
+        ("item", None),
+    ]
 
 
 def test_saves_follow_their_op():
@@ -95,7 +103,7 @@ def test_inplace_writes_are_reported_with_their_line_also_under_no_grad():
     x = ad.ones(3, requires_grad=True)
     y = x * 1
     with tracing(Recorder()) as rec:
-        y.add_(1); line = _line()  # noqa: E702
+        y.add_(1); line = _line()  # noqa: E702  # fmt: skip
         with ad.no_grad():
             x.mul_(2)
     ins = rec.kinds("inplace")
@@ -108,9 +116,14 @@ def test_backward_events_run_in_execution_order():
     loss = (x.exp() * 3).sum()
     with tracing(Recorder()) as rec:
         loss.backward()
-    assert rec.events == [("begin", 1, True), ("node", "SumBackward0", 1, 1),
-                          ("node", "MulBackward0", 1, 2), ("node", "ExpBackward0", 1, 1),
-                          ("node", "torch::autograd::AccumulateGrad", 1, 0), ("end",)]
+    assert rec.events == [
+        ("begin", 1, True),
+        ("node", "SumBackward0", 1, 1),
+        ("node", "MulBackward0", 1, 2),
+        ("node", "ExpBackward0", 1, 1),
+        ("node", "torch::autograd::AccumulateGrad", 1, 0),
+        ("end",),
+    ]
 
 
 def test_autograd_grad_is_a_backward_call_that_does_not_accumulate():
@@ -158,9 +171,16 @@ def test_operators_report_the_op_name():
         _ = -x
         _ = x > 0
         x[0]
-        x ** 2
-    assert [e[1] for e in rec.kinds("op")] == ["rsub", "div", "matmul", "neg", "gt",
-                                               "__getitem__", "pow"]
+        x**2
+    assert [e[1] for e in rec.kinds("op")] == [
+        "rsub",
+        "div",
+        "matmul",
+        "neg",
+        "gt",
+        "__getitem__",
+        "pow",
+    ]
 
 
 def test_several_tracers_and_nesting():

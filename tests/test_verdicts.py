@@ -23,14 +23,17 @@ def foreign(tmp_path):
         "class Value:\n"
         "    def __init__(self, v):\n        self.v = v\n"
         "    def log(self):\n        import math\n        return Value(math.log(self.v) if self.v "
-        "> 0 else float('nan'))\n")
+        "> 0 else float('nan'))\n"
+    )
     proj = tmp_path / "proj"
     proj.mkdir()
     path = proj / "uses_micrograd.py"
-    path.write_text(f"import sys\nsys.path.insert(0, {str(site.parent)!r})\n"
-                    "import micrograd\n"
-                    "loss = micrograd.Value(-1.0).log()\n"
-                    "print(loss.v)\n")
+    path.write_text(
+        f"import sys\nsys.path.insert(0, {str(site.parent)!r})\n"
+        "import micrograd\n"
+        "loss = micrograd.Value(-1.0).log()\n"
+        "print(loss.v)\n"
+    )
     yield str(path)
     sys.modules.pop("micrograd", None)
     sys.path[:] = [p for p in sys.path if p != str(site.parent)]
@@ -81,11 +84,14 @@ y = (x * 2).sum()
 """
 
 
-@pytest.mark.parametrize("command, says", [
-    ("check", "made no backward() call"),
-    ("anomaly", "made no backward() call, so no gradient was checked"),
-    ("inplace", "made no backward() call"),
-])
+@pytest.mark.parametrize(
+    "command, says",
+    [
+        ("check", "made no backward() call"),
+        ("anomaly", "made no backward() call, so no gradient was checked"),
+        ("inplace", "made no backward() call"),
+    ],
+)
 def test_ops_without_backward_are_said_plainly(script, command, says):
     r = cli(command, script(FORWARD_ONLY), "--no-color")
     assert r.exit_code == 0, r.output
@@ -129,7 +135,7 @@ def test_check_lists_the_cause_before_the_nan_with_statistics(script):
     assert r.exit_code == 1
     assert out.index("inf_forward") < out.index("nan_forward"), out
     # the hint of the NaN says its origin is reported above: it is
-    assert "origin is reported above" in out[out.index("nan_forward"):]
+    assert "origin is reported above" in out[out.index("nan_forward") :]
     # the input statistics the hint points at are shown, as `autodiag anomaly` shows them
     assert "input 0 x: [3] float32 [0, 1, 2] · 1 zero" in out
     assert "output: [3] float32 [-inf, 0, 0.6931]" in out

@@ -73,8 +73,13 @@ def test_stale_view_grad_fn_is_made_once_and_keeps_saved_geometry():
         a.mul_(2)
         fn = v.grad_fn
         assert fn is v.grad_fn
-        return (fn._saved_size, fn._saved_stride, fn._saved_storage_offset, v.requires_grad,
-                v.is_leaf)
+        return (
+            fn._saved_size,
+            fn._saved_stride,
+            fn._saved_storage_offset,
+            v.requires_grad,
+            v.is_leaf,
+        )
 
     _same(run)
 
@@ -119,9 +124,21 @@ def test_retain_grad_follows_a_regenerated_view():
 # --- writes through a view: CopySlices --------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", ["v.mul_(w)", "v.exp_()", "v.copy_(w)", "v.add_(w, alpha=2)",
-                                  "v[0] = w[1]", "v.div_(w)", "v.sigmoid_()", "v.zero_()",
-                                  "v.clamp_(min=2.5)", "v += w"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "v.mul_(w)",
+        "v.exp_()",
+        "v.copy_(w)",
+        "v.add_(w, alpha=2)",
+        "v[0] = w[1]",
+        "v.div_(w)",
+        "v.sigmoid_()",
+        "v.zero_()",
+        "v.clamp_(min=2.5)",
+        "v += w",
+    ],
+)
 def test_write_through_a_view_rebases_the_base(code):
     def run(m):
         x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=m.float64, requires_grad=True)
@@ -129,8 +146,11 @@ def test_write_through_a_view_rebases_the_base(code):
         a = x * 1
         v = a[:, 1]
         exec(code)
-        names = (_name(a.grad_fn), _name(v.grad_fn),
-                 [_name(n) for n, _ in a.grad_fn.next_functions])
+        names = (
+            _name(a.grad_fn),
+            _name(v.grad_fn),
+            [_name(n) for n, _ in a.grad_fn.next_functions],
+        )
         gx, gw = m.autograd.grad((a * a).sum(), (x, w), allow_unused=True)
         return a, names, gx, gw
 
@@ -261,12 +281,20 @@ def test_tensor_given_by_keyword_is_an_input_of_the_in_place_op():
 # --- views PyTorch refuses to rebase --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make", ["a.split(1)[0]", "a.chunk(2)[1]", "a.unbind()[0]",
-                                  "a.split([1, 1])[1]", "a.split(1)[0].view(1)"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        "a.split(1)[0]",
+        "a.chunk(2)[1]",
+        "a.unbind()[0]",
+        "a.split([1, 1])[1]",
+        "a.split(1)[0].view(1)",
+    ],
+)
 def test_multi_output_view_written_in_place_is_refused(make):
     def run(m):
         x = m.tensor([1.0, 2.0], requires_grad=True)
-        a = x * 1
+        a = x * 1  # noqa: F841 - the views in ``make`` are of ``a``
         v = eval(make)
         v.mul_(2)
 
@@ -436,8 +464,8 @@ def test_alias_expanded_to_its_own_shape_is_not_a_partial_overlap():
 
 
 def _close(a, b):
-    """Nested results equal, floats to 1e-12 (relative and absolute) with NaN equal to NaN (and the same signs of
-    infinity), None and bools exactly."""
+    """Nested results equal, floats to 1e-12 (relative and absolute) with NaN equal to NaN
+    (and the same signs of infinity), None and bools exactly."""
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float):
@@ -458,13 +486,17 @@ def _first_and_second(m, outs, leaves, retain_graph=None):
     g = m.autograd.grad(outs, leaves, ws, create_graph=True, allow_unused=True)
     rg = [x is not None and x.requires_grad for x in g]
     g1 = [x for x in g if x is not None and x.requires_grad]
-    gg = m.autograd.grad(g1, leaves, [x * 0 + 1 for x in g1], allow_unused=True,
-                         retain_graph=retain_graph) if g1 else ()
+    gg = (
+        m.autograd.grad(
+            g1, leaves, [x * 0 + 1 for x in g1], allow_unused=True, retain_graph=retain_graph
+        )
+        if g1
+        else ()
+    )
     return [g, rg, gg]
 
 
-@pytest.mark.parametrize("op", ["sqrt_", "exp_", "sigmoid_", "tanh_", "pow_(0.5)",
-                                "reciprocal_"])
+@pytest.mark.parametrize("op", ["sqrt_", "exp_", "sigmoid_", "tanh_", "pow_(0.5)", "reciprocal_"])
 @pytest.mark.parametrize("keep_view", [True, False])
 def test_double_backward_through_a_view_written_by_an_op_saving_its_result(op, keep_view):
     # once a NotImplementedError: the op's saved result is the view after the write, whose
@@ -496,26 +528,34 @@ def test_second_backward_through_a_released_copyslices_raises_as_pytorch():
     assert ea == et and "backward through the graph a second time" in ea
 
 
-@pytest.mark.parametrize("code", [
-    # fuzz classes "... | grad requires_grad: True vs False": PyTorch's as_strided_backward
-    # gives plain zeros for a view with a size-0 dim, which need no grad
-    "t = x * 2; v = t[0, 1:1]; v.mul_(3.0); o = [t, v.sqrt()]",
-    "t = x * 2; v = t[-2:0]; v.mul_(-3.0); o = [v.exp()]",
-    "t = a + a; v = t.view(0, 0); v.sub_(2.5); o = [v.tanh()]",
-    "t = 2.0 ** z.reshape(0, 0, 3); v = t.flatten(0, 2); t += c; o = [v / d, t]",
-    "t = z.reshape(0, 3, 0).clone(); v = t.permute(2, 1, 0); v.add_(b); o = [v.sigmoid()]",
-    # "div_+mul+narrow+sub_ | grad2 none: tensor vs None"
-    "t = z.reshape(3, 0).clone(); v = t.narrow(0, 3, 0); v.sub_(v); v.div_(s); o = [v * d]",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        # fuzz classes "... | grad requires_grad: True vs False": PyTorch's as_strided_backward
+        # gives plain zeros for a view with a size-0 dim, which need no grad
+        "t = x * 2; v = t[0, 1:1]; v.mul_(3.0); o = [t, v.sqrt()]",
+        "t = x * 2; v = t[-2:0]; v.mul_(-3.0); o = [v.exp()]",
+        "t = a + a; v = t.view(0, 0); v.sub_(2.5); o = [v.tanh()]",
+        "t = 2.0 ** z.reshape(0, 0, 3); v = t.flatten(0, 2); t += c; o = [v / d, t]",
+        "t = z.reshape(0, 3, 0).clone(); v = t.permute(2, 1, 0); v.add_(b); o = [v.sigmoid()]",
+        # "div_+mul+narrow+sub_ | grad2 none: tensor vs None"
+        "t = z.reshape(3, 0).clone(); v = t.narrow(0, 3, 0); v.sub_(v); v.div_(s); o = [v * d]",
+    ],
+)
 def test_gradient_through_a_written_empty_view_needs_no_grad(code):
     def run(m):
         def leaf(*shape):
             return m.ones(shape, dtype=m.float64, requires_grad=True)
 
-        scope = {"x": m.tensor([[1.0, 2.0, 3.0]], dtype=m.float64, requires_grad=True),
-                 "a": leaf(1, 1, 0), "b": leaf(0, 1, 0), "c": leaf(1, 0, 1), "d": leaf(0),
-                 "s": m.tensor(2.0, dtype=m.float64, requires_grad=True),
-                 "z": m.zeros(0, dtype=m.float64)}
+        scope = {
+            "x": m.tensor([[1.0, 2.0, 3.0]], dtype=m.float64, requires_grad=True),
+            "a": leaf(1, 1, 0),
+            "b": leaf(0, 1, 0),
+            "c": leaf(1, 0, 1),
+            "d": leaf(0),
+            "s": m.tensor(2.0, dtype=m.float64, requires_grad=True),
+            "z": m.zeros(0, dtype=m.float64),
+        }
         leaves = [scope[k] for k in "xabcds"]
         exec(code, scope)
         out = _first_and_second(m, scope["o"], leaves)
@@ -524,14 +564,17 @@ def test_gradient_through_a_written_empty_view_needs_no_grad(code):
     _same_numbers(run)
 
 
-@pytest.mark.parametrize("code", [
-    # "add_+mul+view.mul_ | grad value: nan vs -inf", "iadd+view.mul_ | grad value: nan vs
-    # inf", "mul+sqrt+sub_+view | grad value: nan vs inf": under create_graph the base's
-    # gradient outside the written region was ``g * mask``, inf * 0 = nan
-    "t = x * 1; t[1].mul_(2.0); o = [t * inf]",
-    "t = x * 1; t[0].mul_(0.5)[1:].mul_(inf); o = [t]",
-    "t = x * 1; v = t.view(6); v.sub_(0.0); o = [v.sqrt()]",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        # "add_+mul+view.mul_ | grad value: nan vs -inf", "iadd+view.mul_ | grad value: nan vs
+        # inf", "mul+sqrt+sub_+view | grad value: nan vs inf": under create_graph the base's
+        # gradient outside the written region was ``g * mask``, inf * 0 = nan
+        "t = x * 1; t[1].mul_(2.0); o = [t * inf]",
+        "t = x * 1; t[0].mul_(0.5)[1:].mul_(inf); o = [t]",
+        "t = x * 1; v = t.view(6); v.sub_(0.0); o = [v.sqrt()]",
+    ],
+)
 def test_create_graph_gradient_of_a_base_written_through_a_view_selects(code):
     def run(m):
         x = m.tensor([[1.0, 2.0, 0.0], [4.0, 0.0, 6.0]], dtype=m.float64, requires_grad=True)
@@ -542,22 +585,26 @@ def test_create_graph_gradient_of_a_base_written_through_a_view_selects(code):
     _same_numbers(run)
 
 
-@pytest.mark.parametrize("code", [
-    # "clamp+pow.scalar_base+zero_ | grad exception: ok vs RuntimeError" and the like: PyTorch
-    # version-checks every saved tensor of a node, also those its formula does not read (2 ** t
-    # reads its saved exponent only for a base of 0)
-    "t = x.clamp(-1.0, 1.0); y = 2.0 ** t; t.zero_(); o = [y]",
-    "t = x / 1.0; y = 2.0 ** t; t.exp_(); o = [y]",
-    "t = x + x; y = 1.0 ** t; t.reshape(2, 3).neg_(); o = [y]",
-    "t = x * 1; y = t.sigmoid() * 2; t.add_(1); o = [y]",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        # "clamp+pow.scalar_base+zero_ | grad exception: ok vs RuntimeError" and the like: PyTorch
+        # version-checks every saved tensor of a node, also those its formula does not read (2 ** t
+        # reads its saved exponent only for a base of 0)
+        "t = x.clamp(-1.0, 1.0); y = 2.0 ** t; t.zero_(); o = [y]",
+        "t = x / 1.0; y = 2.0 ** t; t.exp_(); o = [y]",
+        "t = x + x; y = 1.0 ** t; t.reshape(2, 3).neg_(); o = [y]",
+        "t = x * 1; y = t.sigmoid() * 2; t.add_(1); o = [y]",
+    ],
+)
 def test_every_saved_tensor_is_version_checked_at_backward(code):
     def run(m):
         x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=m.float64, requires_grad=True)
         scope = {"x": x}
         exec(code, scope)
-        return m.autograd.grad(scope["o"], [x], [m.ones_like(o) for o in scope["o"]],
-                               create_graph=True)
+        return m.autograd.grad(
+            scope["o"], [x], [m.ones_like(o) for o in scope["o"]], create_graph=True
+        )
 
     (_, ea), (_, et) = _both(run)
     assert ea == et
@@ -580,8 +627,9 @@ def test_scalar_base_pow_saves_its_exponent_as_pytorch():
     packed = []
     for m in (ad, torch):
         x = m.tensor([1.0, 3.0], requires_grad=True)
-        with m.autograd.graph.saved_tensors_hooks(lambda t, m=m: packed.append((m, t.tolist())) or t,
-                                                  lambda t: t):
+        with m.autograd.graph.saved_tensors_hooks(
+            lambda t, m=m: packed.append((m, t.tolist())) or t, lambda t: t
+        ):
             2.0 ** (x * 1)
     assert [t for m, t in packed if m is ad] == [t for m, t in packed if m is torch]
 
@@ -592,8 +640,11 @@ def test_overlap_with_a_strided_view_is_refused_rather_than_different():
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
     assert x.add_(x.split(1, dim=-1)[0]).tolist() == [[2.0, 4.0], [6.0, 10.0]]
     y = ad.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=ad.float64)
-    with pytest.raises(RuntimeError, match="some elements of the input tensor and the "
-                                           "written-to tensor refer to a single memory location"):
+    with pytest.raises(
+        RuntimeError,
+        match="some elements of the input tensor and the "
+        "written-to tensor refer to a single memory location",
+    ):
         y.add_(y.split(1, dim=-1)[0])
     assert y.tolist() == [[1.0, 2.0], [3.0, 4.0]]
 

@@ -38,22 +38,92 @@ from autodiag.trace import StopRun, Tracer
 
 # Ops that set values the user chose: a non-finite result with finite tensor inputs is intended
 # (``masked_fill(mask, float('-inf'))`` before a softmax), not an anomaly.
-VALUE_OPS = frozenset({
-    "masked_fill", "masked_fill_", "fill_", "where", "__setitem__", "index_fill", "index_fill_",
-    "full_like", "new_full", "clamp", "clamp_", "clamp_min", "clamp_max", "clip", "clip_",
-    "nan_to_num", "copy_",
-})
+VALUE_OPS = frozenset(
+    {
+        "masked_fill",
+        "masked_fill_",
+        "fill_",
+        "where",
+        "__setitem__",
+        "index_fill",
+        "index_fill_",
+        "full_like",
+        "new_full",
+        "clamp",
+        "clamp_",
+        "clamp_min",
+        "clamp_max",
+        "clip",
+        "clip_",
+        "nan_to_num",
+        "copy_",
+    }
+)
 # Ops whose output is finite whenever their inputs are: views, copies, bounded functions. Their
 # outputs are checked only when an input is known to hold NaN/Inf (to count propagation).
-SAFE_OPS = frozenset({
-    "view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute",
-    "t", "expand", "expand_as", "broadcast_to", "contiguous", "clone", "detach", "__getitem__",
-    "select", "narrow", "index_select", "gather", "cat", "concat", "concatenate", "stack",
-    "split", "chunk", "unbind", "repeat", "swapaxes", "relu", "leaky_relu", "neg", "negative",
-    "abs", "sign", "sigmoid", "tanh", "sin", "cos", "maximum", "minimum", "max", "min", "amax",
-    "amin", "floor", "ceil", "round", "trunc", "softmax", "log_softmax", "gelu", "where",
-    "masked_fill", "clamp", "clamp_min", "clamp_max", "clip", "dropout",
-})
+SAFE_OPS = frozenset(
+    {
+        "view",
+        "reshape",
+        "flatten",
+        "unflatten",
+        "squeeze",
+        "unsqueeze",
+        "transpose",
+        "permute",
+        "t",
+        "expand",
+        "expand_as",
+        "broadcast_to",
+        "contiguous",
+        "clone",
+        "detach",
+        "__getitem__",
+        "select",
+        "narrow",
+        "index_select",
+        "gather",
+        "cat",
+        "concat",
+        "concatenate",
+        "stack",
+        "split",
+        "chunk",
+        "unbind",
+        "repeat",
+        "swapaxes",
+        "relu",
+        "leaky_relu",
+        "neg",
+        "negative",
+        "abs",
+        "sign",
+        "sigmoid",
+        "tanh",
+        "sin",
+        "cos",
+        "maximum",
+        "minimum",
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "softmax",
+        "log_softmax",
+        "gelu",
+        "where",
+        "masked_fill",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "clip",
+        "dropout",
+    }
+)
 BATCH = 512  # gradients kept before a batched check (memory bound: BATCH small arrays)
 BIG = 1024  # arrays at least this large are checked at once (the batch would copy them)
 
@@ -112,8 +182,17 @@ def _json_safe(v):
 class _Origin:
     """One distinct origin site, aggregated over its occurrences."""
 
-    __slots__ = ("kind", "key", "op", "stack", "first_step", "count", "propagated", "detail",
-                 "input_refs")
+    __slots__ = (
+        "kind",
+        "key",
+        "op",
+        "stack",
+        "first_step",
+        "count",
+        "propagated",
+        "detail",
+        "input_refs",
+    )
 
     def __init__(self, kind, key, op, stack, step, detail, input_refs=()):
         self.kind, self.key, self.op, self.stack = kind, key, op, stack
@@ -185,8 +264,12 @@ class AnomalyFinder(Tracer):
             # its backward works on non-finite values: a NaN/Inf gradient there is a
             # consequence of this forward value, not a backward origin
             self._tainted.add(node)
-        inplace = op.endswith("_") and not op.startswith("__") or op.startswith("__i") or \
-            op == "__setitem__"
+        inplace = (
+            op.endswith("_")
+            and not op.startswith("__")
+            or op.startswith("__i")
+            or op == "__setitem__"
+        )
         in_nan = in_inf = False
         source = None
         for t in inputs:
@@ -230,9 +313,12 @@ class AnomalyFinder(Tracer):
         key = (kind, op, stack.site)
         origin = self.origins.get(key)
         if origin is None:
-            detail = {"op": op, "output": stats(out),
-                      "inputs": [stats(t) for t in inputs if t is not out or not inplace],
-                      "inplace": inplace}
+            detail = {
+                "op": op,
+                "output": stats(out),
+                "inputs": [stats(t) for t in inputs if t is not out or not inplace],
+                "inplace": inplace,
+            }
             refs = tuple(weakref.ref(t) for t in inputs)
             self.origins[key] = _Origin(kind, key, op, stack, self.calls + 1, detail, refs)
         else:
@@ -359,11 +445,13 @@ class AnomalyFinder(Tracer):
             origin.count += 1
             return True
         task = entry[0]
-        detail = {"node": node.name(),
-                  "incoming": [stats(g) for g in grad_outputs],
-                  "outgoing": [_outgoing(node, i, grad_inputs[i]) for i in bad_outputs],
-                  "path": _path(task, node),
-                  "call": "backward" if task.accumulate else "grad"}
+        detail = {
+            "node": node.name(),
+            "incoming": [stats(g) for g in grad_outputs],
+            "outgoing": [_outgoing(node, i, grad_inputs[i]) for i in bad_outputs],
+            "path": _path(task, node),
+            "call": "backward" if task.accumulate else "grad",
+        }
         self.origins[key] = _Origin(kind, key, node.name(), trace, entry[3], detail)
         return True
 
@@ -431,14 +519,14 @@ _WHAT = {
 
 _HINTS = {
     "log": "log of 0 is -inf and of a negative number NaN: clamp the input (x.clamp_min(eps)) "
-           "or use log1p / log_softmax.",
+    "or use log1p / log_softmax.",
     "div": "a division by 0: add an epsilon to the denominator or mask the zeros.",
     "sqrt": "sqrt of a negative number is NaN: clamp the input at 0 (and add an eps: its "
-            "gradient at 0 is infinite).",
+    "gradient at 0 is infinite).",
     "exp": "exp overflows above ~88 in float32 (~709 in float64): subtract the max first "
-           "(logsumexp / softmax) or clamp the input.",
+    "(logsumexp / softmax) or clamp the input.",
     "mul": "0 * inf is NaN: an input already holds ±inf (its origin is reported above, or it "
-           "came from data); mask it before multiplying.",
+    "came from data); mask it before multiplying.",
     "sub": "inf - inf is NaN: both inputs hold infinities of the same sign.",
     "add": "inf + (-inf) is NaN: the inputs hold infinities of opposite signs.",
     "softmax": "a row where every input is -inf (fully masked) has no softmax: NaN.",
@@ -446,10 +534,10 @@ _HINTS = {
     "pow": "a negative base with a fractional exponent is NaN; 0 to a negative power is inf.",
     "rsqrt": "rsqrt of 0 is inf and of a negative number NaN: add an epsilon.",
     "SqrtBackward0": "the gradient of sqrt at 0 is infinite: add an epsilon inside the sqrt "
-                     "(torch.sqrt(x + eps)).",
+    "(torch.sqrt(x + eps)).",
     "PowBackward0": "the gradient of x**p with p < 1 is infinite at 0: add an epsilon.",
     "DivBackward0": "the gradient of a/b is infinite where b is 0: add an epsilon to the "
-                    "denominator.",
+    "denominator.",
     "LogBackward0": "the gradient of log is infinite at 0: clamp the input (x.clamp_min(eps)).",
     "NormBackward1": "the gradient of a norm at 0 is undefined: add an epsilon.",
 }
@@ -463,8 +551,10 @@ def _hint(o: _Origin) -> str:
     if h is None and o.kind.endswith("_forward"):
         return "Look at the input statistics: zeros, negatives or huge values explain most cases."
     if h is None:
-        return ("A backward formula met a point where the derivative is undefined or infinite; "
-                "the forward stack shows the op that recorded this node.")
+        return (
+            "A backward formula met a point where the derivative is undefined or infinite; "
+            "the forward stack shows the op that recorded this node."
+        )
     return h
 
 
@@ -494,5 +584,12 @@ def _finding(o: _Origin, names_by_id: dict) -> Finding:
         msg = f"{o.op} {what}"
         if loc is None:
             msg += " (created outside the traced run: no forward location)"
-    return Finding(kind=o.kind, severity="error", message=msg, location=loc, stack=frames,
-                   hint=_hint(o), extra=extra)
+    return Finding(
+        kind=o.kind,
+        severity="error",
+        message=msg,
+        location=loc,
+        stack=frames,
+        hint=_hint(o),
+        extra=extra,
+    )

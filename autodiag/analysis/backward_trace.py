@@ -256,8 +256,9 @@ class BackwardTrace(Tracer):
             t = ref()
             if t is not None and id(t) in names_by_id:
                 self.variables[k] = names_by_id[id(t)]
-        self.root_names = [names_by_id.get(id(r())) if r() is not None else None
-                           for r in self.root_refs]
+        self.root_names = [
+            names_by_id.get(id(r())) if r() is not None else None for r in self.root_refs
+        ]
 
     def __len__(self) -> int:
         """Rows kept."""
@@ -276,8 +277,14 @@ class BackwardTrace(Tracer):
             i1, o1 = self._in_end[k], self._out_end[k]
             incoming = [in_get(j) for j in range(i0, i1)]
             if k in self.leaf_refs:
-                row = {"step": k + 1, "node": name, "incoming": incoming, "value": value_get(k),
-                       "outgoing": [], "created_at": None}
+                row = {
+                    "step": k + 1,
+                    "node": name,
+                    "incoming": incoming,
+                    "value": value_get(k),
+                    "outgoing": [],
+                    "created_at": None,
+                }
             else:
                 st = self._site[k]
                 loc = None
@@ -285,15 +292,21 @@ class BackwardTrace(Tracer):
                     loc = sites.get(id(st), sites)
                     if loc is sites:
                         loc = sites[id(st)] = st.location()
-                row = {"step": k + 1, "node": name, "incoming": incoming, "value": value_get(k),
-                       "created_at": loc,
-                       "outgoing": [{"to": out_to[j], "grad": grad_get(j),
-                                     "local": local_get(j)} for j in range(o0, o1)]}
+                row = {
+                    "step": k + 1,
+                    "node": name,
+                    "incoming": incoming,
+                    "value": value_get(k),
+                    "created_at": loc,
+                    "outgoing": [
+                        {"to": out_to[j], "grad": grad_get(j), "local": local_get(j)}
+                        for j in range(o0, o1)
+                    ],
+                }
             if k in self.variables:
                 row["variable"] = self.variables[k]
             yield row
             i0, o0 = i1, o1
-
 
     def rows_json(self):
         """``rows()``, each row as the compact JSON text ``json.dumps`` gives it, written
@@ -304,7 +317,8 @@ class BackwardTrace(Tracer):
         cols = self._in, self._value, self._out_grad, self._out_local
         in_json, value_json, grad_json, local_json = (c.json for c in cols)
         (in_c, in_v), (val_c, val_v), (grad_c, grad_v), (loc_c, loc_v) = (
-            (c.codes, c.values) for c in cols)
+            (c.codes, c.values) for c in cols
+        )
         scalar = self._codec.scalar_json
         texts: dict = {}  # summary texts, shared by the columns (Summaries.json)
         names: dict = {}  # node name -> its JSON text
@@ -336,8 +350,10 @@ class BackwardTrace(Tracer):
             c, v = val_c[k], val_v[k]
             value = scalar(c, v) if c > 1 and v - v == 0 else value_json(k)
             if k in leaves:
-                text = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
-                        f'"value": {value}, "outgoing": [], "created_at": null}}')
+                text = (
+                    f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
+                    f'"value": {value}, "outgoing": [], "created_at": null}}'
+                )
             else:
                 st = site[k]
                 loc = "null"
@@ -359,12 +375,18 @@ class BackwardTrace(Tracer):
                     local = texts.get((loc_c[o0], loc_v[o0])) or local_json(o0, texts)
                     outgoing = f'{{"to": {to}, "grad": {grad}, "local": {local}}}'
                 else:
-                    outgoing = ", ".join([
-                        f'{{"to": {names.get(to_names[j]) or _name_json(names, to_names[j])}, '
-                        f'"grad": {grad_json(j, texts)}, '
-                        f'"local": {local_json(j, texts)}}}' for j in range(o0, o1)])
-                text = (f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
-                        f'"value": {value}, "created_at": {loc}, "outgoing": [{outgoing}]}}')
+                    outgoing = ", ".join(
+                        [
+                            f'{{"to": {names.get(to_names[j]) or _name_json(names, to_names[j])}, '
+                            f'"grad": {grad_json(j, texts)}, '
+                            f'"local": {local_json(j, texts)}}}'
+                            for j in range(o0, o1)
+                        ]
+                    )
+                text = (
+                    f'{{"step": {k + 1}, "node": {js_name}, "incoming": [{incoming}], '
+                    f'"value": {value}, "created_at": {loc}, "outgoing": [{outgoing}]}}'
+                )
             if variables and k in variables:  # rare (named leaves): the text is copied
                 text = f'{text[:-1]}, "variable": {json.dumps(variables[k])}}}'
             yield text

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 
-KINDS = ("nan_forward", "inf_forward", "nan_backward", "inf_backward", "inplace_saved_tensor",
-         "inplace_leaf", "freed_graph", "graph_leak", "retained_graph", "gradcheck_failed",
-         "none_grad", "unplanned_accumulation", "exploding_grad", "vanishing_grad", "dead_relu")
+KINDS = (
+    "nan_forward",
+    "inf_forward",
+    "nan_backward",
+    "inf_backward",
+    "inplace_saved_tensor",
+    "inplace_leaf",
+    "freed_graph",
+    "graph_leak",
+    "retained_graph",
+    "gradcheck_failed",
+    "none_grad",
+    "unplanned_accumulation",
+    "exploding_grad",
+    "vanishing_grad",
+    "dead_relu",
+)
 
 
 @dataclasses.dataclass
@@ -23,7 +37,13 @@ class Finding:
     extra: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict:
-        d = {"kind": self.kind, "severity": self.severity, "message": self.message,
-             "location": self.location, "stack": self.stack, "hint": self.hint}
+        d = {
+            "kind": self.kind,
+            "severity": self.severity,
+            "message": self.message,
+            "location": self.location,
+            "stack": self.stack,
+            "hint": self.hint,
+        }
         d.update(self.extra)
         return d

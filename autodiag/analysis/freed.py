@@ -36,38 +36,61 @@ def freed_finding(exc: RuntimeError) -> Finding:
     loc, frames = _user_location(exc)
     info = getattr(exc, "autodiag_freed", None)
     if info is None:  # not the engine's own error (raised by the script, or by PyTorch)
-        return Finding(kind="freed_graph", severity="error",
-                       message="backward failed: " + FREED_ERROR, location=loc, stack=frames,
-                       hint=_HINT.format(what="the tensor made before the first backward",
-                                         call="the first backward"),
-                       extra={"node": None, "created_at": None, "freed_by": None,
-                              "through": None})
+        return Finding(
+            kind="freed_graph",
+            severity="error",
+            message="backward failed: " + FREED_ERROR,
+            location=loc,
+            stack=frames,
+            hint=_HINT.format(
+                what="the tensor made before the first backward", call="the first backward"
+            ),
+            extra={"node": None, "created_at": None, "freed_by": None, "through": None},
+        )
     k = info.freed_call
     if info.call is None:
-        msg = (f"the saved tensors of {info.node} were read after backward call {k} freed them")
-        hint = (f"Pass retain_graph=True to backward call {k} to read {info.node}'s saved "
-                f"tensors after it.")
+        msg = f"the saved tensors of {info.node} were read after backward call {k} freed them"
+        hint = (
+            f"Pass retain_graph=True to backward call {k} to read {info.node}'s saved "
+            f"tensors after it."
+        )
     else:
-        via = f"`{info.through}`" if info.through is not None else \
-            f"the output of {info.through_node}"
-        msg = (f"backward call {info.call} reached {info.node}, whose saved tensors backward "
-               f"call {k} had freed, through {via}, made before call {k}")
+        via = (
+            f"`{info.through}`"
+            if info.through is not None
+            else f"the output of {info.through_node}"
+        )
+        msg = (
+            f"backward call {info.call} reached {info.node}, whose saved tensors backward "
+            f"call {k} had freed, through {via}, made before call {k}"
+        )
         what = f"`{info.through}`" if info.through is not None else "that tensor"
         hint = _HINT.format(what=what, call=f"backward call {k}")
     call_loc = format_site(info.call_at)
     return Finding(
-        kind="freed_graph", severity="error", message=msg,
-        location=call_loc if call_loc is not None else loc, stack=frames, hint=hint,
+        kind="freed_graph",
+        severity="error",
+        message=msg,
+        location=call_loc if call_loc is not None else loc,
+        stack=frames,
+        hint=hint,
         extra={
             "node": info.node,
             "created_at": format_site(info.created_at),
             "freed_by": {"call": k, "location": format_site(info.freed_at)},
-            "through": None if info.call is None else {
-                "name": info.through, "node": info.through_node,
-                "location": format_site(info.through_at)},
-        })
+            "through": None
+            if info.call is None
+            else {
+                "name": info.through,
+                "node": info.through_node,
+                "location": format_site(info.through_at),
+            },
+        },
+    )
 
 
-_HINT = ("Recompute {what} for each backward (inside the loop), detach() it if no gradient "
-         "should flow back through it, or pass retain_graph=True to {call} if backpropagating "
-         "through it twice is intended.")
+_HINT = (
+    "Recompute {what} for each backward (inside the loop), detach() it if no gradient "
+    "should flow back through it, or pass retain_graph=True to {call} if backpropagating "
+    "through it twice is intended."
+)

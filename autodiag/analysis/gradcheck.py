@@ -32,8 +32,14 @@ import numpy as np
 from autodiag._look import is_a, look, variables
 from autodiag.analysis.findings import Finding
 from autodiag.autograd.function import Function, _has_setup_context
-from autodiag.autograd.gradcheck import (GradcheckError, GradcheckRun, analytical_jacobian,
-                                         as_tuple, differentiable_outputs, numerical_jacobian)
+from autodiag.autograd.gradcheck import (
+    GradcheckError,
+    GradcheckRun,
+    analytical_jacobian,
+    as_tuple,
+    differentiable_outputs,
+    numerical_jacobian,
+)
 from autodiag.inspect import array
 from autodiag.tensor import Tensor
 from autodiag.trace.sites import capture_stack, short_path
@@ -70,8 +76,7 @@ class Settings:
     seed: int = 0
 
     def kwargs(self) -> dict:
-        return {"eps": self.eps, "atol": self.atol, "rtol": self.rtol,
-                "fast_mode": self.fast_mode}
+        return {"eps": self.eps, "atol": self.atol, "rtol": self.rtol, "fast_mode": self.fast_mode}
 
 
 @dataclasses.dataclass
@@ -119,16 +124,29 @@ class Case:
         return f"{short_path(loc['file'])}:{loc['line']}" if loc else ""
 
     def to_json(self) -> dict:
-        return {"name": self.name, "source": self.source, "api": self.api, "order": self.order,
-                "function": self.function, "sample": self.sample, "inputs": self.inputs,
-                "generated": self.generated, "recorded": self.recorded,
-                "verdict": self.verdict,
-                "max_error": self.max_error, "message": self.message, "error": self.error,
-                "exception": self.exception or None,
-                "diagnoses": [diagnosis_json(d) for d in self.diagnoses],
-                "comparison": self.comparison,
-                "worst": self.worst, "location": self.location, "settings": self.settings,
-                "notes": self.notes, "seconds": round(self.seconds, 6)}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "api": self.api,
+            "order": self.order,
+            "function": self.function,
+            "sample": self.sample,
+            "inputs": self.inputs,
+            "generated": self.generated,
+            "recorded": self.recorded,
+            "verdict": self.verdict,
+            "max_error": self.max_error,
+            "message": self.message,
+            "error": self.error,
+            "exception": self.exception or None,
+            "diagnoses": [diagnosis_json(d) for d in self.diagnoses],
+            "comparison": self.comparison,
+            "worst": self.worst,
+            "location": self.location,
+            "settings": self.settings,
+            "notes": self.notes,
+            "seconds": round(self.seconds, 6),
+        }
 
 
 def diagnosis_json(d) -> dict:
@@ -189,8 +207,10 @@ def run_check(case: Case, func, inputs: tuple, kwargs: dict, grad_outputs=None) 
         if note not in case.notes:
             case.notes.append(note)
     if low and not any(d.kind == "low_precision" for d in case.diagnoses):
-        case.notes.append(f"input {', '.join(dict.fromkeys(low))} not float64: gradcheck's "
-                          f"tolerances assume double precision")
+        case.notes.append(
+            f"input {', '.join(dict.fromkeys(low))} not float64: gradcheck's "
+            f"tolerances assume double precision"
+        )
     if case.verdict == "pass" and inner:
         case.max_error = max_error(*inner[-1])
     return case
@@ -206,8 +226,9 @@ def _record_failure(case: Case, e: Exception) -> None:
     text = str(e)
     case.error = text
     case.diagnoses = diagnoses
-    case.comparison = [dict(c, name=case.arg_name(c["position"]))
-                       for c in getattr(e, "comparison", None) or []]
+    case.comparison = [
+        dict(c, name=case.arg_name(c["position"])) for c in getattr(e, "comparison", None) or []
+    ]
     failure = getattr(e, "failure", None) or {}
     worst = failure.get("worst")
     if worst is not None:
@@ -224,10 +245,12 @@ def summary_message(e: Exception, worst: dict | None) -> str:
         head = f"{type(e).__name__}: {head}"
     if worst is None:
         return head
-    return (f"{head}: worst element d output {worst['output']}{list(worst['output_index'])} / "
-            f"d input {worst['input']}{list(worst['input_index'])}: numerical "
-            f"{worst['numerical']:.6g}, analytical {worst['analytical']:.6g} (difference "
-            f"{worst['difference']:.3g}, tolerance {worst['tolerance']:.3g})")
+    return (
+        f"{head}: worst element d output {worst['output']}{list(worst['output_index'])} / "
+        f"d input {worst['input']}{list(worst['input_index'])}: numerical "
+        f"{worst['numerical']:.6g}, analytical {worst['analytical']:.6g} (difference "
+        f"{worst['difference']:.3g}, tolerance {worst['tolerance']:.3g})"
+    )
 
 
 def max_error(func, inputs: tuple, eps: float) -> float | None:
@@ -359,10 +382,16 @@ class CallRecorder:
         arguments.pop("raise_exception", None)
         location = stack.location()
         where = f"{short_path(location['file'])}:{location['line']}" if location else "?"
-        case = Case(name=f"{api}({callable_name(func)}) at {where}", source="call", api=api,
-                    order=2 if api == "gradgradcheck" else 1,
-                    inputs=[describe(x) for x in as_tuple(inputs)], location=location,
-                    stack=stack.frames(), settings=_settings_of(api, arguments))
+        case = Case(
+            name=f"{api}({callable_name(func)}) at {where}",
+            source="call",
+            api=api,
+            order=2 if api == "gradgradcheck" else 1,
+            inputs=[describe(x) for x in as_tuple(inputs)],
+            location=location,
+            stack=stack.frames(),
+            settings=_settings_of(api, arguments),
+        )
         return run_check(case, func, inputs, arguments, grad_outputs)
 
 
@@ -380,8 +409,9 @@ class RecordedCall:
 
     @classmethod
     def of(cls, args: tuple, kwargs: dict, stack) -> RecordedCall:
-        copied = tuple(Tensor._make(np.array(array(a))) if isinstance(a, Tensor) else a
-                       for a in args)
+        copied = tuple(
+            Tensor._make(np.array(array(a))) if isinstance(a, Tensor) else a for a in args
+        )
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         return cls(copied, dict(kwargs), needs, stack.location())
 
@@ -407,8 +437,11 @@ def failed_call_site(cases: list[Case], exc: BaseException | None) -> Case | Non
     ``assert gradcheck(...)``, which fails once gradcheck returns False), or None."""
     if exc is None:
         return None
-    sites = {(c.location["file"], c.location["line"]): c for c in cases
-             if c.source == "call" and c.failed and c.location}
+    sites = {
+        (c.location["file"], c.location["line"]): c
+        for c in cases
+        if c.source == "call" and c.failed and c.location
+    }
     tb, last = exc.__traceback__, None
     while tb is not None:
         key = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
@@ -456,8 +489,9 @@ def functions_of_run(result, script_globals: dict | None = None) -> list[type]:
     """The Functions a script run defined: from its globals, or, when it died before
     returning them, from the globals a ``CallRecorder`` saw or the frames of its traceback."""
     exc = result.error.exception if result.error is not None else None
-    namespace = result.namespace or script_globals or \
-        globals_of_failure(exc, result.target.path) or {}
+    namespace = (
+        result.namespace or script_globals or globals_of_failure(exc, result.target.path) or {}
+    )
     return find_functions(namespace)
 
 
@@ -477,14 +511,17 @@ def class_location(cls: type) -> dict | None:
     except (SyntaxError, ValueError):
         tree = None
     if tree is not None:
-        defs = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
-                and n.name == cls.__name__]
+        defs = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
         # the class of that name around the method's line, else the first of that name
         around = [n for n in defs if n.lineno <= line <= (n.end_lineno or n.lineno)]
         if around or defs:
             line = (around or defs)[-1 if around else 0].lineno
-    return {"file": path, "line": line, "function": "<module>",
-            "code": linecache.getline(path, line).strip()}
+    return {
+        "file": path,
+        "line": line,
+        "function": "<module>",
+        "code": linecache.getline(path, line).strip(),
+    }
 
 
 def _point_at_backward(case: Case, func, inputs: tuple) -> None:
@@ -518,15 +555,16 @@ def backward_return_location(cls: type, func, inputs: tuple) -> dict | None:
     def on_call(frame, event, arg):
         return local if frame.f_code is code else None
 
-    copies = tuple(ad.tensor(array(x).copy(), requires_grad=x.requires_grad)
-                   if isinstance(x, Tensor) else x for x in inputs)
+    copies = tuple(
+        ad.tensor(array(x).copy(), requires_grad=x.requires_grad) if isinstance(x, Tensor) else x
+        for x in inputs
+    )
     previous = sys.gettrace()
     sys.settrace(on_call)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            outs = [o for o in as_tuple(func(*copies))
-                    if isinstance(o, Tensor) and o.requires_grad]
+            outs = [o for o in as_tuple(func(*copies)) if isinstance(o, Tensor) and o.requires_grad]
             diff = [x for x in copies if isinstance(x, Tensor) and x.requires_grad]
             grad([o.sum() for o in outs], diff, allow_unused=True)
     except Exception:  # noqa: BLE001 - the line it raised at (traced above) is the answer
@@ -545,8 +583,12 @@ def backward_return_location(cls: type, func, inputs: tuple) -> dict | None:
             if isinstance(node, ast.Return) and node.lineno <= line <= (node.end_lineno or 0):
                 line = node.lineno
                 break
-    return {"file": path, "line": line, "function": f"{cls.__name__}.{fn.__name__}",
-            "code": linecache.getline(path, line).strip()}
+    return {
+        "file": path,
+        "line": line,
+        "function": f"{cls.__name__}.{fn.__name__}",
+        "code": linecache.getline(path, line).strip(),
+    }
 
 
 @dataclasses.dataclass
@@ -558,8 +600,7 @@ class Planned:
     inputs: tuple
 
 
-def plan_functions(classes: list[type], settings: Settings,
-                   recorded: dict | None = None) -> list:
+def plan_functions(classes: list[type], settings: Settings, recorded: dict | None = None) -> list:
     """Cases for ``classes``: a ``Planned`` per input tuple and order, or a finished ``Case``
     (an error or a skip) when inputs cannot be had. Inputs come from ``sample_inputs()``,
     else from the script's first call of the Function (``recorded``, from a
@@ -568,9 +609,14 @@ def plan_functions(classes: list[type], settings: Settings,
     recorded = recorded or {}
     for cls in classes:
         loc = class_location(cls)
-        base = {"source": "function", "function": cls.__name__, "location": loc,
-                "stack": [loc] if loc else [], "settings": settings.kwargs(),
-                "arg_names": _arg_names(cls)}
+        base = {
+            "source": "function",
+            "function": cls.__name__,
+            "location": loc,
+            "stack": [loc] if loc else [],
+            "settings": settings.kwargs(),
+            "arg_names": _arg_names(cls),
+        }
         func = cls.apply
         if getattr(cls, "sample_inputs", None) is None and cls in recorded:
             rec = recorded[cls]
@@ -583,17 +629,30 @@ def plan_functions(classes: list[type], settings: Settings,
             label = None
         if problem is not None:
             verdict, message, exception = problem
-            out.append(Case(name=f"{cls.__name__}", verdict=verdict, message=message,
-                            exception=exception, **base))
+            out.append(
+                Case(
+                    name=f"{cls.__name__}",
+                    verdict=verdict,
+                    message=message,
+                    exception=exception,
+                    **base,
+                )
+            )
             continue
         for k, (inputs, notes) in enumerate(samples):
             lab = label or ("generated" if generated else f"sample {k}")
             for order in range(1, settings.order + 1):
-                case = Case(name=f"{cls.__name__}[{lab}]", api="gradcheck" if order == 1
-                            else "gradgradcheck", order=order,
-                            inputs=[describe(x) for x in inputs], generated=generated,
-                            sample=None if generated or label else k, notes=list(notes),
-                            recorded=recorded[cls].location if label else None, **base)
+                case = Case(
+                    name=f"{cls.__name__}[{lab}]",
+                    api="gradcheck" if order == 1 else "gradgradcheck",
+                    order=order,
+                    inputs=[describe(x) for x in inputs],
+                    generated=generated,
+                    sample=None if generated or label else k,
+                    notes=list(notes),
+                    recorded=recorded[cls].location if label else None,
+                    **base,
+                )
                 out.append(Planned(case, func, inputs))
     return out
 
@@ -621,34 +680,52 @@ def _recorded_inputs(cls: type, rec: RecordedCall):
     differences, or ([], False, (verdict, message, exception)) when they cannot be used."""
     import autodiag as ad
 
-    where = f"{short_path(rec.location['file'])}:{rec.location['line']}" if rec.location \
-        else "its call"
+    where = (
+        f"{short_path(rec.location['file'])}:{rec.location['line']}" if rec.location else "its call"
+    )
     calls = f"the first of {rec.calls} calls" if rec.calls > 1 else "its only call"
-    notes = [f"inputs of the script's call at {where} ({calls}): copies of the values, shapes "
-             f"and requires_grad it passed"]
+    notes = [
+        f"inputs of the script's call at {where} ({calls}): copies of the values, shapes "
+        f"and requires_grad it passed"
+    ]
     checked = [isinstance(a, Tensor) and rg for a, rg in zip(rec.args, rec.requires_grad)]
     if not any(checked):
         checked = [isinstance(a, Tensor) and a.is_floating_point() for a in rec.args]
         if any(checked):
-            notes.append("no input required grad in the script: checked w.r.t. every "
-                         "floating-point tensor")
+            notes.append(
+                "no input required grad in the script: checked w.r.t. every floating-point tensor"
+            )
     if not any(checked):
-        return [], False, ("skip", f"the script called {cls.__name__} with no floating-point "
-                           f"tensor at {where}: nothing to differentiate; give it a "
-                           f"sample_inputs() static method returning a list of input tuples",
-                           "")
+        return (
+            [],
+            False,
+            (
+                "skip",
+                f"the script called {cls.__name__} with no floating-point "
+                f"tensor at {where}: nothing to differentiate; give it a "
+                f"sample_inputs() static method returning a list of input tuples",
+                "",
+            ),
+        )
     args = list(rec.args)
     # every floating-point tensor goes to float64, checked or not: ops such as matmul want
     # their operands in one dtype
-    low = sorted({a.dtype.name for a in args if isinstance(a, Tensor) and
-                  a.is_floating_point() and array(a).dtype != np.float64})
+    low = sorted(
+        {
+            a.dtype.name
+            for a in args
+            if isinstance(a, Tensor) and a.is_floating_point() and array(a).dtype != np.float64
+        }
+    )
     if low:
         notes.append(f"{', '.join(low)} converted to float64 for finite differences")
     numel = sum(array(a).size for a, c in zip(args, checked) if c)
     if numel > MAX_RECORDED_NUMEL:
         args, cut = _cut(args)
-        notes.append(f"the script's inputs have {numel} elements to check: each is cut to "
-                     f"its leading entries ({cut}), the same cut for dimensions of one size")
+        notes.append(
+            f"the script's inputs have {numel} elements to check: each is cut to "
+            f"its leading entries ({cut}), the same cut for dimensions of one size"
+        )
     inputs = []
     for a, c in zip(args, checked):
         if isinstance(a, Tensor):
@@ -662,12 +739,16 @@ def _cut(args: list) -> tuple[list, str]:
     """Leading slices of the tensors: each dimension longer than _CUT_FROM gets a new length
     above _CUT_FROM, distinct per original length (so sizes that matched still match and
     sizes that differed still differ)."""
-    sizes = sorted({n for a in args if isinstance(a, Tensor) for n in array(a).shape
-                    if n > _CUT_FROM})
+    sizes = sorted(
+        {n for a in args if isinstance(a, Tensor) for n in array(a).shape if n > _CUT_FROM}
+    )
     new = {n: _CUT_FROM + 1 + k for k, n in enumerate(sizes)}
-    out = [Tensor._make(np.array(array(a)[tuple(slice(0, new.get(n, n))
-                                                for n in array(a).shape)]))
-           if isinstance(a, Tensor) else a for a in args]
+    out = [
+        Tensor._make(np.array(array(a)[tuple(slice(0, new.get(n, n)) for n in array(a).shape)]))
+        if isinstance(a, Tensor)
+        else a
+        for a in args
+    ]
     return out, ", ".join(f"{n} -> {m}" for n, m in new.items())
 
 
@@ -689,7 +770,8 @@ def run_checks(plan: list, settings: Settings, progress=None) -> list[Case]:
                 if item.case.generated and item.case.verdict == "error":
                     item.case.notes.append(
                         f"the inputs were generated, and may be what {item.case.function} "
-                        f"cannot take: {_how_to_give_inputs(item.case.function)}")
+                        f"cannot take: {_how_to_give_inputs(item.case.function)}"
+                    )
                 item = item.case
             cases.append(item)
             if progress is not None:
@@ -714,8 +796,15 @@ def _inputs_for(cls: type, settings: Settings):
             warnings.simplefilter("ignore")
             raw = list(sampler())
     except Exception as e:  # noqa: BLE001 - the user's sample_inputs is at fault
-        return [], False, ("error", f"{cls.__name__}.sample_inputs() raised "
-                           f"{type(e).__name__}: {e}", type(e).__name__)
+        return (
+            [],
+            False,
+            (
+                "error",
+                f"{cls.__name__}.sample_inputs() raised {type(e).__name__}: {e}",
+                type(e).__name__,
+            ),
+        )
     finally:
         factories._rng[0] = saved_rng
     if not raw:
@@ -726,11 +815,14 @@ def _inputs_for(cls: type, settings: Settings):
         notes = []
         if not any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
             # the usual intent: check every floating-point tensor
-            inputs = tuple(x.detach().requires_grad_() if isinstance(x, Tensor)
-                           and x.is_floating_point() else x for x in inputs)
+            inputs = tuple(
+                x.detach().requires_grad_()
+                if isinstance(x, Tensor) and x.is_floating_point()
+                else x
+                for x in inputs
+            )
             if any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
-                notes.append("no input required grad: checked w.r.t. every floating-point "
-                             "tensor")
+                notes.append("no input required grad: checked w.r.t. every floating-point tensor")
         samples.append((inputs, notes))
     return samples, False, None
 
@@ -755,8 +847,11 @@ def _tensor_params(cls: type):
         if p.kind is p.KEYWORD_ONLY:
             return None, f"forward's keyword-only argument {p.name!r} has no default"
         if p.annotation is not p.empty and not _is_tensor_annotation(p.annotation):
-            ann = p.annotation if isinstance(p.annotation, str) else \
-                getattr(p.annotation, "__name__", repr(p.annotation))
+            ann = (
+                p.annotation
+                if isinstance(p.annotation, str)
+                else getattr(p.annotation, "__name__", repr(p.annotation))
+            )
             return None, f"forward's argument {p.name!r} is a {ann}, not a tensor"
         names.append(p.name)
     if not names:
@@ -767,8 +862,11 @@ def _tensor_params(cls: type):
 def _is_tensor_annotation(ann) -> bool:
     if isinstance(ann, str):
         return ann.split(".")[-1].strip("'\"") == "Tensor"
-    return isinstance(ann, type) and issubclass(ann, Tensor) or \
-        getattr(ann, "__name__", "") == "Tensor"
+    return (
+        isinstance(ann, type)
+        and issubclass(ann, Tensor)
+        or getattr(ann, "__name__", "") == "Tensor"
+    )
 
 
 def _generated(cls: type, settings: Settings):
@@ -791,30 +889,34 @@ def _generated(cls: type, settings: Settings):
                 arrays = [a * _signs(rng, shape) for a in arrays]
             why = _fits(cls, names, arrays)
             if why is None:
-                inputs = tuple(ad.tensor(a, dtype=ad.float64, requires_grad=True)
-                               for a in arrays)
-                note = (f"generated float64 inputs of shape {shape} for {', '.join(names)}"
-                        + (" (positive values)" if positive else ""))
+                inputs = tuple(ad.tensor(a, dtype=ad.float64, requires_grad=True) for a in arrays)
+                note = f"generated float64 inputs of shape {shape} for {', '.join(names)}" + (
+                    " (positive values)" if positive else ""
+                )
                 return [(inputs, [note])], True, None
             if not why.startswith("non-finite"):
                 break  # positive values only help against NaN and inf
         if why.startswith("backward returns no gradient"):
             return [], True, ("skip", f"cannot generate inputs: {why}{hint}", "")
         tried.append(f"{shape}: {why}")
-    return [], True, ("skip", "cannot generate inputs: no shape fits ("
-                      + "; ".join(tried) + ")" + hint, "")
+    return (
+        [],
+        True,
+        ("skip", "cannot generate inputs: no shape fits (" + "; ".join(tried) + ")" + hint, ""),
+    )
 
 
 def _how_to_give_inputs(name: str) -> str:
-    return (f"give {name} a sample_inputs() static method returning a list of input tuples "
-            f"(e.g. [(A, v)] for forward(ctx, A, v)), or call {name}.apply in the script: "
-            f"autodiag then checks it at the inputs of the script's first call")
+    return (
+        f"give {name} a sample_inputs() static method returning a list of input tuples "
+        f"(e.g. [(A, v)] for forward(ctx, A, v)), or call {name}.apply in the script: "
+        f"autodiag then checks it at the inputs of the script's first call"
+    )
 
 
 # A backward error of this kind on generated inputs says the shapes do not fit each other
 # (matmul of a vector with a scalar, say), not that the backward is wrong.
-_SHAPE_ERROR = re.compile(r"shape|dimension|\bsize|broadcast|\b\d+D\b|mat\d|align",
-                          re.IGNORECASE)
+_SHAPE_ERROR = re.compile(r"shape|dimension|\bsize|broadcast|\b\d+D\b|mat\d|align", re.IGNORECASE)
 
 
 def _signs(rng, shape) -> np.ndarray:
@@ -855,8 +957,7 @@ def _fits(cls: type, names: list, arrays: list) -> str | None:
         return None
     missing = [n for n, g in zip(names, grads) if g is None]
     if missing:
-        return (f"backward returns no gradient for {', '.join(missing)} (non-tensor "
-                f"arguments?)")
+        return f"backward returns no gradient for {', '.join(missing)} (non-tensor arguments?)"
     return None
 
 
@@ -881,10 +982,14 @@ def expression_case(expr: str, var_specs: list, dtype: str, settings: Settings) 
 
     plan = []
     for order in range(1, settings.order + 1):
-        case = Case(name=f"-e {expr}", source="expression",
-                    api="gradcheck" if order == 1 else "gradgradcheck", order=order,
-                    inputs=[f"{n}: {describe(x)}" for n, x in zip(names, inputs)],
-                    settings=settings.kwargs())
+        case = Case(
+            name=f"-e {expr}",
+            source="expression",
+            api="gradcheck" if order == 1 else "gradgradcheck",
+            order=order,
+            inputs=[f"{n}: {describe(x)}" for n, x in zip(names, inputs)],
+            settings=settings.kwargs(),
+        )
         plan.append(Planned(case, func, inputs))
     return plan
 
@@ -901,12 +1006,24 @@ def findings(cases: list[Case]) -> list[Finding]:
         if not c.failed:
             continue
         hint = c.diagnoses[0].hint if c.diagnoses else ""
-        out.append(Finding("gradcheck_failed", "error", f"{c.name}: {c.message}",
-                           location=c.location, stack=c.stack, hint=hint,
-                           extra={"case": c.name, "api": c.api, "order": c.order,
-                                  "function": c.function,
-                                  "diagnoses": [diagnosis_json(d) for d in c.diagnoses],
-                                  "worst": c.worst}))
+        out.append(
+            Finding(
+                "gradcheck_failed",
+                "error",
+                f"{c.name}: {c.message}",
+                location=c.location,
+                stack=c.stack,
+                hint=hint,
+                extra={
+                    "case": c.name,
+                    "api": c.api,
+                    "order": c.order,
+                    "function": c.function,
+                    "diagnoses": [diagnosis_json(d) for d in c.diagnoses],
+                    "worst": c.worst,
+                },
+            )
+        )
     return out
 
 
@@ -934,8 +1051,12 @@ def explaining_case(cases: list[Case], error) -> Case | None:
     if recorded and error.exit_status is not None:
         return recorded[-1]
     if exc is not None and str(exc).strip():
-        same = [c for c in failed if c.exception == type(exc).__name__ and
-                c.error.strip().splitlines()[0] == str(exc).strip().splitlines()[0]]
+        same = [
+            c
+            for c in failed
+            if c.exception == type(exc).__name__
+            and c.error.strip().splitlines()[0] == str(exc).strip().splitlines()[0]
+        ]
         if same:
             return same[0]
     return None
@@ -945,5 +1066,8 @@ def checks_time_limit(timeout: float | None):
     """--timeout for the checks run after the script (a separate budget of the same size)."""
     from autodiag.target.script import time_limit
 
-    return time_limit(timeout, "checking the script's Functions", "Raise --timeout, use "
-                      "--fast, or give sample_inputs() smaller inputs.")
+    return time_limit(
+        timeout,
+        "checking the script's Functions",
+        "Raise --timeout, use --fast, or give sample_inputs() smaller inputs.",
+    )

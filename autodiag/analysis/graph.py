@@ -57,8 +57,9 @@ class GraphSnapshot:
     # --- building ---------------------------------------------------------------------------
 
     @classmethod
-    def capture(cls, root_nodes, call: int, kind: str, values=None,
-                index_out: dict | None = None) -> GraphSnapshot:
+    def capture(
+        cls, root_nodes, call: int, kind: str, values=None, index_out: dict | None = None
+    ) -> GraphSnapshot:
         """Copy the graph reachable from ``root_nodes`` (breadth-first ids)."""
         was_enabled = gc.isenabled()
         gc.disable()  # NOTE: the copy makes no cycles; a collection mid-way would rescan it all
@@ -103,8 +104,9 @@ class GraphSnapshot:
                     add_order(child)
                 edges.append((j, nr))
             add_next(tuple(edges))
-            add_leaf(None if v is None else (weakref.ref(v), inspect.shape(v),
-                                             inspect.dtype_name(v)))
+            add_leaf(
+                None if v is None else (weakref.ref(v), inspect.shape(v), inspect.dtype_name(v))
+            )
             add_saved(saved or _NO_SAVED)
             add_freed(saved is None)
             add_site(site)
@@ -261,8 +263,10 @@ class GraphSnapshot:
         costs O(1) per line, not O(depth); ``guide_list`` reads its innermost levels."""
         seen = bytearray(len(self.names))
         # stack entries: (id, depth, input_nr, is_last_sibling, guides tuple)
-        stack = [(r, 0, None, k == len(self.roots) - 1, ())
-                 for k, r in reversed(list(enumerate(self.roots)))]
+        stack = [
+            (r, 0, None, k == len(self.roots) - 1, ())
+            for k, r in reversed(list(enumerate(self.roots)))
+        ]
         while stack:
             i, depth, nr, last, guides = stack.pop()
             first = not seen[i]
@@ -288,8 +292,13 @@ class GraphCapture(Tracer):
     """Captures the graph of backward calls (the last, the ``call``-th, or all) with the sites
     where their nodes were created, and optionally forward values and gradients."""
 
-    def __init__(self, call: int | None = None, keep_all: bool = False, values: bool = False,
-                 grads: bool = False):
+    def __init__(
+        self,
+        call: int | None = None,
+        keep_all: bool = False,
+        values: bool = False,
+        grads: bool = False,
+    ):
         self.want_call = call
         self.keep_all = keep_all
         self.want_grads = grads
@@ -309,8 +318,9 @@ class GraphCapture(Tracer):
             return
         roots = [_node_of(t) for t in task.roots]
         index: dict = {}
-        snap = GraphSnapshot.capture(roots, self.calls, "backward" if task.accumulate else "grad",
-                                     self._values, index)
+        snap = GraphSnapshot.capture(
+            roots, self.calls, "backward" if task.accumulate else "grad", self._values, index
+        )
         snap.root_tensors = [weakref.ref(t) for t in task.roots]
         if self.want_grads:
             self._index, self._current = index, snap
@@ -344,8 +354,11 @@ def _node_of(t):
 
 def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
     """Module-level tensors with a grad_fn that feed no other such tensor, as (name, tensor)."""
-    cands = [(k, v, look(_grad_fn, v)) for k, v in variables(namespace)
-             if is_a(v, Tensor) and not k.startswith("_")]
+    cands = [
+        (k, v, look(_grad_fn, v))
+        for k, v in variables(namespace)
+        if is_a(v, Tensor) and not k.startswith("_")
+    ]
     cands = [c for c in cands if c[2] is not None]
     if not cands:
         return []

@@ -506,8 +506,9 @@ class NoneGrad(HealthDetector):
                 steps=use.received,
             )
         convert = use.convert
-        if convert is not None and (_read_only(convert[1]) or use.graph is not None
-                                    and not convert[2]):
+        if convert is not None and (
+            _read_only(convert[1]) or use.graph is not None and not convert[2]
+        ):
             # NOTE: a read to print or log it is not the cause, nor is a read of the parameter
             # itself when it also fed the graph (then the graph missed the loss elsewhere)
             convert = None
@@ -750,9 +751,12 @@ class GradNorms(HealthDetector):
         # NOTE: against the largest norm the parameter has had, not its last one: a scalar
         # crossing zero on its way to the optimum moves by many times its (tiny) current norm
         size = max(before[2], _norm(value)) if before is not None else _norm(value)
-        if before is not None and before[0] != inspect.version(var) \
-                and before[1].shape == value.shape \
-                and before[2] > 0:
+        if (
+            before is not None
+            and before[0] != inspect.version(var)
+            and before[1].shape == value.shape
+            and before[2] > 0
+        ):
             ratio = _norm(value - before[1]) / before[2]
             u = s.updates
             if u is None:
@@ -989,8 +993,7 @@ class DeadRelu(HealthDetector):
 
 
 # The detectors GradHealth runs, in the order their findings come; KINDS is theirs.
-DETECTORS: tuple[type[HealthDetector], ...] = (NoneGrad, UnplannedAccumulation, GradNorms,
-                                               DeadRelu)
+DETECTORS: tuple[type[HealthDetector], ...] = (NoneGrad, UnplannedAccumulation, GradNorms, DeadRelu)
 KINDS: tuple[str, ...] = tuple(k for d in DETECTORS for k in d.KINDS)
 
 
@@ -1026,8 +1029,22 @@ def _name(rec: _Leaf, names: dict) -> str:
 
 # What a line that only *reads* a value looks like: a call of one of these (print(...),
 # logger.info(...), f"{...}", str.format(...)) around the conversion.
-_READERS = frozenset({"print", "format", "repr", "str", "write", "info", "debug", "warning",
-                      "log", "set_postfix", "set_description", "add_scalar"})
+_READERS = frozenset(
+    {
+        "print",
+        "format",
+        "repr",
+        "str",
+        "write",
+        "info",
+        "debug",
+        "warning",
+        "log",
+        "set_postfix",
+        "set_description",
+        "add_scalar",
+    }
+)
 
 
 def _read_only(stack) -> bool:
@@ -1048,8 +1065,13 @@ def _read_only(stack) -> bool:
             return True
         if isinstance(node, ast.Call):
             f = node.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+            name = (
+                f.id
+                if isinstance(f, ast.Name)
+                else f.attr
+                if isinstance(f, ast.Attribute)
                 else None
+            )
             if name in _READERS:
                 return True
     return False

@@ -33,9 +33,23 @@ SWEEP_EVERY = 10_000  # saves between sweeps of the watch table (entries of dead
 class _Hazard:
     """One distinct write site x saving site, aggregated over its occurrences."""
 
-    __slots__ = ("op", "write_stack", "node_name", "node_ref", "save_stack", "saved_version",
-                 "version", "shape", "dtype", "count", "needed_at", "needed_call", "failed",
-                 "no_grad", "is_output")
+    __slots__ = (
+        "op",
+        "write_stack",
+        "node_name",
+        "node_ref",
+        "save_stack",
+        "saved_version",
+        "version",
+        "shape",
+        "dtype",
+        "count",
+        "needed_at",
+        "needed_call",
+        "failed",
+        "no_grad",
+        "is_output",
+    )
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -65,8 +79,7 @@ class InplaceWatcher(Tracer):
             entry = self._watch[id(vc)] = (vc, {})
         # keyed by node: a node saving one tensor twice (x * x) is one entry; an id reused by a
         # new node replaces the entry of a dead one
-        entry[1][id(node)] = (weakref.ref(node), inspect.version(tensor),
-                              tensor.grad_fn is node)
+        entry[1][id(node)] = (weakref.ref(node), inspect.version(tensor), tensor.grad_fn is node)
         self._saves += 1
         if self._saves % SWEEP_EVERY == 0:
             self._sweep()
@@ -81,11 +94,9 @@ class InplaceWatcher(Tracer):
         now = inspect.version(tensor)
         for ref, version, is_output in list(entry[1].values()):
             node = ref()
-            if node is None or node in self._ran or not inspect.holds_saved(node) or \
-                    version == now:
+            if node is None or node in self._ran or not inspect.holds_saved(node) or version == now:
                 continue
-            self._record(op, stack, node, version, now, tensor, is_output,
-                         not is_grad_enabled())
+            self._record(op, stack, node, version, now, tensor, is_output, not is_grad_enabled())
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         # without retain_graph a node that ran has freed its saved tensors: nothing to track
@@ -127,18 +138,33 @@ class InplaceWatcher(Tracer):
             h.count += 1
             return
         self.hazards[key] = _Hazard(
-            op=op, write_stack=stack, node_name=node.name(), node_ref=weakref.ref(node),
-            save_stack=save_stack, saved_version=saved_version, version=version,
-            shape=list(inspect.shape(tensor)), dtype=inspect.dtype_name(tensor), count=1,
-            needed_at=None, needed_call=None, failed=False, no_grad=no_grad, is_output=is_output)
+            op=op,
+            write_stack=stack,
+            node_name=node.name(),
+            node_ref=weakref.ref(node),
+            save_stack=save_stack,
+            saved_version=saved_version,
+            version=version,
+            shape=list(inspect.shape(tensor)),
+            dtype=inspect.dtype_name(tensor),
+            count=1,
+            needed_at=None,
+            needed_call=None,
+            failed=False,
+            no_grad=no_grad,
+            is_output=is_output,
+        )
 
     def _sweep(self) -> None:
         """Forget saves whose node is gone, has run, or has freed its saved tensors."""
         ran = self._ran
         for k in list(self._watch):
             vc, entries = self._watch[k]
-            for nid in [nid for nid, e in entries.items()
-                        if (n := e[0]()) is None or n in ran or inspect.is_freed(n)]:
+            for nid in [
+                nid
+                for nid, e in entries.items()
+                if (n := e[0]()) is None or n in ran or inspect.is_freed(n)
+            ]:
                 del entries[nid]
             if not entries:
                 del self._watch[k]
@@ -181,8 +207,14 @@ def _user_location(exc) -> tuple[dict | None, list]:
     """The innermost user frame of an exception's traceback, and the user frames."""
     from autodiag.target.script import user_frames
 
-    frames = [{"file": f.filename, "line": f.lineno, "function": f.name, "code": f.line or ""}
-              for f in user_frames(exc.__traceback__)] if exc is not None else []
+    frames = (
+        [
+            {"file": f.filename, "line": f.lineno, "function": f.name, "code": f.line or ""}
+            for f in user_frames(exc.__traceback__)
+        ]
+        if exc is not None
+        else []
+    )
     return (frames[-1] if frames else None), frames
 
 
@@ -190,8 +222,10 @@ def _finding(h: _Hazard) -> Finding:
     loc = h.write_stack.location()
     saved_loc = h.save_stack.location() if h.save_stack is not None else None
     what = "its output" if h.is_output else "an input"
-    msg = (f"{_OP_TEXT.get(h.op, h.op)} modified a tensor that {h.node_name} saved for "
-           f"backward ({what}, version {h.saved_version} -> {h.version})")
+    msg = (
+        f"{_OP_TEXT.get(h.op, h.op)} modified a tensor that {h.node_name} saved for "
+        f"backward ({what}, version {h.saved_version} -> {h.version})"
+    )
     if h.failed:
         msg += f"; backward call {h.needed_call} then failed: modified by an inplace operation"
     elif h.needed_at is not None:
@@ -199,50 +233,87 @@ def _finding(h: _Hazard) -> Finding:
     else:
         msg += "; no backward needed it (yet): it would fail, or be wrong with saved-tensor hooks"
     extra = {
-        "op": h.op, "count": h.count, "no_grad": h.no_grad,
+        "op": h.op,
+        "count": h.count,
+        "no_grad": h.no_grad,
         "tensor": {"shape": h.shape, "dtype": h.dtype},
-        "saved_version": h.saved_version, "version": h.version,
-        "saved_by": {"node": h.node_name, "location": saved_loc,
-                     "stack": h.save_stack.frames() if h.save_stack is not None else [],
-                     "output": h.is_output},
-        "needed_by": None if h.needed_at is None else {
-            "location": h.needed_at.location(), "call": h.needed_call},
+        "saved_version": h.saved_version,
+        "version": h.version,
+        "saved_by": {
+            "node": h.node_name,
+            "location": saved_loc,
+            "stack": h.save_stack.frames() if h.save_stack is not None else [],
+            "output": h.is_output,
+        },
+        "needed_by": None
+        if h.needed_at is None
+        else {"location": h.needed_at.location(), "call": h.needed_call},
         "backward_failed": h.failed,
     }
-    return Finding(kind="inplace_saved_tensor", severity="error", message=msg, location=loc,
-                   stack=h.write_stack.frames(), hint=_hint(h), extra=extra)
+    return Finding(
+        kind="inplace_saved_tensor",
+        severity="error",
+        message=msg,
+        location=loc,
+        stack=h.write_stack.frames(),
+        hint=_hint(h),
+        extra=extra,
+    )
 
 
-_OP_TEXT = {"__iadd__": "+=", "__isub__": "-=", "__imul__": "*=", "__itruediv__": "/=",
-            "__ipow__": "**=", "__setitem__": "an indexed assignment (x[...] = ...)"}
+_OP_TEXT = {
+    "__iadd__": "+=",
+    "__isub__": "-=",
+    "__imul__": "*=",
+    "__itruediv__": "/=",
+    "__ipow__": "**=",
+    "__setitem__": "an indexed assignment (x[...] = ...)",
+}
 
 
 def _hint(h: _Hazard) -> str:
     if h.is_output:
-        return (f"{h.node_name} needs its own output for backward: write the update out of place "
-                f"(y = y + 1 instead of y.add_(1) / y += 1), or clone() the output before "
-                f"modifying it.")
-    return (f"{h.node_name} needs this input for backward: modify a clone() instead, use the "
-            f"out-of-place op, or do the write before the tensor is used.")
+        return (
+            f"{h.node_name} needs its own output for backward: write the update out of place "
+            f"(y = y + 1 instead of y.add_(1) / y += 1), or clone() the output before "
+            f"modifying it."
+        )
+    return (
+        f"{h.node_name} needs this input for backward: modify a clone() instead, use the "
+        f"out-of-place op, or do the write before the tensor is used."
+    )
 
 
 def _from_version_error(message: str, exc) -> Finding:
     loc, frames = _user_location(exc)
-    return Finding(kind="inplace_saved_tensor", severity="error",
-                   message="backward failed: " + message.split(". autodiag:")[0],
-                   location=loc, stack=frames,
-                   hint="The write happened before the traced run saw the save; run "
-                        "autodiag inplace on a script that builds the graph itself.",
-                   extra={"op": None, "count": 1, "saved_by": None, "needed_by": {
-                       "location": loc, "call": None}, "backward_failed": True})
+    return Finding(
+        kind="inplace_saved_tensor",
+        severity="error",
+        message="backward failed: " + message.split(". autodiag:")[0],
+        location=loc,
+        stack=frames,
+        hint="The write happened before the traced run saw the save; run "
+        "autodiag inplace on a script that builds the graph itself.",
+        extra={
+            "op": None,
+            "count": 1,
+            "saved_by": None,
+            "needed_by": {"location": loc, "call": None},
+            "backward_failed": True,
+        },
+    )
 
 
 def _leaf_finding(message: str, exc) -> Finding:
     loc, frames = _user_location(exc)
     view = VIEW_OF_LEAF_ERROR[:-1] in message
-    return Finding(kind="inplace_leaf", severity="error",
-                   message=(VIEW_OF_LEAF_ERROR if view else LEAF_ERROR),
-                   location=loc, stack=frames,
-                   hint="Update parameters under torch.no_grad() (as optimizers do), or work on a "
-                        "clone() of the leaf.",
-                   extra={"view": view})
+    return Finding(
+        kind="inplace_leaf",
+        severity="error",
+        message=(VIEW_OF_LEAF_ERROR if view else LEAF_ERROR),
+        location=loc,
+        stack=frames,
+        hint="Update parameters under torch.no_grad() (as optimizers do), or work on a "
+        "clone() of the leaf.",
+        extra={"view": view},
+    )

@@ -214,8 +214,7 @@ class LeakFinder(Tracer):
         current = steps[-1].index
         prev = self.census[-1] if self.census else {"nodes": 0, "steps": 0}
         alive_steps = sum(1 for s in steps[:-1] if s.alive)
-        self.census.append({"step": current, "nodes": nodes, "bytes": total,
-                            "steps": alive_steps})
+        self.census.append({"step": current, "nodes": nodes, "bytes": total, "steps": alive_steps})
         # steps whose nodes all died are dropped; the current one becomes an earlier one
         self._steps = [s for s in steps if s.alive]
         for s in self._steps:
@@ -251,12 +250,17 @@ class LeakFinder(Tracer):
         except Exception:  # noqa: BLE001 - an odd user object must not break the user's run
             found = []
         if growing and not found:
-            found = [_Leak(Holder("unknown", "", None, None, None, "", "unknown"), 0, 0, None,
-                           True)]
+            found = [
+                _Leak(Holder("unknown", "", None, None, None, "", "unknown"), 0, 0, None, True)
+            ]
         for leak in found:
             leak.census, leak.growth = census, growth
-            key = (leak.holder.kind, leak.holder.name, leak.holder.function,
-                   re.sub(r"\[[^\[\]]*\]", "[]", leak.holder.path))
+            key = (
+                leak.holder.kind,
+                leak.holder.name,
+                leak.holder.function,
+                re.sub(r"\[[^\[\]]*\]", "[]", leak.holder.path),
+            )
             if key not in self._leaks:  # found again after a pause in growth: the same leak
                 self._leaks[key] = leak
 
@@ -297,8 +301,9 @@ class LeakFinder(Tracer):
                 searches += 1
                 # the search starts at the tensor whose grad_fn the top node is, if any (the
                 # user knows tensors, not nodes)
-                owners = [r for r in gc.get_referrers(top)
-                          if is_a(r, Tensor) and look(_grad_fn, r) is top]
+                owners = [
+                    r for r in gc.get_referrers(top) if is_a(r, Tensor) and look(_grad_fn, r) is top
+                ]
                 start = owners[0] if owners else top
                 holder, chain = find_holder(start, ignore=(alive, tops, found, covered, owners))
                 chain = _to_tensor(holder, chain)
@@ -315,8 +320,9 @@ class LeakFinder(Tracer):
                 trace = inspect.site(top)
                 created = trace.location() if trace is not None else None
                 counts = [c for c, _, t in tops if id(t) in covered] or [count]
-                leak = _Leak(holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2],
-                             created, growing)
+                leak = _Leak(
+                    holder, max(len(tensors), 1), sorted(counts)[len(counts) // 2], created, growing
+                )
                 found[key] = [leak, set(spans)]
         finally:
             del alive, tops
@@ -365,47 +371,74 @@ class LeakFinder(Tracer):
         after = [e for e in self.census if e["step"] > c.get("step", 0)]
         # bounded: at least grow_steps steps after it was found, and no more than one step's
         # growth beyond it (a deque(maxlen=k), a window cleared every k steps)
-        bounded = (leak.growing and len(after) >= self.grow_steps
-                   and max(e["nodes"] for e in after) <= c["nodes"] + max(dn, 0))
+        bounded = (
+            leak.growing
+            and len(after) >= self.grow_steps
+            and max(e["nodes"] for e in after) <= c["nodes"] + max(dn, 0)
+        )
         what = _holder_phrase(h)
-        created = (f", created at {short_path(leak.created['file'])}:{leak.created['line']}"
-                   if leak.created else "")
+        created = (
+            f", created at {short_path(leak.created['file'])}:{leak.created['line']}"
+            if leak.created
+            else ""
+        )
         if h.kind == "unknown":
             held = "holds graph nodes of earlier steps (the holder could not be named)"
         elif h.container in ("list", "dict", "tuple", "set", "deque"):
-            held = (f"holds tensors with grad_fn{created}; each retains a graph of "
-                    f"{leak.nodes_each} nodes")
+            held = (
+                f"holds tensors with grad_fn{created}; each retains a graph of "
+                f"{leak.nodes_each} nodes"
+            )
         else:
             held = f"holds a tensor{created} whose graph retains {leak.nodes_each} nodes"
         if leak.growing:
-            msg = (f"{what} {held}. By step {c['step']}, {c['nodes']} nodes "
-                   f"({fmt_bytes(c['bytes'])}) from {c['steps']} earlier steps were alive, "
-                   f"growing by +{dn:.0f} nodes / +{fmt_bytes(db)} per step")
+            msg = (
+                f"{what} {held}. By step {c['step']}, {c['nodes']} nodes "
+                f"({fmt_bytes(c['bytes'])}) from {c['steps']} earlier steps were alive, "
+                f"growing by +{dn:.0f} nodes / +{fmt_bytes(db)} per step"
+            )
             if bounded:
-                msg += (f"; then it stopped growing (at the end: {last['nodes']} nodes from "
-                        f"{last['steps']} steps): the holder drops old tensors, but each one it "
-                        f"keeps still holds its graph")
+                msg += (
+                    f"; then it stopped growing (at the end: {last['nodes']} nodes from "
+                    f"{last['steps']} steps): the holder drops old tensors, but each one it "
+                    f"keeps still holds its graph"
+                )
             elif last is not c:
-                msg += (f"; at the end of the run: {last['nodes']} nodes "
-                        f"({fmt_bytes(last['bytes'])}) from {last['steps']} steps")
+                msg += (
+                    f"; at the end of the run: {last['nodes']} nodes "
+                    f"({fmt_bytes(last['bytes'])}) from {last['steps']} steps"
+                )
         else:
             msg = f"{what} {held}, for the rest of the run"
         captured = re.search(r"closure variable `(\w+)`", h.path)
         hint = _fix_hint(leak.created, captured.group(1) if captured else None)
         loc = None
         if h.file and h.line:
-            loc = {"file": h.file, "line": h.line, "function": h.function or "<module>",
-                   "code": linecache.getline(h.file, h.line).strip()}
-        extra = {"holder": h.to_json(), "tensors_at_detection": leak.tensors,
-                 "nodes_per_tensor": leak.nodes_each, "created_at": leak.created,
-                 "detected_at_step": c.get("step"), "growth_nodes_per_step": round(dn, 2),
-                 "growth_bytes_per_step": round(db), "retained_nodes": c.get("nodes"),
-                 "retained_bytes": c.get("bytes"), "retained_steps": c.get("steps"),
-                 "retained_at_end": {k: last[k] for k in ("nodes", "bytes", "steps")},
-                 "growing": leak.growing, "bounded": bounded}
+            loc = {
+                "file": h.file,
+                "line": h.line,
+                "function": h.function or "<module>",
+                "code": linecache.getline(h.file, h.line).strip(),
+            }
+        extra = {
+            "holder": h.to_json(),
+            "tensors_at_detection": leak.tensors,
+            "nodes_per_tensor": leak.nodes_each,
+            "created_at": leak.created,
+            "detected_at_step": c.get("step"),
+            "growth_nodes_per_step": round(dn, 2),
+            "growth_bytes_per_step": round(db),
+            "retained_nodes": c.get("nodes"),
+            "retained_bytes": c.get("bytes"),
+            "retained_steps": c.get("steps"),
+            "retained_at_end": {k: last[k] for k in ("nodes", "bytes", "steps")},
+            "growing": leak.growing,
+            "bounded": bounded,
+        }
         severity = "error" if leak.growing and not bounded else "warning"
-        return Finding("graph_leak", severity, msg, loc,
-                       [leak.created] if leak.created else [], hint, extra)
+        return Finding(
+            "graph_leak", severity, msg, loc, [leak.created] if leak.created else [], hint, extra
+        )
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -506,14 +539,24 @@ def _retained_finding(site, calls: list) -> Finding:
     n = len(calls)
     kept = max(c.saved_bytes for c in calls)
     where = f"{short_path(loc['file'])}:{loc['line']}" if loc else "<unknown location>"
-    msg = (f"backward(retain_graph=True) at {where} kept the graph of {n} call"
-           f"{'s' if n != 1 else ''} (up to {fmt_bytes(kept)} of saved tensors each), and no later "
-           f"backward used them")
-    hint = ("Drop retain_graph=True: it is only needed when a second backward goes through "
-            "the same graph.")
-    return Finding("retained_graph", "warning", msg, loc, [loc] if loc else [], hint,
-                   {"calls": n, "saved_bytes": kept,
-                    "nodes": max(c.nodes for c in calls)})
+    msg = (
+        f"backward(retain_graph=True) at {where} kept the graph of {n} call"
+        f"{'s' if n != 1 else ''} (up to {fmt_bytes(kept)} of saved tensors each), and no later "
+        f"backward used them"
+    )
+    hint = (
+        "Drop retain_graph=True: it is only needed when a second backward goes through "
+        "the same graph."
+    )
+    return Finding(
+        "retained_graph",
+        "warning",
+        msg,
+        loc,
+        [loc] if loc else [],
+        hint,
+        {"calls": n, "saved_bytes": kept, "nodes": max(c.nodes for c in calls)},
+    )
 
 
 def _fix_hint(created: dict | None, captured: str | None) -> str:
@@ -521,13 +564,19 @@ def _fix_hint(created: dict | None, captured: str | None) -> str:
     (``captured``: the closure variable that holds it, if a closure does)."""
     target, value = _assignment((created or {}).get("code") or "")
     if captured:
-        return (f"Let the function capture `{captured}.detach()` (or `{captured}.item()`) instead "
-                f"of the tensor, and remove hooks you no longer need (handle.remove()).")
+        return (
+            f"Let the function capture `{captured}.detach()` (or `{captured}.item()`) instead "
+            f"of the tensor, and remove hooks you no longer need (handle.remove())."
+        )
     if value is not None:  # total = total + loss / total += loss: accumulate a number
-        return (f"Accumulate a number: `{target} += {value}.item()` (or add `{value}.detach()`),"
-                f" so each step's graph is freed.")
-    return (f"Store `{target}.item()` (a number) or `{target}.detach()` instead of the tensor, "
-            f"so each step's graph is freed.")
+        return (
+            f"Accumulate a number: `{target} += {value}.item()` (or add `{value}.detach()`),"
+            f" so each step's graph is freed."
+        )
+    return (
+        f"Store `{target}.item()` (a number) or `{target}.detach()` instead of the tensor, "
+        f"so each step's graph is freed."
+    )
 
 
 def _assignment(code: str) -> tuple[str, str | None]:
@@ -548,4 +597,3 @@ def _assignment(code: str) -> tuple[str, str | None]:
                 return target, ast.unparse(v.left)
         return target, None
     return "loss", None
-

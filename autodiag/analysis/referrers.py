@@ -110,8 +110,13 @@ def _frame_root(x, frames) -> tuple | None:
             if v is x and not k.startswith("__"):
                 if is_module:
                     return ("global", k, None, f.f_code.co_filename, None)
-                return ("local", k, f.f_code.co_qualname if hasattr(f.f_code, "co_qualname")
-                        else f.f_code.co_name, f.f_code.co_filename, f.f_code.co_firstlineno)
+                return (
+                    "local",
+                    k,
+                    f.f_code.co_qualname if hasattr(f.f_code, "co_qualname") else f.f_code.co_name,
+                    f.f_code.co_filename,
+                    f.f_code.co_firstlineno,
+                )
     return None
 
 
@@ -128,8 +133,7 @@ def _internal(r) -> bool:
     frames), never the user's holder."""
     # the class's own attribute, past any __getattribute__ of a user metaclass
     mod = look(type.__getattribute__, type(r), "__module__")
-    return type(mod) is str and mod.startswith(("autodiag.autograd.engine",
-                                                 "autodiag.analysis"))
+    return type(mod) is str and mod.startswith(("autodiag.autograd.engine", "autodiag.analysis"))
 
 
 def _key_of(d, x):
@@ -272,9 +276,14 @@ def container_kind(chain: list) -> str:
     if len(chain) < 2:
         return "variable"
     kind = type(chain[-2])
-    for base, name in ((list, "list"), (dict, "dict"), (tuple, "tuple"),
-                       ((set, frozenset), "set"), (collections.deque, "deque"),
-                       (types.CellType, "closure")):
+    for base, name in (
+        (list, "list"),
+        (dict, "dict"),
+        (tuple, "tuple"),
+        ((set, frozenset), "set"),
+        (collections.deque, "deque"),
+        (types.CellType, "closure"),
+    ):
         if issubclass(kind, base):
             return name
     return "attribute"
@@ -288,9 +297,19 @@ def _assignment_line(file: str, name: str, function: str | None, fn_line: int | 
         return fn_line
     scope = tree
     if function is not None and fn_line is not None:
-        scope = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
-                      ast.AsyncFunctionDef)) and n.lineno <= fn_line <= (n.end_lineno or 0)
-                      and n.name == function.rsplit(".", 1)[-1]), None) or tree
+        scope = (
+            next(
+                (
+                    n
+                    for n in ast.walk(tree)
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and n.lineno <= fn_line <= (n.end_lineno or 0)
+                    and n.name == function.rsplit(".", 1)[-1]
+                ),
+                None,
+            )
+            or tree
+        )
     best = None
     todo = list(ast.iter_child_nodes(scope))
     while todo:
@@ -303,8 +322,11 @@ def _assignment_line(file: str, name: str, function: str | None, fn_line: int | 
         elif isinstance(n, (ast.AnnAssign, ast.AugAssign)):
             targets = [n.target]
         elif isinstance(n, (ast.For, ast.With)):
-            targets = [n.target] if isinstance(n, ast.For) else [
-                i.optional_vars for i in n.items if i.optional_vars is not None]
+            targets = (
+                [n.target]
+                if isinstance(n, ast.For)
+                else [i.optional_vars for i in n.items if i.optional_vars is not None]
+            )
         for t in targets:
             for sub in ast.walk(t):
                 if isinstance(sub, ast.Name) and sub.id == name:
@@ -319,10 +341,15 @@ def _attribute_line(file: str, attr: str) -> int | None:
     tree = _parse(file)
     if tree is None:
         return None
-    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign,
-             ast.AnnAssign)) and any(isinstance(t, ast.Attribute) and t.attr == attr
-                                     for t in (n.targets if isinstance(n, ast.Assign)
-                                               else [n.target]))]
+    lines = [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        and any(
+            isinstance(t, ast.Attribute) and t.attr == attr
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        )
+    ]
     return min(lines) if lines else None
 
 

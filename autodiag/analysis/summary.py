@@ -30,8 +30,11 @@ def summarize(a) -> dict | None:
             out.update(min=float(vals.min()), max=float(vals.max()), mean=float(vals.mean()))
         out.update(nan=n_nan, inf=n_inf)
     elif data.dtype.kind in "iub":
-        out.update(min=_num(data.min()), max=_num(data.max()),
-                   mean=float(data.mean()) if data.dtype.kind != "b" else None)
+        out.update(
+            min=_num(data.min()),
+            max=_num(data.max()),
+            mean=float(data.mean()) if data.dtype.kind != "b" else None,
+        )
     out["zeros"] = int(data.size - np.count_nonzero(data))
     if data.size <= SMALL:
         out["values"] = data.tolist()
@@ -156,10 +159,14 @@ class Summaries:
         head, opening, closing = t if t is not None else self._templates(code)
         r = repr(v)  # json's own text for a finite float
         if v == 0:  # NOTE: mean(-0.0) is 0.0; zeros counts it
-            return (f'{head}{r}, "max": {r}, "mean": 0.0, "nan": 0, "inf": 0, "zeros": 1, '
-                    f'"values": {opening}{r}{closing}}}')
-        return (f'{head}{r}, "max": {r}, "mean": {r}, "nan": 0, "inf": 0, "zeros": 0, '
-                f'"values": {opening}{r}{closing}}}')
+            return (
+                f'{head}{r}, "max": {r}, "mean": 0.0, "nan": 0, "inf": 0, "zeros": 1, '
+                f'"values": {opening}{r}{closing}}}'
+            )
+        return (
+            f'{head}{r}, "max": {r}, "mean": {r}, "nan": 0, "inf": 0, "zeros": 0, '
+            f'"values": {opening}{r}{closing}}}'
+        )
 
     def _templates(self, code: int) -> tuple[str, str, str]:
         """The fixed texts of a one-element summary of ``code``: up to its minimum, and the
@@ -167,7 +174,9 @@ class Summaries:
         shape, dtype = self.kinds[code - 2]
         t = self._tmpl[code] = (
             f'{{"shape": {_dumps(list(shape))}, "dtype": {_dumps(dtype)}, "min": ',
-            "[" * len(shape), "]" * len(shape))
+            "[" * len(shape),
+            "]" * len(shape),
+        )
         return t
 
 

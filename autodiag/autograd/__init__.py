@@ -16,9 +16,24 @@ from autodiag.autograd.grad_mode import (
 from autodiag.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from autodiag.compat import Variable  # noqa: F401 - torch.autograd.Variable: a tensor
 
-__all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable", "graph",
-           "functional", "gradcheck", "gradgradcheck", "GradcheckError",
-           "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
-           "detect_anomaly", "set_detect_anomaly"]
+__all__ = [
+    "backward",
+    "grad",
+    "Function",
+    "FunctionCtx",
+    "once_differentiable",
+    "graph",
+    "functional",
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+    "detect_anomaly",
+    "set_detect_anomaly",
+]
 
 anomaly_mode = anomaly  # PyTorch's module name: torch.autograd.anomaly_mode.detect_anomaly

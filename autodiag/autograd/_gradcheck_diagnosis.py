@@ -43,9 +43,15 @@ import re
 
 import numpy as np
 
-from autodiag.autograd.gradcheck import (Diagnosis, GradcheckError, GradcheckRun,
-                                         analytical_jacobian, differentiable_outputs,
-                                         numerical_jacobian, run_checks)
+from autodiag.autograd.gradcheck import (
+    Diagnosis,
+    GradcheckError,
+    GradcheckRun,
+    analytical_jacobian,
+    differentiable_outputs,
+    numerical_jacobian,
+    run_checks,
+)
 from autodiag.dtypes import torch_name
 from autodiag.tensor import Tensor
 
@@ -57,11 +63,14 @@ def diagnose(err: Exception, run) -> list:
     found: list = []
     if run.mutated:
         idx = ", ".join(str(p) for p in run.mutated)
-        found.append(Diagnosis(
-            "mutates_input",
-            f"The function modified input {idx} in place while gradcheck called it; gradcheck "
-            f"perturbs the inputs and needs a pure function: clone() before modifying.",
-            {"inputs": list(run.mutated)}))
+        found.append(
+            Diagnosis(
+                "mutates_input",
+                f"The function modified input {idx} in place while gradcheck called it; gradcheck "
+                f"perturbs the inputs and needs a pure function: clone() before modifying.",
+                {"inputs": list(run.mutated)},
+            )
+        )
     failure = err.failure if isinstance(err, GradcheckError) else {}
     kind = failure.get("kind")
     if not isinstance(err, GradcheckError):
@@ -88,21 +97,36 @@ def diagnose(err: Exception, run) -> list:
 # ---------------------------------------------------------------------------------------------
 
 _ENGINE_PATTERNS = [
-    (re.compile(r"function (\w+) returned an incorrect number of gradients \(expected (\d+), "
-                r"got (\d+)\)"), "wrong_grad_count",
-     "{0} returned {2} gradients for {1} forward inputs: return exactly one per argument of "
-     "forward, None for arguments that need no gradient."),
-    (re.compile(r"Function (\w+) returned an invalid gradient at index (\d+) - got \[([^\]]*)\] "
-                r"but expected shape compatible with \[([^\]]*)\]"), "wrong_grad_shape",
-     "{0} returned a gradient of shape [{2}] for input {1} of shape [{3}]: sum it over the "
-     "broadcast dimensions or reshape it to the input's shape."),
-    (re.compile(r"expected Variable or None \(got (\w+)\)"), "wrong_grad_type",
-     "A backward returned a {0} instead of a Tensor or None: wrap the value with "
-     "torch.tensor(...) or build it from grad_output."),
-    (re.compile(r"function (\w+) returned a gradient different than None at position (\d+)"),
-     "grad_for_non_tensor",
-     "{0} returned a gradient at position {1}, whose forward argument is not a Tensor: return "
-     "None there."),
+    (
+        re.compile(
+            r"function (\w+) returned an incorrect number of gradients \(expected (\d+), "
+            r"got (\d+)\)"
+        ),
+        "wrong_grad_count",
+        "{0} returned {2} gradients for {1} forward inputs: return exactly one per argument of "
+        "forward, None for arguments that need no gradient.",
+    ),
+    (
+        re.compile(
+            r"Function (\w+) returned an invalid gradient at index (\d+) - got \[([^\]]*)\] "
+            r"but expected shape compatible with \[([^\]]*)\]"
+        ),
+        "wrong_grad_shape",
+        "{0} returned a gradient of shape [{2}] for input {1} of shape [{3}]: sum it over the "
+        "broadcast dimensions or reshape it to the input's shape.",
+    ),
+    (
+        re.compile(r"expected Variable or None \(got (\w+)\)"),
+        "wrong_grad_type",
+        "A backward returned a {0} instead of a Tensor or None: wrap the value with "
+        "torch.tensor(...) or build it from grad_output.",
+    ),
+    (
+        re.compile(r"function (\w+) returned a gradient different than None at position (\d+)"),
+        "grad_for_non_tensor",
+        "{0} returned a gradient at position {1}, whose forward argument is not a Tensor: return "
+        "None there.",
+    ),
 ]
 
 
@@ -160,7 +184,8 @@ def _factor(run, failure: dict):
                 "piecewise_constant",
                 "The numerical derivative is zero where the analytical one is not: the forward "
                 "does not change with the input (round, floor, sign, a comparison, or a "
-                "straight-through estimator), so gradcheck cannot pass at these points.")
+                "straight-through estimator), so gradcheck cannot pass at these points.",
+            )
         return None
     c = float(np.median(a[big_n] / n[big_n]))
     if not np.all(np.abs(a - c * n) <= atol + rtol * np.abs(c * n)):
@@ -169,13 +194,16 @@ def _factor(run, failure: dict):
         return Diagnosis(
             "zero_analytical",
             "The analytical Jacobian is zero where the function changes: the gradient is cut "
-            "(detach(), .data or no_grad in the forward) or backward drops a term.")
+            "(detach(), .data or no_grad in the forward) or backward drops a term.",
+        )
     if abs(c - 1) <= rtol:
         return None
     return Diagnosis(
         "constant_factor",
         f"The analytical Jacobian is the numerical one times {c:.6g} at every element: the "
-        f"backward is off by a factor of {c:.6g}.", {"factor": c})
+        f"backward is off by a factor of {c:.6g}.",
+        {"factor": c},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,8 +233,9 @@ def _blocks(run, i: int):
     if sum(x._data.size for x in run.diff_inputs) * out._data.size > MAX_JACOBIAN_ENTRIES:
         return None
     analytical = [a.astype(np.float64) for a in analytical_jacobian(run, out, check=False)]
-    numerical = [numerical_jacobian(run, j)[run.keep[i]].astype(np.float64)
-                 for j in range(len(run.diff_pos))]
+    numerical = [
+        numerical_jacobian(run, j)[run.keep[i]].astype(np.float64) for j in range(len(run.diff_pos))
+    ]
     run._rule_blocks = (i, (analytical, numerical))
     return analytical, numerical
 
@@ -224,8 +253,12 @@ def _elementwise(run, failure: dict):
     off = ~np.eye(a.shape[0], dtype=bool)
     if np.any(np.abs(n[off]) > run.atol) or np.any(np.abs(a[off]) > run.atol):
         return None
-    return (x._data.astype(np.float64).reshape(-1), out._data.astype(np.float64).reshape(-1),
-            np.diag(a).copy(), np.diag(n).copy())
+    return (
+        x._data.astype(np.float64).reshape(-1),
+        out._data.astype(np.float64).reshape(-1),
+        np.diag(a).copy(),
+        np.diag(n).copy(),
+    )
 
 
 def _product_rule(run, failure: dict):
@@ -250,16 +283,28 @@ def _product_rule(run, failure: dict):
             f"writing forward as x·g(x), the backward returns only g(x) and drops the x·g'(x) "
             f"term of the product rule d[x·g(x)]/dx = g(x) + x·g'(x) (numerical - analytical "
             f"is that term, up to {np.max(np.abs(missing)):.3g}): add it.",
-            {"input": j, "returned": "g", "missing": "x*g'", "elements": int(wrong.sum()),
-             "max_missing": float(np.max(np.abs(missing)))})
+            {
+                "input": j,
+                "returned": "g",
+                "missing": "x*g'",
+                "elements": int(wrong.sum()),
+                "max_missing": float(np.max(np.abs(missing))),
+            },
+        )
     if np.all(_close(missing[ok], g, run)):
         return Diagnosis(
             "missing_product_term",
             f"For input {j}, numerical - analytical equals forward(x)/x at every element: "
             f"writing forward as x·g(x), the backward returns only x·g'(x) and drops the g(x) "
             f"term of the product rule d[x·g(x)]/dx = g(x) + x·g'(x): add it.",
-            {"input": j, "returned": "x*g'", "missing": "g", "elements": int(wrong.sum()),
-             "max_missing": float(np.max(np.abs(missing)))})
+            {
+                "input": j,
+                "returned": "x*g'",
+                "missing": "g",
+                "elements": int(wrong.sum()),
+                "max_missing": float(np.max(np.abs(missing))),
+            },
+        )
     return None
 
 
@@ -276,7 +321,9 @@ def _forward_value(run, failure: dict):
         "returns_forward_value",
         f"For input {j}, the analytical derivative equals the forward output at every element "
         f"(d/dx f = f holds only for exp): the backward multiplies grad by the result instead of "
-        f"by the derivative.", {"input": j})
+        f"by the derivative.",
+        {"input": j},
+    )
 
 
 def _branch(run, failure: dict):
@@ -296,7 +343,8 @@ def _branch(run, failure: dict):
                 f"For input {j}, the analytical derivative is right at every {other} element "
                 f"and wrong at every {side} one ({int(mask.sum())} of {mask.size}): the branch "
                 f"of the backward for {side} inputs (a where(), mask or slope) is wrong.",
-                {"input": j, "side": side, "elements": int(mask.sum())})
+                {"input": j, "side": side, "elements": int(mask.sum())},
+            )
     return None
 
 
@@ -316,7 +364,9 @@ def _transposed(run, failure: dict):
         "transposed_grad",
         f"The analytical gradient for input {j} (a {shape[0]}x{shape[1]} matrix) is the "
         f"numerical one transposed at every element: transpose it (a .T missing or extra in "
-        f"the backward's matrix product).", {"input": j})
+        f"the backward's matrix product).",
+        {"input": j},
+    )
 
 
 def _swapped_inputs(run, failure: dict):
@@ -332,15 +382,17 @@ def _swapped_inputs(run, failure: dict):
     for k in range(len(analytical)):
         if k == j or analytical[j].shape != numerical[k].shape:
             continue
-        if np.all(_close(analytical[j], numerical[k], run)) and \
-                np.all(_close(analytical[k], numerical[j], run)):
+        if np.all(_close(analytical[j], numerical[k], run)) and np.all(
+            _close(analytical[k], numerical[j], run)
+        ):
             pj, pk = run.diff_pos[j], run.diff_pos[k]
             return Diagnosis(
                 "swapped_inputs",
                 f"The analytical gradient for input {j} is the numerical one of input {k}, and "
                 f"the other way round: backward returns the gradients in the wrong order (return "
                 f"one per forward argument, in forward's order: argument {pj} then {pk}).",
-                {"input": j, "other": k, "positions": [pj, pk]})
+                {"input": j, "other": k, "positions": [pj, pk]},
+            )
     return None
 
 
@@ -358,9 +410,16 @@ def compare(run, failure: dict) -> list:
         x = run.inputs[run.diff_pos[j]]
         wrong = ~_close(a, n, run)
         diff = np.abs(a - n)
-        out.append({"input": j, "position": run.diff_pos[j], "shape": list(x._data.shape),
-                    "entries": int(a.size), "wrong": int(wrong.sum()),
-                    "max_difference": float(np.max(diff)) if diff.size else 0.0})
+        out.append(
+            {
+                "input": j,
+                "position": run.diff_pos[j],
+                "shape": list(x._data.shape),
+                "entries": int(a.size),
+                "wrong": int(wrong.sum()),
+                "max_difference": float(np.max(diff)) if diff.size else 0.0,
+            }
+        )
     return out
 
 
@@ -407,8 +466,14 @@ def _kink(run, failure: dict):
         "nondifferentiable_point",
         f"{where} is within eps={h:g} of a point where the function is not differentiable "
         f"(one-sided derivatives {left:.4g} and {right:.4g}): move the input away from the kink.",
-        {"input": w["input"], "index": list(idx), "value": float(orig), "left": left,
-         "right": right})
+        {
+            "input": w["input"],
+            "index": list(idx),
+            "value": float(orig),
+            "left": left,
+            "right": right,
+        },
+    )
 
 
 def _returned_dtypes(run, failure: dict):
@@ -445,7 +510,8 @@ def _returned_dtypes(run, failure: dict):
         "grad_dtype",
         f"{name} returned a {got} gradient for its input {k} of dtype {want}; autograd casts it "
         f"silently, losing precision: compute the gradient in the input's dtype.",
-        {"node": name, "input": k, "dtype": got, "expected": want})
+        {"node": name, "input": k, "dtype": got, "expected": want},
+    )
 
 
 def _spy(node, seen: list):
@@ -477,32 +543,41 @@ def _nondeterministic(run, failure: dict) -> Diagnosis:
         "nondeterministic",
         f"Two backward passes with the same grad_output differ by up to {d:.3g} "
         f"(nondet_tol={run.nondet_tol}): the backward is not deterministic; make it so, or "
-        f"pass nondet_tol >= {d:.2g} if that is expected.", {"max_difference": d})
+        f"pass nondet_tol >= {d:.2g} if that is expected.",
+        {"max_difference": d},
+    )
 
 
 def _not_multiplied(run, failure: dict) -> Diagnosis:
     return Diagnosis(
         "not_multiplied",
         "Backward returned a non-zero gradient for an all-zero grad_output: multiply the local "
-        "derivative by grad_output instead of adding to it or ignoring it.")
+        "derivative by grad_output instead of adding to it or ignoring it.",
+    )
 
 
 def _undefined_grad(run, failure: dict) -> Diagnosis:
     return Diagnosis(
         "undefined_grad",
         "Backward failed or gave non-zero gradients when output gradients are undefined (None): "
-        "handle None grad_outputs, or pass check_undefined_grad=False.")
+        "handle None grad_outputs, or pass check_undefined_grad=False.",
+    )
 
 
 def _no_outputs(run, failure: dict) -> Diagnosis:
     return Diagnosis(
         "no_differentiable_output",
         "No output requires grad, yet the outputs change with the inputs: the result was "
-        "computed under no_grad, through .data or detach(), so backward cannot reach the inputs.")
+        "computed under no_grad, through .data or detach(), so backward cannot reach the inputs.",
+    )
 
 
-_SIMPLE = {"nondeterministic": _nondeterministic, "not_multiplied": _not_multiplied,
-           "undefined_grad": _undefined_grad, "no_outputs": _no_outputs}
+_SIMPLE = {
+    "nondeterministic": _nondeterministic,
+    "not_multiplied": _not_multiplied,
+    "undefined_grad": _undefined_grad,
+    "no_outputs": _no_outputs,
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,20 +587,30 @@ _SIMPLE = {"nondeterministic": _nondeterministic, "not_multiplied": _not_multipl
 
 def _low_precision(run, retry: bool) -> tuple:
     """(the diagnosis or None, diagnoses of a failing float64 retry's mismatch)."""
-    low = [(j, x._data.dtype) for j, x in enumerate(run.diff_inputs)
-           if x._data.dtype != np.float64]
+    low = [(j, x._data.dtype) for j, x in enumerate(run.diff_inputs) if x._data.dtype != np.float64]
     if not low:
         return None, []
     if run.mutated:
         retry = False  # a retry would run on inputs the function keeps changing
     names = ", ".join(f"{j} ({torch_name(dt)})" for j, dt in low)
     if not retry:
-        return Diagnosis("low_precision", f"Input {names} is not float64: gradcheck's default "
-                         f"tolerances assume double precision.",
-                         {"inputs": [j for j, _ in low]}), []
+        return Diagnosis(
+            "low_precision",
+            f"Input {names} is not float64: gradcheck's default "
+            f"tolerances assume double precision.",
+            {"inputs": [j for j, _ in low]},
+        ), []
 
-    again = GradcheckRun(run.func, _probe_inputs(run), run.eps, run.atol, run.rtol, run.nondet_tol,
-                 run.check_grad_dtypes, run.fast_mode)
+    again = GradcheckRun(
+        run.func,
+        _probe_inputs(run),
+        run.eps,
+        run.atol,
+        run.rtol,
+        run.nondet_tol,
+        run.check_grad_dtypes,
+        run.fast_mode,
+    )
     in_float64 = []
     try:
         run_checks(again, check_undefined_grad=False, check_backward_ad=True)
@@ -537,11 +622,16 @@ def _low_precision(run, retry: bool) -> tuple:
     except Exception as e:  # noqa: BLE001 - the function may not accept float64
         passes, outcome = None, f"could not run ({type(e).__name__})"
     if passes:
-        hint = (f"Input {names} is not float64, and the same check passes with float64 inputs: "
-                f"the mismatch is rounding error in the finite differences, not a wrong "
-                f"gradient; use float64 inputs for gradcheck.")
+        hint = (
+            f"Input {names} is not float64, and the same check passes with float64 inputs: "
+            f"the mismatch is rounding error in the finite differences, not a wrong "
+            f"gradient; use float64 inputs for gradcheck."
+        )
     else:
-        hint = (f"Input {names} is not float64; with float64 inputs the check {outcome}"
-                f"{', so the gradient itself is likely wrong' if passes is False else ''}.")
-    return Diagnosis("low_precision", hint,
-                     {"inputs": [j for j, _ in low], "float64_passes": passes}), in_float64
+        hint = (
+            f"Input {names} is not float64; with float64 inputs the check {outcome}"
+            f"{', so the gradient itself is likely wrong' if passes is False else ''}."
+        )
+    return Diagnosis(
+        "low_precision", hint, {"inputs": [j for j, _ in low], "float64_passes": passes}
+    ), in_float64

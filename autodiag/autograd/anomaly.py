@@ -39,16 +39,28 @@ import warnings
 import numpy as np
 
 from autodiag.core.grad_mode import _anomaly as _state
-from autodiag.core.grad_mode import (is_anomaly_check_inf_enabled, is_anomaly_check_nan_enabled,
-                                     is_anomaly_enabled)
+from autodiag.core.grad_mode import (
+    is_anomaly_check_inf_enabled,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+)
 from autodiag.trace import Tracer, events
 from autodiag.trace.sites import _PKG_DIR
 
-__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "is_anomaly_check_nan_enabled", "is_anomaly_check_inf_enabled", "set_anomaly_enabled"]
+__all__ = [
+    "detect_anomaly",
+    "set_detect_anomaly",
+    "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_check_inf_enabled",
+    "set_anomaly_enabled",
+]
 
-ENABLED_WARNING = ("Anomaly Detection has been enabled. This mode will increase the runtime and "
-                   "should only be enabled for debugging.")
+ENABLED_WARNING = (
+    "Anomaly Detection has been enabled. This mode will increase the runtime and "
+    "should only be enabled for debugging."
+)
+
 
 def set_anomaly_enabled(enabled: bool, check_nan: bool = True, check_inf: bool = False) -> None:
     """Switch anomaly mode (``torch.set_anomaly_enabled``); installs or removes its tracer."""
@@ -197,11 +209,9 @@ def check_gradients(node, grads, check_nan: bool, check_inf: bool) -> None:
             if math.isfinite(r.dot(r)):
                 continue
         if check_nan and np.isnan(a).any():
-            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th "
-                               f"output.")
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
         if check_inf and np.isinf(a).any():
-            raise RuntimeError(f"Function '{node.name()}' returned inf values in its {i}th "
-                               f"output.")
+            raise RuntimeError(f"Function '{node.name()}' returned inf values in its {i}th output.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,19 +244,30 @@ def report_backward_error(node, exc: BaseException) -> None:
     level = _user_stacklevel()
     name = node.name()
     if node._trace is None:
-        warnings.warn(f"Error detected in {name}. No forward pass information available. Enable "
-                      f"detect anomaly during forward pass for more information.", UserWarning,
-                      stacklevel=level)
+        warnings.warn(
+            f"Error detected in {name}. No forward pass information available. Enable "
+            f"detect anomaly during forward pass for more information.",
+            UserWarning,
+            stacklevel=level,
+        )
         return
-    warnings.warn(f"Error detected in {name}. Traceback of forward call that caused the error:\n"
-                  + "".join(format_stack(node._trace)), UserWarning, stacklevel=level)
+    warnings.warn(
+        f"Error detected in {name}. Traceback of forward call that caused the error:\n"
+        + "".join(format_stack(node._trace)),
+        UserWarning,
+        stacklevel=level,
+    )
     seen = {node}
     parent = _parent_of(node)
     while parent is not None and parent not in seen:
         seen.add(parent)
-        warnings.warn(f"\n\nPrevious calculation was induced by {parent.name()}. Traceback of "
-                      f"forward call that induced the previous calculation:\n"
-                      + "".join(format_stack(parent._trace)), UserWarning, stacklevel=level)
+        warnings.warn(
+            f"\n\nPrevious calculation was induced by {parent.name()}. Traceback of "
+            f"forward call that induced the previous calculation:\n"
+            + "".join(format_stack(parent._trace)),
+            UserWarning,
+            stacklevel=level,
+        )
         parent = _parent_of(parent)
 
 

@@ -25,8 +25,15 @@ from autodiag.autograd.anomaly import _state as _anomaly
 from autodiag.autograd.anomaly import report_backward_error
 from autodiag.core import bindings, grad_mode
 from autodiag.core.errors import explain_freed
-from autodiag.core.graph import (AccumulateGrad, Freed, check_saved, children, edge_pair,
-                                 last_write, mark_needed)
+from autodiag.core.graph import (
+    AccumulateGrad,
+    Freed,
+    check_saved,
+    children,
+    edge_pair,
+    last_write,
+    mark_needed,
+)
 from autodiag.ops._core import ARRAY, TENSOR, edge, fix_shapes, wrap
 from autodiag.size import Size
 from autodiag.tensor import Tensor
@@ -44,8 +51,21 @@ _state = grad_mode._state
 class GraphTask:
     """Options and results of one backward call."""
 
-    __slots__ = ("retain_graph", "create_graph", "accumulate", "targets", "captured", "needed",
-                 "execute", "leaf_targets", "roots", "inputs", "current", "error", "freed")
+    __slots__ = (
+        "retain_graph",
+        "create_graph",
+        "accumulate",
+        "targets",
+        "captured",
+        "needed",
+        "execute",
+        "leaf_targets",
+        "roots",
+        "inputs",
+        "current",
+        "error",
+        "freed",
+    )
 
     def __init__(self, retain_graph, create_graph, accumulate, roots=(), inputs=None):
         self.roots = roots  # the tensors backward starts from (for tracers)
@@ -88,7 +108,6 @@ def _add(a, b):
     if b is None:
         return a
     return a + b
-
 
 
 def execute(root_edges, root_grads, task: GraphTask) -> None:
@@ -194,7 +213,6 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             events.emit_backward_end(task)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # backward() and autograd.grad(): seed the roots, run ``execute``
 # ---------------------------------------------------------------------------------------------
@@ -225,8 +243,10 @@ def _make_grads(outputs, grad_outputs, create_graph: bool) -> list:
                 if out._data.size != 1:
                     raise RuntimeError("grad can be implicitly created only for scalar outputs")
                 if out._data.dtype.kind != "f":
-                    raise RuntimeError(f"grad can be implicitly created only for real scalar "
-                                       f"outputs but got {out.dtype}")
+                    raise RuntimeError(
+                        f"grad can be implicitly created only for real scalar "
+                        f"outputs but got {out.dtype}"
+                    )
                 seed = np.ones(out._data.shape, dtype=out._data.dtype)
                 grads.append(wrap(seed) if create_graph else seed)
             else:
@@ -235,9 +255,11 @@ def _make_grads(outputs, grad_outputs, create_graph: bool) -> list:
         if not isinstance(g, Tensor):
             g = wrap(np.asarray(g, dtype=out._data.dtype))
         if g._data.shape != out._data.shape:
-            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
-                               f"{Size(g._data.shape)!r} and output[{i}] has a shape of "
-                               f"{Size(out._data.shape)!r}.")
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of "
+                f"{Size(g._data.shape)!r} and output[{i}] has a shape of "
+                f"{Size(out._data.shape)!r}."
+            )
         if create_graph:
             grads.append(g)
         else:
@@ -250,14 +272,21 @@ def _root_edges(outputs):
     edges = []
     for i, out in enumerate(outputs):
         if not out.requires_grad:
-            raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
-                               f"a grad_fn")
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
         edges.append(edge_pair(edge(out)))
     return edges
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False,
-             grad_variables=None, inputs=None) -> None:
+def backward(
+    tensors,
+    grad_tensors=None,
+    retain_graph=None,
+    create_graph: bool = False,
+    grad_variables=None,
+    inputs=None,
+) -> None:
     """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves (or of ``inputs``)."""
     outputs = _as_tuple(tensors)
     if grad_tensors is None:
@@ -281,9 +310,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
     execute(edges, grads, task)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
-         only_inputs: bool = True, allow_unused=None, is_grads_batched: bool = False,
-         materialize_grads: bool = False):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph: bool = False,
+    only_inputs: bool = True,
+    allow_unused=None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+):
     """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated).
 
     >>> import autodiag as torch
@@ -292,21 +329,24 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     (tensor(6.),)
     """
     if materialize_grads and allow_unused is False:
-        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads="
-                         "True, but got: allow_unused=False.")
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads="
+            "True, but got: allow_unused=False."
+        )
     if allow_unused is None:
         allow_unused = materialize_grads
     if is_grads_batched:
-        raise NotImplementedError("autodiag: autograd.grad(is_grads_batched=True) is not "
-                                  "supported")
+        raise NotImplementedError("autodiag: autograd.grad(is_grads_batched=True) is not supported")
     outs = _as_tuple(outputs)
     ins = _as_tuple(inputs)
     if len(ins) == 0:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     gos = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outs)
     if len(gos) != len(outs):
-        raise RuntimeError(f"grad requires one grad_output per output: got {len(gos)} "
-                           f"grad_outputs and {len(outs)} outputs")
+        raise RuntimeError(
+            f"grad requires one grad_output per output: got {len(gos)} "
+            f"grad_outputs and {len(outs)} outputs"
+        )
     for t in ins:
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): inputs must be Tensors, got {type(t).__name__}")
@@ -323,9 +363,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     for i, (t, g) in enumerate(zip(ins, task.captured)):
         if g is None:
             if not allow_unused:
-                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have "
-                                   f"been used in the graph. Set allow_unused=True if this is "
-                                   f"the desired behavior.")
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have "
+                    f"been used in the graph. Set allow_unused=True if this is "
+                    f"the desired behavior."
+                )
             if materialize_grads:
                 g = np.zeros(t._data.shape, dtype=t._data.dtype)
         if g is None:
@@ -357,8 +399,11 @@ def _set_targets(task: GraphTask, root_edges, inputs, capture: bool) -> None:
     task.needed = needed
     # backward(inputs=...) runs the input's own node too (PyTorch marks it needed); grad() only
     # captures there and runs a node only when some gradient must flow on below it.
-    task.execute = needed if not capture else {
-        n for n in needed if any(c is not None and c in needed for c in children(n))}
+    task.execute = (
+        needed
+        if not capture
+        else {n for n in needed if any(c is not None and c in needed for c in children(n))}
+    )
     task.leaf_targets = leaf_targets
     if capture:
         task.targets = targets
@@ -490,8 +535,9 @@ def _stealable(a: np.ndarray, like: np.ndarray) -> bool:
     if not a.flags.writeable or a.flags.c_contiguous != like.flags.c_contiguous:
         return False
     base = a.base
-    return base is None or (base.__class__ is np.ndarray and base.base is None
-                            and sys.getrefcount(base) <= 3)
+    return base is None or (
+        base.__class__ is np.ndarray and base.base is None and sys.getrefcount(base) <= 3
+    )
 
 
 def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:

@@ -26,8 +26,10 @@ class FunctionCtx:
     def save_for_backward(self, *tensors) -> None:
         for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
-                raise TypeError("save_for_backward can only save variables, but argument "
-                                f"{i} is of type {type(t).__name__}")
+                raise TypeError(
+                    "save_for_backward can only save variables, but argument "
+                    f"{i} is of type {type(t).__name__}"
+                )
         self.to_save = tensors
 
     def mark_dirty(self, *tensors) -> None:
@@ -103,15 +105,19 @@ class BackwardCFunction(Node, FunctionCtx):
             if len(out) > n and all(o is None for o in out[n:]):
                 out = out[:n]
             else:
-                raise RuntimeError(f"function {name} returned an incorrect number of gradients "
-                                   f"(expected {n}, got {len(out)})")
+                raise RuntimeError(
+                    f"function {name} returned an incorrect number of gradients "
+                    f"(expected {n}, got {len(out)})"
+                )
         result = []
         for i, (g, is_t) in enumerate(zip(out, self._arg_is_tensor)):
             if not is_t:
                 if g is not None:
-                    raise RuntimeError(f"function {name} returned a gradient different than None "
-                                       f"at position {i + 1}, but the corresponding forward "
-                                       f"input was not a Variable")
+                    raise RuntimeError(
+                        f"function {name} returned a gradient different than None "
+                        f"at position {i + 1}, but the corresponding forward "
+                        f"input was not a Variable"
+                    )
                 continue
             if g is None:
                 result.append(None)
@@ -122,10 +128,12 @@ class BackwardCFunction(Node, FunctionCtx):
             gshape = g._data.shape
             if gshape != shape:
                 if not _expandable(shape, gshape):
-                    raise RuntimeError(f"Function {name} returned an invalid gradient at index "
-                                       f"{len(result)} - got [{', '.join(map(str, gshape))}] but "
-                                       f"expected shape compatible with "
-                                       f"[{', '.join(map(str, shape))}]")
+                    raise RuntimeError(
+                        f"Function {name} returned an invalid gradient at index "
+                        f"{len(result)} - got [{', '.join(map(str, gshape))}] but "
+                        f"expected shape compatible with "
+                        f"[{', '.join(map(str, shape))}]"
+                    )
             result.append(g if not xp.arrays else g._data)
         return tuple(result)
 
@@ -137,12 +145,14 @@ class BackwardCFunction(Node, FunctionCtx):
 def _check_dirty(t: Tensor) -> None:
     """A Function may not modify a leaf that requires grad (or a view of one) in place."""
     if t.requires_grad and t.grad_fn is None and t._base is None:
-        raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
-                           "operation.")
+        raise RuntimeError(
+            "a leaf Variable that requires grad has been used in an in-place operation."
+        )
     base = t._base
     if base is not None and base.requires_grad and base.grad_fn is None:
-        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
-                           "in-place operation.")
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place operation."
+        )
 
 
 def _expandable(shape, gshape) -> bool:
@@ -180,14 +190,17 @@ class Function(metaclass=FunctionMeta):
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
-        raise NotImplementedError("You must implement the forward function for custom "
-                                  "autograd.Function.")
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function."
+        )
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        raise NotImplementedError("You must implement either the backward or vjp method for "
-                                  "your custom autograd.Function to use it with backward mode "
-                                  "AD.")
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for "
+            "your custom autograd.Function to use it with backward mode "
+            "AD."
+        )
 
     vjp = backward
 
@@ -211,8 +224,9 @@ class Function(metaclass=FunctionMeta):
         is_tensor = tuple(isinstance(a, Tensor) for a in args)
         recording = _state.record and any(t and a.requires_grad for a, t in zip(args, is_tensor))
         node._arg_is_tensor = is_tensor
-        node.needs_input_grad = tuple(t and a.requires_grad and _state.record
-                                      for a, t in zip(args, is_tensor))
+        node.needs_input_grad = tuple(
+            t and a.requires_grad and _state.record for a, t in zip(args, is_tensor)
+        )
         prev = _state.record
         _state.record = False
         try:
@@ -227,10 +241,10 @@ class Function(metaclass=FunctionMeta):
         outs = (outputs,) if single else outputs
         if not recording:
             return outputs
-        node.next_functions = tuple(edge(a) if t else NO_EDGE for a, t in zip(args, is_tensor)
-                                    if t)
-        node._input_meta = tuple((a._data.shape, a._data.dtype) for a, t in zip(args, is_tensor)
-                                 if t)
+        node.next_functions = tuple(edge(a) if t else NO_EDGE for a, t in zip(args, is_tensor) if t)
+        node._input_meta = tuple(
+            (a._data.shape, a._data.dtype) for a, t in zip(args, is_tensor) if t
+        )
         dirty = {id(t) for t in node._dirty}
         nondiff = {id(t) for t in node._non_differentiable}
         input_ids = {id(a) for a, t in zip(args, is_tensor) if t}
@@ -258,7 +272,8 @@ class Function(metaclass=FunctionMeta):
                     raise NotImplementedError(
                         f"autodiag: {cls.__name__}.apply modified in place (mark_dirty) a view "
                         f"that is not its only output and first input; clone() the view "
-                        f"before passing it")
+                        f"before passing it"
+                    )
             elif id(o) in input_ids:
                 vc = vc_of(o)
                 t = Tensor._make(o._data, None, False, vc)  # an input returned as-is
@@ -300,12 +315,15 @@ class Function(metaclass=FunctionMeta):
 
 
 def _has_setup_context(cls) -> bool:
-    return "setup_context" in {k for c in cls.__mro__ if c is not Function for k in vars(c)} \
+    return (
+        "setup_context" in {k for c in cls.__mro__ if c is not Function for k in vars(c)}
         and cls.setup_context is not None
+    )
 
 
-ONCE_DIFFERENTIABLE_ERROR = ("trying to differentiate twice a function that was marked with "
-                             "@once_differentiable")
+ONCE_DIFFERENTIABLE_ERROR = (
+    "trying to differentiate twice a function that was marked with @once_differentiable"
+)
 
 
 class Error(Node):
@@ -339,8 +357,10 @@ def once_differentiable(fn):
         err = Error(tuple(NO_EDGE if f is None else edge(f) for f in fakes))
         err.msg = ONCE_DIFFERENTIABLE_ERROR
         err._num_outputs = len(outs)
-        wrapped = tuple(None if f is None else Tensor._make(f._data, err, True, vc_of(f), i)
-                        for i, f in enumerate(fakes))
+        wrapped = tuple(
+            None if f is None else Tensor._make(f._data, err, True, vc_of(f), i)
+            for i, f in enumerate(fakes)
+        )
         return wrapped[0] if single else wrapped
 
     return wrapper

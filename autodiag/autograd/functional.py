@@ -36,10 +36,15 @@ def _tupled(value, arg_name: str, fn_name: str) -> tuple[bool, tuple]:
     items = value if is_tuple else (value,)
     for i, el in enumerate(items):
         if not isinstance(el, Tensor):
-            where = (f"the value at index {i} has type {type(el)}" if is_tuple
-                     else f"the given {arg_name} has type {type(el)}")
-            raise TypeError(f"The {arg_name} given to {fn_name} must be either a Tensor or a "
-                            f"tuple of Tensors but {where}.")
+            where = (
+                f"the value at index {i} has type {type(el)}"
+                if is_tuple
+                else f"the given {arg_name} has type {type(el)}"
+            )
+            raise TypeError(
+                f"The {arg_name} given to {fn_name} must be either a Tensor or a "
+                f"tuple of Tensors but {where}."
+            )
     return is_tuple, items
 
 
@@ -78,14 +83,16 @@ def _detached(results, create_graph: bool) -> tuple:
 def _check_v(v, like, like_is_tuple: bool) -> None:
     if len(v) != len(like):
         if like_is_tuple:
-            raise RuntimeError(f"v is a tuple of invalid length: should be {len(like)} but got "
-                               f"{len(v)}.")
+            raise RuntimeError(
+                f"v is a tuple of invalid length: should be {len(like)} but got {len(v)}."
+            )
         raise RuntimeError("The given v should contain a single Tensor.")
     for i, (a, b) in enumerate(zip(v, like)):
         if a.size() != b.size():
             where = f"Entry {i} in " if like_is_tuple else ""
-            raise RuntimeError(f"{where}v has invalid size: should be {b.size()} but got "
-                               f"{a.size()}.")
+            raise RuntimeError(
+                f"{where}v has invalid size: should be {b.size()} but got {a.size()}."
+            )
 
 
 def _tupled_v(v, like, like_is_tuple: bool, fn_name: str, create_graph: bool) -> tuple:
@@ -96,20 +103,28 @@ def _tupled_v(v, like, like_is_tuple: bool, fn_name: str, create_graph: bool) ->
 
 
 _STRICT_MESSAGES = {
-    "outputs": ("Output {i} of the user-provided function does not require gradients. The "
-                "outputs must be computed in a differentiable manner from the input when running "
-                "in strict mode."),
-    "grad_inputs": ("The gradient with respect to input {i} is independent of the inputs of the "
-                    "user-provided function. This is not allowed in strict mode."),
-    "jacobian": ("While computing the hessian, found that the jacobian of the user-provided "
-                 "function with respect to input {i} is independent of the input. This is not "
-                 "allowed in strict mode. You should ensure that your function is twice "
-                 "differentiable and that the jacobian depends on the inputs (this would be "
-                 "violated by a linear function for example)."),
-    "hessian": ("The hessian of the user-provided function with respect to input {i} is "
-                "independent of the input. This is not allowed in strict mode. You should ensure "
-                "that your function is thrice differentiable and that the hessian depends on the "
-                "inputs."),
+    "outputs": (
+        "Output {i} of the user-provided function does not require gradients. The "
+        "outputs must be computed in a differentiable manner from the input when running "
+        "in strict mode."
+    ),
+    "grad_inputs": (
+        "The gradient with respect to input {i} is independent of the inputs of the "
+        "user-provided function. This is not allowed in strict mode."
+    ),
+    "jacobian": (
+        "While computing the hessian, found that the jacobian of the user-provided "
+        "function with respect to input {i} is independent of the input. This is not "
+        "allowed in strict mode. You should ensure that your function is twice "
+        "differentiable and that the jacobian depends on the inputs (this would be "
+        "violated by a linear function for example)."
+    ),
+    "hessian": (
+        "The hessian of the user-provided function with respect to input {i} is "
+        "independent of the input. This is not allowed in strict mode. You should ensure "
+        "that your function is thrice differentiable and that the hessian depends on the "
+        "inputs."
+    ),
 }
 
 
@@ -119,14 +134,17 @@ def _check_requires_grad(tensors, kind: str, strict: bool) -> None:
         return
     for i, t in enumerate(tensors):
         if t is None:  # only gradients can be None
-            raise RuntimeError(f"The output of the user-provided function is independent of "
-                               f"input {i}. This is not allowed in strict mode.")
+            raise RuntimeError(
+                f"The output of the user-provided function is independent of "
+                f"input {i}. This is not allowed in strict mode."
+            )
         if not t.requires_grad:
             raise RuntimeError(_STRICT_MESSAGES[kind].format(i=i))
 
 
-def _grad(outputs: tuple, inputs: tuple, grad_outputs=None, create_graph: bool = False,
-          retain_graph=None) -> tuple:
+def _grad(
+    outputs: tuple, inputs: tuple, grad_outputs=None, create_graph: bool = False, retain_graph=None
+) -> tuple:
     """``autograd.grad`` that skips outputs needing no grad (None for every input if none do)."""
     from autodiag.autograd import grad
 
@@ -136,31 +154,40 @@ def _grad(outputs: tuple, inputs: tuple, grad_outputs=None, create_graph: bool =
     if not pairs:
         return (None,) * len(inputs)
     outs, gos = zip(*pairs)
-    return grad(outs, inputs, gos, allow_unused=True, create_graph=create_graph,
-                retain_graph=retain_graph)
+    return grad(
+        outs, inputs, gos, allow_unused=True, create_graph=create_graph, retain_graph=retain_graph
+    )
 
 
 _MISSING_MESSAGES = {
     # stage -> (None gradient in strict mode, gradient without history under create_graph)
-    "back": ("The output of the user-provided function is independent of input {i}. This is "
-             "not allowed in strict mode.",
-             "The jacobian of the user-provided function is independent of input {i}. This is "
-             "not allowed in strict mode when create_graph=True."),
-    "back_trick": ("The gradient with respect to the input is independent of entry {i} in the "
-                   "grad_outputs when using the double backward trick to compute forward mode "
-                   "gradients. This is not allowed in strict mode.",
-                   "The jacobian of the user-provided function is independent of input {i}. "
-                   "This is not allowed in strict mode when create_graph=True."),
-    "double_back": ("The jacobian of the user-provided function is independent of input {i}. "
-                    "This is not allowed in strict mode.",
-                    "The hessian of the user-provided function is independent of input {i}. "
-                    "This is not allowed in strict mode when create_graph=True."),
-    "double_back_trick": ("The hessian of the user-provided function is independent of entry "
-                          "{i} in the grad_jacobian. This is not allowed in strict mode as it "
-                          "prevents from using the double backward trick to replace forward "
-                          "mode AD.",
-                          "The hessian of the user-provided function is independent of input "
-                          "{i}. This is not allowed in strict mode when create_graph=True."),
+    "back": (
+        "The output of the user-provided function is independent of input {i}. This is "
+        "not allowed in strict mode.",
+        "The jacobian of the user-provided function is independent of input {i}. This is "
+        "not allowed in strict mode when create_graph=True.",
+    ),
+    "back_trick": (
+        "The gradient with respect to the input is independent of entry {i} in the "
+        "grad_outputs when using the double backward trick to compute forward mode "
+        "gradients. This is not allowed in strict mode.",
+        "The jacobian of the user-provided function is independent of input {i}. "
+        "This is not allowed in strict mode when create_graph=True.",
+    ),
+    "double_back": (
+        "The jacobian of the user-provided function is independent of input {i}. "
+        "This is not allowed in strict mode.",
+        "The hessian of the user-provided function is independent of input {i}. "
+        "This is not allowed in strict mode when create_graph=True.",
+    ),
+    "double_back_trick": (
+        "The hessian of the user-provided function is independent of entry "
+        "{i} in the grad_jacobian. This is not allowed in strict mode as it "
+        "prevents from using the double backward trick to replace forward "
+        "mode AD.",
+        "The hessian of the user-provided function is independent of input "
+        "{i}. This is not allowed in strict mode when create_graph=True.",
+    ),
 }
 
 
@@ -185,14 +212,18 @@ def _single_scalar_output(outputs, outputs_tuple: bool, fn_name: str) -> None:
     if outputs_tuple or not isinstance(outputs[0], Tensor):
         raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
     if outputs[0].numel() != 1:
-        raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should "
-                           f"contain a single element")
+        raise RuntimeError(
+            f"The Tensor returned by the function given to {fn_name} should "
+            f"contain a single element"
+        )
 
 
 def _need_v_scalar_input(inputs) -> None:
     if len(inputs) != 1 or inputs[0].numel() != 1:
-        raise RuntimeError("The vector v can only be None if the input to the user-provided "
-                           "function is a single Tensor with a single element.")
+        raise RuntimeError(
+            "The vector v can only be None if the input to the user-provided "
+            "function is a single Tensor with a single element."
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,19 +242,24 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     with grad_mode.enable_grad():
         inputs_tuple, inputs = _tupled(inputs, "inputs", "vjp")
         inputs = _fresh(inputs, create_graph, need_graph=True)
-        outputs_tuple, outputs = _tupled(func(*inputs), "outputs of the user-provided function",
-                                         "vjp")
+        outputs_tuple, outputs = _tupled(
+            func(*inputs), "outputs of the user-provided function", "vjp"
+        )
         _check_requires_grad(outputs, "outputs", strict)
         if v is not None:
             v = _tupled_v(v, outputs, outputs_tuple, "vjp", create_graph)
         elif len(outputs) != 1 or outputs[0].numel() != 1:
-            raise RuntimeError("The vector v can only be None if the user-provided function "
-                               "returns a single Tensor with a single element.")
+            raise RuntimeError(
+                "The vector v can only be None if the user-provided function "
+                "returns a single Tensor with a single element."
+            )
     with grad_mode.set_grad_enabled(create_graph or grad_mode.is_grad_enabled()):
         res = _grad(outputs, inputs, v, create_graph=create_graph)
         res = _zeros_for_missing(res, inputs, strict, create_graph, "back")
-    return (_untuple(_detached(outputs, create_graph), outputs_tuple),
-            _untuple(_detached(res, create_graph), inputs_tuple))
+    return (
+        _untuple(_detached(outputs, create_graph), outputs_tuple),
+        _untuple(_detached(res, create_graph), inputs_tuple),
+    )
 
 
 def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
@@ -243,8 +279,9 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
             v = _tupled_v(v, inputs, inputs_tuple, "jvp", create_graph)
         else:
             _need_v_scalar_input(inputs)
-        outputs_tuple, outputs = _tupled(func(*inputs), "outputs of the user-provided function",
-                                         "jvp")
+        outputs_tuple, outputs = _tupled(
+            func(*inputs), "outputs of the user-provided function", "jvp"
+        )
         _check_requires_grad(outputs, "outputs", strict)
         # uᵀJ is linear in u: its value at u = 0 is irrelevant, only that it is finite.
         us = tuple(zeros_like(o, requires_grad=True) for o in outputs)
@@ -253,12 +290,20 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     with grad_mode.set_grad_enabled(create_graph or grad_mode.is_grad_enabled()):
         res = _grad(u_j, us, v, create_graph=create_graph)
         res = _zeros_for_missing(res, outputs, strict, create_graph, "back_trick")
-    return (_untuple(_detached(outputs, create_graph), outputs_tuple),
-            _untuple(_detached(res, create_graph), outputs_tuple))
+    return (
+        _untuple(_detached(outputs, create_graph), outputs_tuple),
+        _untuple(_detached(res, create_graph), outputs_tuple),
+    )
 
 
-def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
-             vectorize: bool = False, strategy: str = "reverse-mode"):
+def jacobian(
+    func,
+    inputs,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    strategy: str = "reverse-mode",
+):
     """The Jacobian of ``func`` at ``inputs``, of shape ``output.shape + input.shape``.
 
     A tuple of outputs and/or inputs gives nested tuples ``J[i][j]`` (output i, input j).
@@ -272,41 +317,54 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
             [0., 4.]])
     """
     if strategy not in ("forward-mode", "reverse-mode"):
-        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
-                             'Hint: If your function has more outputs than inputs, '
-                             '"forward-mode" tends to be more performant. Otherwise, prefer to '
-                             'use "reverse-mode".')
+        raise AssertionError(
+            'Expected strategy to be either "forward-mode" or "reverse-mode". '
+            "Hint: If your function has more outputs than inputs, "
+            '"forward-mode" tends to be more performant. Otherwise, prefer to '
+            'use "reverse-mode".'
+        )
     if strategy == "forward-mode":
         _check_forward_mode_args(create_graph, strict, vectorize)
     with grad_mode.enable_grad():
         inputs_tuple, inputs = _tupled(inputs, "inputs", "jacobian")
         inputs = _fresh(inputs, create_graph, need_graph=True)
-        outputs_tuple, outputs = _tupled(func(*inputs), "outputs of the user-provided function",
-                                         "jacobian")
+        outputs_tuple, outputs = _tupled(
+            func(*inputs), "outputs of the user-provided function", "jacobian"
+        )
         _check_requires_grad(outputs, "outputs", strict)
         if vectorize and strict and strategy == "reverse-mode":
-            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
-                               "`vectorized=True` are not supported together. Please either set "
-                               "`strict=False` or `vectorize=False`.")
-        jac = tuple(_jacobian_of_output(i, out, inputs, create_graph, strict)
-                    for i, out in enumerate(outputs))
+            raise RuntimeError(
+                "torch.autograd.functional.jacobian: `strict=True` and "
+                "`vectorized=True` are not supported together. Please either set "
+                "`strict=False` or `vectorize=False`."
+            )
+        jac = tuple(
+            _jacobian_of_output(i, out, inputs, create_graph, strict)
+            for i, out in enumerate(outputs)
+        )
         return _untuple(_detached(jac, create_graph), (outputs_tuple, inputs_tuple))
 
 
 def _check_forward_mode_args(create_graph: bool, strict: bool, vectorize: bool) -> None:
     if create_graph:
-        raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` and "
-                                  '`strategy="forward-mode"` are not supported together (yet). '
-                                  "Please either set `create_graph=False` or "
-                                  '`strategy="reverse-mode"`.')
+        raise NotImplementedError(
+            "torch.autograd.functional.jacobian: `create_graph=True` and "
+            '`strategy="forward-mode"` are not supported together (yet). '
+            "Please either set `create_graph=False` or "
+            '`strategy="reverse-mode"`.'
+        )
     if strict:
-        raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
-                           '`strategy="forward-mode"` are not supported together (yet). Please '
-                           'either set `strict=False` or `strategy="reverse-mode"`.')
+        raise RuntimeError(
+            "torch.autograd.functional.jacobian: `strict=True` and "
+            '`strategy="forward-mode"` are not supported together (yet). Please '
+            'either set `strict=False` or `strategy="reverse-mode"`.'
+        )
     if not vectorize:
         # "isonly": PyTorch's message, missing space included
-        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
-                                  "Hessian isonly implemented for `vectorize=True`.")
+        raise NotImplementedError(
+            "Computing Jacobian using forward-AD or forward-over-reverse "
+            "Hessian isonly implemented for `vectorize=True`."
+        )
 
 
 def _jacobian_of_output(i: int, out, inputs, create_graph: bool, strict: bool) -> tuple:
@@ -321,20 +379,31 @@ def _jacobian_of_output(i: int, out, inputs, create_graph: bool, strict: bool) -
         for j, (g, inp) in enumerate(zip(grads, inputs)):
             if g is None:
                 if strict:
-                    raise RuntimeError(f"Output {i} of the user-provided function is independent "
-                                       f"of input {j}. This is not allowed in strict mode.")
+                    raise RuntimeError(
+                        f"Output {i} of the user-provided function is independent "
+                        f"of input {j}. This is not allowed in strict mode."
+                    )
                 g = zeros_like(inp)
             elif strict and create_graph and not g.requires_grad:
-                raise RuntimeError(f"The jacobian of the user-provided function is independent "
-                                   f"of input {i}. This is not allowed in strict mode when "
-                                   f"create_graph=True.")
+                raise RuntimeError(
+                    f"The jacobian of the user-provided function is independent "
+                    f"of input {i}. This is not allowed in strict mode when "
+                    f"create_graph=True."
+                )
             rows[j].append(g)
-    return tuple(stack(r, 0).view(tuple(out.shape) + tuple(inp.shape))
-                 for r, inp in zip(rows, inputs))
+    return tuple(
+        stack(r, 0).view(tuple(out.shape) + tuple(inp.shape)) for r, inp in zip(rows, inputs)
+    )
 
 
-def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
-            vectorize: bool = False, outer_jacobian_strategy: str = "reverse-mode"):
+def hessian(
+    func,
+    inputs,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    outer_jacobian_strategy: str = "reverse-mode",
+):
     """The Hessian of a scalar function: ``H[i][j]`` of shape ``inputs[i].shape +
     inputs[j].shape`` (a single Tensor for a single input).
 
@@ -355,8 +424,10 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
         if out_tuple or not isinstance(out, Tensor):
             raise RuntimeError("The function given to hessian should return a single Tensor")
         if out.numel() != 1:
-            raise RuntimeError("The Tensor returned by the function given to hessian should "
-                               "contain a single element")
+            raise RuntimeError(
+                "The Tensor returned by the function given to hessian should "
+                "contain a single element"
+            )
         return out.squeeze()
 
     def jac_func(*inp):
@@ -366,8 +437,14 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False,
         _check_requires_grad(jac, "jacobian", strict)
         return jac
 
-    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict,
-                   vectorize=vectorize, strategy=outer_jacobian_strategy)
+    res = jacobian(
+        jac_func,
+        inputs,
+        create_graph=create_graph,
+        strict=strict,
+        vectorize=vectorize,
+        strategy=outer_jacobian_strategy,
+    )
     return _untuple(res, (inputs_tuple, inputs_tuple))
 
 
@@ -399,12 +476,15 @@ def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """
     with grad_mode.enable_grad():
         inputs_tuple, inputs, v, outputs_tuple, outputs, jac = _scalar_gradient(
-            func, inputs, v, create_graph, strict, "vhp")
+            func, inputs, v, create_graph, strict, "vhp"
+        )
     with grad_mode.set_grad_enabled(create_graph or grad_mode.is_grad_enabled()):
         res = _grad(jac, inputs, v, create_graph=create_graph)
         res = _zeros_for_missing(res, inputs, strict, create_graph, "double_back")
-    return (_untuple(_detached(outputs, create_graph), outputs_tuple),
-            _untuple(_detached(res, create_graph), inputs_tuple))
+    return (
+        _untuple(_detached(outputs, create_graph), outputs_tuple),
+        _untuple(_detached(res, create_graph), inputs_tuple),
+    )
 
 
 def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
@@ -419,7 +499,8 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 
     with grad_mode.enable_grad():
         inputs_tuple, inputs, v, outputs_tuple, outputs, jac = _scalar_gradient(
-            func, inputs, v, create_graph, strict, "hvp")
+            func, inputs, v, create_graph, strict, "hvp"
+        )
         us = tuple(zeros_like(t, requires_grad=True) for t in inputs)
         u_h = _grad(jac, inputs, us, create_graph=True)
         # PyTorch checks ``jac`` again here (not ``u_h``); kept so that strict errors agree.
@@ -427,5 +508,7 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     with grad_mode.set_grad_enabled(create_graph or grad_mode.is_grad_enabled()):
         res = _grad(u_h, us, v, create_graph=create_graph)
         res = _zeros_for_missing(res, inputs, strict, create_graph, "double_back_trick")
-    return (_untuple(_detached(outputs, create_graph), outputs_tuple),
-            _untuple(_detached(res, create_graph), inputs_tuple))
+    return (
+        _untuple(_detached(outputs, create_graph), outputs_tuple),
+        _untuple(_detached(res, create_graph), inputs_tuple),
+    )

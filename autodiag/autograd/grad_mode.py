@@ -6,8 +6,20 @@ module is the path PyTorch users import them from.
 
 from __future__ import annotations
 
-from autodiag.core.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
-                                     is_inference_mode_enabled, no_grad, set_grad_enabled)
+from autodiag.core.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
-           "is_inference_mode_enabled"]
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+]

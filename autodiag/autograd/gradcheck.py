@@ -34,9 +34,18 @@ from autodiag.ops._core import edge, wrap
 from autodiag.size import Size
 from autodiag.tensor import Tensor
 
-__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "Diagnosis", "GradcheckRun",
-           "run_checks", "numerical_jacobian", "analytical_jacobian", "differentiable_outputs",
-           "as_tuple"]
+__all__ = [
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
+    "Diagnosis",
+    "GradcheckRun",
+    "run_checks",
+    "numerical_jacobian",
+    "analytical_jacobian",
+    "differentiable_outputs",
+    "as_tuple",
+]
 
 
 @dataclass(frozen=True)
@@ -105,8 +114,9 @@ If the test
   module_test entry to have `gradcheck_fast_mode=False`
 """.strip()
 
-_UNDEFINED_NOTE = ('Please look at "Notes about undefined output gradients" in '
-                   '"tools/autograd/derivatives.yaml"')
+_UNDEFINED_NOTE = (
+    'Please look at "Notes about undefined output gradients" in "tools/autograd/derivatives.yaml"'
+)
 
 # Fast mode draws u and v from its own generator with a fixed seed: the check is reproducible
 # and the user's random stream is untouched (PyTorch also uses a fresh, default-seeded one).
@@ -118,12 +128,24 @@ _FAST_MODE_SEED = 67280421310721
 # ---------------------------------------------------------------------------------------------
 
 
-def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-              raise_exception: bool = True, nondet_tol: float = 0.0,
-              check_undefined_grad: bool = True, check_grad_dtypes: bool = False,
-              check_batched_grad: bool = False, check_batched_forward_grad: bool = False,
-              check_forward_ad: bool = False, check_backward_ad: bool = True,
-              fast_mode: bool = False, masked: bool | None = None) -> bool:
+def gradcheck(
+    func,
+    inputs,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_batched_forward_grad: bool = False,
+    check_forward_ad: bool = False,
+    check_backward_ad: bool = True,
+    fast_mode: bool = False,
+    masked: bool | None = None,
+) -> bool:
     """Check the gradients of ``func`` at ``inputs`` against finite differences.
 
     Returns True, or raises ``GradcheckError`` (returns False when ``raise_exception=False``;
@@ -152,23 +174,31 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
     constant_factor
     """
     if not (check_forward_ad or check_backward_ad):
-        raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to "
-                             "be True")
+        raise AssertionError(
+            "Expected at least one of check_forward_ad or check_backward_ad to be True"
+        )
     if check_batched_grad and not check_backward_ad:
-        raise AssertionError("Setting check_batched_grad=True requires check_backward_ad to be "
-                             "True")
+        raise AssertionError(
+            "Setting check_batched_grad=True requires check_backward_ad to be True"
+        )
     if check_batched_forward_grad and not check_forward_ad:
-        raise AssertionError("Setting check_batched_forward_grad=True requires check_forward_ad "
-                             "to be True")
-    for name, value in (("check_forward_ad", check_forward_ad),
-                        ("check_batched_grad", check_batched_grad),
-                        ("check_batched_forward_grad", check_batched_forward_grad)):
+        raise AssertionError(
+            "Setting check_batched_forward_grad=True requires check_forward_ad to be True"
+        )
+    for name, value in (
+        ("check_forward_ad", check_forward_ad),
+        ("check_batched_grad", check_batched_grad),
+        ("check_batched_forward_grad", check_batched_forward_grad),
+    ):
         if value:
-            raise NotImplementedError(f"autodiag: gradcheck({name}=True) needs "
-                                      f"{'forward-mode AD' if 'forward' in name else 'vmap'}, "
-                                      f"which autodiag does not have; pass {name}=False")
-    run = GradcheckRun(func, as_tuple(inputs), eps, atol, rtol, nondet_tol, check_grad_dtypes,
-               fast_mode)
+            raise NotImplementedError(
+                f"autodiag: gradcheck({name}=True) needs "
+                f"{'forward-mode AD' if 'forward' in name else 'vmap'}, "
+                f"which autodiag does not have; pass {name}=False"
+            )
+    run = GradcheckRun(
+        func, as_tuple(inputs), eps, atol, rtol, nondet_tol, check_grad_dtypes, fast_mode
+    )
     try:
         run_checks(run, check_undefined_grad, check_backward_ad)
     except GradcheckError as err:
@@ -184,13 +214,25 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
     return True
 
 
-def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
-                  rtol: float = 1e-3, gen_non_contig_grad_outputs: bool = False,
-                  raise_exception: bool = True, nondet_tol: float = 0.0,
-                  check_undefined_grad: bool = True, check_grad_dtypes: bool = False,
-                  check_batched_grad: bool = False, check_fwd_over_rev: bool = False,
-                  check_rev_over_rev: bool = True, fast_mode: bool = False,
-                  masked: bool = False) -> bool:
+def gradgradcheck(
+    func,
+    inputs,
+    grad_outputs=None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gen_non_contig_grad_outputs: bool = False,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_fwd_over_rev: bool = False,
+    check_rev_over_rev: bool = True,
+    fast_mode: bool = False,
+    masked: bool = False,
+) -> bool:
     """gradcheck of the map ``(inputs, grad_outputs) -> vᵀJ``: checks second derivatives.
 
     Random ``grad_outputs`` in [-1, 1) are drawn from autodiag's generator when not given.
@@ -201,14 +243,17 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     True
     """
     if not (check_fwd_over_rev or check_rev_over_rev):
-        raise AssertionError("Expected at least one of check_fwd_over_rev or check_rev_over_rev "
-                             "to be True")
+        raise AssertionError(
+            "Expected at least one of check_fwd_over_rev or check_rev_over_rev to be True"
+        )
     if check_undefined_grad and not check_rev_over_rev:
-        raise AssertionError("Setting check_undefined_grad=True requires check_rev_over_rev to "
-                             "be True")
+        raise AssertionError(
+            "Setting check_undefined_grad=True requires check_rev_over_rev to be True"
+        )
     if check_batched_grad and not check_rev_over_rev:
-        raise AssertionError("Setting check_batched_grad=True requires check_rev_over_rev to be "
-                             "True")
+        raise AssertionError(
+            "Setting check_batched_grad=True requires check_rev_over_rev to be True"
+        )
     from autodiag.autograd import grad
     from autodiag.ops.factories import rand
 
@@ -216,8 +261,11 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     if grad_outputs is None:
         outs = differentiable_outputs(func(*tupled_inputs))
         tupled_grad_outputs = tuple(
-            (rand(*o.shape, dtype=o.dtype if o.is_floating_point() else None) * 2 - 1)
-            .requires_grad_() for o in outs)
+            (
+                rand(*o.shape, dtype=o.dtype if o.is_floating_point() else None) * 2 - 1
+            ).requires_grad_()
+            for o in outs
+        )
     else:
         tupled_grad_outputs = as_tuple(grad_outputs)
     n_out = len(tupled_grad_outputs)
@@ -225,21 +273,35 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     diff_go = {i for i, x in enumerate(tupled_grad_outputs) if x.requires_grad}
 
     def new_func(*args):
-        ins = tuple(x.requires_grad_() if i in diff_in else x
-                    for i, x in enumerate(args[:len(args) - n_out]))
+        ins = tuple(
+            x.requires_grad_() if i in diff_in else x
+            for i, x in enumerate(args[: len(args) - n_out])
+        )
         outs = differentiable_outputs(func(*ins))
-        gos = tuple(x.requires_grad_() if i in diff_go else x
-                    for i, x in enumerate(args[len(args) - n_out:]))
+        gos = tuple(
+            x.requires_grad_() if i in diff_go else x
+            for i, x in enumerate(args[len(args) - n_out :])
+        )
         diff_ins = tuple(x for i, x in enumerate(ins) if i in diff_in)
         grads = grad(outs, diff_ins, gos, create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(new_func, tupled_inputs + tupled_grad_outputs, eps=eps, atol=atol,
-                     rtol=rtol, raise_exception=raise_exception, nondet_tol=nondet_tol,
-                     check_undefined_grad=check_undefined_grad,
-                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad,
-                     fast_mode=fast_mode, check_forward_ad=check_fwd_over_rev,
-                     check_backward_ad=check_rev_over_rev, masked=masked)
+    return gradcheck(
+        new_func,
+        tupled_inputs + tupled_grad_outputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        nondet_tol=nondet_tol,
+        check_undefined_grad=check_undefined_grad,
+        check_grad_dtypes=check_grad_dtypes,
+        check_batched_grad=check_batched_grad,
+        fast_mode=fast_mode,
+        check_forward_ad=check_fwd_over_rev,
+        check_backward_ad=check_rev_over_rev,
+        masked=masked,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,15 +315,15 @@ class GradcheckRun:
     CLI's analysis read; they rerun the check's pieces through ``run_checks``,
     ``numerical_jacobian``, ``analytical_jacobian`` and ``differentiable_outputs``."""
 
-    def __init__(self, func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes,
-                 fast_mode):
+    def __init__(self, func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes, fast_mode):
         self.func, self.inputs = func, inputs
         self.eps, self.atol, self.rtol, self.nondet_tol = eps, atol, rtol, nondet_tol
         self.check_grad_dtypes, self.fast_mode = check_grad_dtypes, fast_mode
         # positions (in ``inputs``) of the tensors that require grad: "input j" in messages is
         # the j-th of these, as in PyTorch
-        self.diff_pos = [i for i, x in enumerate(inputs)
-                         if isinstance(x, Tensor) and x.requires_grad]
+        self.diff_pos = [
+            i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad
+        ]
         self.mutated: list = []  # positions of inputs the first call of func modified
 
     @property
@@ -285,8 +347,11 @@ def run_checks(run: GradcheckRun, check_undefined_grad: bool, check_backward_ad:
     _check_inputs(run.inputs)
     before = [np.array(x._data) if isinstance(x, Tensor) else None for x in run.inputs]
     func_out = run.func(*run.inputs)
-    run.mutated = [i for i, (x, b) in enumerate(zip(run.inputs, before))
-                   if b is not None and not _same_values(x._data, b)]
+    run.mutated = [
+        i
+        for i, (x, b) in enumerate(zip(run.inputs, before))
+        if b is not None and not _same_values(x._data, b)
+    ]
     outputs = differentiable_outputs(func_out)
     run.all_out = as_tuple(func_out)
     floats = [k for k, o in enumerate(run.all_out) if o._data.dtype.kind == "f"]
@@ -327,20 +392,27 @@ def _check_inputs(inputs) -> None:
         if not (isinstance(inp, Tensor) and inp.requires_grad):
             continue
         if inp._data.dtype != np.float64:
-            warnings.warn(f"Input #{idx} requires gradient and is not a double precision "
-                          f"floating point or complex. This check will likely fail if all the "
-                          f"inputs are not of double precision floating point or complex. ",
-                          UserWarning, stacklevel=_user_stacklevel())
+            warnings.warn(
+                f"Input #{idx} requires gradient and is not a double precision "
+                f"floating point or complex. This check will likely fail if all the "
+                f"inputs are not of double precision floating point or complex. ",
+                UserWarning,
+                stacklevel=_user_stacklevel(),
+            )
         d = inp._data
         if any(st == 0 and sz > 1 for st, sz in zip(d.strides, d.shape)):
-            raise RuntimeError(f"The {idx}th input has a dimension with stride 0. gradcheck only "
-                               f"supports inputs that are non-overlapping to be able to compute "
-                               f"the numerical gradients correctly. You should call .contiguous "
-                               f"on the input before passing it to gradcheck.")
+            raise RuntimeError(
+                f"The {idx}th input has a dimension with stride 0. gradcheck only "
+                f"supports inputs that are non-overlapping to be able to compute "
+                f"the numerical gradients correctly. You should call .contiguous "
+                f"on the input before passing it to gradcheck."
+            )
         any_requires_grad = True
     if not any_requires_grad:
-        raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
-                         "none of them have requires_grad=True.")
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, but "
+            "none of them have requires_grad=True."
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,13 +429,17 @@ def _outputs_now(run: GradcheckRun) -> list:
 def _check_same_meta(a: np.ndarray, b: np.ndarray, eps: float, idx=None) -> None:
     on_index = f"on index {idx} " if idx is not None else ""
     if a.shape != b.shape:
-        raise AssertionError(f"Expected `func` to return outputs with the same shape when inputs "
-                             f"are perturbed {on_index}by {eps}, but got: shapes "
-                             f"{Size(a.shape)!r} and {Size(b.shape)!r}.")
+        raise AssertionError(
+            f"Expected `func` to return outputs with the same shape when inputs "
+            f"are perturbed {on_index}by {eps}, but got: shapes "
+            f"{Size(a.shape)!r} and {Size(b.shape)!r}."
+        )
     if a.dtype != b.dtype:
-        raise AssertionError(f"Expected `func` to return outputs with the same dtype when inputs "
-                             f"are perturbed {on_index}by {eps}, but got: dtypes "
-                             f"{torch_name(a.dtype)} and {torch_name(b.dtype)}.")
+        raise AssertionError(
+            f"Expected `func` to return outputs with the same dtype when inputs "
+            f"are perturbed {on_index}by {eps}, but got: dtypes "
+            f"{torch_name(a.dtype)} and {torch_name(b.dtype)}."
+        )
 
 
 def numerical_jacobian(run: GradcheckRun, j: int, eps: float | None = None) -> list:
@@ -374,8 +450,10 @@ def numerical_jacobian(run: GradcheckRun, j: int, eps: float | None = None) -> l
     x = run.inputs[run.diff_pos[j]]
     shape = x._data.shape
     floats = run.float_out
-    jacs = [np.zeros((x._data.size, run.all_out[k]._data.size),
-                     dtype=run.all_out[k]._data.dtype) for k in floats]
+    jacs = [
+        np.zeros((x._data.size, run.all_out[k]._data.size), dtype=run.all_out[k]._data.dtype)
+        for k in floats
+    ]
     two_eps = 2 * eps
     for row, idx in enumerate(np.ndindex(shape)):
         data = x._data  # re-read: func may rebind it
@@ -395,8 +473,10 @@ def numerical_jacobian(run: GradcheckRun, j: int, eps: float | None = None) -> l
 
 
 # PyTorch differences every output, so a bool output fails on the first column
-_BOOL_SUB = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
-             "or `logical_xor()` operator instead.")
+_BOOL_SUB = (
+    "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
+    "or `logical_xor()` operator instead."
+)
 
 
 def _numerical_directional(run: GradcheckRun, j: int, u: np.ndarray) -> list:
@@ -446,8 +526,9 @@ def _analytical_rows(run: GradcheckRun, output: Tensor, grad_outputs) -> tuple[l
             elif g._data.dtype != x._data.dtype:
                 types_ok = False
             if g._data.size != jac.shape[0]:
-                raise GradcheckError("Analytical gradient has incorrect size",
-                                     {"kind": "grad_size"})
+                raise GradcheckError(
+                    "Analytical gradient has incorrect size", {"kind": "grad_size"}
+                )
             jac[:, col] = g._data.reshape(-1)
     return jacs, sizes_ok, types_ok
 
@@ -462,8 +543,9 @@ def _one_hots(output: Tensor):
         yield buf
 
 
-def analytical_jacobian(run: GradcheckRun, output: Tensor, check: bool = True,
-                        vectors=None) -> list:
+def analytical_jacobian(
+    run: GradcheckRun, output: Tensor, check: bool = True, vectors=None
+) -> list:
     """Analytical Jacobians of ``output`` w.r.t. each differentiable input, computed twice:
     a difference beyond nondet_tol is PyTorch's "Backward is not reentrant" error."""
     vecs = list(vectors) if vectors is not None else None
@@ -477,8 +559,14 @@ def analytical_jacobian(run: GradcheckRun, output: Tensor, check: bool = True,
         return first
     second, _, _ = _analytical_rows(run, output, _Lazy(grad_outputs, n_cols))
     # equal arrays (the usual case) skip the difference; NaN - NaN never exceeds the tolerance
-    worst = max((float(np.max(np.abs(a - b))) for a, b in zip(first, second)
-                 if a.size and not (a == b).all()), default=0.0)
+    worst = max(
+        (
+            float(np.max(np.abs(a - b)))
+            for a, b in zip(first, second)
+            if a.size and not (a == b).all()
+        ),
+        default=0.0,
+    )
     if worst != worst:
         worst = 0.0
     if not types_ok and run.check_grad_dtypes:
@@ -491,7 +579,8 @@ def analytical_jacobian(run: GradcheckRun, output: Tensor, check: bool = True,
             "multiple times gives different values, although analytical gradient matches "
             "numerical gradient.The tolerance for nondeterminism was "
             f"{run.nondet_tol}." + FAILED_NONDET_MSG,
-            {"kind": "nondeterministic", "max_difference": worst})
+            {"kind": "nondeterministic", "max_difference": worst},
+        )
     return first
 
 
@@ -524,8 +613,10 @@ def _allclose(a: np.ndarray, n: np.ndarray, rtol: float, atol: float) -> bool:
 
 
 def _mismatch_message(i: int, j: int, numerical, analytical, worst_line: str = "") -> str:
-    return (f"Jacobian mismatch for output {i:d} with respect to input {j:d},\n{worst_line}"
-            f"numerical:{numerical}\nanalytical:{analytical}\n")
+    return (
+        f"Jacobian mismatch for output {i:d} with respect to input {j:d},\n{worst_line}"
+        f"numerical:{numerical}\nanalytical:{analytical}\n"
+    )
 
 
 def _fmt(v) -> str:
@@ -543,18 +634,25 @@ def worst_element(run: GradcheckRun, i: int, j: int, a: np.ndarray, n: np.ndarra
     row, col = np.unravel_index(int(np.argmax(excess)), excess.shape)
     x = run.inputs[run.diff_pos[j]]
     out_shape = run.out_shapes[i]
-    return {"output": i, "input": j,
-            "input_index": tuple(int(v) for v in np.unravel_index(row, x._data.shape)),
-            "output_index": tuple(int(v) for v in np.unravel_index(col, out_shape)),
-            "numerical": float(n[row, col]), "analytical": float(a[row, col]),
-            "difference": float(diff[row, col]), "tolerance": float(allowed[row, col])}
+    return {
+        "output": i,
+        "input": j,
+        "input_index": tuple(int(v) for v in np.unravel_index(row, x._data.shape)),
+        "output_index": tuple(int(v) for v in np.unravel_index(col, out_shape)),
+        "numerical": float(n[row, col]),
+        "analytical": float(a[row, col]),
+        "difference": float(diff[row, col]),
+        "tolerance": float(allowed[row, col]),
+    }
 
 
 def _worst_line(w: dict) -> str:
-    return (f"worst element: d output {w['output']}{list(w['output_index'])} / d input "
-            f"{w['input']}{list(w['input_index'])}: numerical {w['numerical']:.6g}, analytical "
-            f"{w['analytical']:.6g}, difference {w['difference']:.3g} (tolerance "
-            f"{w['tolerance']:.3g})\n")
+    return (
+        f"worst element: d output {w['output']}{list(w['output_index'])} / d input "
+        f"{w['input']}{list(w['input_index'])}: numerical {w['numerical']:.6g}, analytical "
+        f"{w['analytical']:.6g}, difference {w['difference']:.3g} (tolerance "
+        f"{w['tolerance']:.3g})\n"
+    )
 
 
 def _slow_gradcheck(run: GradcheckRun, func_out, outputs) -> None:
@@ -562,8 +660,10 @@ def _slow_gradcheck(run: GradcheckRun, func_out, outputs) -> None:
         for j in range(len(run.diff_pos)):
             for jac in numerical_jacobian(run, j):
                 if np.count_nonzero(jac):
-                    raise GradcheckError("Numerical gradient for function expected to be zero",
-                                         {"kind": "no_outputs"})
+                    raise GradcheckError(
+                        "Numerical gradient for function expected to be zero",
+                        {"kind": "no_outputs"},
+                    )
         return
     numerical = [numerical_jacobian(run, j) for j in range(len(run.diff_pos))]
     for i, out in enumerate(outputs):
@@ -574,8 +674,15 @@ def _slow_gradcheck(run: GradcheckRun, func_out, outputs) -> None:
                 w = worst_element(run, i, j, a, n)
                 raise GradcheckError(
                     _mismatch_message(i, j, _fmt(n), _fmt(a), _worst_line(w)),
-                    {"kind": "mismatch", "output": i, "input": j, "numerical": n,
-                     "analytical": a, "worst": w})
+                    {
+                        "kind": "mismatch",
+                        "output": i,
+                        "input": j,
+                        "numerical": n,
+                        "analytical": a,
+                        "worst": w,
+                    },
+                )
 
 
 def _unit_vector(rng, numel: int, dtype) -> np.ndarray:
@@ -596,8 +703,9 @@ def _fast_gradcheck(run: GradcheckRun, func_out, outputs) -> None:
         ju = _numerical_directional(run, j, u)
         if not outputs:
             if any(d is not None and d.size and np.max(np.abs(d)) > run.nondet_tol for d in ju):
-                raise GradcheckError("Numerical gradient for function expected to be zero",
-                                     {"kind": "no_outputs"})
+                raise GradcheckError(
+                    "Numerical gradient for function expected to be zero", {"kind": "no_outputs"}
+                )
             continue
         numerical.append([np.dot(v, ju[k]) for v, k in zip(all_v, keep)])
     analytical = []  # analytical[i][j] = (vᵢᵀ J) · u_j
@@ -620,16 +728,28 @@ def _raise_fast_failure(run: GradcheckRun, outputs, i: int, j: int, a, n) -> Non
     max_diff = float(np.max(np.abs(slow_n - slow_a))) if slow_n.size else 0.0
     w = worst_element(run, i, j, slow_a, slow_n)
     msg = _mismatch_message(i, j, _fmt(n), _fmt(a), _worst_line(w))
-    msg += ("\nThe above quantities relating the numerical and analytical jacobians are computed "
-            "\nin fast mode. See: https://github.com/pytorch/pytorch/issues/53876 for more "
-            "background \nabout fast mode. Below, we recompute numerical and analytical "
-            "jacobians in slow mode:\n\n"
-            f"Numerical:\n {_fmt(slow_n)}\nAnalytical:\n{_fmt(slow_a)}\n\n"
-            f"The max per-element difference (slow mode) is: {max_diff!r}.\n")
+    msg += (
+        "\nThe above quantities relating the numerical and analytical jacobians are computed "
+        "\nin fast mode. See: https://github.com/pytorch/pytorch/issues/53876 for more "
+        "background \nabout fast mode. Below, we recompute numerical and analytical "
+        "jacobians in slow mode:\n\n"
+        f"Numerical:\n {_fmt(slow_n)}\nAnalytical:\n{_fmt(slow_a)}\n\n"
+        f"The max per-element difference (slow mode) is: {max_diff!r}.\n"
+    )
     if _allclose(slow_a, slow_n, run.rtol, run.atol):
         msg += FAST_FAIL_SLOW_OK_MSG
-    raise GradcheckError(msg, {"kind": "mismatch", "output": i, "input": j, "numerical": slow_n,
-                               "analytical": slow_a, "worst": w, "fast": True})
+    raise GradcheckError(
+        msg,
+        {
+            "kind": "mismatch",
+            "output": i,
+            "input": j,
+            "numerical": slow_n,
+            "analytical": slow_a,
+            "worst": w,
+            "fast": True,
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,8 +767,9 @@ def _test_backward_mul_by_grad_output(run: GradcheckRun, outputs, retain_graph: 
         if g is None:
             continue
         if np.any(g._data != 0):
-            raise GradcheckError("backward not multiplied by grad_output",
-                                 {"kind": "not_multiplied"})
+            raise GradcheckError(
+                "backward not multiplied by grad_output", {"kind": "not_multiplied"}
+            )
         if g._data.dtype != x._data.dtype:
             raise GradcheckError("grad is incorrect type", {"kind": "grad_dtype"})
         if g._data.shape != x._data.shape:
@@ -670,11 +791,14 @@ def _undefined(t: Tensor) -> Tensor:
 
 
 def _warn_bc_breaking() -> None:
-    warnings.warn('Backwards compatibility: New undefined gradient support checking feature is '
-                  'enabled by default, but it may break existing callers of this function. If '
-                  'this is true for you, you can call this function with '
-                  '"check_undefined_grad=False" to disable the feature', UserWarning,
-                  stacklevel=_user_stacklevel())
+    warnings.warn(
+        "Backwards compatibility: New undefined gradient support checking feature is "
+        "enabled by default, but it may break existing callers of this function. If "
+        "this is true for you, you can call this function with "
+        '"check_undefined_grad=False" to disable the feature',
+        UserWarning,
+        stacklevel=_user_stacklevel(),
+    )
 
 
 def _test_undefined_backward_mode(run: GradcheckRun, outputs) -> None:
@@ -688,14 +812,18 @@ def _test_undefined_backward_mode(run: GradcheckRun, outputs) -> None:
             grads = grad(outs, diff, zeros, allow_unused=True, retain_graph=True)
         except RuntimeError as e:
             _warn_bc_breaking()
-            raise GradcheckError("Expected backward function to handle undefined output grads. "
-                                 + _UNDEFINED_NOTE, {"kind": "undefined_grad"}) from e
+            raise GradcheckError(
+                "Expected backward function to handle undefined output grads. " + _UNDEFINED_NOTE,
+                {"kind": "undefined_grad"},
+            ) from e
         for g in grads:
             if g is not None and np.any(g._data != 0):
                 _warn_bc_breaking()
-                raise GradcheckError("Expected all input grads to be undefined or zero when all "
-                                     "output grads are undefined or zero. " + _UNDEFINED_NOTE,
-                                     {"kind": "undefined_grad"})
+                raise GradcheckError(
+                    "Expected all input grads to be undefined or zero when all "
+                    "output grads are undefined or zero. " + _UNDEFINED_NOTE,
+                    {"kind": "undefined_grad"},
+                )
 
     # NOTE: PyTorch runs func again for every backward here; autodiag reuses the graph of the
     # first call (retained by the zero-grad_output check): the same backward functions run on
@@ -735,4 +863,3 @@ def _attach_diagnosis(err: Exception, run: GradcheckRun) -> None:
         err.args = (str(err).rstrip("\n") + "\n\n" + text + "\n",)
     elif hasattr(err, "add_note"):  # Python >= 3.11
         err.add_note(text)  # shown in the traceback; str(err) stays PyTorch's message
-

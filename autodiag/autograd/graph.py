@@ -11,7 +11,12 @@ True
 
 from __future__ import annotations
 
-from autodiag.core.graph import (AccumulateGrad, Node, RemovableHandle, SavedTensor,
-                                 saved_tensors_hooks)
+from autodiag.core.graph import (
+    AccumulateGrad,
+    Node,
+    RemovableHandle,
+    SavedTensor,
+    saved_tensors_hooks,
+)
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]

@@ -71,8 +71,7 @@ def _no_type(ctx) -> None:
 def _reflow(text: str) -> str:
     """Join the lines of each paragraph (``\\b`` paragraphs keep theirs, as in click)."""
     paragraphs = inspect.cleandoc(text).split("\n\n")
-    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n"))
-                       for p in paragraphs)
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs)
 
 
 class _Group(_Help, TyperGroup):
@@ -126,8 +125,9 @@ app = typer.Typer(
 )
 
 for _command in (graph, trace, gradcheck, anomaly, inplace, leaks, check):
-    app.command(_command.COMMAND.name, no_args_is_help=True,
-                cls=_Command)(typer_command(_command.COMMAND))
+    app.command(_command.COMMAND.name, no_args_is_help=True, cls=_Command)(
+        typer_command(_command.COMMAND)
+    )
 
 
 def _version(value: bool) -> None:
@@ -139,8 +139,12 @@ def _version(value: bool) -> None:
 @app.callback(invoke_without_command=True)
 def main_callback(
     ctx: typer.Context,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """A graph inspector and gradient debugger for autograd.
 

@@ -45,8 +45,14 @@ from autodiag.target.errors import (
 from autodiag.trace.sites import short_path
 
 # --- exit codes (DESIGN §4; README lists them) ---------------------------------------------------
-EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED = \
-    0, 1, 2, 3, 4, 130
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    130,
+)
 # The JSON envelope's status of each exit code: they always agree.
 STATUS = {EXIT_OK: "ok", EXIT_FINDINGS: "findings", EXIT_INTERRUPTED: "interrupted"}
 # --timeout's ceiling: the interval timer cannot count much further (about 31 years).
@@ -54,29 +60,62 @@ MAX_TIMEOUT = 1e9
 
 # --- options shared by the commands -----------------------------------------------------------
 
-TargetArg = Annotated[str | None, typer.Argument(
-    help="Python script to run as __main__ (or use -e EXPR).", show_default=False)]
-ScriptArgs = Annotated[list[str] | None, typer.Argument(
-    help="Arguments for the script, after --.", show_default=False)]
-ExprOpt = Annotated[str | None, typer.Option(
-    "-e", "--expr", help="An expression instead of a script, e.g. '(3*x+2)**2'.",
-    show_default=False)]
-VarOpt = Annotated[list[str] | None, typer.Option(
-    "--var", help="NAME=VALUE for -e: a number or nested list; a leaf with requires_grad.",
-    metavar="NAME=VALUE", show_default=False)]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="dtype of --var leaves: float64 or "
-                                       "float32.")]
-OutputOpt = Annotated[str | None, typer.Option(
-    "-o", "--output", help="Write the report to FILE (atomically) instead of stdout.",
-    metavar="FILE", show_default=False)]
+TargetArg = Annotated[
+    str | None,
+    typer.Argument(help="Python script to run as __main__ (or use -e EXPR).", show_default=False),
+]
+ScriptArgs = Annotated[
+    list[str] | None, typer.Argument(help="Arguments for the script, after --.", show_default=False)
+]
+ExprOpt = Annotated[
+    str | None,
+    typer.Option(
+        "-e",
+        "--expr",
+        help="An expression instead of a script, e.g. '(3*x+2)**2'.",
+        show_default=False,
+    ),
+]
+VarOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--var",
+        help="NAME=VALUE for -e: a number or nested list; a leaf with requires_grad.",
+        metavar="NAME=VALUE",
+        show_default=False,
+    ),
+]
+DtypeOpt = Annotated[
+    str, typer.Option("--dtype", help="dtype of --var leaves: float64 or float32.")
+]
+OutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "-o",
+        "--output",
+        help="Write the report to FILE (atomically) instead of stdout.",
+        metavar="FILE",
+        show_default=False,
+    ),
+]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="Plain text without colour.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress line on stderr "
-                                        "while the target runs.")]
-TimeoutOpt = Annotated[float | None, typer.Option(
-    "--timeout", help="Stop the target after SECONDS.", metavar="SECONDS", show_default=False)]
-ForceOpt = Annotated[bool, typer.Option(
-    "--force", help="Let -o/--junit-xml replace an existing .py file (never the target or a "
-    "file the run uses).")]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress line on stderr while the target runs.")
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout", help="Stop the target after SECONDS.", metavar="SECONDS", show_default=False
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Let -o/--junit-xml replace an existing .py file (never the target or a "
+        "file the run uses).",
+    ),
+]
 
 
 class Engine(str, enum.Enum):
@@ -86,9 +125,14 @@ class Engine(str, enum.Enum):
     torch = "torch"
 
 
-EngineOpt = Annotated[Engine, typer.Option(
-    "--engine", help="autodiag: run the target on autodiag's engine, with `import torch` "
-    "resolving to it. torch (real PyTorch) is planned, not available yet.")]
+EngineOpt = Annotated[
+    Engine,
+    typer.Option(
+        "--engine",
+        help="autodiag: run the target on autodiag's engine, with `import torch` "
+        "resolving to it. torch (real PyTorch) is planned, not available yet.",
+    ),
+]
 
 
 class Annotations(str, enum.Enum):
@@ -99,14 +143,26 @@ class Annotations(str, enum.Enum):
 
 
 # The two CI options every command takes (written by ``Command.ci_outputs``).
-JunitOpt = Annotated[str | None, typer.Option(
-    "--junit-xml", help="Also write a JUnit XML report to FILE, for CI: a failing test case per "
-    "finding (gradcheck: a case per check), an error case if the target fails, else one "
-    "passing case (graph and trace have no findings: always one case).", metavar="FILE",
-    show_default=False)]
-AnnotationsOpt = Annotated[Annotations | None, typer.Option(
-    "--annotations", help="github: print a GitHub Actions annotation per finding on stderr; "
-    "none: never. Default: github when GITHUB_ACTIONS=true.", show_default=False)]
+JunitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--junit-xml",
+        help="Also write a JUnit XML report to FILE, for CI: a failing test case per "
+        "finding (gradcheck: a case per check), an error case if the target fails, else one "
+        "passing case (graph and trace have no findings: always one case).",
+        metavar="FILE",
+        show_default=False,
+    ),
+]
+AnnotationsOpt = Annotated[
+    Annotations | None,
+    typer.Option(
+        "--annotations",
+        help="github: print a GitHub Actions annotation per finding on stderr; "
+        "none: never. Default: github when GITHUB_ACTIONS=true.",
+        show_default=False,
+    ),
+]
 
 
 @dataclasses.dataclass
@@ -133,41 +189,66 @@ def _shared(fmt_annotation, fmt_default) -> list[inspect.Parameter]:
     """The shared options as typer parameters, in --help order (the command's own options go
     after --quiet, or where its ``Spec.placed`` says)."""
     k = inspect.Parameter.KEYWORD_ONLY
-    return [inspect.Parameter(name, k, default=default, annotation=annotation)
-            for name, annotation, default in (
-                ("target", TargetArg, None), ("script_args", ScriptArgs, None),
-                ("expr", ExprOpt, None), ("var", VarOpt, None), ("dtype", DtypeOpt, "float64"),
-                ("fmt", fmt_annotation, fmt_default), ("output", OutputOpt, None),
-                ("no_color", NoColorOpt, False), ("timeout", TimeoutOpt, None),
-                ("junit_xml", JunitOpt, None), ("annotations", AnnotationsOpt, None),
-                ("quiet", QuietOpt, False), ("engine", EngineOpt, Engine.autodiag),
-                ("force", ForceOpt, False))]
+    return [
+        inspect.Parameter(name, k, default=default, annotation=annotation)
+        for name, annotation, default in (
+            ("target", TargetArg, None),
+            ("script_args", ScriptArgs, None),
+            ("expr", ExprOpt, None),
+            ("var", VarOpt, None),
+            ("dtype", DtypeOpt, "float64"),
+            ("fmt", fmt_annotation, fmt_default),
+            ("output", OutputOpt, None),
+            ("no_color", NoColorOpt, False),
+            ("timeout", TimeoutOpt, None),
+            ("junit_xml", JunitOpt, None),
+            ("annotations", AnnotationsOpt, None),
+            ("quiet", QuietOpt, False),
+            ("engine", EngineOpt, Engine.autodiag),
+            ("force", ForceOpt, False),
+        )
+    ]
 
 
 SHARED = [p.name for p in _shared(None, None)]
 
 
-def make_target(target: str | None, script_args, expr, var, dtype, timeout,
-                engine: Engine = Engine.autodiag) -> Target:
+def make_target(
+    target: str | None, script_args, expr, var, dtype, timeout, engine: Engine = Engine.autodiag
+) -> Target:
     if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
-        raise BadInvocation(f"--timeout {timeout:g}: expected a number of seconds greater than 0 "
-                            f"and at most {MAX_TIMEOUT:g}",
-                            "Leave --timeout out to let the target run as long as it takes.")
+        raise BadInvocation(
+            f"--timeout {timeout:g}: expected a number of seconds greater than 0 "
+            f"and at most {MAX_TIMEOUT:g}",
+            "Leave --timeout out to let the target run as long as it takes.",
+        )
     if target is not None and expr is not None:
         # with -e, click hands the first word after -- to TARGET: it is a script argument
-        raise BadInvocation(f"give either a script ({target}) or -e EXPR, not both",
-                            "Drop the script path to inspect the expression.")
+        raise BadInvocation(
+            f"give either a script ({target}) or -e EXPR, not both",
+            "Drop the script path to inspect the expression.",
+        )
     if target is None and expr is None:
-        raise BadInvocation("no target: give a script path or -e EXPR",
-                            "For example: autodiag graph samples/model.py, or autodiag graph "
-                            "-e '(3*x+2)**2' --var x=1.")
+        raise BadInvocation(
+            "no target: give a script path or -e EXPR",
+            "For example: autodiag graph samples/model.py, or autodiag graph "
+            "-e '(3*x+2)**2' --var x=1.",
+        )
     if engine is Engine.torch:
-        raise BadInvocation("--engine torch is not available yet: this version of autodiag "
-                            "runs targets on its own engine only",
-                            "Use --engine autodiag (the default): `import torch` in the script "
-                            "then resolves to autodiag's engine.")
-    return Target(path=target, args=list(script_args or []), expr=expr, vars=list(var or []),
-                  dtype=dtype, timeout=timeout)
+        raise BadInvocation(
+            "--engine torch is not available yet: this version of autodiag "
+            "runs targets on its own engine only",
+            "Use --engine autodiag (the default): `import torch` in the script "
+            "then resolves to autodiag's engine.",
+        )
+    return Target(
+        path=target,
+        args=list(script_args or []),
+        expr=expr,
+        vars=list(var or []),
+        dtype=dtype,
+        timeout=timeout,
+    )
 
 
 class Command:
@@ -203,8 +284,11 @@ class Command:
         self.sink: Sink | None = None
         self.junit_xml = junit_xml
         if annotations is None:  # GitHub sets GITHUB_ACTIONS=true in every job
-            annotations = Annotations.github if os.environ.get("GITHUB_ACTIONS") == "true" \
+            annotations = (
+                Annotations.github
+                if os.environ.get("GITHUB_ACTIONS") == "true"
                 else Annotations.none
+            )
         self.annotate = annotations is Annotations.github
         self.target: Target | None = None
         self.result: Run | None = None
@@ -252,21 +336,26 @@ class Command:
         from autodiag.report.progress import Progress
 
         self.target = target
-        with Progress(target.label, not self.quiet and sys.stderr.isatty()), \
-                recording_opens() as opened:
+        with (
+            Progress(target.label, not self.quiet and sys.stderr.isatty()),
+            recording_opens() as opened,
+        ):
             self.result = run(target, tracers)
         self.protected.add_run(self.result.imported, opened)
         self._refuse_protected()
         if self.result.hard_exit == 0:  # a non-zero status is a failure, reported as such
             at = f" at {self.result.hard_exit_site}" if self.result.hard_exit_site else ""
-            self.err.print(f"[yellow]note:[/] {escape(target.label)} ended with os._exit(0)"
-                           f"{escape(at)}; the report covers what ran before it")
+            self.err.print(
+                f"[yellow]note:[/] {escape(target.label)} ended with os._exit(0)"
+                f"{escape(at)}; the report covers what ran before it"
+            )
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(self.result)
         return self.result
 
-    def ci_outputs(self, findings: list, error: AutodiagError | None = None,
-                   cases: list | None = None) -> None:
+    def ci_outputs(
+        self, findings: list, error: AutodiagError | None = None, cases: list | None = None
+    ) -> None:
         """Write the JUnit report (--junit-xml) and print the annotations (--annotations), once.
 
         ``findings``: the run's Findings, one failing test case and one annotation each.
@@ -285,8 +374,11 @@ class Command:
         site = self._error_site(error) if error is not None else (None, None)
         if self.junit_xml is not None:
             self.protected.refuse(self.junit_xml, "--junit-xml", self.force)  # never, anyway
-            write_atomic(self.junit_xml, ci.junit_report(self.name, label, findings, error,
-                                                         cases, site), "--junit-xml")
+            write_atomic(
+                self.junit_xml,
+                ci.junit_report(self.name, label, findings, error, cases, site),
+                "--junit-xml",
+            )
         if self.annotate:
             lines = ci.annotation_lines(self.name, findings, error, site)
             # plain writes, not rich: a wrapped or styled line is no longer a workflow command
@@ -330,8 +422,9 @@ class Command:
         if not self.json or (self.sink is not None and self.sink.delivered):
             return
         error = self.failure or InternalError(RuntimeError("no report and no failure"))
-        doc = envelope(self.name, self.label, [], status=STATUS.get(error.exit_code, "error"),
-                       error=error)
+        doc = envelope(
+            self.name, self.label, [], status=STATUS.get(error.exit_code, "error"), error=error
+        )
         if self.output is not None and self.output_ok is None:  # failed before start()
             with contextlib.suppress(AutodiagError):
                 self.check_outputs()
@@ -353,19 +446,24 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
     target = result.target
     label = target.label
     if target.expr is not None:
-        return NothingAnalysed(f"the expression {target.expr!r} computed nothing with a tensor",
-                               "Use at least one --var NAME=VALUE in it.")
+        return NothingAnalysed(
+            f"the expression {target.expr!r} computed nothing with a tensor",
+            "Use at least one --var NAME=VALUE in it.",
+        )
     foreign = foreign_imports(target.path, result.libraries)
     if foreign:
         libs = ", ".join(f"`{m}` ({lib}) at {short_path(label)}:{line}" for m, lib, line in foreign)
         return NothingAnalysed(
             f"{label} ran, but none of its tensors were autodiag tensors: it imported {libs}",
             "autodiag analyses what runs on its own engine, so nothing was checked. Make the "
-            "script compute with autodiag (`import autodiag as torch`) and run it again.")
+            "script compute with autodiag (`import autodiag as torch`) and run it again.",
+        )
     return NothingAnalysed(
         f"{label} ran, but autodiag's engine recorded no op: it computed nothing with an "
-        f"autodiag tensor", "Nothing was checked. Run a script that computes with autodiag "
-        "tensors (`import autodiag as torch`), or give an expression with -e.")
+        f"autodiag tensor",
+        "Nothing was checked. Run a script that computes with autodiag "
+        "tensors (`import autodiag as torch`), or give an expression with -e.",
+    )
 
 
 def guarded(name: str, opts: Shared, body) -> None:
@@ -400,8 +498,9 @@ def guarded(name: str, opts: Shared, body) -> None:
         code = cmd.fail(InternalError(e))
     if pending_interrupt() and code != EXIT_INTERRUPTED:
         # Ctrl-C came while the report was being written: it is complete, and says so
-        cmd.err.print("[bold red]autodiag: interrupted[/] while writing the report; it was "
-                      "completed first")
+        cmd.err.print(
+            "[bold red]autodiag: interrupted[/] while writing the report; it was completed first"
+        )
     raise typer.Exit(code)
 
 
@@ -440,8 +539,7 @@ class Spec:
 def typer_command(spec: Spec):
     """The function typer makes ``spec``'s command of: the shared options and the command's
     own, which it hands to ``pipeline``."""
-    formats = enum.Enum(f"{spec.name.title()}Format", [(f, f) for f in spec.renderers],
-                        type=str)
+    formats = enum.Enum(f"{spec.name.title()}Format", [(f, f) for f in spec.renderers], type=str)
     fmt_opt = Annotated[formats, typer.Option("--format", "-f", help=spec.format_help)]
     shared = _shared(fmt_opt, next(iter(formats)))
     own = [p for p in inspect.signature(spec.run, eval_str=True).parameters.values()][1:]
@@ -481,8 +579,9 @@ def finish(cmd: Command, outcome: Outcome) -> int:
     command's own failure; else 0."""
     result = outcome.result
     if outcome.findings is not None:
-        cmd.ci_outputs(outcome.findings, error=None if outcome.explained else result.error,
-                       cases=outcome.cases)
+        cmd.ci_outputs(
+            outcome.findings, error=None if outcome.explained else result.error, cases=outcome.cases
+        )
     for note in outcome.notes:
         cmd.err.print(note)
     if result.interrupted:

@@ -103,13 +103,15 @@ class Protected:
             raise BadInvocation(
                 f"{option} {path} is {why}: autodiag never writes over the user's files",
                 "Choose another file for the report (--force does not apply to the files a "
-                "run uses).")
+                "run uses).",
+            )
         real = os.path.realpath(path)  # a link is written through: what it points at counts
         if not force and os.path.isfile(real) and real.lower().endswith(PYTHON_SUFFIXES):
-            raise BadInvocation(f"{option} {path} is an existing Python file: autodiag does not "
-                                f"write a report over source code",
-                                "Choose another file for the report, or add --force to replace "
-                                "it.")
+            raise BadInvocation(
+                f"{option} {path} is an existing Python file: autodiag does not "
+                f"write a report over source code",
+                "Choose another file for the report, or add --force to replace it.",
+            )
 
 
 def refuse_same_file(outputs: list[tuple[str, str | None]]) -> None:
@@ -120,8 +122,10 @@ def refuse_same_file(outputs: list[tuple[str, str | None]]) -> None:
             continue
         key = os.path.realpath(path)
         if key in seen:
-            raise BadInvocation(f"{seen[key]} and {option} name the same file ({path})",
-                                "Give each report its own file.")
+            raise BadInvocation(
+                f"{seen[key]} and {option} name the same file ({path})",
+                "Give each report its own file.",
+            )
         seen[key] = option
 
 

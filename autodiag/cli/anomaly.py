@@ -15,9 +15,13 @@ from autodiag.report.outcome import Outcome, json_envelope
 
 def anomaly(
     cmd: Command,
-    keep_going: Annotated[bool, typer.Option("--keep-going", help="Keep running after the "
-                                             "first NaN/Inf in backward (default: stop "
-                                             "there).")] = False,
+    keep_going: Annotated[
+        bool,
+        typer.Option(
+            "--keep-going",
+            help="Keep running after the first NaN/Inf in backward (default: stop there).",
+        ),
+    ] = False,
 ) -> Outcome:
     """Find where NaN and Inf first appear, in forward and in backward.
 
@@ -33,10 +37,19 @@ def anomaly(
     result = cmd.run_target(t, [finder])
     findings = finder.findings(names_by_id(*result.scopes))
     # the target's failure is probably a consequence: shown, but the findings rule
-    return Outcome(result, findings, info={
-        "backward_calls": finder.calls, "ops": result.ops, "stopped_at_call": finder.stopped_at,
-        "propagated": {"forward": finder.propagated_forward,
-                       "backward": finder.propagated_backward}})
+    return Outcome(
+        result,
+        findings,
+        info={
+            "backward_calls": finder.calls,
+            "ops": result.ops,
+            "stopped_at_call": finder.stopped_at,
+            "propagated": {
+                "forward": finder.propagated_forward,
+                "backward": finder.propagated_backward,
+            },
+        },
+    )
 
 
 COMMAND = Spec("anomaly", anomaly, {"text": render.text_report, "json": json_envelope})

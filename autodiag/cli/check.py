@@ -89,11 +89,11 @@ def check(
     if recorder is not None:
         info["gradchecks"] = checks.totals(cases)
     explained = any(f.severity == "error" for f in findings)
-    tests = junit.from_findings(findings, "autodiag.check", passed_name=f"check {t.label}",
-                                warnings_fail=False)
+    tests = junit.from_findings(
+        findings, "autodiag.check", passed_name=f"check {t.label}", warnings_fail=False
+    )
     # the target's failure is shown, but the error findings decide the exit code
-    return Outcome(result, findings, info=info, failing=explained, explained=explained,
-                   cases=tests)
+    return Outcome(result, findings, info=info, failing=explained, explained=explained, cases=tests)
 
 
 COMMAND = Spec("check", check, {"text": render.text_report, "json": json_envelope})

@@ -20,15 +20,34 @@ def gradcheck(
     eps: Annotated[float, typer.Option("--eps", help="Finite-difference step (> 0).")] = 1e-6,
     atol: Annotated[float, typer.Option("--atol", help="Absolute tolerance.", min=0.0)] = 1e-5,
     rtol: Annotated[float, typer.Option("--rtol", help="Relative tolerance.", min=0.0)] = 1e-3,
-    fast: Annotated[bool, typer.Option("--fast/--slow", help="Fast mode (random projections "
-                                       "vᵀJu) or slow mode (every Jacobian element).")] = False,
-    order: Annotated[int, typer.Option("--order", min=1, max=2, help="1: gradcheck; 2: "
-                                       "gradgradcheck too (second derivatives).")] = 1,
-    function: Annotated[list[str] | None, typer.Option(
-        "--function", help="Check only this Function of the script (repeatable); the "
-        "script's own gradcheck calls are always reported.", show_default=False)] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of generated inputs and of "
-                                      "gradgradcheck's random grad_outputs.")] = 0,
+    fast: Annotated[
+        bool,
+        typer.Option(
+            "--fast/--slow",
+            help="Fast mode (random projections vᵀJu) or slow mode (every Jacobian element).",
+        ),
+    ] = False,
+    order: Annotated[
+        int,
+        typer.Option(
+            "--order", min=1, max=2, help="1: gradcheck; 2: gradgradcheck too (second derivatives)."
+        ),
+    ] = 1,
+    function: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--function",
+            help="Check only this Function of the script (repeatable); the "
+            "script's own gradcheck calls are always reported.",
+            show_default=False,
+        ),
+    ] = None,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", help="Seed of generated inputs and of gradgradcheck's random grad_outputs."
+        ),
+    ] = 0,
 ) -> Outcome | int:
     """Check gradients against finite differences, and explain failures.
 
@@ -43,17 +62,23 @@ def gradcheck(
     """
     t = cmd.make_target()
     if t.expr is not None and function:
-        raise BadInvocation("--function selects Functions defined by a script; it does not "
-                            "apply to -e EXPR", "Drop --function.")
+        raise BadInvocation(
+            "--function selects Functions defined by a script; it does not apply to -e EXPR",
+            "Drop --function.",
+        )
     if t.expr is not None and not t.vars:
-        raise BadInvocation("-e EXPR needs at least one --var to check the gradient "
-                            "against", "For example: autodiag gradcheck -e 'x**3' --var "
-                            "x=2.")
+        raise BadInvocation(
+            "-e EXPR needs at least one --var to check the gradient against",
+            "For example: autodiag gradcheck -e 'x**3' --var x=2.",
+        )
     if not eps > 0:
-        raise BadInvocation(f"--eps {eps:g}: the finite-difference step must be positive",
-                            "The default is 1e-6; float64 inputs suit 1e-7 to 1e-4.")
-    settings = checks.Settings(eps=eps, atol=atol, rtol=rtol, fast_mode=fast, order=order,
-                               seed=seed)
+        raise BadInvocation(
+            f"--eps {eps:g}: the finite-difference step must be positive",
+            "The default is 1e-6; float64 inputs suit 1e-7 to 1e-4.",
+        )
+    settings = checks.Settings(
+        eps=eps, atol=atol, rtol=rtol, fast_mode=fast, order=order, seed=seed
+    )
     cmd.start()
     recorder = checks.CallRecorder()
     with recorder:
@@ -75,37 +100,50 @@ def gradcheck(
         failed = target_failure(cmd, result)
         if failed is not None:
             return failed
-        raise BadTarget(f"{t.label}: nothing to check: it defines no autograd.Function "
-                        f"subclass and calls neither gradcheck nor gradgradcheck",
-                        "Define a Function in the script (with a sample_inputs() static "
-                        "method returning input tuples), call torch.autograd.gradcheck in "
-                        "it, or check an expression: autodiag gradcheck -e 'x**3' --var "
-                        "x=2.")
+        raise BadTarget(
+            f"{t.label}: nothing to check: it defines no autograd.Function "
+            f"subclass and calls neither gradcheck nor gradgradcheck",
+            "Define a Function in the script (with a sample_inputs() static "
+            "method returning input tuples), call torch.autograd.gradcheck in "
+            "it, or check an expression: autodiag gradcheck -e 'x**3' --var "
+            "x=2.",
+        )
     explained = checks.explaining_case(cases, result.error)
     script_error = result.error if explained is None else None
     nothing_ran = None
     if all(c.verdict == "skip" for c in cases):
-        nothing_ran = BadTarget(f"{t.label}: nothing was checked: every check was skipped "
-                                f"(reasons above)", "Give the Functions a sample_inputs() "
-                                "static method returning a list of input tuples.")
+        nothing_ran = BadTarget(
+            f"{t.label}: nothing was checked: every check was skipped (reasons above)",
+            "Give the Functions a sample_inputs() static method returning a list of input tuples.",
+        )
     notes = []
     if explained is not None:
-        notes.append(f"[yellow]note:[/] the script failed ({escape(result.error.message)}) "
-                     f"because of the failed check {escape(explained.name)}; the rest of the "
-                     f"script did not run.")
+        notes.append(
+            f"[yellow]note:[/] the script failed ({escape(result.error.message)}) "
+            f"because of the failed check {escape(explained.name)}; the rest of the "
+            f"script did not run."
+        )
     # a failed check that explains the script's failure is the verdict (with a note); any
     # other failure of the script outranks the checks
-    return Outcome(result, checks.findings(cases), data=render.GradcheckReport(
-        cases, settings, script_error, nothing_ran),
+    return Outcome(
+        result,
+        checks.findings(cases),
+        data=render.GradcheckReport(cases, settings, script_error, nothing_ran),
         failing=script_error is None and any(c.failed for c in cases),
-        explained=explained is not None, show_error=False,
-        cases=render.junit_cases(cases, t.label), notes=notes, failure=nothing_ran)
+        explained=explained is not None,
+        show_error=False,
+        cases=render.junit_cases(cases, t.label),
+        notes=notes,
+        failure=nothing_ran,
+    )
 
 
-COMMAND = Spec("gradcheck", gradcheck, {"text": render.text_report,
-                                        "json": render.json_report},
-               placed=dict.fromkeys(["eps", "atol", "rtol", "fast", "order", "function",
-                                     "seed"], "timeout"))
+COMMAND = Spec(
+    "gradcheck",
+    gradcheck,
+    {"text": render.text_report, "json": render.json_report},
+    placed=dict.fromkeys(["eps", "atol", "rtol", "fast", "order", "function", "seed"], "timeout"),
+)
 
 
 def _plan_functions(result, recorder, settings, names: list[str] | None) -> list:
@@ -116,8 +154,10 @@ def _plan_functions(result, recorder, settings, names: list[str] | None) -> list
         unknown = [n for n in names if n not in known]
         if unknown and result.error is None:
             defined = ", ".join(known) or "none"
-            raise BadInvocation(f"--function {unknown[0]}: {result.target.label} defines no "
-                                f"autograd.Function named {unknown[0]!r}",
-                                f"Functions it defines: {defined}.")
+            raise BadInvocation(
+                f"--function {unknown[0]}: {result.target.label} defines no "
+                f"autograd.Function named {unknown[0]!r}",
+                f"Functions it defines: {defined}.",
+            )
         classes = [c for c in classes if c.__name__ in names]
     return checks.plan_functions(classes, settings, recorder.function_calls)

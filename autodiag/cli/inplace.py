@@ -24,8 +24,9 @@ def inplace(cmd: Command) -> Outcome:
     if result.error is not None:
         info["error_is_finding"] = error_is_finding
     # an error that is itself the finding is reported as one, not again as a failure
-    return Outcome(result, findings, info=info, explained=error_is_finding,
-                   show_error=not error_is_finding)
+    return Outcome(
+        result, findings, info=info, explained=error_is_finding, show_error=not error_is_finding
+    )
 
 
 COMMAND = Spec("inplace", inplace, {"text": render.text_report, "json": json_envelope})

@@ -14,8 +14,10 @@ from autodiag.report.outcome import Outcome, json_envelope
 
 def leaks(
     cmd: Command,
-    grow_steps: Annotated[int, typer.Option(
-        "--grow-steps", min=2, help="Consecutive steps of growth that make a leak.")] = 3,
+    grow_steps: Annotated[
+        int,
+        typer.Option("--grow-steps", min=2, help="Consecutive steps of growth that make a leak."),
+    ] = 3,
 ) -> Outcome:
     """Find graphs kept alive across training steps, and who holds them.
 
@@ -31,8 +33,12 @@ def leaks(
     result = cmd.run_target(t, [finder])
     findings = finder.findings()
     # a failed target's exit code (3) outranks the leaks found before it failed
-    return Outcome(result, findings, info={"step_source": finder.mode, "steps": finder.census},
-                   failing=bool(findings) and result.error is None)
+    return Outcome(
+        result,
+        findings,
+        info={"step_source": finder.mode, "steps": finder.census},
+        failing=bool(findings) and result.error is None,
+    )
 
 
 COMMAND = Spec("leaks", leaks, {"text": render.text_report, "json": json_envelope})

@@ -16,13 +16,26 @@ from autodiag.target.errors import BadInvocation, NothingToShow
 
 def trace(
     cmd: Command,
-    call: Annotated[int | None, typer.Option("--call", help="Trace the N-th backward/grad "
-                                                "call (default: the last).", min=1,
-                                                metavar="N", show_default=False)] = None,
-    max_nodes: Annotated[int | None, typer.Option("--max-nodes", help="Show at most N nodes, "
-                                                     "the first in execution order (text "
-                                                     "default 500).", min=1, metavar="N",
-                                                     show_default=False)] = None,
+    call: Annotated[
+        int | None,
+        typer.Option(
+            "--call",
+            help="Trace the N-th backward/grad call (default: the last).",
+            min=1,
+            metavar="N",
+            show_default=False,
+        ),
+    ] = None,
+    max_nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-nodes",
+            help="Show at most N nodes, the first in execution order (text default 500).",
+            min=1,
+            metavar="N",
+            show_default=False,
+        ),
+    ] = None,
 ) -> Outcome | int:
     """Walk through a backward pass: per node, in execution order, its forward value, the
     gradient it received, the local derivative, and the gradients it passed on.
@@ -39,11 +52,15 @@ def trace(
         if failed is not None:
             return failed
         if call is not None and rec.calls:
-            raise BadInvocation(f"--call {call}: the target made {rec.calls} backward/grad "
-                                f"calls", "Pick a call number between 1 and that count.")
-        raise NothingToShow(f"{t.label} ran, but there is nothing to trace: it made no "
-                            f"backward() or autograd.grad() call", "Call loss.backward() in "
-                            "the script (expressions are differentiated automatically).")
+            raise BadInvocation(
+                f"--call {call}: the target made {rec.calls} backward/grad calls",
+                "Pick a call number between 1 and that count.",
+            )
+        raise NothingToShow(
+            f"{t.label} ran, but there is nothing to trace: it made no "
+            f"backward() or autograd.grad() call",
+            "Call loss.backward() in the script (expressions are differentiated automatically).",
+        )
     rec.name_leaves(names_by_id(*result.scopes))
     return Outcome(result, data=render.TraceReport(rec, call or rec.calls, limit))
 

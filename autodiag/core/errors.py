@@ -12,9 +12,11 @@ from autodiag.trace.sites import code_site, saver_site, short_path, site_text
 
 _BACKWARD_SUFFIX = re.compile(r"Backward(\d*)$")
 # PyTorch's hint in anomaly mode (in place of the hint to enable it)
-INPLACE_HINT = ("Hint: the backtrace further above shows the operation that failed to compute "
-                "its gradient. The variable in question was changed in there or anywhere later. "
-                "Good luck!")
+INPLACE_HINT = (
+    "Hint: the backtrace further above shows the operation that failed to compute "
+    "its gradient. The variable in question was changed in there or anywhere later. "
+    "Good luck!"
+)
 
 
 def forward_op_name(node) -> str:
@@ -27,7 +29,7 @@ def forward_op_name(node) -> str:
     if m is None:
         return name
     digits = m.group(1)
-    return name[:m.start()] + (digits if digits not in ("", "0") else "")
+    return name[: m.start()] + (digits if digits not in ("", "0") else "")
 
 
 def _type_str(t) -> str:
@@ -46,11 +48,12 @@ def inplace_modified_message(saved, node) -> str:
         shape = saved.data.shape
         dt = dtypes.from_numpy_dtype(saved.data.dtype).legacy_type_name
         owner, out_nr = node, saved.output_nr
-    which = (f", which is output {out_nr} of {forward_op_name(owner)}," if owner is not None
-             else "")
-    msg = (f"one of the variables needed for gradient computation has been modified by an "
-           f"inplace operation: [{dt} [{', '.join(map(str, shape))}]]{which} is at version "
-           f"{saved.vc[0]}; expected version {saved.version} instead.")
+    which = f", which is output {out_nr} of {forward_op_name(owner)}," if owner is not None else ""
+    msg = (
+        f"one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{dt} [{', '.join(map(str, shape))}]]{which} is at version "
+        f"{saved.vc[0]}; expected version {saved.version} instead."
+    )
     trace = getattr(node, "_trace", None)  # (checkpoint's placeholder owner is not a Node)
     # recorded in anomaly mode or under a tracer, else NOTE [Saving sites]
     saved_at = trace.site if trace is not None else saver_site(node)
@@ -65,8 +68,10 @@ def inplace_modified_message(saved, node) -> str:
     if is_anomaly_enabled():
         msg += " " + INPLACE_HINT
     else:
-        msg += (" Hint: enable anomaly detection to find the operation that failed to compute "
-                "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        msg += (
+            " Hint: enable anomaly detection to find the operation that failed to compute "
+            "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+        )
     msg += " Fix: clone() the tensor before modifying it, or use the out-of-place op."
     return msg
 
@@ -81,8 +86,19 @@ class FreedInfo:
     exception as ``autodiag_freed`` (the ``freed_graph`` finding reads it). Sites are
     ``(code, line)``; names and numbers are plain data (no tensors, no nodes once explained)."""
 
-    __slots__ = ("node", "created_at", "freed_call", "freed_at", "call", "call_at", "through",
-                 "through_node", "through_at", "_node", "_last_seq")
+    __slots__ = (
+        "node",
+        "created_at",
+        "freed_call",
+        "freed_at",
+        "call",
+        "call_at",
+        "through",
+        "through_node",
+        "through_at",
+        "_node",
+        "_last_seq",
+    )
 
     def __init__(self, node):
         freed = node._saved
@@ -128,17 +144,24 @@ def freed_message(info: FreedInfo) -> str:
 
     k = info.freed_call
     freed_by = f"backward call {k} {_at(info.freed_at)}"
-    created = f"created {_at(info.created_at)}" if info.created_at is not None else \
-        "created before that call"
+    created = (
+        f"created {_at(info.created_at)}"
+        if info.created_at is not None
+        else "created before that call"
+    )
     if info.call is None:
-        return (f"{ERR_BACKWARD_TWICE} autodiag: the saved tensors of {info.node} ({created}) "
-                f"were freed by {freed_by}. Fix: pass retain_graph=True to backward call {k} to "
-                f"read them after it.")
+        return (
+            f"{ERR_BACKWARD_TWICE} autodiag: the saved tensors of {info.node} ({created}) "
+            f"were freed by {freed_by}. Fix: pass retain_graph=True to backward call {k} to "
+            f"read them after it."
+        )
     if info.freed_at is not None and info.freed_at == info.call_at:
         freed_by = f"backward call {k}, made by the same line"  # a loop, most often
-    msg = (f"{ERR_BACKWARD_TWICE} autodiag: backward call {info.call} {_at(info.call_at)} "
-           f"reached {info.node}, {created}, whose saved tensors were freed by {freed_by}. It "
-           f"got there through ")
+    msg = (
+        f"{ERR_BACKWARD_TWICE} autodiag: backward call {info.call} {_at(info.call_at)} "
+        f"reached {info.node}, {created}, whose saved tensors were freed by {freed_by}. It "
+        f"got there through "
+    )
     if info.through is not None:
         what = f"`{info.through}`"
         msg += f"{what} (grad_fn {info.through_node})"
@@ -147,13 +170,17 @@ def freed_message(info: FreedInfo) -> str:
         msg += f"the output of {info.through_node}"
     if info.through_at is not None:
         # the line's code only once: the node's own line is already quoted above
-        msg += (f", computed at {short_path(info.through_at[0].co_filename)}:"
-                f"{info.through_at[1]}" if info.through_at == info.created_at else
-                f", computed {_at(info.through_at)}")
-    msg += (f" before backward call {k}. Fix: recompute {what} for each backward (inside the "
-            f"loop), detach() it if no gradient should flow back through it, or pass "
-            f"retain_graph=True to backward call {k} if backpropagating through it twice is "
-            f"intended.")
+        msg += (
+            f", computed at {short_path(info.through_at[0].co_filename)}:{info.through_at[1]}"
+            if info.through_at == info.created_at
+            else f", computed {_at(info.through_at)}"
+        )
+    msg += (
+        f" before backward call {k}. Fix: recompute {what} for each backward (inside the "
+        f"loop), detach() it if no gradient should flow back through it, or pass "
+        f"retain_graph=True to backward call {k} if backpropagating through it twice is "
+        f"intended."
+    )
     return msg
 
 
@@ -247,6 +274,9 @@ def _assigned_at(code, name: str):
     such statement, or several): where a tensor whose node records no line was made."""
     import dis
 
-    lines = {ins.positions.lineno for ins in dis.get_instructions(code)
-             if ins.opname in _STORES and ins.argval == name and ins.positions is not None}
+    lines = {
+        ins.positions.lineno
+        for ins in dis.get_instructions(code)
+        if ins.opname in _STORES and ins.argval == name and ins.positions is not None
+    }
     return (code, lines.pop()) if len(lines) == 1 else None

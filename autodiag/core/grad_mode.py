@@ -15,9 +15,17 @@ from __future__ import annotations
 import functools
 import threading
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
-           "is_inference_mode_enabled", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
-           "is_anomaly_check_inf_enabled"]
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_check_inf_enabled",
+]
 
 
 class _GradState(threading.local):

@@ -285,8 +285,7 @@ def mark_needed(roots, target_nodes: set) -> set:
     while stack:
         node, expanded = stack.pop()
         if expanded:
-            if node in target_nodes or any(c in needed for c in children(node)
-                                           if c is not None):
+            if node in target_nodes or any(c in needed for c in children(node) if c is not None):
                 needed.add(node)
             done.add(node)
             continue
@@ -387,8 +386,10 @@ def _saved_reader(name: str, i: int):
         return s  # a constant (Python scalar, array) or None, kept with the tensors
 
     reader.__name__ = reader.__qualname__ = f"saved_{name}"
-    reader.__doc__ = (f"The saved ``{name}`` for the backward formula: an array, or a Tensor "
-                      f"under create_graph (NOTE [Backward vocabulary]).")
+    reader.__doc__ = (
+        f"The saved ``{name}`` for the backward formula: an array, or a Tensor "
+        f"under create_graph (NOTE [Backward vocabulary])."
+    )
     reader._saved_position = i
     return reader
 
@@ -397,8 +398,9 @@ def _not_saved_reader(name: str, cls_name: str, names: tuple):
     """For a class that drops ``name`` from its base's saved names: reading it is an error."""
 
     def reader(self, xp):
-        raise AttributeError(f"{cls_name} saves no '{name}' (its saved names: "
-                             f"{', '.join(names) or 'none'})")
+        raise AttributeError(
+            f"{cls_name} saves no '{name}' (its saved names: {', '.join(names) or 'none'})"
+        )
 
     reader.__name__ = reader.__qualname__ = f"saved_{name}"
     reader._saved_position = None
@@ -433,8 +435,17 @@ class Node:
     # node's size in a pymalloc size class numpy's arrays do not use, so that the two kinds of
     # object do not interleave in memory the full collections walk (CHANGELOG, "Performance",
     # has the figures). No ``__dict__`` anywhere in the hierarchy (test_graph_lifetime.py).
-    __slots__ = ("_next", "_saved", "_seq", "_x", "_src_code", "_src_lasti", "_pad0", "_pad1",
-                 "__weakref__")
+    __slots__ = (
+        "_next",
+        "_saved",
+        "_seq",
+        "_x",
+        "_src_code",
+        "_src_lasti",
+        "_pad0",
+        "_pad1",
+        "__weakref__",
+    )
 
     _input_meta = _extra("input_meta")
     _metadata = _extra("metadata")
@@ -452,8 +463,10 @@ class Node:
         super().__init_subclass__(**kwargs)
         for attr in ("__bool__", "__len__"):
             if attr in cls.__dict__:
-                raise TypeError(f"{cls.__name__} defines {attr}: an edge to a node must always "
-                                f"be true (NOTE [Backward vocabulary])")
+                raise TypeError(
+                    f"{cls.__name__} defines {attr}: an edge to a node must always "
+                    f"be true (NOTE [Backward vocabulary])"
+                )
         names = cls.__dict__.get("_saved_names")
         if names is None:
             return  # the readers of the base's names serve
@@ -468,8 +481,9 @@ class Node:
                 raise TypeError(f"{cls.__name__}.{attr} is defined by hand and as a saved name")
             found = getattr(cls, attr, None)
             if found is not None and own is None and not hasattr(found, "_saved_position"):
-                raise TypeError(f"{cls.__name__}: the saved name '{name}' clashes with "
-                                f"{attr} of a base class")
+                raise TypeError(
+                    f"{cls.__name__}: the saved name '{name}' clashes with {attr} of a base class"
+                )
             setattr(cls, attr, _saved_reader(name, i))
 
     def __init__(self, next_functions=(), saved=None):

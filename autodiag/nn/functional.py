@@ -41,8 +41,12 @@ def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
 
 
 def _softmax_dim(name: str, ndim: int) -> int:
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
-                  f"include dim=X as an argument.", UserWarning, stacklevel=3)
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+        f"include dim=X as an argument.",
+        UserWarning,
+        stacklevel=3,
+    )
     return 0 if ndim in (0, 1, 3) else 1
 
 

@@ -58,8 +58,14 @@ class OpInfo:
 OPS: dict[str, OpInfo] = {}
 
 
-def register(name: str | None = None, method: bool | str = True, *, home: str = "torch",
-             expr: bool = False, inplace: bool = False):
+def register(
+    name: str | None = None,
+    method: bool | str = True,
+    *,
+    home: str = "torch",
+    expr: bool = False,
+    inplace: bool = False,
+):
     """Register an op: everything that names it derives from this one declaration.
 
     ``name``: its public name (default: the function's). ``method``: also a Tensor method (or
@@ -107,8 +113,11 @@ def _numpy_names(fn):
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return fn
-    pairs = tuple((alias, real) for alias, real in (("axis", "dim"), ("keepdims", "keepdim"))
-                  if real in params and alias not in params)
+    pairs = tuple(
+        (alias, real)
+        for alias, real in (("axis", "dim"), ("keepdims", "keepdim"))
+        if real in params and alias not in params
+    )
     if not pairs:
         return fn
 
@@ -118,8 +127,9 @@ def _numpy_names(fn):
             for alias, real in pairs:
                 if alias in kwargs:
                     if real in kwargs:
-                        raise TypeError(f"{fn.__name__}() got multiple values for argument "
-                                        f"'{real}'")
+                        raise TypeError(
+                            f"{fn.__name__}() got multiple values for argument '{real}'"
+                        )
                     kwargs[real] = kwargs.pop(alias)
         return fn(*args, **kwargs)
 
@@ -155,6 +165,8 @@ def as_tensor_operand(x, like: Tensor | None = None) -> Tensor:
     from autodiag.ops.factories import tensor
 
     return tensor(x)
+
+
 def edge(t: Tensor):
     """The edge through which gradient reaches ``t``: its node (a pair for outputs > 0 of a
     multi-output node), or None when it needs no gradient (NOTE [Compact edges])."""
@@ -188,6 +200,8 @@ INFERENCE_SAVE_ERROR = (
     "to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
     "`torch.inference_mode()`."
 )
+
+
 def result(data: np.ndarray, node: Node | None) -> Tensor:
     """The op's output tensor; ``node`` None means nothing is recorded."""
     if data.__class__ is not np.ndarray:
@@ -210,7 +224,8 @@ def set_broadcast_meta(node: Node, out: np.ndarray, *inputs) -> None:
             if d.shape != shape or d.dtype != dt:
                 node._input_meta = tuple(
                     (i._data.shape, i._data.dtype) if isinstance(i, Tensor) else None
-                    for i in inputs)
+                    for i in inputs
+                )
                 return
 
 
@@ -220,8 +235,10 @@ def broadcast_error(sa: tuple, sb: tuple) -> str:
     pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
     for i in range(n - 1, -1, -1):
         if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
-            return (f"The size of tensor a ({pa[i]}) must match the size of tensor b ({pb[i]}) "
-                    f"at non-singleton dimension {i}")
+            return (
+                f"The size of tensor a ({pa[i]}) must match the size of tensor b ({pb[i]}) "
+                f"at non-singleton dimension {i}"
+            )
     return f"shapes {tuple(sa)} and {tuple(sb)} do not broadcast"
 
 
@@ -300,7 +317,8 @@ def sum_to_array(g: np.ndarray, shape: tuple) -> np.ndarray:
         return g
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
-        i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+        i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1
+    )
     if axes:
         g = g.sum(axis=axes, keepdims=True)
     return g.reshape(shape)
@@ -337,8 +355,16 @@ class _ArrayOps:
     """Backward vocabulary on numpy arrays (first-order backward)."""
 
     arrays = True
-    exp, log, sin, cos, tanh, abs, floor, isnan = (np.exp, np.log, np.sin, np.cos, np.tanh,
-                                                   np.abs, np.floor, np.isnan)
+    exp, log, sin, cos, tanh, abs, floor, isnan = (
+        np.exp,
+        np.log,
+        np.sin,
+        np.cos,
+        np.tanh,
+        np.abs,
+        np.floor,
+        np.isnan,
+    )
     sign = sgn = staticmethod(sign_array)  # sgn: sign of a real tensor, for PyTorch's formulas
     where = staticmethod(np.where)
 
@@ -405,8 +431,6 @@ class _ArrayOps:
     @staticmethod
     def zeros(shape, like):
         return np.zeros(shape, dtype=like.dtype)
-
-
 
 
 ARRAY = _ArrayOps()
@@ -477,8 +501,6 @@ class _TensorOps:
         return wrap(np.zeros(shape, dtype=like._data.dtype))
 
 
-
-
 TENSOR = _TensorOps()
 
 
@@ -502,4 +524,3 @@ def fix_shapes(node, outs, meta, xp):
                 g = g.to(dtypes.from_numpy_dtype(dt))
         fixed[i] = g
     return tuple(fixed)
-

@@ -104,14 +104,17 @@ def _shape(size) -> tuple:
         if not isinstance(s, (int, np.integer)):
             raise TypeError(f"expected a sequence of integers, got {type(s).__name__}")
         if s < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
-                               f"[{', '.join(map(str, size))}]")
+            raise RuntimeError(
+                f"Trying to create tensor with negative dimension {s}: "
+                f"[{', '.join(map(str, size))}]"
+            )
     return tuple(int(s) for s in size)
 
 
 @register(method=False)
-def tensor(data, *, dtype=None, device=None, requires_grad: bool = False,
-           pin_memory: bool = False) -> Tensor:
+def tensor(
+    data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False
+) -> Tensor:
     """A new leaf tensor copying ``data`` (nested lists, numbers, numpy arrays or tensors).
 
     >>> import autodiag as torch
@@ -188,14 +191,16 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 
 @register(method=False)
-def eye(n: int, m: int | None = None, *, dtype=None, device=None,
-        requires_grad: bool = False) -> Tensor:
+def eye(
+    n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     return _finish(np.eye(n, m, dtype=_dt(dtype)), requires_grad)
 
 
 @register(method=False)
-def arange(start, end=None, step=1, *, dtype=None, device=None,
-           requires_grad: bool = False) -> Tensor:
+def arange(
+    start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -207,8 +212,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None,
 
 
 @register(method=False)
-def linspace(start, end, steps: int, *, dtype=None, device=None,
-             requires_grad: bool = False) -> Tensor:
+def linspace(
+    start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), requires_grad)
 
 
@@ -228,13 +234,22 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
 
 @register(method=False)
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_stream(generator).standard_normal(_shape(size)).astype(_dt(dtype)),
-                   requires_grad)
+    return _finish(
+        _stream(generator).standard_normal(_shape(size)).astype(_dt(dtype)), requires_grad
+    )
 
 
 @register(method=False)
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad: bool = False) -> Tensor:
+def randint(
+    low,
+    high=None,
+    size=None,
+    *,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+) -> Tensor:
     if size is None:
         low, high, size = 0, low, high
     if high is None:
@@ -244,15 +259,21 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 @register(method=False)
-def randperm(n: int, *, generator=None, dtype=None, device=None,
-             requires_grad: bool = False) -> Tensor:
-    return _finish(_stream(generator).permutation(n).astype(_dt(dtype, np.dtype(np.int64))), requires_grad)
+def randperm(
+    n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
+    return _finish(
+        _stream(generator).permutation(n).astype(_dt(dtype, np.dtype(np.int64))), requires_grad
+    )
 
 
 @register(method=False)
 def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
-    return wrap(_stream(generator).normal(mean, std, size=_shape((size,))).astype(
-        dtypes.get_default_dtype().np))
+    return wrap(
+        _stream(generator)
+        .normal(mean, std, size=_shape((size,)))
+        .astype(dtypes.get_default_dtype().np)
+    )
 
 
 def _like(maker):
@@ -273,8 +294,9 @@ randn_like = register("randn_like", method=False)(_like(randn))
 
 @register(method=False)
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
-    return full(input._data.shape, fill_value, dtype=dtype or input.dtype,
-                requires_grad=requires_grad)
+    return full(
+        input._data.shape, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad
+    )
 
 
 def _new_factory(maker):
@@ -288,9 +310,11 @@ Tensor.new_zeros = _new_factory(zeros)
 Tensor.new_ones = _new_factory(ones)
 Tensor.new_empty = _new_factory(empty)
 Tensor.new_tensor = lambda self, data, dtype=None, requires_grad=False: tensor(
-    data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    data, dtype=dtype or self.dtype, requires_grad=requires_grad
+)
 Tensor.new_full = lambda self, size, fill, dtype=None, requires_grad=False: full(
-    size, fill, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    size, fill, dtype=dtype or self.dtype, requires_grad=requires_grad
+)
 
 
 def _random_inplace(name, draw):
@@ -305,9 +329,13 @@ def _random_inplace(name, draw):
     setattr(Tensor, name, method)
 
 
-_random_inplace("uniform_", lambda shape, a=0.0, b=1.0, generator=None: _stream(
-    generator).uniform(a, b, shape))
-_random_inplace("normal_", lambda shape, mean=0.0, std=1.0, generator=None: _stream(
-    generator).normal(mean, std, shape))
-_random_inplace("bernoulli_", lambda shape, p=0.5, generator=None: _stream(generator).random(
-    shape) < p)
+_random_inplace(
+    "uniform_", lambda shape, a=0.0, b=1.0, generator=None: _stream(generator).uniform(a, b, shape)
+)
+_random_inplace(
+    "normal_",
+    lambda shape, mean=0.0, std=1.0, generator=None: _stream(generator).normal(mean, std, shape),
+)
+_random_inplace(
+    "bernoulli_", lambda shape, p=0.5, generator=None: _stream(generator).random(shape) < p
+)

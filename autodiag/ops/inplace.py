@@ -14,19 +14,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.core.graph import (Freed, Node, SavedTensor, check_saved, note_write,
-                                 raise_freed)
+from autodiag.core.graph import Freed, Node, SavedTensor, check_saved, note_write, raise_freed
 from autodiag.ops import pointwise as pw
 from autodiag.ops import views
-from autodiag.ops._core import (OPS, _state, as_tensor_operand, check_broadcast, edge, fix_shapes,
-                                result, wrap)
+from autodiag.ops._core import (
+    OPS,
+    _state,
+    as_tensor_operand,
+    check_broadcast,
+    edge,
+    fix_shapes,
+    result,
+    wrap,
+)
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
 
 LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_OF_LEAF_ERROR = (
-    "a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    "a view of a leaf Variable that requires grad is being used in an in-place operation."
+)
 INFERENCE_ERROR = (
     "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
     "to get a normal tensor before doing inplace update.See "
@@ -64,7 +72,8 @@ def check_inplace(t: Tensor, op_name: str, requires_grad: bool | None = None) ->
 
 PARTIAL_OVERLAP_ERROR = (
     "unsupported operation: some elements of the input tensor and the written-to tensor refer to "
-    "a single memory location. Please clone() the tensor before performing the operation.")
+    "a single memory location. Please clone() the tensor before performing the operation."
+)
 
 
 def check_overlap(t: Tensor, others) -> None:
@@ -77,9 +86,11 @@ def check_overlap(t: Tensor, others) -> None:
     for o in others:
         if isinstance(o, Tensor) and o is not t and o._vc is vc:
             od = o._data
-            if od.__array_interface__["data"][0] == d.__array_interface__["data"][0] and \
-                    od.shape == d.shape and all(n == 1 or a == b for n, a, b in zip(
-                        d.shape, od.strides, d.strides)):
+            if (
+                od.__array_interface__["data"][0] == d.__array_interface__["data"][0]
+                and od.shape == d.shape
+                and all(n == 1 or a == b for n, a, b in zip(d.shape, od.strides, d.strides))
+            ):
                 continue  # the same memory, element for element
             # NOTE: PyTorch checks only two contiguous tensors and otherwise reads what its loop
             # has already written (x.add_(x[:, :1]) differs by loop order); autodiag computes
@@ -109,19 +120,27 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others, fills: bool = False
     """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
     base = t._base
     # a view requires grad when its base does (PyTorch), also one made in no_grad mode
-    recording = _state.record and (t.requires_grad or (base is not None and base.requires_grad) or
-                               any(isinstance(o, Tensor) and o.requires_grad for o in others))
+    recording = _state.record and (
+        t.requires_grad
+        or (base is not None and base.requires_grad)
+        or any(isinstance(o, Tensor) and o.requires_grad for o in others)
+    )
     check_inplace(t, op_name, recording)
     r = compute(t)
     rd = r._data
     if rd.dtype != t._data.dtype:
         if not np.can_cast(rd.dtype, t._data.dtype, casting="same_kind") or (
-                rd.dtype.kind == "f" and t._data.dtype.kind in "biu"):
-            raise RuntimeError(f"result type {r.dtype.scalar_name} can't be cast to the desired "
-                               f"output type {t.dtype.scalar_name}")
+            rd.dtype.kind == "f" and t._data.dtype.kind in "biu"
+        ):
+            raise RuntimeError(
+                f"result type {r.dtype.scalar_name} can't be cast to the desired "
+                f"output type {t.dtype.scalar_name}"
+            )
     if rd.shape != t._data.shape:
-        raise RuntimeError(f"output with shape [{', '.join(map(str, t._data.shape))}] doesn't "
-                           f"match the broadcast shape [{', '.join(map(str, rd.shape))}]")
+        raise RuntimeError(
+            f"output with shape [{', '.join(map(str, t._data.shape))}] doesn't "
+            f"match the broadcast shape [{', '.join(map(str, rd.shape))}]"
+        )
     node = r.grad_fn
     if node is not None:
         _snapshot_saved_self(node, t)
@@ -236,8 +255,13 @@ def make_twins() -> None:
             _method(info.inplace, info.op)
 
 
-for _op, _fn in (("__iadd__", pw.add), ("__isub__", pw.sub), ("__imul__", pw.mul),
-                 ("__itruediv__", pw.div), ("__ipow__", pw.pow)):
+for _op, _fn in (
+    ("__iadd__", pw.add),
+    ("__isub__", pw.sub),
+    ("__imul__", pw.mul),
+    ("__itruediv__", pw.div),
+    ("__ipow__", pw.pow),
+):
     setattr(Tensor, _op, _method(_op, _fn))
 
 
@@ -272,8 +296,10 @@ class FillBackward3(Node):
 def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
     if isinstance(value, Tensor):
         if value._data.ndim != 0:
-            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
-                               f"{value._data.ndim} dimensions.")
+            raise RuntimeError(
+                f"fill_ only supports 0-dimension value tensor but got tensor with "
+                f"{value._data.ndim} dimensions."
+            )
         out = np.full(t._data.shape, value._data, dtype=t._data.dtype)
         if _state.record and (t.requires_grad or value.requires_grad):
             node = FillBackward3((edge(t), edge(value)))
@@ -318,8 +344,10 @@ def _copy_result(t: Tensor, src) -> Tensor:
         check_broadcast(ts, ss)  # PyTorch's error for shapes that clash
         shape = np.broadcast_shapes(ts, ss)
         if shape != ts:
-            raise RuntimeError(f"output with shape [{', '.join(map(str, ts))}] doesn't match "
-                               f"the broadcast shape [{', '.join(map(str, shape))}]")
+            raise RuntimeError(
+                f"output with shape [{', '.join(map(str, ts))}] doesn't match "
+                f"the broadcast shape [{', '.join(map(str, shape))}]"
+            )
     out = np.broadcast_to(s._data, ts).astype(t._data.dtype, copy=True)
     if _state.record and (t.requires_grad or s.requires_grad):
         node = CopyBackwards((edge(t), edge(s)))
@@ -396,7 +424,6 @@ class CopySlices(Node):
                 gv = xp.reshape(gv, shape)
         return (gx, gv)
 
-
     def _view_backward(self, xp, g):
         fn, pos = self.fn, self.positions
         needs_base = self.needs_grad[0]  # the other edges are fn's other inputs'
@@ -468,8 +495,10 @@ class IndexPutBackward0(CopySlices):
 # shape in numpy than in PyTorch). A bool (Python or 0-d tensor) is an unsqueeze indexed by
 # ``[0]`` or ``[]``, as PyTorch's boolToIndexingTensor makes it.
 
-_INDEX_TYPES_ERROR = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
-                      "Variables are valid indices (got {})")
+_INDEX_TYPES_ERROR = (
+    "only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+    "Variables are valid indices (got {})"
+)
 _INDEX_DTYPE_ERROR = "tensors used as indices must be long, int, byte or bool tensors"
 
 
@@ -514,18 +543,21 @@ def _index_plan(t: Tensor, index) -> tuple:
             adv.extend([slice(None)] * n)
             dim += n
             real_dim += n
-        elif isinstance(it, (bool, np.bool_)) or (isinstance(it, np.ndarray) and it.ndim == 0
-                                                   and it.dtype == np.bool_):
+        elif isinstance(it, (bool, np.bool_)) or (
+            isinstance(it, np.ndarray) and it.ndim == 0 and it.dtype == np.bool_
+        ):
             basic.append(None)
             adv.append(np.zeros(1 if bool(it) else 0, dtype=np.int64))
             arrays += 1
             real_dim += 1
-        elif isinstance(it, (int, np.integer)) or (isinstance(it, np.ndarray) and it.ndim == 0
-                                                    and it.dtype.kind in "iu"):
+        elif isinstance(it, (int, np.integer)) or (
+            isinstance(it, np.ndarray) and it.ndim == 0 and it.dtype.kind in "iu"
+        ):
             i, n = int(it), shape[dim]
             if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for dimension {real_dim} with "
-                                 f"size {n}")
+                raise IndexError(
+                    f"index {i} is out of bounds for dimension {real_dim} with size {n}"
+                )
             basic.append(i)
             dim += 1
             real_dim += 1
@@ -559,8 +591,12 @@ def _index_plan(t: Tensor, index) -> tuple:
 def _is_self(basic: tuple, shape: tuple) -> bool:
     """Is PyTorch's view the tensor itself (only full slices, which applySlice skips)?"""
     for it, n in zip(basic, shape):
-        if not (isinstance(it, slice) and it.start in (None, 0) and it.step in (None, 1) and
-                (it.stop is None or it.stop >= n)):
+        if not (
+            isinstance(it, slice)
+            and it.start in (None, 0)
+            and it.step in (None, 1)
+            and (it.stop is None or it.stop >= n)
+        ):
             return False
     return len(basic) <= len(shape)
 
@@ -636,17 +672,22 @@ def _check_order_free(t: Tensor, dst: np.ndarray, src: np.ndarray, written: np.n
     if not np.array_equal(new[ps], flat[ps], equal_nan=new.dtype.kind in "fc"):
         raise NotImplementedError(
             "__setitem__: the value shares memory with the elements written, and PyTorch's "
-            "result then depends on its loop order; clone() the value first")
+            "result then depends on its loop order; clone() the value first"
+        )
 
 
-def _check_copy_overlap(t: Tensor, dst: np.ndarray, v: Tensor, src_shape: tuple,
-                        src_st: tuple, written: np.ndarray) -> None:
+def _check_copy_overlap(
+    t: Tensor, dst: np.ndarray, v: Tensor, src_shape: tuple, src_st: tuple, written: np.ndarray
+) -> None:
     """copy_'s check (TensorIterator's): the value partly overlapping the view written."""
     if not _shares_storage(t, v):
         return
     vd = v._data
-    if (dst.__array_interface__["data"][0] == vd.__array_interface__["data"][0] and
-            dst.shape == src_shape and _strides(dst) == src_st):
+    if (
+        dst.__array_interface__["data"][0] == vd.__array_interface__["data"][0]
+        and dst.shape == src_shape
+        and _strides(dst) == src_st
+    ):
         return  # copy_'s early exit: the same elements
     status = _overlap(dst, vd, src_shape, src_st)
     if status == _PARTIAL:
@@ -671,8 +712,7 @@ def _value_tensor(t: Tensor, value) -> Tensor:
         return value
     if isinstance(value, (bool, int, float, complex, np.generic)):
         return wrap(np.asarray(value, dtype=t._data.dtype))
-    raise TypeError(f"can't assign a {type(value).__name__} to a "
-                    f"torch.{t.dtype.scalar_name}Tensor")
+    raise TypeError(f"can't assign a {type(value).__name__} to a torch.{t.dtype.scalar_name}Tensor")
 
 
 def _shape_str(shape) -> str:
@@ -681,7 +721,8 @@ def _shape_str(shape) -> str:
 
 def _expandable(shape: tuple, target: tuple) -> bool:
     return len(shape) <= len(target) and all(
-        s == 1 or s == n for s, n in zip(shape[::-1], target[::-1]))
+        s == 1 or s == n for s, n in zip(shape[::-1], target[::-1])
+    )
 
 
 def _check_basic_shape(t: Tensor, basic: tuple, v: Tensor) -> None:
@@ -694,8 +735,9 @@ def _check_basic_shape(t: Tensor, basic: tuple, v: Tensor) -> None:
             from autodiag.ops.shape import expand
 
             expand(wrap(np.zeros(vs[lead:], dtype=v._data.dtype)), target)  # expand's error
-            raise RuntimeError(f"setitem: cannot expand {_shape_str(vs)} to "
-                               f"{_shape_str(target)}")  # not reached: expand raised
+            raise RuntimeError(
+                f"setitem: cannot expand {_shape_str(vs)} to {_shape_str(target)}"
+            )  # not reached: expand raised
 
 
 def _basic_result(t: Tensor, basic: tuple, v: Tensor) -> Tensor:
@@ -706,8 +748,9 @@ def _basic_result(t: Tensor, basic: tuple, v: Tensor) -> Tensor:
     if vd.ndim and vd.shape != dst.shape:  # copy_ of the value without leading 1s, expanded
         src = _strip_leading_ones(vd)
         written = np.broadcast_to(src, dst.shape)
-        _check_copy_overlap(t, dst, v, dst.shape,
-                            _expanded_strides(_strides(src), src.shape, dst.shape), written)
+        _check_copy_overlap(
+            t, dst, v, dst.shape, _expanded_strides(_strides(src), src.shape, dst.shape), written
+        )
     else:
         written = vd
         if vd.ndim:  # copy_; a 0-d value is fill_, which clones a value sharing memory
@@ -732,7 +775,8 @@ def _advanced_result(t: Tensor, basic: tuple, adv: tuple, user_mask: bool, v: Te
             raise NotImplementedError(
                 "__setitem__: the value shares memory with the tensor written through an "
                 "advanced index, and PyTorch's result then depends on its loop order; clone() "
-                "the value first")
+                "the value first"
+            )
     probe = []  # the index with every int array at 0: the result's shape, bounds unchecked
     d = 0
     for it in adv:
@@ -742,33 +786,43 @@ def _advanced_result(t: Tensor, basic: tuple, adv: tuple, user_mask: bool, v: Te
                     raise IndexError(
                         f"The shape of the mask {_shape_str(it.shape)} at index {j} does not "
                         f"match the shape of the indexed tensor {_shape_str(dst.shape)} at "
-                        f"index {d + j}")
+                        f"index {d + j}"
+                    )
             probe.append(it)
             d += it.ndim
         else:
             probe.append(np.zeros_like(it) if isinstance(it, np.ndarray) else it)
             d += 1
-    dummy = tuple(max(n, 1) if d < len(adv) and isinstance(adv[d], np.ndarray) and
-                  adv[d].dtype != np.bool_ else n for d, n in enumerate(dst.shape))
+    dummy = tuple(
+        max(n, 1)
+        if d < len(adv) and isinstance(adv[d], np.ndarray) and adv[d].dtype != np.bool_
+        else n
+        for d, n in enumerate(dst.shape)
+    )
     try:
         target = np.broadcast_to(np.zeros((), np.int8), dummy)[tuple(probe)].shape
     except IndexError as e:  # index arrays that do not broadcast together
         raise IndexError(str(e)) from None
     if not _expandable(vd.shape, target):
-        raise RuntimeError(f"shape mismatch: value tensor of shape {_shape_str(vd.shape)} cannot "
-                           f"be broadcast to indexing result of shape {_shape_str(target)}")
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {_shape_str(vd.shape)} cannot "
+            f"be broadcast to indexing result of shape {_shape_str(target)}"
+        )
     if not masked and vd.dtype != out.dtype:
-        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{t.dtype.scalar_name} for the destination and "
-                           f"{v.dtype.scalar_name} for the source.")
+        raise RuntimeError(
+            f"Index put requires the source and destination dtypes match, got "
+            f"{t.dtype.scalar_name} for the destination and "
+            f"{v.dtype.scalar_name} for the source."
+        )
     d = 0
     for it in adv:
         if isinstance(it, np.ndarray) and it.dtype != np.bool_:
             n = dst.shape[d]
             bad = (it >= n) | (it < -n)
             if bad.any():
-                raise IndexError(f"index {int(it[bad].flat[0])} is out of bounds for dimension "
-                                 f"{d} with size {n}")
+                raise IndexError(
+                    f"index {int(it[bad].flat[0])} is out of bounds for dimension {d} with size {n}"
+                )
         d += it.ndim if isinstance(it, np.ndarray) and it.dtype == np.bool_ else 1
     out[basic][adv] = vd
     cls = IndexPutBackward0 if _is_self(basic, t._data.shape) else CopySlices
@@ -800,8 +854,10 @@ def _whole(index: tuple, shape: tuple) -> bool:
     else:
         at = index.index(Ellipsis)
         slices[at:at] = [slice(None)] * (len(shape) - len(slices))
-    return all(it.start in (None, 0) and it.step in (None, 1) and (it.stop is None or
-               it.stop >= n) for it, n in zip(slices, shape))
+    return all(
+        it.start in (None, 0) and it.step in (None, 1) and (it.stop is None or it.stop >= n)
+        for it, n in zip(slices, shape)
+    )
 
 
 def _copy_to(t: Tensor, value) -> None:
@@ -843,8 +899,9 @@ def setitem(self, index, value):
         _check_basic_shape(self, basic, v)
         apply_inplace(self, "__setitem__", lambda t: _basic_result(t, basic, v), value)
         return
-    apply_inplace(self, "__setitem__", lambda t: _advanced_result(t, basic, adv, user_mask, v),
-                  value)
+    apply_inplace(
+        self, "__setitem__", lambda t: _advanced_result(t, basic, adv, user_mask, v), value
+    )
 
 
 Tensor.__setitem__ = events.traced("__setitem__", setitem)
@@ -855,4 +912,3 @@ def _delitem(self, index):
 
 
 Tensor.__delitem__ = _delitem
-

@@ -7,20 +7,35 @@ import builtins
 import numpy as np
 
 from autodiag.core.graph import Node
-from autodiag.ops._core import (_state, as_tensor_operand, check_broadcast, edge, register,
-                                result, save, set_broadcast_meta)
+from autodiag.ops._core import (
+    _state,
+    as_tensor_operand,
+    check_broadcast,
+    edge,
+    register,
+    result,
+    save,
+    set_broadcast_meta,
+)
 from autodiag.tensor import Tensor
 
 
 def _dtype_check(a: Tensor, b: Tensor, what: str) -> None:
     if a._data.dtype != b._data.dtype:
-        raise RuntimeError(f"expected {what} to have the same dtype, but got: "
-                           f"{_cname(a)} != {_cname(b)}")
+        raise RuntimeError(
+            f"expected {what} to have the same dtype, but got: {_cname(a)} != {_cname(b)}"
+        )
 
 
 def _cname(t: Tensor) -> str:
-    return {"float32": "float", "float64": "double", "int64": "long int", "float16": "c10::Half",
-            "int32": "int", "bool": "bool"}.get(t.dtype.name, t.dtype.name)
+    return {
+        "float32": "float",
+        "float64": "double",
+        "int64": "long int",
+        "float16": "c10::Half",
+        "int32": "int",
+        "bool": "bool",
+    }.get(t.dtype.name, t.dtype.name)
 
 
 class _Product(Node):
@@ -30,8 +45,7 @@ class _Product(Node):
     def _record(self, a, b, out):
         needs_a, needs_b = self.needs_grad
         # a's gradient needs b and vice versa: save only what a needed gradient uses
-        self._saved = (save(a) if needs_b else None,
-                       save(b) if needs_a else None)
+        self._saved = (save(a) if needs_b else None, save(b) if needs_a else None)
         return result(out, self)
 
 
@@ -64,8 +78,10 @@ def mm(input, mat2):
     if b.ndim != 2:
         raise RuntimeError("mat2 must be a matrix")
     if a._data.shape[1] != b._data.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a._data.shape[0]}x"
-                           f"{a._data.shape[1]} and {b._data.shape[0]}x{b._data.shape[1]})")
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({a._data.shape[0]}x"
+            f"{a._data.shape[1]} and {b._data.shape[0]}x{b._data.shape[1]})"
+        )
     _dtype_check(a, b, "m1 and m2")
     return _product(MmBackward0, a, b, a._data @ b._data)
 
@@ -78,9 +94,11 @@ def bmm(input, mat2):
     if b.ndim != 3:
         raise RuntimeError("batch2 must be a 3D tensor")
     if a._data.shape[0] != b._data.shape[0] or a._data.shape[2] != b._data.shape[1]:
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{a._data.shape[0]}, {a._data.shape[2]}] but got: "
-                           f"[{b._data.shape[0]}, {b._data.shape[1]}].")
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{a._data.shape[0]}, {a._data.shape[2]}] but got: "
+            f"[{b._data.shape[0]}, {b._data.shape[1]}]."
+        )
     if a._data.size == 0 or b._data.size == 0:
         # NOTE: PyTorch's bmm returns the zeros of an empty product in mat2's dtype, with no
         # dtype check (its kernel never runs); the gradients keep their inputs' dtypes
@@ -90,8 +108,9 @@ def bmm(input, mat2):
             set_broadcast_meta(r.grad_fn, out, a, b)
         return r
     if a._data.dtype != b._data.dtype:
-        raise RuntimeError(f"expected scalar type {a.dtype.scalar_name} but found "
-                           f"{b.dtype.scalar_name}")
+        raise RuntimeError(
+            f"expected scalar type {a.dtype.scalar_name} but found {b.dtype.scalar_name}"
+        )
     return _product(BmmBackward0, a, b, np.matmul(a._data, b._data))
 
 
@@ -115,8 +134,10 @@ def mv(input, vec):
     if a.ndim != 2 or b.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
     if a._data.shape[1] != b._data.shape[0]:
-        raise RuntimeError(f"size mismatch, got input ({a._data.shape[0]}), mat "
-                           f"({a._data.shape[0]}x{a._data.shape[1]}), vec ({b._data.shape[0]})")
+        raise RuntimeError(
+            f"size mismatch, got input ({a._data.shape[0]}), mat "
+            f"({a._data.shape[0]}x{a._data.shape[1]}), vec ({b._data.shape[0]})"
+        )
     _dtype_check(a, b, "self and vec")
     return _product(MvBackward0, a, b, a._data @ b._data)
 
@@ -127,8 +148,10 @@ class DotBackward0(_Product):
 
     def backward(self, xp, g):
         needs_self, needs_tensor = self.needs_grad
-        return (g * self.saved_tensor(xp) if needs_self else None,
-                g * self.saved_self(xp) if needs_tensor else None)
+        return (
+            g * self.saved_tensor(xp) if needs_self else None,
+            g * self.saved_self(xp) if needs_tensor else None,
+        )
 
 
 @register(expr=True)
@@ -137,21 +160,19 @@ def dot(input, tensor):
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
     if a._data.shape[0] != b._data.shape[0]:
-        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a._data.shape[0]}] and "
-                           f"src [{b._data.shape[0]}] to have the same number of elements, but "
-                           f"got {a._data.shape[0]} and {b._data.shape[0]} elements respectively")
+        raise RuntimeError(
+            f"inconsistent tensor size, expected tensor [{a._data.shape[0]}] and "
+            f"src [{b._data.shape[0]}] to have the same number of elements, but "
+            f"got {a._data.shape[0]} and {b._data.shape[0]} elements respectively"
+        )
     _dtype_check(a, b, "both vectors")
     return _product(DotBackward0, a, b, np.asarray(a._data @ b._data))
-
-
 
 
 @register(expr=True)
 def outer(input, vec2):
     a, b = as_tensor_operand(input), as_tensor_operand(vec2)
     return a.reshape(-1, 1) * b
-
-
 
 
 def _should_fold(a: Tensor, b: Tensor) -> bool:
@@ -187,8 +208,9 @@ def matmul(input, other):
     a, b = as_tensor_operand(input), as_tensor_operand(other)
     da, db = a.ndim, b.ndim
     if da == 0 or db == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                           f"{da}D and {db}D")
+        raise RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D"
+        )
     if da == 1 and db == 1:
         return dot(a, b)
     if da == 2 and db == 1:
@@ -212,10 +234,10 @@ def matmul(input, other):
         return _unsafe_view(mv(folded, t2), out_shape)
     n = a._data.shape[-2] if da > 1 else 1
     m1 = a._data.shape[-1]
-    batch1 = a._data.shape[:max(da - 2, 0)]
+    batch1 = a._data.shape[: max(da - 2, 0)]
     m2 = b._data.shape[-2] if db > 1 else b._data.shape[0]
     p = b._data.shape[-1] if db > 1 else 1
-    batch2 = b._data.shape[:max(db - 2, 0)]
+    batch2 = b._data.shape[: max(db - 2, 0)]
     if da == 3 and db == 3 and batch1[0] != batch2[0]:
         if batch1[0] == 1 and a.requires_grad:
             return matmul(a.squeeze(0), b)
@@ -223,9 +245,11 @@ def matmul(input, other):
             return matmul(a, b.squeeze(0))
     check_broadcast(batch1, batch2)  # PyTorch's message for batch dims that do not broadcast
     if m1 != m2:
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m1}] but got: "
-                           f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m2}].")
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m1}] but got: "
+            f"[{int(np.prod(np.broadcast_shapes(batch1, batch2)))}, {m2}]."
+        )
     batch = tuple(np.broadcast_shapes(batch1, batch2))
     nb = int(np.prod(batch))
     ae = a.expand(batch + (n, m1)).reshape(nb, n, m1)
@@ -267,16 +291,20 @@ def _einsum_args(args) -> tuple[str, list]:
     """(equation, operands) from ``einsum(eq, *ops)``, ``einsum(eq, [ops])`` or the sublist
     form ``einsum(op1, [0, 1], op2, [1, 2], [0, 2])``."""
     if len(args) < 2:
-        raise ValueError("einsum(): must specify the equation string and at least one operand, "
-                         "or at least one operand and its subscripts list")
+        raise ValueError(
+            "einsum(): must specify the equation string and at least one operand, "
+            "or at least one operand and its subscripts list"
+        )
     if isinstance(args[0], Tensor):
+
         def sub(n):
             if n is Ellipsis:
                 return "..."
             if 0 <= n < 52:
                 return _letter(n)
-            raise ValueError("einsum(): subscript in subscript list is not within the valid "
-                             "range [0, 52)")
+            raise ValueError(
+                "einsum(): subscript in subscript list is not within the valid range [0, 52)"
+            )
 
         eq = ",".join("".join(sub(n) for n in lst) for lst in args[1::2])
         if len(args) % 2 == 1:
@@ -297,29 +325,33 @@ def _parse_operands(lhs: str, num_ops: int) -> list[list[int]]:
             pass
         elif c == ".":
             if ell_seen:
-                raise RuntimeError(f"einsum(): found '.' for operand {cur} for which an ellipsis "
-                                   f"was already found")
-            if lhs[i:i + 3] != "...":
-                raise RuntimeError(f"einsum(): found '.' for operand {cur} that is not part of "
-                                   f"any ellipsis")
+                raise RuntimeError(
+                    f"einsum(): found '.' for operand {cur} for which an ellipsis was already found"
+                )
+            if lhs[i : i + 3] != "...":
+                raise RuntimeError(
+                    f"einsum(): found '.' for operand {cur} that is not part of any ellipsis"
+                )
             labels[cur].append(_ELLIPSIS)
             ell_seen = True
             i += 2
         elif c == ",":
             cur += 1
             if cur >= num_ops:
-                raise RuntimeError("einsum(): fewer operands were provided than specified in "
-                                   "the equation")
+                raise RuntimeError(
+                    "einsum(): fewer operands were provided than specified in the equation"
+                )
             ell_seen = False
         elif c.isascii() and c.isalpha():
             labels[cur].append(_label(c))
         else:
-            raise RuntimeError(f"einsum(): invalid subscript given at index {i} in the equation "
-                               f"string, subscripts must be in [a-zA-Z]")
+            raise RuntimeError(
+                f"einsum(): invalid subscript given at index {i} in the equation "
+                f"string, subscripts must be in [a-zA-Z]"
+            )
         i += 1
     if cur != num_ops - 1:
-        raise RuntimeError("einsum(): more operands were provided than specified in the "
-                           "equation")
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
     return labels
 
 
@@ -360,8 +392,12 @@ def _sumproduct_pair(left: Tensor, right: Tensor, sum_dims: list, keepdim: bool)
     # writes the result in its final memory order
     if lo and ro and ro[-1] < lo[0]:
         left, right, lo, ro, lo_size, ro_size = right, left, ro, lo, ro_size, lo_size
-    out_size = ([left.shape[d] for d in lro] + [left.shape[d] for d in lo] + [1] * len(sum_dims)
-                + [right.shape[d] for d in ro])
+    out_size = (
+        [left.shape[d] for d in lro]
+        + [left.shape[d] for d in lo]
+        + [1] * len(sum_dims)
+        + [right.shape[d] for d in ro]
+    )
     lperm = lro + lo + list(sum_dims) + ro
     rperm = lro + list(sum_dims) + ro + lo
     operm = [-1] * len(out_size)
@@ -408,13 +444,17 @@ def einsum(*args):
         if _ELLIPSIS in labels:
             ell_num_dim = builtins.max(ell_num_dim, op.ndim - nlabels)
             if nlabels > op.ndim:
-                raise RuntimeError(f"einsum(): the number of subscripts in the equation "
-                                   f"({nlabels}) is more than the number of dimensions "
-                                   f"({op.ndim}) for operand {i}")
+                raise RuntimeError(
+                    f"einsum(): the number of subscripts in the equation "
+                    f"({nlabels}) is more than the number of dimensions "
+                    f"({op.ndim}) for operand {i}"
+                )
         elif nlabels != op.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({nlabels}) "
-                               f"does not match the number of dimensions ({op.ndim}) for "
-                               f"operand {i} and no ellipsis was given")
+            raise RuntimeError(
+                f"einsum(): the number of subscripts in the equation ({nlabels}) "
+                f"does not match the number of dimensions ({op.ndim}) for "
+                f"operand {i} and no ellipsis was given"
+            )
 
     # Each label's position in the aligned shape: output dims first, then contracted dims.
     perm_index_of = [-1] * 52
@@ -433,23 +473,30 @@ def einsum(*args):
             c = rhs[i]
             if c == ".":
                 if ell_in_output:
-                    raise RuntimeError("einsum(): found '.' for output but an ellipsis (...) "
-                                       "was already found")
-                if rhs[i:i + 3] != "...":
-                    raise RuntimeError("einsum(): found '.' for output that is not part of any "
-                                       "ellipsis (...)")
+                    raise RuntimeError(
+                        "einsum(): found '.' for output but an ellipsis (...) was already found"
+                    )
+                if rhs[i : i + 3] != "...":
+                    raise RuntimeError(
+                        "einsum(): found '.' for output that is not part of any ellipsis (...)"
+                    )
                 ell_index, ell_in_output = perm_index, True
                 perm_index += ell_num_dim
                 i += 2
             elif c != " ":
                 if not (c.isascii() and c.isalpha()):
-                    raise RuntimeError(f"einsum(): invalid subscript given at index "
-                                       f"{len(lhs) + 2 + i} in the equation string, subscripts "
-                                       f"must be in [a-zA-Z]")
+                    raise RuntimeError(
+                        f"einsum(): invalid subscript given at index "
+                        f"{len(lhs) + 2 + i} in the equation string, subscripts "
+                        f"must be in [a-zA-Z]"
+                    )
                 s = _label(c)
                 if label_count[s] == 0 or perm_index_of[s] != -1:
-                    why = ("appears more than once in the output" if perm_index_of[s] != -1
-                           else "does not appear in the equation for any input operand")
+                    why = (
+                        "appears more than once in the output"
+                        if perm_index_of[s] != -1
+                        else "does not appear in the equation for any input operand"
+                    )
                     raise RuntimeError(f"einsum(): output subscript {c} {why}")
                 perm_index_of[s] = perm_index
                 perm_index += 1
@@ -482,7 +529,8 @@ def einsum(*args):
                             raise RuntimeError(
                                 f"einsum(): dimension {dim} covered by ellipsis in operand {i}"
                                 f"has size {size} which does not broadcast with previously seen "
-                                f"ellipsis with size {ell_sizes[j]} for the respective dimension")
+                                f"ellipsis with size {ell_sizes[j]} for the respective dimension"
+                            )
                         ell_sizes[j] = size
                         dim_counts[ell_index + j] += 1
                     permutation[ell_index + j] = dim
@@ -491,9 +539,11 @@ def einsum(*args):
                 size = op.shape[dim]
                 if size != 1:
                     if label_size[s] not in (1, size):
-                        raise RuntimeError(f"einsum(): subscript {_letter(s)} has size {size} "
-                                           f"for operand {i} which does not broadcast with "
-                                           f"previously seen size {label_size[s]}")
+                        raise RuntimeError(
+                            f"einsum(): subscript {_letter(s)} has size {size} "
+                            f"for operand {i} which does not broadcast with "
+                            f"previously seen size {label_size[s]}"
+                        )
                     label_size[s] = size
                     dim_counts[perm_index_of[s]] += 1
                 permutation[perm_index_of[s]] = dim
@@ -501,9 +551,11 @@ def einsum(*args):
             else:
                 prev = permutation[perm_index_of[s]]
                 if op.shape[dim] != op.shape[prev]:
-                    raise RuntimeError(f"einsum(): subscript {_letter(s)} is repeated for "
-                                       f"operand {i} but the sizes don't match, "
-                                       f"{op.shape[dim]} != {op.shape[prev]}")
+                    raise RuntimeError(
+                        f"einsum(): subscript {_letter(s)} is repeated for "
+                        f"operand {i} but the sizes don't match, "
+                        f"{op.shape[dim]} != {op.shape[prev]}"
+                    )
                 op = op.diagonal(0, prev, dim).movedim(-1, prev)
         for k, val in enumerate(permutation):
             if val == -1:

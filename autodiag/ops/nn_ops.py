@@ -60,8 +60,11 @@ def legacy_reduction(size_average, reduce) -> str:
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     ret = "mean" if size_average and reduce else ("sum" if reduce else "none")
-    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}'"
-                  f" instead.", UserWarning, stacklevel=3)
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+        UserWarning,
+        stacklevel=3,
+    )
     return ret
 
 
@@ -155,8 +158,11 @@ class AddmmBackward0(Node):
             if shape != self.shapes[3]:
                 # self was broadcast (a bias row): sum it back here rather than through the
                 # engine's generic _input_meta pass (the training step's hot path)
-                gs = gs.sum(axis=0) if xp.arrays and shape == self.shapes[3][1:] else \
-                    xp.sum_to(gs, shape)
+                gs = (
+                    gs.sum(axis=0)
+                    if xp.arrays and shape == self.shapes[3][1:]
+                    else xp.sum_to(gs, shape)
+                )
         if needs_mat1:
             g1 = xp.matmul(g, xp.mT(self.saved_mat2(xp)))
             if alpha != 1:
@@ -177,8 +183,7 @@ class AddmmBackward0(Node):
 
     def _saved_extra(self):
         m1, m2 = self.shapes[:2]
-        return {"alpha": self.alpha, "beta": self.beta, "mat1_sym_sizes": m1,
-                "mat2_sym_sizes": m2}
+        return {"alpha": self.alpha, "beta": self.beta, "mat1_sym_sizes": m1, "mat2_sym_sizes": m2}
 
 
 @register()
@@ -199,18 +204,23 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if bd.ndim != 2:
         raise RuntimeError(f"mat2 must be a matrix, got {bd.ndim}-D tensor")
     if ad.shape[1] != bd.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({ad.shape[0]}x"
-                           f"{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})")
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({ad.shape[0]}x"
+            f"{ad.shape[1]} and {bd.shape[0]}x{bd.shape[1]})"
+        )
     if sd.dtype != bd.dtype:
-        raise RuntimeError(f"self and mat2 must have the same dtype, but got {_cname(s)} and "
-                           f"{_cname(b)}")
+        raise RuntimeError(
+            f"self and mat2 must have the same dtype, but got {_cname(s)} and {_cname(b)}"
+        )
     if ad.dtype != bd.dtype:
-        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {_cname(a)} and "
-                           f"{_cname(b)}")
+        raise RuntimeError(
+            f"mat1 and mat2 must have the same dtype, but got {_cname(a)} and {_cname(b)}"
+        )
     shape = (ad.shape[0], bd.shape[1])
     ss = sd.shape
-    if ss != shape and (len(ss) > 2 or any(a != b and a != 1 for a, b in zip(ss[::-1],
-                                                                              shape[::-1]))):
+    if ss != shape and (
+        len(ss) > 2 or any(a != b and a != 1 for a, b in zip(ss[::-1], shape[::-1]))
+    ):
         expand(s, shape)  # raises PyTorch's "The expanded size of the tensor ..." error
     out = np.matmul(ad, bd)
     if alpha != 1:
@@ -244,8 +254,10 @@ def linear(input, weight, bias=None):
     x = input
     xd = x._data
     if xd.ndim == 0 or weight._data.ndim == 0:
-        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
-                           f"{xd.ndim}D and {weight._data.ndim}D")
+        raise RuntimeError(
+            f"both arguments to linear need to be at least 1D, but they are "
+            f"{xd.ndim}D and {weight._data.ndim}D"
+        )
     if bias is not None:
         if xd.ndim == 2:
             return addmm(bias, x, transpose2d(weight))
@@ -294,8 +306,7 @@ def _broadcast_pair(a: Tensor, b: Tensor):
 
 
 @register(method=False, home="nn.functional")
-def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
-             weight=None):
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
     """Mean squared error, one ``MseLossBackward0`` node (as ``torch.nn.functional.mse_loss``).
 
     >>> import autodiag as torch
@@ -304,10 +315,13 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     tensor(2.5000, grad_fn=<MseLossBackward0>)
     """
     if tuple(target._data.shape) != tuple(input._data.shape):
-        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
-                      f"({input.shape}). This will likely lead to incorrect results due to "
-                      f"broadcasting. Please ensure they have the same size.", UserWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size "
+            f"({input.shape}). This will likely lead to incorrect results due to "
+            f"broadcasting. Please ensure they have the same size.",
+            UserWarning,
+            stacklevel=2,
+        )
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce)
     x, t = _broadcast_pair(input, target)
@@ -321,8 +335,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
             return _sum(sq)
         if reduction == "mean":
             return _sum(sq) / _sum(weight)
-        raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', "
-                         f"'sum'.")
+        raise ValueError(
+            f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'."
+        )
     r = reduction_enum(reduction)
     xd, td = x._data, t._data
     if xd.dtype != td.dtype:
@@ -369,8 +384,9 @@ class NllLossBackward0(Node):
             elif len(shape) == 2:
                 gi[np.arange(shape[0]), safe] = vals
             else:
-                np.put_along_axis(gi, np.expand_dims(safe, cdim), np.expand_dims(vals, cdim),
-                                  axis=cdim)
+                np.put_along_axis(
+                    gi, np.expand_dims(safe, cdim), np.expand_dims(vals, cdim), axis=cdim
+                )
             return (gi,)
         classes = np.arange(shape[cdim]).reshape((-1,) + (1,) * (len(shape) - cdim - 1))
         onehot = np.expand_dims(coef, cdim) * (classes == np.expand_dims(safe, cdim))
@@ -379,8 +395,11 @@ class NllLossBackward0(Node):
         return (g * wrap(onehot.astype(coef.dtype)),)
 
     def _saved_extra(self):
-        return {"total_weight": wrap(np.asarray(self.total_weight)),
-                "ignore_index": self.ignore_index, "reduction": self.reduction}
+        return {
+            "total_weight": wrap(np.asarray(self.total_weight)),
+            "ignore_index": self.ignore_index,
+            "reduction": self.reduction,
+        }
 
 
 class NllLoss2DBackward0(NllLossBackward0):
@@ -394,27 +413,34 @@ def _nll_check(x: Tensor, target: Tensor, weight) -> None:
     if xd.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {xd.ndim})")
     if xd.ndim != 1 and td.ndim and xd.shape[0] != td.shape[0]:
-        raise ValueError(f"Expected input batch_size ({xd.shape[0]}) to match target batch_size "
-                         f"({td.shape[0]}).")
+        raise ValueError(
+            f"Expected input batch_size ({xd.shape[0]}) to match target batch_size ({td.shape[0]})."
+        )
     if td.dtype not in (np.int64, np.uint8):
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got "
-                           f"{target.dtype.scalar_name}")
+        raise RuntimeError(
+            f"expected target dtype to be Long or Byte, but got {target.dtype.scalar_name}"
+        )
     if xd.ndim in (1, 2):
         if td.ndim > 1 or (xd.ndim == 1 and td.ndim != 0):
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     elif td.shape[1:] != xd.shape[2:]:
-        raise RuntimeError(f"Expected target size {_size((xd.shape[0],) + xd.shape[2:])}, got "
-                           f"{_size(td.shape)}")
+        raise RuntimeError(
+            f"Expected target size {_size((xd.shape[0],) + xd.shape[2:])}, got {_size(td.shape)}"
+        )
     c = xd.shape[0 if xd.ndim == 1 else 1]
     if weight is not None:
         if weight.requires_grad and _state.record:
-            raise RuntimeError("The function 'nll_loss_forward' is not differentiable with "
-                               "respect to argument 'weight'. This input cannot have "
-                               "requires_grad True.")
+            raise RuntimeError(
+                "The function 'nll_loss_forward' is not differentiable with "
+                "respect to argument 'weight'. This input cannot have "
+                "requires_grad True."
+            )
         if weight._data.shape != (c,):
-            raise RuntimeError(f"weight tensor should be defined either for all {c} classes or no "
-                               f"classes but got weight tensor of shape: "
-                               f"{_size(weight._data.shape)}")
+            raise RuntimeError(
+                f"weight tensor should be defined either for all {c} classes or no "
+                f"classes but got weight tensor of shape: "
+                f"{_size(weight._data.shape)}"
+            )
 
 
 def _nll_core(x: Tensor, target: Tensor, weight, r: int, ignore_index: int, cls) -> Tensor:
@@ -462,8 +488,15 @@ def _nll_core(x: Tensor, target: Tensor, weight, r: int, ignore_index: int, cls)
 
 
 @register(method=False, home="nn.functional")
-def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
-             reduce=None, reduction: str = "mean"):
+def nll_loss(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+):
     """Negative log-likelihood of class indices (``NllLossBackward0``), as
     ``torch.nn.functional.nll_loss``; 3-D and >4-D inputs are viewed as 4-D
     (``NllLoss2DBackward0``), as PyTorch does.
@@ -492,8 +525,16 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
 
 
 @register(method=False, home="nn.functional")
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
-                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
+def cross_entropy(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+):
     """``nll_loss(log_softmax(input, 1), target)`` for class indices (the graph is
     NllLossBackward0 over LogSoftmaxBackward0, as PyTorch's); class probabilities when the target
     has the input's shape; optional label smoothing.
@@ -514,8 +555,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     logp = log_softmax(input, cdim)
     if tuple(target._data.shape) == tuple(xd.shape):
         if target._data.dtype.kind != "f":
-            raise RuntimeError(f"Expected floating point type for target with class "
-                               f"probabilities, got {target.dtype.scalar_name}")
+            raise RuntimeError(
+                f"Expected floating point type for target with class "
+                f"probabilities, got {target.dtype.scalar_name}"
+            )
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         return _ce_probabilities(logp, target, weight, r, label_smoothing, cdim)
@@ -590,7 +633,7 @@ class BinaryCrossEntropyWithLogitsBackward0(Node):
         needs_self, needs_target = self.needs_grad
         x, t = self.saved_self(xp), self.saved_target(xp)
         w, pw = self.saved_weight(xp), self.saved_pos_weight(xp)  # None when not given
-        n = (x.size if xp.arrays else x.numel())
+        n = x.size if xp.arrays else x.numel()
         gx = gt = None
         if needs_self:
             sig = xp.sigmoid(x) if not xp.arrays else _sigmoid_np(x)
@@ -625,8 +668,15 @@ def _bce_finish(gr, w, reduction, n, g):
 
 
 @register(method=False, home="nn.functional")
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
-                                     reduction: str = "mean", pos_weight=None):
+def binary_cross_entropy_with_logits(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight=None,
+):
     """Sigmoid + binary cross-entropy in one stable node
     (``BinaryCrossEntropyWithLogitsBackward0``).
 
@@ -639,8 +689,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         reduction = legacy_reduction(size_average, reduce)
     r = reduction_enum(reduction)
     if tuple(target._data.shape) != tuple(input._data.shape):
-        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
-                         f"({input.shape})")
+        raise ValueError(
+            f"Target size ({target.shape}) must be the same as input size ({input.shape})"
+        )
     xd, td = input._data, target._data
     dt = xd.dtype
     if td.dtype != xd.dtype:
@@ -660,8 +711,12 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if _state.record and (input.requires_grad or target.requires_grad):
         node = BinaryCrossEntropyWithLogitsBackward0((edge(input), edge(target)))
         node.reduction = r
-        node._saved = (save(input), save(target), None if weight is None else save(weight),
-                       None if pos_weight is None else save(pos_weight))
+        node._saved = (
+            save(input),
+            save(target),
+            None if weight is None else save(weight),
+            None if pos_weight is None else save(pos_weight),
+        )
         if dt != input._data.dtype or dt != target._data.dtype:
             # promoted: the engine casts each gradient back to its input's dtype
             node._input_meta = ((xd.shape, input._data.dtype), (td.shape, target._data.dtype))
@@ -710,8 +765,13 @@ class NativeLayerNormBackward0(Node):
                 m2 = (gy * xhat).mean(axes, keepdim=True)
                 gx = rstd * (gy - m1 - xhat * m2)
                 gx._data = _layer_norm_input_grad(
-                    gy._data, x._data, self.saved_result1(ARRAY), self.saved_result2(ARRAY),
-                    axes, self.normalized_shape).astype(gx._data.dtype, copy=False)
+                    gy._data,
+                    x._data,
+                    self.saved_result1(ARRAY),
+                    self.saved_result2(ARRAY),
+                    axes,
+                    self.normalized_shape,
+                ).astype(gx._data.dtype, copy=False)
         if needs_weight:
             gw = _sum_batch(xp, g * xhat, batch)
         if needs_bias:
@@ -747,8 +807,9 @@ class NativeLayerNormBackwardBackward0(FusedBackwardLink):
 
     def _saved_attr(self, name: str, raw: bool):
         if name in ("result1", "result2"):  # the readers raise for a freed graph
-            return wrap(self.saved_result1(ARRAY) if name == "result1" else
-                        self.saved_result2(ARRAY))
+            return wrap(
+                self.saved_result1(ARRAY) if name == "result1" else self.saved_result2(ARRAY)
+            )
         return super()._saved_attr(name, raw)
 
     def _saved_extra(self):
@@ -772,24 +833,32 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     'NativeLayerNormBackward0'
     """
     if not isinstance(normalized_shape, (tuple, list)):
-        raise TypeError(f"layer_norm(): argument 'normalized_shape' (position 2) must be tuple "
-                        f"of ints, not {type(normalized_shape).__name__}")
+        raise TypeError(
+            f"layer_norm(): argument 'normalized_shape' (position 2) must be tuple "
+            f"of ints, not {type(normalized_shape).__name__}"
+        )
     ns = tuple(int(s) for s in normalized_shape)
     xd = input._data
     k = len(ns)
-    if k == 0 or xd.ndim < k or xd.shape[xd.ndim - k:] != ns:
-        raise RuntimeError(f"Given normalized_shape={_size(ns)}, expected input with shape "
-                           f"[*, {', '.join(map(str, ns))}], but got input of size"
-                           f"{_size(xd.shape)}")
+    if k == 0 or xd.ndim < k or xd.shape[xd.ndim - k :] != ns:
+        raise RuntimeError(
+            f"Given normalized_shape={_size(ns)}, expected input with shape "
+            f"[*, {', '.join(map(str, ns))}], but got input of size"
+            f"{_size(xd.shape)}"
+        )
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None:
             if p._data.shape != ns:
-                raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but "
-                                   f"got {name} of shape {_size(p._data.shape)} and "
-                                   f"normalized_shape = {_size(ns)}")
+                raise RuntimeError(
+                    f"Expected {name} to be of same shape as normalized_shape, but "
+                    f"got {name} of shape {_size(p._data.shape)} and "
+                    f"normalized_shape = {_size(ns)}"
+                )
             if p._data.dtype != xd.dtype:
-                raise RuntimeError(f"mixed dtype (CPU): expect parameter to have scalar type of "
-                                   f"{input.dtype.scalar_name}")
+                raise RuntimeError(
+                    f"mixed dtype (CPU): expect parameter to have scalar type of "
+                    f"{input.dtype.scalar_name}"
+                )
     axes = tuple(range(xd.ndim - k, xd.ndim))
     mean = xd.mean(axis=axes, keepdims=True)
     xc = xd - mean
@@ -800,16 +869,28 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         out *= weight._data
     if bias is not None:
         out += bias._data
-    needs = input.requires_grad or (weight is not None and weight.requires_grad) or (
-        bias is not None and bias.requires_grad)
+    needs = (
+        input.requires_grad
+        or (weight is not None and weight.requires_grad)
+        or (bias is not None and bias.requires_grad)
+    )
     if _state.record and needs:
-        node = NativeLayerNormBackward0((edge(input),
-                                         None if weight is None else edge(weight),
-                                         None if bias is None else edge(bias)))
+        node = NativeLayerNormBackward0(
+            (
+                edge(input),
+                None if weight is None else edge(weight),
+                None if bias is None else edge(bias),
+            )
+        )
         node.normalized_shape, node.eps, node.axes = ns, eps, axes
         node.batch_axes = tuple(range(xd.ndim - k))
-        node._saved = (save(input), None if weight is None else save(weight),
-                       None if bias is None else save(bias), mean, rstd)
+        node._saved = (
+            save(input),
+            None if weight is None else save(weight),
+            None if bias is None else save(bias),
+            mean,
+            rstd,
+        )
         return _record(node, out)
     return result(out, None)
 
@@ -842,9 +923,12 @@ class EmbeddingBackward0(Node):
         return (embed(xp, g2, (self.num_weights, dim), (idx,), True),)
 
     def _saved_extra(self):
-        return {"padding_idx": -1 if self.padding_idx is None else self.padding_idx,
-                "scale_grad_by_freq": self.scale_grad_by_freq, "sparse": False,
-                "weight_sym_argsize_0": self.num_weights}
+        return {
+            "padding_idx": -1 if self.padding_idx is None else self.padding_idx,
+            "scale_grad_by_freq": self.scale_grad_by_freq,
+            "sparse": False,
+            "weight_sym_argsize_0": self.num_weights,
+        }
 
 
 def _renorm_rows(weight: Tensor, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
@@ -861,8 +945,15 @@ def _renorm_rows(weight: Tensor, idx: np.ndarray, max_norm: float, norm_type: fl
 
 
 @register(method=False, home="nn.functional")
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
-              scale_grad_by_freq: bool = False, sparse: bool = False):
+def embedding(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+):
     """Rows of ``weight`` at the integer ``input`` indices (``EmbeddingBackward0``).
 
     >>> import autodiag as torch
@@ -874,10 +965,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     idx_t = input if isinstance(input, Tensor) else as_tensor_operand(input)
     idx = idx_t._data
     if idx.dtype not in (np.int64, np.int32):
-        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
-                           f"following scalar types: Long, Int; but got "
-                           f"{idx_t.dtype.legacy_type_name} instead (while checking arguments "
-                           f"for embedding)")
+        raise RuntimeError(
+            f"Expected tensor for argument #1 'indices' to have one of the "
+            f"following scalar types: Long, Int; but got "
+            f"{idx_t.dtype.legacy_type_name} instead (while checking arguments "
+            f"for embedding)"
+        )
     num = weight._data.shape[0]
     if padding_idx is not None:
         if padding_idx > 0:
@@ -888,8 +981,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
                 raise AssertionError("Padding_idx must be within num_embeddings")
             padding_idx = num + padding_idx
     if sparse:
-        raise NotImplementedError("autodiag: embedding(sparse=True) is not supported (no sparse "
-                                  "tensors); use sparse=False")
+        raise NotImplementedError(
+            "autodiag: embedding(sparse=True) is not supported (no sparse "
+            "tensors); use sparse=False"
+        )
     if idx.size and (idx.min() < 0 or idx.max() >= num):
         raise IndexError("index out of range in self")
     if max_norm is not None:
@@ -946,8 +1041,11 @@ class LeakyReluBackward1(Node):
     def backward(self, xp, g):
         from autodiag.ops.pointwise import LeakyReluBackwardBackward0, _select_backward
 
-        return (_select_backward(xp, g, self.saved_result(xp), 0, self.negative_slope,
-                                 LeakyReluBackwardBackward0),)
+        return (
+            _select_backward(
+                xp, g, self.saved_result(xp), 0, self.negative_slope, LeakyReluBackwardBackward0
+            ),
+        )
 
     def _saved_extra(self):
         return {"negative_slope": self.negative_slope}
@@ -958,12 +1056,14 @@ def _leaky_relu_saving_result(t: Tensor, negative_slope: float) -> Tensor:
     out = np.where(d > 0, d, d * negative_slope).astype(d.dtype, copy=False)
     if _state.record and t.requires_grad:
         if negative_slope < 0:
-            raise RuntimeError("In-place leakyReLu backward calculation is triggered with a "
-                               "negative slope which is not supported. This is caused by calling "
-                               "in-place forward function with a negative slope, please call "
-                               "out-of-place version instead. File an issue at "
-                               "https://github.com/pytorch/pytorch if you do require supporting "
-                               "in-place leakRelu backward calculation with negative slope")
+            raise RuntimeError(
+                "In-place leakyReLu backward calculation is triggered with a "
+                "negative slope which is not supported. This is caused by calling "
+                "in-place forward function with a negative slope, please call "
+                "out-of-place version instead. File an issue at "
+                "https://github.com/pytorch/pytorch if you do require supporting "
+                "in-place leakRelu backward calculation with negative slope"
+            )
         node = LeakyReluBackward1((edge(t),))
         node.negative_slope = negative_slope
         r = _record(node, out)
@@ -975,5 +1075,6 @@ def _leaky_relu_saving_result(t: Tensor, negative_slope: float) -> Tensor:
 @register(method=False, home="nn.functional")
 def leaky_relu_(input, negative_slope: float = 0.01):
     """In-place leaky ReLU (``LeakyReluBackward1``, which saves the output)."""
-    return apply_inplace(input, "leaky_relu_",
-                         lambda t: _leaky_relu_saving_result(t, negative_slope))
+    return apply_inplace(
+        input, "leaky_relu_", lambda t: _leaky_relu_saving_result(t, negative_slope)
+    )

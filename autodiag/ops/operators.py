@@ -54,8 +54,9 @@ Tensor.__ror__ = Tensor.__or__
 def _invert(self):
     # NOTE: the operator's error is a TypeError, unlike torch.bitwise_not's RuntimeError
     if self._data.dtype.kind == "f":
-        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
-                        "tensors")
+        raise TypeError(
+            "~ (operator.invert) is only implemented on integer and Boolean-type tensors"
+        )
     return pw.bitwise_not.__wrapped__(self)
 
 

@@ -79,7 +79,7 @@ def _own_code(op):
 def _no_kernel(kernel: str, dt: np.dtype) -> NotImplementedError:
     """PyTorch's error for a dtype its ``kernel`` has no loop for, where numpy would compute."""
     name = dtypes.from_numpy_dtype(dt).scalar_name
-    return NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+    return NotImplementedError(f"\"{kernel}\" not implemented for '{name}'")
 
 
 def _refuse(x, kernel: str, kinds: str) -> None:
@@ -112,12 +112,16 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
     def op(input):
         if TRACERS and not _depth[0] and name:
             return call_traced(name, op, (input,), None)
-        x = input if input.__class__ is Tensor or isinstance(input, Tensor) else \
-            as_tensor_operand(input)
+        x = (
+            input
+            if input.__class__ is Tensor or isinstance(input, Tensor)
+            else as_tensor_operand(input)
+        )
         d = x._data
         dt = d.dtype  # the identity tests skip a `.kind` lookup for the usual float dtypes
-        out = fn(d if dt is _F32 or dt is _F64 or dt.kind == "f" or not float_only
-                 else _float_data(x))
+        out = fn(
+            d if dt is _F32 or dt is _F64 or dt.kind == "f" or not float_only else _float_data(x)
+        )
         if out.__class__ is not _ndarray:
             out = np.asarray(out)
         r = _new(Tensor)
@@ -137,8 +141,9 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
         node._x = None
         r.grad_fn, r.requires_grad = node, True
         if saves == _SELF:
-            node._saved = (x if x._vc is None and not _saved_hooks_stack and not x._inference
-                           else save(x),)
+            node._saved = (
+                x if x._vc is None and not _saved_hooks_stack and not x._inference else save(x),
+            )
         elif saves == _RESULT:
             node._saved = (save_output(r),)
         elif saves == _SELF_RESULT:  # sgn's, unread for real tensors: saved as PyTorch saves them
@@ -192,9 +197,11 @@ _neg = _own_code(unary_op(None, np.negative, NegBackward0, _NONE, float_only=Fal
 @register(inplace=True)
 def neg(input):
     if isinstance(input, Tensor) and input._data.dtype == np.bool_:
-        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you "
-                           "are trying to invert a mask, use the `~` or `logical_not()` operator "
-                           "instead.")
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you "
+            "are trying to invert a mask, use the `~` or `logical_not()` operator "
+            "instead."
+        )
     return _neg(input)
 
 
@@ -209,7 +216,8 @@ class AbsBackward0(_Unary):
 
 
 abs = register(expr=True, inplace=True)(  # noqa: A001
-    unary_op("abs", _no_bool(np.abs, "abs_cpu"), AbsBackward0, _SELF, float_only=False))
+    unary_op("abs", _no_bool(np.abs, "abs_cpu"), AbsBackward0, _SELF, float_only=False)
+)
 
 
 class ExpBackward0(_UnaryResult):
@@ -274,7 +282,8 @@ class ReciprocalBackward0(_UnaryResult):
 
 
 reciprocal = register(expr=True, inplace=True)(
-    unary_op("reciprocal", np.reciprocal, ReciprocalBackward0, _RESULT))
+    unary_op("reciprocal", np.reciprocal, ReciprocalBackward0, _RESULT)
+)
 
 
 class SinBackward0(_Unary):
@@ -338,7 +347,8 @@ class SigmoidBackward0(_UnaryResult):
 
 
 sigmoid = register(expr=True, inplace=True)(
-    unary_op("sigmoid", _np_sigmoid, SigmoidBackward0, _RESULT))
+    unary_op("sigmoid", _np_sigmoid, SigmoidBackward0, _RESULT)
+)
 
 
 # --- piecewise functions (zero or undefined derivative at the kinks, as PyTorch) ------------
@@ -362,9 +372,12 @@ class _SelectBackwardBackward(Node):
     def backward(self, xp, gg):
         needs_grad_output, needs_self = self.needs_grad
         s = self.saved_self(xp)
-        return (_select_backward(xp, gg, s, self.threshold, self.slope, type(self))
-                if needs_grad_output else None,
-                xp.zeros_like(gg) if needs_self else None)
+        return (
+            _select_backward(xp, gg, s, self.threshold, self.slope, type(self))
+            if needs_grad_output
+            else None,
+            xp.zeros_like(gg) if needs_self else None,
+        )
 
 
 class ThresholdBackwardBackward0(_SelectBackwardBackward):
@@ -390,8 +403,11 @@ def _select_backward(xp, g, s, threshold, slope, cls):
             return ARRAY.mask(~(s <= threshold), g)  # NaN passes the gradient, as in PyTorch
         return np.where(s > threshold, g, g * slope)
     gd, sd = g._data, s._data
-    out = ARRAY.mask(~(sd <= threshold), gd) if slope is None else \
-        np.where(sd > threshold, gd, gd * slope)
+    out = (
+        ARRAY.mask(~(sd <= threshold), gd)
+        if slope is None
+        else np.where(sd > threshold, gd, gd * slope)
+    )
     if _state.record and (g.requires_grad or s.requires_grad):
         node = cls((edge(g), edge(s)))
         node.threshold, node.slope = threshold, slope
@@ -405,8 +421,9 @@ class ReluBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (_select_backward(xp, g, self.saved_result(xp), 0, None,
-                                 ThresholdBackwardBackward0),)
+        return (
+            _select_backward(xp, g, self.saved_result(xp), 0, None, ThresholdBackwardBackward0),
+        )
 
 
 def _np_relu(a):
@@ -418,15 +435,19 @@ def _np_relu(a):
 
 
 relu = register(expr=True, inplace=True)(
-    unary_op("relu", _np_relu, ReluBackward0, _RESULT, float_only=False))
+    unary_op("relu", _np_relu, ReluBackward0, _RESULT, float_only=False)
+)
 
 
 class LeakyReluBackward0(_Unary):
     __slots__ = ("negative_slope",)
 
     def backward(self, xp, g):
-        return (_select_backward(xp, g, self.saved_self(xp), 0, self.negative_slope,
-                                 LeakyReluBackwardBackward0),)
+        return (
+            _select_backward(
+                xp, g, self.saved_self(xp), 0, self.negative_slope, LeakyReluBackwardBackward0
+            ),
+        )
 
     def _saved_extra(self):
         return {"negative_slope": self.negative_slope}
@@ -435,8 +456,12 @@ class LeakyReluBackward0(_Unary):
 @register(method=False, home="nn.functional", expr=True)
 def leaky_relu(input, negative_slope: float = 0.01):
     _refuse(input, "leaky_relu_cpu", "biu")
-    r = _unary(input, lambda a: np.where(a > 0, a, a * negative_slope).astype(a.dtype),
-               LeakyReluBackward0, _SELF)
+    r = _unary(
+        input,
+        lambda a: np.where(a > 0, a, a * negative_slope).astype(a.dtype),
+        LeakyReluBackward0,
+        _SELF,
+    )
     if r.grad_fn is not None:
         r.grad_fn.negative_slope = negative_slope
     return r
@@ -463,7 +488,7 @@ _SQRT_2_PI = math.sqrt(2 / math.pi)
 
 def _gelu_forward(a, approximate):
     if approximate == "tanh":
-        return 0.5 * a * (1 + np.tanh(_SQRT_2_PI * (a + 0.044715 * a ** 3)))
+        return 0.5 * a * (1 + np.tanh(_SQRT_2_PI * (a + 0.044715 * a**3)))
     return 0.5 * a * (1 + _np_erf(a * _SQRT1_2))
 
 
@@ -572,12 +597,17 @@ def clamp(input, min=None, max=None, *, _cls=ClampBackward1):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        if min is not None and max is not None and \
-                isinstance(min, Tensor) is not isinstance(max, Tensor):
+        if (
+            min is not None
+            and max is not None
+            and isinstance(min, Tensor) is not isinstance(max, Tensor)
+        ):
             # NOTE: a Tensor next to a number: PyTorch's parser takes a 0-d tensor that does
             # not require grad as a Number (clamp(x, t, 2.5)); any other is a TypeError
-            min, max = (b.item() if isinstance(b, Tensor) and not b.ndim and not b.requires_grad
-                        else b for b in (min, max))
+            min, max = (
+                b.item() if isinstance(b, Tensor) and not b.ndim and not b.requires_grad else b
+                for b in (min, max)
+            )
         if isinstance(min, Tensor) or isinstance(max, Tensor):
             return _clamp_tensor(input, min, max)
     r = _unary(input, lambda a: _clamp_fwd(a, min, max), _cls, _SELF, float_only=False)
@@ -598,8 +628,16 @@ class ClampBackward0(Node):
 
     def backward(self, xp, g):
         needs_self, needs_min, needs_max = self.needs_grad
-        return _clamp_backward(xp, g, self.saved_self(xp), self.saved_min(xp),
-                               self.saved_max(xp), needs_self, needs_min, needs_max)
+        return _clamp_backward(
+            xp,
+            g,
+            self.saved_self(xp),
+            self.saved_min(xp),
+            self.saved_max(xp),
+            needs_self,
+            needs_min,
+            needs_max,
+        )
 
 
 def _clamp_backward(xp, g, x, lo, hi, needs_self, needs_min, needs_max) -> tuple:
@@ -627,8 +665,9 @@ class ClampMinBackward1(ClampBackward0):
 
     def backward(self, xp, g):
         needs_self, needs_min = self.needs_grad
-        return _clamp_backward(xp, g, self.saved_self(xp), self.saved_min(xp), None,
-                               needs_self, needs_min, None)
+        return _clamp_backward(
+            xp, g, self.saved_self(xp), self.saved_min(xp), None, needs_self, needs_min, None
+        )
 
 
 class ClampMaxBackward1(Node):
@@ -640,17 +679,24 @@ class ClampMaxBackward1(Node):
     def backward(self, xp, g):
         needs_self, needs_max = self.needs_grad
         x, hi = self.saved_self(xp), self.saved_max(xp)
-        return (xp.mask(x <= hi, g) if needs_self else None,
-                xp.mask(x > hi, g) if needs_max else None)
+        return (
+            xp.mask(x <= hi, g) if needs_self else None,
+            xp.mask(x > hi, g) if needs_max else None,
+        )
 
 
 def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
     if not all(b is None or isinstance(b, Tensor) for b in (min, max)):
-        got = ", ".join(f"{k}={type(v).__name__ if not isinstance(v, Tensor) else 'Tensor'}"
-                        for k, v in (("max", max), ("min", min)) if v is not None)
-        raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}, ), "
-                        f"but expected one of:\n * (Tensor input, Tensor min = None, Tensor max "
-                        f"= None)\n * (Tensor input, Number min = None, Number max = None)")
+        got = ", ".join(
+            f"{k}={type(v).__name__ if not isinstance(v, Tensor) else 'Tensor'}"
+            for k, v in (("max", max), ("min", min))
+            if v is not None
+        )
+        raise TypeError(
+            f"clamp() received an invalid combination of arguments - got ({got}, ), "
+            f"but expected one of:\n * (Tensor input, Tensor min = None, Tensor max "
+            f"= None)\n * (Tensor input, Number min = None, Number max = None)"
+        )
     x = as_tensor_operand(input)
     bounds = [b for b in (min, max) if b is not None]
     dt = dtypes.result_type([x] + bounds).np
@@ -707,8 +753,9 @@ SignBackward0 = _zero_grad_node("SignBackward0")
 # returns an "efficient zero tensor" that stays zero through later products and quotients
 # (0 / 0 and 0 * inf give 0); ours returns ordinary zeros, so such a chain gives NaN there
 # (issue 17: an engine-wide zero-gradient kind, not a formula, would be needed).
-SgnBackward0 = type("SgnBackward0", (SignBackward0,), {"__slots__": (),
-                                                     "_saved_names": ("self", "result")})
+SgnBackward0 = type(
+    "SgnBackward0", (SignBackward0,), {"__slots__": (), "_saved_names": ("self", "result")}
+)
 FloorBackward0 = _zero_grad_node("FloorBackward0")
 CeilBackward0 = _zero_grad_node("CeilBackward0")
 TruncBackward0 = _zero_grad_node("TruncBackward0")
@@ -729,23 +776,26 @@ def round(input, decimals: int = _NO_DECIMALS):  # noqa: A001
 
 
 sign = register(expr=True, inplace=True)(
-    unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False))
+    unary_op("sign", sign_array, SignBackward0, _NONE, float_only=False)
+)
 sgn = register(expr=True, inplace=True)(
-    unary_op("sgn", sign_array, SgnBackward0, _SELF_RESULT, float_only=False))
+    unary_op("sgn", sign_array, SgnBackward0, _SELF_RESULT, float_only=False)
+)
 
 
 floor = register(expr=True, inplace=True)(
-    unary_op("floor", _no_bool(np.floor, "floor_vml_cpu"), FloorBackward0, _NONE,
-             float_only=False))
+    unary_op("floor", _no_bool(np.floor, "floor_vml_cpu"), FloorBackward0, _NONE, float_only=False)
+)
 
 
 ceil = register(expr=True, inplace=True)(
-    unary_op("ceil", _no_bool(np.ceil, "ceil_vml_cpu"), CeilBackward0, _NONE, float_only=False))
+    unary_op("ceil", _no_bool(np.ceil, "ceil_vml_cpu"), CeilBackward0, _NONE, float_only=False)
+)
 
 
 trunc = register()(
-    unary_op("trunc", _no_bool(np.trunc, "trunc_vml_cpu"), TruncBackward0, _NONE,
-             float_only=False))
+    unary_op("trunc", _no_bool(np.trunc, "trunc_vml_cpu"), TruncBackward0, _NONE, float_only=False)
+)
 
 
 # --- binary arithmetic -----------------------------------------------------------------------
@@ -766,14 +816,21 @@ def _operands(a, b, true_divide: bool = False):
         if true_divide and dt.kind != "f":
             dt = dtypes.get_default_dtype().np
         return ad.astype(dt, copy=False), bd.astype(dt, copy=False)
-    if b.__class__ is not float and b.__class__ is not int and not isinstance(
-            b, (int, float, bool, np.number, np.bool_)):
+    if (
+        b.__class__ is not float
+        and b.__class__ is not int
+        and not isinstance(b, (int, float, bool, np.number, np.bool_))
+    ):
         raise TypeError(f"unsupported operand type: '{type(b).__name__}'")
     if isinstance(b, np.generic):
         b = b.item()  # a numpy scalar is a wrapped number, as a Python one (PyTorch)
     kind = ad.dtype.kind
-    if kind == "f" or (kind in "iu" and isinstance(b, (int, np.integer)) and not
-                       isinstance(b, bool) and not true_divide):
+    if kind == "f" or (
+        kind in "iu"
+        and isinstance(b, (int, np.integer))
+        and not isinstance(b, bool)
+        and not true_divide
+    ):
         return ad, b
     dt = dtypes.result_type((a, b)).np
     if true_divide and dt.kind != "f":
@@ -822,8 +879,12 @@ def _binary(a, b, fn, cls, save_a: int, save_b: int, true_divide: bool = False) 
         if b_is_t:
             sb = save(b) if save_b == _ALWAYS or (save_b and ea is not None) else None
             shape, dt = out.shape, out.dtype
-            if a._data.shape != shape or bd.shape != shape or a._data.dtype is not dt or \
-                    b._data.dtype is not dt:
+            if (
+                a._data.shape != shape
+                or bd.shape != shape
+                or a._data.dtype is not dt
+                or b._data.dtype is not dt
+            ):
                 set_broadcast_meta(node, out, a, b)
         else:
             sb = bd if save_b else None  # a scalar is kept only when a formula reads it
@@ -853,12 +914,16 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
         bc = b.__class__
         if bc is Tensor or (bc is not float and isinstance(b, Tensor)):
             bd = b._data
-            if ad.dtype is not bd.dtype or ad.shape != bd.shape or (
-                    true_divide and ad.dtype.kind != "f"):
+            if (
+                ad.dtype is not bd.dtype
+                or ad.shape != bd.shape
+                or (true_divide and ad.dtype.kind != "f")
+            ):
                 return _binary(a, b, fn, cls, save_a, save_b, true_divide)
             b_grad = b.requires_grad
-        elif (bc is float or bc is int) and ((dt := ad.dtype) is _F32 or dt is _F64
-                                             or dt.kind == "f"):
+        elif (bc is float or bc is int) and (
+            (dt := ad.dtype) is _F32 or dt is _F64 or dt.kind == "f"
+        ):
             bd, b_grad = b, False  # numpy's weak scalars keep the tensor's dtype, as PyTorch
         else:
             return _binary(a, b, fn, cls, save_a, save_b, true_divide)
@@ -892,12 +957,16 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
             # as _binary: each operand only when a needed gradient reads it, `other` first
             sb = None
             if save_b == _ALWAYS or (save_b and ea is not None):
-                sb = b if bc is float or bc is int or (
-                    b._vc is None and not _saved_hooks_stack and not b._inference) else save(b)
+                sb = (
+                    b
+                    if bc is float
+                    or bc is int
+                    or (b._vc is None and not _saved_hooks_stack and not b._inference)
+                    else save(b)
+                )
             sa = None
             if save_a == _ALWAYS or (save_a and eb is not None):
-                sa = a if a._vc is None and not _saved_hooks_stack and not a._inference \
-                    else save(a)
+                sa = a if a._vc is None and not _saved_hooks_stack and not a._inference else save(a)
             if sa is not None or sb is not None:
                 node._saved = (sa, sb)
                 if TRACERS:
@@ -935,8 +1004,10 @@ class AddBackward0(_Binary):
 
     def backward(self, xp, g):
         needs_self, needs_other = self.needs_grad
-        return (g if needs_self else None,
-                (g if self.alpha == 1 else g * self.alpha) if needs_other else None)
+        return (
+            g if needs_self else None,
+            (g if self.alpha == 1 else g * self.alpha) if needs_other else None,
+        )
 
     def _saved_extra(self):
         return {"alpha": self.alpha}
@@ -979,21 +1050,26 @@ class SubBackward0(AddBackward0):
 
     def backward(self, xp, g):
         needs_self, needs_other = self.needs_grad
-        return (g if needs_self else None,
-                (-g if self.alpha == 1 else g * -self.alpha) if needs_other else None)
+        return (
+            g if needs_self else None,
+            (-g if self.alpha == 1 else g * -self.alpha) if needs_other else None,
+        )
 
 
 _BOOL_SUB_ERRORS = (
     "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
     "invert a mask, use the `~` or `logical_not()` operator instead.",
     "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
-    "`logical_xor()` operator instead.")
+    "`logical_xor()` operator instead.",
+)
 
 
 def _check_bool_sub(a, b) -> None:
     """PyTorch refuses ``-`` when either operand is bool (a Python bool counts)."""
-    bools = sum(isinstance(x, (bool, np.bool_)) or isinstance(x, Tensor) and
-                x._data.dtype == np.bool_ for x in (a, b))
+    bools = sum(
+        isinstance(x, (bool, np.bool_)) or isinstance(x, Tensor) and x._data.dtype == np.bool_
+        for x in (a, b)
+    )
     if bools:
         raise RuntimeError(_BOOL_SUB_ERRORS[bools - 1])
 
@@ -1035,8 +1111,10 @@ class RsubBackward0(AddBackward0):
 
     def backward(self, xp, g):
         needs_self, needs_other = self.needs_grad
-        return ((-g if self.alpha == 1 else g * -self.alpha) if needs_self else None,
-                g if needs_other else None)
+        return (
+            (-g if self.alpha == 1 else g * -self.alpha) if needs_self else None,
+            g if needs_other else None,
+        )
 
 
 @register(method=False)
@@ -1049,8 +1127,9 @@ def rsub(input, other, *, alpha=1):
             return sub(other, input, alpha=alpha)
         if alpha == 1:
             return _binary(input, other, _reversed_subtract, RsubBackward0, 0, 0)
-        r = _binary(input, other, lambda x, y: np.subtract(y, x * alpha),
-                    _with_alpha(RsubBackward0), 0, 0)
+        r = _binary(
+            input, other, lambda x, y: np.subtract(y, x * alpha), _with_alpha(RsubBackward0), 0, 0
+        )
         if r.grad_fn is not None:
             r.grad_fn.alpha = alpha
         return r
@@ -1072,8 +1151,10 @@ class MulBackward0(_Binary):
 
     def backward(self, xp, g):
         needs_self, needs_other = self.needs_grad
-        return (g * self.saved_other(xp) if needs_self else None,
-                g * self.saved_self(xp) if needs_other else None)
+        return (
+            g * self.saved_other(xp) if needs_self else None,
+            g * self.saved_self(xp) if needs_other else None,
+        )
 
 
 _mul = binary_op("mul", np.multiply, MulBackward0, _FOR_OTHER, _FOR_OTHER)
@@ -1125,16 +1206,21 @@ class DivBackward2(Node):
 
     def backward(self, xp, g):
         needs = self.needs_grad  # (self,) or (self, other): a scalar other has no edge
-        return (xp.zeros_like(g) if needs[0] else None,
-                xp.zeros_like(g) if len(needs) > 1 and needs[1] else None)
+        return (
+            xp.zeros_like(g) if needs[0] else None,
+            xp.zeros_like(g) if len(needs) > 1 and needs[1] else None,
+        )
 
 
 def _div_rounded(input, other, mode):
     if mode not in ("trunc", "floor"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                           f"but found '{mode}'")
-    is_float = any(isinstance(t, Tensor) and t._data.dtype.kind == "f" or isinstance(t, float)
-                   for t in (input, other))
+        raise RuntimeError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{mode}'"
+        )
+    is_float = any(
+        isinstance(t, Tensor) and t._data.dtype.kind == "f" or isinstance(t, float)
+        for t in (input, other)
+    )
     if isinstance(input, Tensor):
         ad, bd = _operands(input, other, true_divide=is_float)
     else:
@@ -1149,8 +1235,9 @@ def _div_rounded(input, other, mode):
     tensors = [t for t in (input, other) if isinstance(t, Tensor)]
     if _state.record and any(t.requires_grad for t in tensors):
         node = DivBackward2(edges_of(input, other))
-        set_broadcast_meta(node, out, *(t if isinstance(t, Tensor) else None
-                                        for t in (input, other)))
+        set_broadcast_meta(
+            node, out, *(t if isinstance(t, Tensor) else None for t in (input, other))
+        )
         return result(out, node)
     return result(out, None)
 
@@ -1182,8 +1269,9 @@ def _remainder_array(a, b):
         _check_int_divisor(b)
         return np.mod(a, b)
     m = np.fmod(a, b)
-    return np.asarray(np.where((m != 0) & ((np.asarray(b) < 0) != (m < 0)), m + b, m),
-                      dtype=m.dtype)
+    return np.asarray(
+        np.where((m != 0) & ((np.asarray(b) < 0) != (m < 0)), m + b, m), dtype=m.dtype
+    )
 
 
 def edges_of(*xs):
@@ -1196,15 +1284,22 @@ def _not_implemented_backward(self, xp, g):
 
 # PyTorch records ops without a derivative formula as a node named ``NotImplemented`` whose
 # backward raises; autodiag does the same rather than inventing a gradient.
-NotImplementedBackward = type("NotImplemented", (Node,), {
-    "__slots__": ("op",), "backward": _not_implemented_backward,
-    "name": lambda self: "torch::autograd::NotImplemented"})
+NotImplementedBackward = type(
+    "NotImplemented",
+    (Node,),
+    {
+        "__slots__": ("op",),
+        "backward": _not_implemented_backward,
+        "name": lambda self: "torch::autograd::NotImplemented",
+    },
+)
 
 
 @register()
 def floor_divide(input, other):
-    with_grad = _state.record and any(isinstance(t, Tensor) and t.requires_grad
-                                  for t in (input, other))
+    with_grad = _state.record and any(
+        isinstance(t, Tensor) and t.requires_grad for t in (input, other)
+    )
     grad_mode_state = _state.record
     _state.record = False
     try:
@@ -1212,8 +1307,9 @@ def floor_divide(input, other):
     finally:
         _state.record = grad_mode_state
     if with_grad:
-        node = NotImplementedBackward(edges_of(input, other) if isinstance(other, Tensor)
-                                      else edges_of(input))
+        node = NotImplementedBackward(
+            edges_of(input, other) if isinstance(other, Tensor) else edges_of(input)
+        )
         node.op = "floor_divide"
         return result(out, node)
     return result(out, None)
@@ -1250,12 +1346,10 @@ def remainder(input, other):
             return result(out, node)
         node = RemainderBackward1((edge(a), edge(other)))
         # only the divisor's gradient, -g * floor(a / b), reads the operands
-        node._saved = ((save(a), save(other)) if other.requires_grad else (None, None))
+        node._saved = (save(a), save(other)) if other.requires_grad else (None, None)
         set_broadcast_meta(node, out, a, other)
         return result(out, node)
     return result(out, None)
-
-
 
 
 def _pow_array(a: np.ndarray, e) -> np.ndarray:
@@ -1371,8 +1465,6 @@ def _scalar_pow(base, exponent: Tensor):
     return result(out, None)
 
 
-
-
 class MaximumBackward0(_Binary):
     __slots__ = ()
 
@@ -1381,8 +1473,10 @@ class MaximumBackward0(_Binary):
         needs_self, needs_other = self.needs_grad
         # PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0); NaN keeps the gradient
         split = xp.where(a == b, g / 2, g)
-        return (xp.mask(~(a < b), split) if needs_self else None,
-                xp.mask(~(a > b), split) if needs_other else None)
+        return (
+            xp.mask(~(a < b), split) if needs_self else None,
+            xp.mask(~(a > b), split) if needs_other else None,
+        )
 
 
 class MinimumBackward0(_Binary):
@@ -1392,8 +1486,10 @@ class MinimumBackward0(_Binary):
         a, b = self.saved_self(xp), self.saved_other(xp)
         needs_self, needs_other = self.needs_grad
         split = xp.where(a == b, g / 2, g)
-        return (xp.mask(~(a > b), split) if needs_self else None,
-                xp.mask(~(a < b), split) if needs_other else None)
+        return (
+            xp.mask(~(a > b), split) if needs_self else None,
+            xp.mask(~(a < b), split) if needs_other else None,
+        )
 
 
 def _min_max(input, other, fn, cls):
@@ -1421,8 +1517,6 @@ def minimum(input, other):
     return _min_max(input, other, lambda a, b: np.minimum(b, a), MinimumBackward0)
 
 
-
-
 class WhereBackward0(Node):
     __slots__ = ()
     _saved_names = ("condition",)
@@ -1430,8 +1524,7 @@ class WhereBackward0(Node):
     def backward(self, xp, g):
         c = self.saved_condition(xp)
         needs_self, needs_other = self.needs_grad
-        return (xp.mask(c, g) if needs_self else None,
-                xp.mask(~c, g) if needs_other else None)
+        return (xp.mask(c, g) if needs_self else None, xp.mask(~c, g) if needs_other else None)
 
 
 @register(expr=True)
@@ -1440,8 +1533,10 @@ def where(condition, input=None, other=None):
         return tuple(result(i, None) for i in np.nonzero(as_tensor_operand(condition)._data))
     cond = as_tensor_operand(condition)
     if cond._data.dtype != np.bool_:
-        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
-                           f"with dtype {cond.dtype.name.capitalize()}")
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor "
+            f"with dtype {cond.dtype.name.capitalize()}"
+        )
     ta, tb = isinstance(input, Tensor), isinstance(other, Tensor)
     if ta and tb:
         a, b = input, other
@@ -1490,10 +1585,12 @@ gt = register("gt")(_compare(np.greater))
 ge = register("ge")(_compare(np.greater_equal))
 lt = register("lt")(_compare(np.less))
 le = register("le")(_compare(np.less_equal))
-greater, greater_equal, less, less_equal = (register("greater")(_compare(np.greater)),
-                                            register("greater_equal")(_compare(np.greater_equal)),
-                                            register("less")(_compare(np.less)),
-                                            register("less_equal")(_compare(np.less_equal)))
+greater, greater_equal, less, less_equal = (
+    register("greater")(_compare(np.greater)),
+    register("greater_equal")(_compare(np.greater_equal)),
+    register("less")(_compare(np.less)),
+    register("less_equal")(_compare(np.less_equal)),
+)
 not_equal = register("not_equal")(_compare(np.not_equal))
 
 

@@ -47,10 +47,12 @@ def check_reducible(name: str, d: np.ndarray, dims, full: bool, exc=RuntimeError
     the first empty dim otherwise (numpy would raise a ValueError of its own)."""
     if full:
         if d.size == 0:
-            tail = "" if exc is IndexError else (" Specify the reduction dim with the 'dim' "
-                                                 "argument.")
-            raise exc(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
-                      f"{tail}")
+            tail = (
+                "" if exc is IndexError else (" Specify the reduction dim with the 'dim' argument.")
+            )
+            raise exc(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0.{tail}"
+            )
         return
     for k in sorted(dims, reverse=True):  # PyTorch names the last empty one
         if d.shape[k] == 0:
@@ -103,8 +105,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.sum(axis=dims, keepdims=keepdim, dtype=npdt))
     if _state.record and x.requires_grad:
-        return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims,
-                              unreduce)
+        return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims, unreduce)
     return result(out, None)
 
 
@@ -116,8 +117,9 @@ def sum_to(g: Tensor, shape: tuple) -> Tensor:
     if not shape:
         return sum(g)  # PyTorch's sum_to: SumBackward0, not a view of a keepdim sum
     lead = g.ndim - len(shape)
-    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
-                                       if s == 1 and g._data.shape[i + lead] != 1)
+    dims = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and g._data.shape[i + lead] != 1
+    )
     if dims:
         g = sum(g, dims, keepdim=True)
     return g.reshape(shape) if tuple(g._data.shape) != shape else g
@@ -140,8 +142,10 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     x = as_tensor_operand(input)
     d = x._data
     if d.dtype.kind != "f" and dtype is None:
-        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
-                           f"floating point or complex dtype. Got: {x.dtype.scalar_name}")
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either a "
+            f"floating point or complex dtype. Got: {x.dtype.scalar_name}"
+        )
     if dtype is not None:
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
@@ -151,8 +155,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
         with np.errstate(all="ignore"):
             out = np.asarray(d.sum(axis=dims, keepdims=keepdim) / 0, dtype=d.dtype)
     if _state.record and x.requires_grad:
-        r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims,
-                           unreduce)
+        r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims, unreduce)
         r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
         return r
     return result(out, None)
@@ -198,17 +201,17 @@ def _prod_safe_zeros(xp, g, x, dim: int):
     if math.prod(x.shape) == 0 or n == 1:
         return g
     if xp.arrays:
-        ones = np.ones(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype=g.dtype)
+        ones = np.ones(x.shape[:dim] + (1,) + x.shape[dim + 1 :], dtype=g.dtype)
         cat = np.concatenate
-        normal = ARRAY.cumprod(cat([ones, x[(slice(None),) * dim + (slice(0, n - 1),)]], dim),
-                               dim)
+        normal = ARRAY.cumprod(cat([ones, x[(slice(None),) * dim + (slice(0, n - 1),)]], dim), dim)
         rest = np.flip(x[(slice(None),) * dim + (slice(1, n),)], dim)
         reverse = np.flip(ARRAY.cumprod(cat([ones, rest], dim), dim), dim)
         return g * (normal * reverse)
     from autodiag.ops.shape import cat
 
-    ones = wrap(np.ones(tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim + 1:]),
-                        dtype=g._data.dtype))
+    ones = wrap(
+        np.ones(tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim + 1 :]), dtype=g._data.dtype)
+    )
     normal = cumprod(cat([ones, x.narrow(dim, 0, n - 1)], dim), dim)
     rest = x.narrow(dim, 1, n - 1).flip(dim)
     reverse = cumprod(cat([ones, rest], dim), dim).flip(dim)
@@ -229,8 +232,14 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     out = np.asarray(d.prod(axis=dims, keepdims=keepdim, dtype=npdt))
     if _state.record and x.requires_grad:
-        return _record_reduce(ProdBackward0 if dim is None else ProdBackward1, x, out, dims,
-                              unreduce, ("self", "result"))
+        return _record_reduce(
+            ProdBackward0 if dim is None else ProdBackward1,
+            x,
+            out,
+            dims,
+            unreduce,
+            ("self", "result"),
+        )
     return result(out, None)
 
 
@@ -296,8 +305,9 @@ def _cumprod_backward_zeros(g, x, out, w, dim: int) -> np.ndarray:
     first_mask &= mask
     mask &= ~first_mask
     with np.errstate(all="ignore"):
-        between = (ARRAY.cumprod(np.where(mask, x, x.dtype.type(1)), dim) *
-                   np.where(count != 1, zero, g)).sum(axis=dim, keepdims=True)
+        between = (
+            ARRAY.cumprod(np.where(mask, x, x.dtype.type(1)), dim) * np.where(count != 1, zero, g)
+        ).sum(axis=dim, keepdims=True)
         upto = np.take_along_axis(out, np.maximum(first - 1, 0), axis=dim)
         at_zero = between * np.where(first == 0, upto.dtype.type(1), upto)
     grad_input[first_mask] = np.broadcast_to(at_zero, x.shape)[first_mask]
@@ -310,8 +320,9 @@ def _cumprod_backward_omitted(g: Tensor, x: Tensor, dim: int) -> Tensor:
     from autodiag.ops.shape import cat, stack
 
     n = x.shape[dim]
-    ones = wrap(np.ones(tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim + 1:]),
-                        dtype=g._data.dtype))
+    ones = wrap(
+        np.ones(tuple(x.shape[:dim]) + (1,) + tuple(x.shape[dim + 1 :]), dtype=g._data.dtype)
+    )
     cols = []
     for k in range(n):
         if k == 0:
@@ -403,8 +414,11 @@ class MaxBackward0(Node):
         from autodiag.ops.shape import scatter_into_zeros
 
         if not self.keepdim:
-            g = xp.expand_dims_to(g, (self.dim,), g.shape[:self.dim] + (1,) + g.shape[self.dim:]) \
-                if xp.arrays else g.unsqueeze(self.dim)
+            g = (
+                xp.expand_dims_to(g, (self.dim,), g.shape[: self.dim] + (1,) + g.shape[self.dim :])
+                if xp.arrays
+                else g.unsqueeze(self.dim)
+            )
             idx = np.expand_dims(idx, self.dim) if xp.arrays else idx.unsqueeze(self.dim)
         return (scatter_into_zeros(xp, g, self.dim, idx, self.in_shape),)
 
@@ -422,13 +436,16 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
     d = x._data
     if dim is None:
         if d.size == 0:
-            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
-                               f"input.numel() == 0. Specify the reduction dim with the 'dim' "
-                               f"argument.")
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for "
+                f"input.numel() == 0. Specify the reduction dim with the 'dim' "
+                f"argument."
+            )
         out = np.asarray(np_red(d))
         if _state.record and x.requires_grad:
-            return _record_reduce(full_cls, x, out, tuple(range(d.ndim)), tuple(range(d.ndim)),
-                                  ("self", "result"))
+            return _record_reduce(
+                full_cls, x, out, tuple(range(d.ndim)), tuple(range(d.ndim)), ("self", "result")
+            )
         return result(out, None)
     dim = wrap_dim(dim, d.ndim)
     if d.ndim:
@@ -453,16 +470,18 @@ def _max_min(input, dim, keepdim, other, np_red, np_arg, full_cls, dim_cls, pair
 def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001
     from autodiag.ops.pointwise import maximum
 
-    return _max_min(input, dim, keepdim, other, np.max, np.argmax, MaxBackward1, MaxBackward0,
-                    maximum, "max")
+    return _max_min(
+        input, dim, keepdim, other, np.max, np.argmax, MaxBackward1, MaxBackward0, maximum, "max"
+    )
 
 
 @register(expr=True)
 def min(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001
     from autodiag.ops.pointwise import minimum
 
-    return _max_min(input, dim, keepdim, other, np.min, np.argmin, MinBackward1, MinBackward0,
-                    minimum, "min")
+    return _max_min(
+        input, dim, keepdim, other, np.min, np.argmin, MinBackward1, MinBackward0, minimum, "min"
+    )
 
 
 class AmaxBackward0(_Reduce):
@@ -592,8 +611,11 @@ class VarBackward0(_Reduce):
                 factor = np.where(xd == md, math.nan, math.inf).astype(xd.dtype)
                 return g * (factor if xp.arrays else wrap(factor))
         else:
-            mu = x.mean(axis=self.dims, keepdims=True) if xp.arrays else \
-                x.mean(self.dims, keepdim=True)
+            mu = (
+                x.mean(axis=self.dims, keepdims=True)
+                if xp.arrays
+                else x.mean(self.dims, keepdim=True)
+            )
             dof = self.n - self.correction
             g = self.expand(xp, g)
         factor = 2.0 / dof if dof else math.copysign(math.inf, dof)
@@ -626,9 +648,12 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     # NOTE: PyTorch counts n as input numel / output numel: 0 for an empty input, whatever dims
     if (n if d.size else 0) - c <= 0:
         name = "std" if sqrt else "var"
-        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
-                      f"than the reduction factor (input numel divided by output numel).",
-                      UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
+            f"than the reduction factor (input numel divided by output numel).",
+            UserWarning,
+            stacklevel=3,
+        )
     # NOTE: PyTorch accumulates float32 in float64 here (a float32 sum of squares overflows past
     # ~1.8e19), and divides by max(0, n - correction): inf, or NaN for a zero sum.
     acc = d.astype(np.float64) if d.dtype.kind == "f" and d.dtype.itemsize < 8 else d
@@ -706,27 +731,32 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
     x = as_tensor_operand(x)
     d = x._data
     if d.dtype.kind != "f":
-        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {x.dtype.scalar_name}")
+        raise RuntimeError(
+            f"linalg.vector_norm: Expected a floating point or complex tensor as "
+            f"input. Got {x.dtype.scalar_name}"
+        )
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     if ord in (float("inf"), float("-inf")) and d.size == 0:
         # NOTE: max/min have no identity; PyTorch's message (its missing space included)
         p = "inf" if ord > 0 else "-inf"
         if dim is None:
-            raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on an empty "
-                               f"tensor because the operation does not have an identity")
-        for k in (dim if isinstance(dim, (tuple, list)) else (dim,)):  # in the order given
+            raise RuntimeError(
+                f"linalg.vector_norm cannot compute the {p} norm on an empty "
+                f"tensor because the operation does not have an identity"
+            )
+        for k in dim if isinstance(dim, (tuple, list)) else (dim,):  # in the order given
             k = wrap_dim(k, d.ndim)
             if d.shape[k] == 0:
-                raise RuntimeError(f"linalg.vector_norm cannot compute the {p} norm on the "
-                                   f"dimension {k}because this dimension is empty and the "
-                                   f"operation does not have an identity")
+                raise RuntimeError(
+                    f"linalg.vector_norm cannot compute the {p} norm on the "
+                    f"dimension {k}because this dimension is empty and the "
+                    f"operation does not have an identity"
+                )
     a = np.abs(d)
     if ord != 0 and builtins.all(d.shape[i] == 1 for i in dims):
         # NOTE: PyTorch's norm of a single element is its absolute value, with no power taken
         # (float32 norm(p=3) of 3e19 is 3e19, not inf); larger reductions overflow as PyTorch's
-        out = a if keepdim else a.reshape(tuple(s for i, s in enumerate(d.shape)
-                                                  if i not in dims))
+        out = a if keepdim else a.reshape(tuple(s for i, s in enumerate(d.shape) if i not in dims))
     elif ord == float("inf"):
         out = a.max(axis=dims, keepdims=keepdim)
     elif ord == float("-inf"):
@@ -736,7 +766,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
     elif ord == 2:
         out = np.sqrt((d * d).sum(axis=dims, keepdims=keepdim))
     else:
-        out = (a ** ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
+        out = (a**ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
     out = np.asarray(out, dtype=d.dtype)
     if _state.record and x.requires_grad:
         r = _record_reduce(LinalgVectorNormBackward0, x, out, dims, unreduce, ("self", "result"))
@@ -758,8 +788,7 @@ class LogsumexpBackward0(_Reduce):
 @register(expr=True)
 def logsumexp(input, dim, keepdim: bool = False):
     x = as_tensor_operand(input)
-    d = x._data if x._data.dtype.kind == "f" else x._data.astype(
-        dtypes.get_default_dtype().np)
+    d = x._data if x._data.dtype.kind == "f" else x._data.astype(dtypes.get_default_dtype().np)
     if isinstance(dim, (tuple, list)) and not dim:
         # PyTorch 2.13 fails here too (with "output with shape [] doesn't match the broadcast
         # shape [1]"); reducing over everything, as other reductions do, would be a guess
@@ -812,8 +841,9 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
         x = x.to(dtype)  # a recorded cast (ToCopyBackward0), as PyTorch casts before softmax
     d = x._data
     if d.dtype.kind != "f":
-        raise RuntimeError(f"\"softmax_lastdim_kernel_impl\" not implemented for "
-                           f"'{x.dtype.scalar_name}'")
+        raise RuntimeError(
+            f"\"softmax_lastdim_kernel_impl\" not implemented for '{x.dtype.scalar_name}'"
+        )
     dim = wrap_dim(dim, d.ndim)
     ax = dim if d.ndim else None
     # NOTE: an infinite maximum is subtracted as it is, as PyTorch does: a row holding +inf is

@@ -123,12 +123,14 @@ def _infer_shape(shape, numel: int) -> tuple:
             known *= s
     if -1 in shape:
         if known == 0 or numel % known:
-            raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of "
-                               f"size {numel}")
+            raise RuntimeError(
+                f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size {numel}"
+            )
         shape = tuple(numel // known if s == -1 else s for s in shape)
     elif known != numel:
-        raise RuntimeError(f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size "
-                           f"{numel}")
+        raise RuntimeError(
+            f"shape '[{', '.join(map(str, shape))}]' is invalid for input of size {numel}"
+        )
     return shape
 
 
@@ -142,9 +144,11 @@ def view(input, *shape):
         out = d.view()
         out.shape = shape  # raises when a copy would be needed, as torch's view does
     except AttributeError:
-        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
-                           "least one dimension spans across two contiguous subspaces). Use "
-                           ".reshape(...) instead.") from None
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at "
+            "least one dimension spans across two contiguous subspaces). Use "
+            ".reshape(...) instead."
+        ) from None
     return _shape_op(input, out, ViewBackward0)
 
 
@@ -190,7 +194,7 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     if s == e:
         return input
     # the flattened size itself, not -1: with a size-0 dim elsewhere -1 is undetermined
-    return reshape(input, d.shape[:s] + (int(np.prod(d.shape[s:e + 1])),) + d.shape[e + 1:])
+    return reshape(input, d.shape[:s] + (int(np.prod(d.shape[s : e + 1])),) + d.shape[e + 1 :])
 
 
 @register()
@@ -199,8 +203,10 @@ def unflatten(input, dim: int, sizes):
     if d.ndim == 0:
         wrap_dim(dim, 0)  # IndexError outside [-1, 0]
         # PyTorch's own wording (its dim wrapping fails inside unflatten)
-        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} "
-                           f"but tensor has no dimensions")
+        raise RuntimeError(
+            f"unflatten got an unexpected error:\nDimension specified as {dim} "
+            f"but tensor has no dimensions"
+        )
     dim = wrap_dim(dim, d.ndim)
     sizes = tuple(int(s) for s in sizes)
     if not sizes:
@@ -208,15 +214,16 @@ def unflatten(input, dim: int, sizes):
     n = d.shape[dim]
     known = int(np.prod([s for s in sizes if s != -1]))
     if sizes.count(-1) > 1:
-        raise RuntimeError("unflatten got an unexpected error:\nonly one dimension can be "
-                           "inferred")
-    if (known != n if -1 not in sizes else (known == 0 or n % known)):
-        raise RuntimeError(f"unflatten: Provided sizes [{', '.join(map(str, sizes))}] don't "
-                           f"multiply up to the size of dim {dim} ({n}) in the input tensor")
+        raise RuntimeError("unflatten got an unexpected error:\nonly one dimension can be inferred")
+    if known != n if -1 not in sizes else (known == 0 or n % known):
+        raise RuntimeError(
+            f"unflatten: Provided sizes [{', '.join(map(str, sizes))}] don't "
+            f"multiply up to the size of dim {dim} ({n}) in the input tensor"
+        )
     if -1 in sizes:  # inferred here: next to a size-0 dim a reshape could not
         sizes = tuple(n // known if s == -1 else s for s in sizes)
     # splitting one dim is always a view (ViewBackward0, also on a strided input)
-    return view(input, d.shape[:dim] + sizes + d.shape[dim + 1:])
+    return view(input, d.shape[:dim] + sizes + d.shape[dim + 1 :])
 
 
 @register()
@@ -242,8 +249,9 @@ class TransposeBackward0(Node):
     __slots__ = ("dim0", "dim1")
 
     def backward(self, xp, g):
-        return (xp.mT(g) if (self.dim0, self.dim1) == (-2, -1) else
-                _swap(xp, g, self.dim0, self.dim1),)
+        return (
+            xp.mT(g) if (self.dim0, self.dim1) == (-2, -1) else _swap(xp, g, self.dim0, self.dim1),
+        )
 
     def _saved_extra(self):
         return {"dim0": self.dim0, "dim1": self.dim1}
@@ -303,9 +311,11 @@ def permute(input, *dims):
         dims = tuple(dims[0])
     d = input._data
     if len(dims) != d.ndim:
-        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
-                           f"not match the length of the desired ordering of dimensions i.e. "
-                           f"input.dim() = {d.ndim} is not equal to len(dims) = {len(dims)}")
+        raise RuntimeError(
+            f"permute(sparse_coo): number of dimensions in the tensor input does "
+            f"not match the length of the desired ordering of dimensions i.e. "
+            f"input.dim() = {d.ndim} is not equal to len(dims) = {len(dims)}"
+        )
     dims = tuple(wrap_dim(x, d.ndim) for x in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
@@ -314,7 +324,6 @@ def permute(input, *dims):
         node = PermuteBackward0((edge(input),))
         node.dims = dims
     return _make_view(input, d.transpose(dims), node)
-
 
 
 class FlipBackward0(Node):
@@ -355,16 +364,22 @@ def _T(self):
 
 
 Tensor.T = property(_T)
+
+
 def _mT(self):
     nd = self._data.ndim
     if nd == 0:
         # NOTE: PyTorch returns the tensor itself (deprecated; a warning says so)
-        warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity in "
-                      "these cases.", UserWarning, stacklevel=2)
+        warnings.warn(
+            "Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+            UserWarning,
+            stacklevel=2,
+        )
         return self
     if nd == 1:
-        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
-                           "Got 1-D tensor.")
+        raise RuntimeError(
+            "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor."
+        )
     return transpose(self, -2, -1)
 
 
@@ -388,24 +403,27 @@ def expand(input, *sizes):
     d = input._data
     if len(sizes) < d.ndim:
         dims = ", ".join(map(str, d.shape))
-        raise RuntimeError(f"expand({input.dtype.legacy_type_name}{{[{dims}]}}, "
-                           f"size=[{', '.join(map(str, sizes))}]): the number of sizes provided "
-                           f"({len(sizes)}) must be greater or equal to the number of dimensions "
-                           f"in the tensor ({d.ndim})")
+        raise RuntimeError(
+            f"expand({input.dtype.legacy_type_name}{{[{dims}]}}, "
+            f"size=[{', '.join(map(str, sizes))}]): the number of sizes provided "
+            f"({len(sizes)}) must be greater or equal to the number of dimensions "
+            f"in the tensor ({d.ndim})"
+        )
     lead = len(sizes) - d.ndim
     shape = tuple(d.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     for i in range(d.ndim):
         if d.shape[i] != 1 and d.shape[i] != shape[i + lead]:
-            raise RuntimeError(f"The expanded size of the tensor ({shape[i + lead]}) must match "
-                               f"the existing size ({d.shape[i]}) at non-singleton dimension "
-                               f"{i + lead}.  Target sizes: [{', '.join(map(str, sizes))}].  "
-                               f"Tensor sizes: [{', '.join(map(str, d.shape))}]")
+            raise RuntimeError(
+                f"The expanded size of the tensor ({shape[i + lead]}) must match "
+                f"the existing size ({d.shape[i]}) at non-singleton dimension "
+                f"{i + lead}.  Target sizes: [{', '.join(map(str, sizes))}].  "
+                f"Tensor sizes: [{', '.join(map(str, d.shape))}]"
+            )
     node = None
     if _state.record and input.requires_grad:
         node = ExpandBackward0((edge(input),))
         node.in_shape = d.shape
     return _make_view(input, np.broadcast_to(d, shape), node)
-
 
 
 # --- diagonal and movedim (einsum's repeated labels) -----------------------------------------
@@ -438,8 +456,12 @@ class DiagonalBackward0(Node):
         return (diagonal_backward(xp, g, self.in_shape, self.offset, self.dim1, self.dim2),)
 
     def _saved_extra(self):
-        return {"self_sym_sizes": self.in_shape, "offset": self.offset, "dim1": self.dim1,
-                "dim2": self.dim2}
+        return {
+            "self_sym_sizes": self.in_shape,
+            "offset": self.offset,
+            "dim1": self.dim1,
+            "dim2": self.dim2,
+        }
 
 
 class DiagonalBackwardBackward0(Node):
@@ -498,8 +520,10 @@ def movedim(input, source, destination):
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
-        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) "
-                           f"should contain the same number of dims as destination ({dst} dims)")
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({src} dims) "
+            f"should contain the same number of dims as destination ({dst} dims)"
+        )
     src = [wrap_dim(s, nd) for s in src]
     dst = [wrap_dim(s, nd) for s in dst]
     for name, dims in (("source", src), ("destination", dst)):
@@ -516,6 +540,7 @@ def movedim(input, source, destination):
 
 
 moveaxis = register("moveaxis")(movedim)
+
 
 @register(home="Tensor")
 def expand_as(input, other):
@@ -554,8 +579,10 @@ def repeat(input, *repeats):
         repeats = tuple(repeats[0])
     d = input._data
     if len(repeats) < d.ndim:
-        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
-                           "of dimensions of tensor")
+        raise RuntimeError(
+            "Number of dimensions of repeat dims can not be smaller than number "
+            "of dimensions of tensor"
+        )
     out = np.tile(d.reshape((1,) * (len(repeats) - d.ndim) + d.shape), repeats)
     if _state.record and input.requires_grad:
         node = RepeatBackward0((edge(input),))
@@ -607,8 +634,9 @@ def scatter_into_zeros(xp, g, dim: int, idx, shape):
         return z if shape else xp.reshape(z, ())
     if len(shape) <= 1 and idx.ndim <= 1:
         # 0-d and 1-d tensors mix freely in gather (PyTorch): work on 1-d views
-        flat = embed(xp, xp.reshape(g, (idx.size,)), (shape[0] if shape else 1,),
-                     (idx.reshape(-1),), True)
+        flat = embed(
+            xp, xp.reshape(g, (idx.size,)), (shape[0] if shape else 1,), (idx.reshape(-1),), True
+        )
         return xp.reshape(flat, shape)
     grid = list(np.indices(idx.shape, sparse=True))
     grid[dim] = idx
@@ -704,9 +732,12 @@ def getitem(self: Tensor, index, _cls=None):
     if n_used > self.ndim:
         raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
     if Ellipsis in [i for i in index if not isinstance(i, (Tensor, np.ndarray, list))]:
-        pos = [k for k, i in enumerate(index) if i is Ellipsis and not isinstance(
-            i, (Tensor, np.ndarray, list))][0]
-        index = index[:pos] + (slice(None),) * (self.ndim - n_used) + index[pos + 1:]
+        pos = [
+            k
+            for k, i in enumerate(index)
+            if i is Ellipsis and not isinstance(i, (Tensor, np.ndarray, list))
+        ][0]
+        index = index[:pos] + (slice(None),) * (self.ndim - n_used) + index[pos + 1 :]
     t = self
     dim = 0
     adv = []  # (dim, array) in order
@@ -719,16 +750,18 @@ def getitem(self: Tensor, index, _cls=None):
             t = unsqueeze(t, dim)
             adv.append((dim, np.zeros(1 if it else 0, dtype=np.int64)))
             dim += 1
-        elif isinstance(it, (int, np.integer)) or (isinstance(it, Tensor) and it.ndim == 0 and
-                                                   it._data.dtype.kind in "iu" and not adv):
+        elif isinstance(it, (int, np.integer)) or (
+            isinstance(it, Tensor) and it.ndim == 0 and it._data.dtype.kind in "iu" and not adv
+        ):
             t = select(t, dim, int(it))
         elif isinstance(it, slice):
             n = t._data.shape[dim]
             start, stop, step = it.indices(n)
             if step <= 0:
                 raise ValueError("step must be greater than zero")
-            full = (it.start in (None, 0) and (it.stop is None or it.stop >= n) and
-                    it.step in (None, 1))
+            full = (
+                it.start in (None, 0) and (it.stop is None or it.stop >= n) and it.step in (None, 1)
+            )
             if lone or not full:
                 t = _basic(t, (slice(None),) * dim + (slice(start, stop, step),), SliceBackward0)
             dim += 1
@@ -761,8 +794,9 @@ def getitem(self: Tensor, index, _cls=None):
     if _state.record and t.requires_grad:
         node = (_cls or IndexBackward0)((edge(t),))
         node.in_shape, node.index = d.shape, full_t
-        node.accumulate = any(a.dtype != np.bool_ for a in (x for x in full_t
-                                                            if isinstance(x, np.ndarray)))
+        node.accumulate = any(
+            a.dtype != np.bool_ for a in (x for x in full_t if isinstance(x, np.ndarray))
+        )
         return result(out, node)
     return result(np.array(out), None)
 
@@ -815,20 +849,27 @@ def cat(tensors, dim: int = 0):
         if t.ndim == 1 and t.numel() == 0:
             continue
         if t.ndim != ref.ndim:
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.ndim} and "
-                               f"{t.ndim}")
+            raise RuntimeError(
+                f"Tensors must have same number of dimensions: got {ref.ndim} and {t.ndim}"
+            )
         for k in range(t.ndim):
             if k != dim and t._data.shape[k] != ref._data.shape[k]:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
-                                   f"Expected size {ref._data.shape[k]} but got size "
-                                   f"{t._data.shape[k]} for tensor number {i} in the list.")
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {dim}. "
+                    f"Expected size {ref._data.shape[k]} but got size "
+                    f"{t._data.shape[k]} for tensor number {i} in the list."
+                )
     out = np.concatenate(datas, axis=dim) if datas else np.zeros((0,), dt)
     if _state.record and any(t.requires_grad for t in ts):
         node = CatBackward0(tuple(edge(t) for t in ts))
         node.dim = dim
-        node.sizes = tuple((0 if (t.ndim == 1 and t.numel() == 0) else t._data.shape[dim],
-                            t.requires_grad and not (t.ndim == 1 and t.numel() == 0))
-                           for t in ts)
+        node.sizes = tuple(
+            (
+                0 if (t.ndim == 1 and t.numel() == 0) else t._data.shape[dim],
+                t.requires_grad and not (t.ndim == 1 and t.numel() == 0),
+            )
+            for t in ts
+        )
         metas = tuple((t._data.shape, t._data.dtype) for t in ts)
         if any(m[1] != out.dtype for m in metas):
             node._input_meta = tuple((None, m[1]) for m in metas)
@@ -846,8 +887,7 @@ class StackBackward0(Node):
     def backward(self, xp, g):
         n = g.shape[self.dim]
         needs = self.needs_grad  # one per stacked tensor
-        return tuple(g[(slice(None),) * self.dim + (i,)] if needs[i] else None
-                     for i in range(n))
+        return tuple(g[(slice(None),) * self.dim + (i,)] if needs[i] else None for i in range(n))
 
     def _saved_extra(self):
         return {"dim": self.dim}
@@ -860,9 +900,11 @@ def stack(tensors, dim: int = 0):
         raise RuntimeError("stack expects a non-empty TensorList")
     for i, t in enumerate(ts):
         if t._data.shape != ts[0]._data.shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
-                               f"[{', '.join(map(str, ts[0]._data.shape))}] at entry 0 and "
-                               f"[{', '.join(map(str, t._data.shape))}] at entry {i}")
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got "
+                f"[{', '.join(map(str, ts[0]._data.shape))}] at entry 0 and "
+                f"[{', '.join(map(str, t._data.shape))}] at entry {i}"
+            )
     dim = wrap_dim(dim, ts[0].ndim + 1)
     dt = dtypes.result_type(ts).np
     out = np.stack([t._data.astype(dt, copy=False) for t in ts], axis=dim)
@@ -911,11 +953,11 @@ def split(tensor, split_size_or_sections, dim: int = 0):
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
         if s < 0:
-            raise RuntimeError(f"split expects split_size be non-negative, but got "
-                               f"split_size={s}")
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
         if s == 0 and n:
-            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
-                               f"dimension size of {n}")
+            raise RuntimeError(
+                f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}"
+            )
         # as ATen: at least one piece (an empty dim splits into one empty piece)
         count = max(-(-n // s), 1) if s else 1
         sizes = [s] * (count - 1) + [n - s * (count - 1)]
@@ -923,9 +965,11 @@ def split(tensor, split_size_or_sections, dim: int = 0):
     else:
         sizes = list(split_size_or_sections)
         if sum(sizes) != n:
-            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
-                               f"(input tensor's size at dimension {dim}), but got "
-                               f"split_sizes=[{', '.join(map(str, sizes))}]")
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                f"(input tensor's size at dimension {dim}), but got "
+                f"split_sizes=[{', '.join(map(str, sizes))}]"
+            )
         cls = SplitWithSizesBackward0
     node = None
     if _state.record and tensor.requires_grad:
@@ -961,7 +1005,7 @@ class UnbindBackward0(Node):
     __slots__ = ("dim", "in_shape", "_num_outputs")
 
     def _apply(self, xp, grads):
-        shape = self.in_shape[:self.dim] + self.in_shape[self.dim + 1:]
+        shape = self.in_shape[: self.dim] + self.in_shape[self.dim + 1 :]
         ref = next(x for x in grads if x is not None)
         parts = [xp.zeros(shape, ref) if g is None else g for g in grads]
         if xp.arrays:
@@ -1030,7 +1074,8 @@ def gather(input, dim: int, index):
                 raise RuntimeError(
                     f"Size does not match at dimension {k} expected index "
                     f"[{', '.join(map(str, ix.shape))}] to be no larger than self "
-                    f"[{', '.join(map(str, d.shape))}] apart from dimension {dim}")
+                    f"[{', '.join(map(str, d.shape))}] apart from dimension {dim}"
+                )
     if ix.size and (ix.min() < 0 or ix.max() >= n):
         bad = ix.min() if ix.min() < 0 else ix.max()
         raise RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
@@ -1065,8 +1110,9 @@ def index_select(input, dim: int, index):
     dim = wrap_dim(dim, d.ndim)
     idx = idx.reshape(-1)  # a 0-d index selects like a 1-element one (PyTorch)
     if d.ndim == 0 and idx.size != 1:
-        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
-                           f"{idx.size} value(s)")
+        raise RuntimeError(
+            f"index_select(): Index to scalar can have only 1 value, got {idx.size} value(s)"
+        )
     if idx.size and (idx.min() < 0 or idx.max() >= (d.shape[dim] if d.ndim else 1)):
         raise IndexError("index out of range in self")
     if d.ndim:
@@ -1099,8 +1145,7 @@ class MaskedFillBackward1(Node):
     def backward(self, xp, g):
         m = self.saved_mask(xp)
         needs_self, needs_value = self.needs_grad
-        return (xp.mask(~m, g) if needs_self else None,
-                xp.mask(m, g) if needs_value else None)
+        return (xp.mask(~m, g) if needs_self else None, xp.mask(m, g) if needs_value else None)
 
 
 @register()
@@ -1185,9 +1230,15 @@ def _caster(dt):
     return cast
 
 
-for _n, _dt in (("float", dtypes.float32), ("double", dtypes.float64), ("half", dtypes.float16),
-                ("long", dtypes.int64), ("int", dtypes.int32), ("bool", dtypes.bool),
-                ("short", dtypes.int16)):
+for _n, _dt in (
+    ("float", dtypes.float32),
+    ("double", dtypes.float64),
+    ("half", dtypes.float16),
+    ("long", dtypes.int64),
+    ("int", dtypes.int32),
+    ("bool", dtypes.bool),
+    ("short", dtypes.int16),
+):
     setattr(Tensor, _n, _caster(_dt))
 
 

@@ -93,12 +93,18 @@ _STALE_CLASSES: set = set()
 def _stale_class(cls):
     s = _STALE.get(cls)
     if s is None:
-        s = type(cls.__name__, (cls,), {
-            "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
-            "grad_fn": property(_stale_grad_fn, _set_grad_fn),
-            "requires_grad": property(_stale_requires_grad, _set_requires_grad),
-            "_fresh_class": cls,
-        })
+        s = type(
+            cls.__name__,
+            (cls,),
+            {
+                "__slots__": (),
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+                "grad_fn": property(_stale_grad_fn, _set_grad_fn),
+                "requires_grad": property(_stale_requires_grad, _set_requires_grad),
+                "_fresh_class": cls,
+            },
+        )
         _STALE[cls] = s
         _STALE_CLASSES.add(s)
     return s
@@ -150,33 +156,45 @@ def rebase_error(v: Tensor, grad_fn, indirect: bool) -> str:
     meta = v._creation
     what = "its base or another view of its base has been" if indirect else "is being"
     if grad_fn is not None:
-        msg = (f"Output {v._output_nr} of {forward_op_name(grad_fn)} is a view and {what} "
-               f"modified inplace.")
+        msg = (
+            f"Output {v._output_nr} of {forward_op_name(grad_fn)} is a view and {what} "
+            f"modified inplace."
+        )
     elif meta == INFERENCE_MODE:
         msg = f"A view was created in inference mode and {what} modified inplace in normal mode."
     else:
-        msg = f"A view was created in no_grad mode and {what} modified inplace with grad mode " \
-              f"enabled."
+        msg = (
+            f"A view was created in no_grad mode and {what} modified inplace with grad mode "
+            f"enabled."
+        )
     if meta == MULTI_OUTPUT_NODE:
-        msg += (" This view is the output of a function that returns multiple views. Such "
-                "functions do not allow the output views to be modified inplace. You should "
-                "replace the inplace operation by an out-of-place one.")
+        msg += (
+            " This view is the output of a function that returns multiple views. Such "
+            "functions do not allow the output views to be modified inplace. You should "
+            "replace the inplace operation by an out-of-place one."
+        )
     elif meta == NO_GRAD_MODE:
-        msg += (" Given that this use case is ambiguous and error-prone, it is forbidden. You "
-                "can clarify your code by moving both the view and the inplace either both "
-                "inside the no_grad block (if you don't want the inplace to be tracked) or both "
-                "outside (if you want the inplace to be tracked).")
+        msg += (
+            " Given that this use case is ambiguous and error-prone, it is forbidden. You "
+            "can clarify your code by moving both the view and the inplace either both "
+            "inside the no_grad block (if you don't want the inplace to be tracked) or both "
+            "outside (if you want the inplace to be tracked)."
+        )
     elif meta == INFERENCE_MODE:
-        msg += (" Given that this use case is ambiguous and error-prone, it is forbidden. You "
-                "can clarify your code by moving both the view and the inplace either both "
-                "inside the inference_mode block (if you don't want the inplace to be tracked) "
-                "or both outside (if you want the inplace to be tracked).")
+        msg += (
+            " Given that this use case is ambiguous and error-prone, it is forbidden. You "
+            "can clarify your code by moving both the view and the inplace either both "
+            "inside the inference_mode block (if you don't want the inplace to be tracked) "
+            "or both outside (if you want the inplace to be tracked)."
+        )
     else:
-        msg += (" This view was created inside a custom Function (or because an input was "
-                "returned as-is) and the autograd logic to handle view+inplace would override "
-                "the custom backward associated with the custom Function, leading to incorrect "
-                "gradients. This behavior is forbidden. You can fix this by cloning the output "
-                "of the custom Function.")
+        msg += (
+            " This view was created inside a custom Function (or because an input was "
+            "returned as-is) and the autograd logic to handle view+inplace would override "
+            "the custom backward associated with the custom Function, leading to incorrect "
+            "gradients. This behavior is forbidden. You can fix this by cloning the output "
+            "of the custom Function."
+        )
     return msg
 
 
@@ -191,8 +209,10 @@ def positions(base: np.ndarray, view: np.ndarray) -> np.ndarray:
     idx = _positions(base, view)
     if idx.size and (idx.min() < 0 or idx.max() >= base.size):
         # never a wrong gradient: a "view" that does not share its base's memory is a bug
-        raise NotImplementedError("autodiag: an in-place write through a view whose memory is "
-                                  "not its base's is not supported; clone() the view first")
+        raise NotImplementedError(
+            "autodiag: an in-place write through a view whose memory is "
+            "not its base's is not supported; clone() the view first"
+        )
     return idx
 
 
@@ -216,9 +236,9 @@ def _positions(base: np.ndarray, view: np.ndarray) -> np.ndarray:
     buf = np.full((hi - lo) // isz + 1, -1, dtype=np.int64)
     st = np.lib.stride_tricks.as_strided
     bst = tuple(s // isz * 8 for s in base.strides)
-    st(buf[-lo // isz:], base.shape, bst)[...] = np.arange(base.size).reshape(base.shape)
+    st(buf[-lo // isz :], base.shape, bst)[...] = np.arange(base.size).reshape(base.shape)
     vst = tuple(s // isz * 8 for s in view.strides)
-    return st(buf[(off - lo) // isz:], view.shape, vst).copy()
+    return st(buf[(off - lo) // isz :], view.shape, vst).copy()
 
 
 def overlaps(a: np.ndarray) -> bool:
@@ -226,9 +246,11 @@ def overlaps(a: np.ndarray) -> bool:
     return a.size > 1 and any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides))
 
 
-OVERLAP_ERROR = ("unsupported operation: more than one element of the written-to tensor refers "
-                 "to a single memory location. Please clone() the tensor before performing the "
-                 "operation.")
+OVERLAP_ERROR = (
+    "unsupported operation: more than one element of the written-to tensor refers "
+    "to a single memory location. Please clone() the tensor before performing the "
+    "operation."
+)
 
 
 def set_geometry(node, base: np.ndarray, view: np.ndarray) -> None:
@@ -269,8 +291,13 @@ class AsStridedBackward0(Node):
     def _saved_extra(self):
         pos = self.positions
         size = pos.shape
-        stride = tuple(
-            int(pos[(0,) * k + (1,) + (0,) * (pos.ndim - k - 1)] - pos.flat[0]) if n > 1 else 1
-            for k, n in enumerate(size)) if pos.size else (1,) * pos.ndim
+        stride = (
+            tuple(
+                int(pos[(0,) * k + (1,) + (0,) * (pos.ndim - k - 1)] - pos.flat[0]) if n > 1 else 1
+                for k, n in enumerate(size)
+            )
+            if pos.size
+            else (1,) * pos.ndim
+        )
         offset = int(pos.flat[0]) if pos.size else 0
         return {"size": size, "stride": stride, "storage_offset": offset}

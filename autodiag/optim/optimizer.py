@@ -75,8 +75,10 @@ def _hooked_step(step):
                     if isinstance(r, tuple) and len(r) == 2:
                         args, kwargs = r
                     else:
-                        raise RuntimeError(f"{pre} must return None or a tuple of (new_args, "
-                                           f"new_kwargs), but got {r}.")
+                        raise RuntimeError(
+                            f"{pre} must return None or a tuple of (new_args, "
+                            f"new_kwargs), but got {r}."
+                        )
             out = step(self, *args, **kwargs)
             for post in list(self._optimizer_step_post_hooks.values()):
                 post(self, args, kwargs)
@@ -154,8 +156,10 @@ class Optimizer:
         self._optimizer_step_pre_hooks = _HookDict()
         self._optimizer_step_post_hooks = _HookDict()
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of "
-                            "Tensors or dicts, but got " + _typename(params))
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of "
+                "Tensors or dicts, but got " + _typename(params)
+            )
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict] = []
         param_groups = list(params)
@@ -183,9 +187,11 @@ class Optimizer:
         if isinstance(params, Tensor):
             param_group["params"] = [params]
         elif isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, "
-                            "but the ordering of tensors in sets will change between runs. Please "
-                            "use a list instead.")
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, "
+                "but the ordering of tensors in sets will change between runs. Please "
+                "use a list instead."
+            )
         else:
             param_group["params"] = list(params)
         names, tensors = [], []
@@ -198,33 +204,41 @@ class Optimizer:
         param_group["params"] = tensors
         if names:
             if len(names) != len(tensors):
-                raise ValueError("all optimizer params should be with/without names. Some param "
-                                 "names are missing")
+                raise ValueError(
+                    "all optimizer params should be with/without names. Some param "
+                    "names are missing"
+                )
             param_group["param_names"] = names
         for p in tensors:
             if not isinstance(p, Tensor):
-                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
-                                + _typename(p))
-            if not self.defaults.get("differentiable", None) and not (p.is_leaf
-                                                                      or p.retains_grad):
+                raise TypeError(
+                    "optimizer can only optimize Tensors, but one of the params is " + _typename(p)
+                )
+            if not self.defaults.get("differentiable", None) and not (p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
-                raise ValueError(f"parameter group didn't specify a value of required "
-                                 f"optimization parameter {name}")
+                raise ValueError(
+                    f"parameter group didn't specify a value of required "
+                    f"optimization parameter {name}"
+                )
             param_group.setdefault(name, default)
         if len(tensors) != len({id(p) for p in tensors}):
-            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
-                          "future, this will cause an error; see "
-                          "github.com/pytorch/pytorch/issues/40967 for more information",
-                          stacklevel=3)
+            warnings.warn(
+                "optimizer contains a parameter group with duplicate parameters; in "
+                "future, this will cause an error; see "
+                "github.com/pytorch/pytorch/issues/40967 for more information",
+                stacklevel=3,
+            )
         seen = set()
         for group in self.param_groups:
             seen.update(id(p) for p in group["params"])
             if ("param_names" in param_group) != ("param_names" in group):
                 txt = "with names" if "param_names" in param_group else "without names"
-                raise ValueError(f"all optimizer param groups should be with/without names. "
-                                 f"cannot add param group {txt} to the optimizer")
+                raise ValueError(
+                    f"all optimizer param groups should be with/without names. "
+                    f"cannot add param group {txt} to the optimizer"
+                )
         if seen & {id(p) for p in tensors}:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
@@ -270,15 +284,17 @@ class Optimizer:
         def pack_group(group):
             nonlocal start
             packed = {k: v for k, v in group.items() if k != "params"}
-            mappings.update({id(p): i for i, p in enumerate(group["params"], start)
-                             if id(p) not in mappings})
+            mappings.update(
+                {id(p): i for i, p in enumerate(group["params"], start) if id(p) not in mappings}
+            )
             packed["params"] = [mappings[id(p)] for p in group["params"]]
             start += len(packed["params"])
             return packed
 
         param_groups = [pack_group(g) for g in self.param_groups]
-        packed_state = {(mappings[id(k)] if isinstance(k, Tensor) else k): v
-                        for k, v in self.state.items()}
+        packed_state = {
+            (mappings[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()
+        }
         return {"state": packed_state, "param_groups": param_groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -290,10 +306,16 @@ class Optimizer:
         if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
-            raise ValueError("loaded state dict contains a parameter group that doesn't match the "
-                             "size of optimizer's group")
-        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
-                          chain.from_iterable(g["params"] for g in groups)))
+            raise ValueError(
+                "loaded state dict contains a parameter group that doesn't match the "
+                "size of optimizer's group"
+            )
+        id_map = dict(
+            zip(
+                chain.from_iterable(g["params"] for g in saved_groups),
+                chain.from_iterable(g["params"] for g in groups),
+            )
+        )
 
         def cast(param, value, key=None):
             if isinstance(value, Tensor):
@@ -321,8 +343,7 @@ class Optimizer:
         self.param_groups = saved_groups
 
     def __getstate__(self) -> dict:
-        return {"defaults": self.defaults, "state": self.state,
-                "param_groups": self.param_groups}
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -337,5 +358,3 @@ class Optimizer:
                 if key != "params":
                     s += f"    {key}: {group[key]}\n"
         return s + ")"
-
-

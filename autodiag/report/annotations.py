@@ -42,12 +42,17 @@ def relative_path(path: str) -> str:
     return os.path.relpath(full, cwd)
 
 
-def annotation(level: str, message: str, *, file: str | None = None, line: int | None = None,
-               title: str | None = None) -> str:
+def annotation(
+    level: str,
+    message: str,
+    *,
+    file: str | None = None,
+    line: int | None = None,
+    title: str | None = None,
+) -> str:
     """One workflow command line (without the newline)."""
     if level not in LEVELS:
-        raise ValueError(f"unknown annotation level {level!r}; expected one of "
-                         f"{', '.join(LEVELS)}")
+        raise ValueError(f"unknown annotation level {level!r}; expected one of {', '.join(LEVELS)}")
     props = []
     if file and not file.startswith("<"):  # <string>, <stdin>: no file GitHub could show
         props.append(f"file={escape_property(relative_path(file))}")
@@ -67,6 +72,7 @@ def from_findings(findings: list) -> list[str]:
         loc = f.location or {}
         level = "warning" if f.severity == "warning" else "error"
         text = f.message + (f"\n{f.hint}" if f.hint else "")
-        out.append(annotation(level, text, file=loc.get("file"), line=loc.get("line"),
-                              title=f.kind))
+        out.append(
+            annotation(level, text, file=loc.get("file"), line=loc.get("line"), title=f.kind)
+        )
     return out

@@ -12,22 +12,29 @@ def render(console, findings: list[dict], info: dict) -> None:
     if not findings:
         calls = info["calls"]
         if info.get("failed"):
-            console.print(f"no NaN or Inf in {escape(info['target'])} before it stopped "
-                          f"({calls} backward call{'s' if calls != 1 else ''}).")
+            console.print(
+                f"no NaN or Inf in {escape(info['target'])} before it stopped "
+                f"({calls} backward call{'s' if calls != 1 else ''})."
+            )
             return
         if not calls:  # nothing to say about gradients: no ✓
             ops = info.get("ops", 0)
-            console.print(f"no NaN or Inf in {escape(info['target'])}: every output of its {ops} "
-                          f"op{'s' if ops != 1 else ''} was finite; it made no backward() call, "
-                          f"so no gradient was checked.")
+            console.print(
+                f"no NaN or Inf in {escape(info['target'])}: every output of its {ops} "
+                f"op{'s' if ops != 1 else ''} was finite; it made no backward() call, "
+                f"so no gradient was checked."
+            )
             return
-        console.print(f"[bold green]✓ no NaN or Inf[/] in {escape(info['target'])}: every op "
-                      f"output and every gradient of {calls} backward call"
-                      f"{'s' if calls != 1 else ''} was finite.")
+        console.print(
+            f"[bold green]✓ no NaN or Inf[/] in {escape(info['target'])}: every op "
+            f"output and every gradient of {calls} backward call"
+            f"{'s' if calls != 1 else ''} was finite."
+        )
         return
     n = len(findings)
-    console.print(f"[bold]NaN/Inf origins in {escape(info['target'])}[/]: {n} site"
-                  f"{'s' if n != 1 else ''}")
+    console.print(
+        f"[bold]NaN/Inf origins in {escape(info['target'])}[/]: {n} site{'s' if n != 1 else ''}"
+    )
     for f in findings:
         console.print()
         for line in finding_lines(f, info["calls"], info["target"]):
@@ -40,8 +47,9 @@ def render(console, findings: list[dict], info: dict) -> None:
         nodes = f"{prop['backward']} backward node{'s' if prop['backward'] != 1 else ''}"
         notes.append(f"{ops} and {nodes} only carried these values along (not reported)")
     if info.get("stopped_at") is not None:
-        notes.append(f"the run was stopped at backward call {info['stopped_at']} "
-                     f"(--keep-going to continue)")
+        notes.append(
+            f"the run was stopped at backward call {info['stopped_at']} (--keep-going to continue)"
+        )
     for note in notes:
         console.print(f"[dim]{escape(note)}[/]")
 
@@ -82,8 +90,10 @@ def finding_lines(f: dict, calls: int, target: str) -> list[str]:
             to = f" to {o['to']}" if o.get("to") else ""
             if o.get("variable"):
                 to = f" ({o['variable']})"
-            lines.append(f"  [dim]gradient for input {o['input']}{escape(to)}:[/] "
-                         f"{escape(stats_text(o['grad']))}")
+            lines.append(
+                f"  [dim]gradient for input {o['input']}{escape(to)}:[/] "
+                f"{escape(stats_text(o['grad']))}"
+            )
         if f.get("path"):
             lines.append(f"  [dim]path from the root:[/] {escape(' → '.join(f['path']))}")
     if f.get("hint"):
@@ -94,7 +104,15 @@ def finding_lines(f: dict, calls: int, target: str) -> list[str]:
 def text_report(sink, outcome) -> None:
     """The text renderer of ``autodiag anomaly`` (``report/outcome.py``)."""
     info = outcome.info
-    render(sink.console(), [f.to_json() for f in outcome.findings],
-           {"target": outcome.label, "calls": info["backward_calls"],
-            "stopped_at": info["stopped_at_call"], "ops": info["ops"],
-            "propagated": info["propagated"], "failed": outcome.failed})
+    render(
+        sink.console(),
+        [f.to_json() for f in outcome.findings],
+        {
+            "target": outcome.label,
+            "calls": info["backward_calls"],
+            "stopped_at": info["stopped_at_call"],
+            "ops": info["ops"],
+            "propagated": info["propagated"],
+            "failed": outcome.failed,
+        },
+    )

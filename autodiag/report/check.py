@@ -29,13 +29,13 @@ def _group(f: dict) -> str:
 
 def _finding(f: dict, target: str, info: dict) -> list[str]:
     if f["kind"] in anomaly.KINDS:  # as `autodiag anomaly` shows it, input statistics too
-        return anomaly.finding_lines(f, info.get("backward_total", info["backward_calls"]),
-                                     target)
+        return anomaly.finding_lines(f, info.get("backward_total", info["backward_calls"]), target)
     lines = [header(f)]
     lines += source_lines(f["location"], "at", target=target) if f["location"] else []
     # a freed_graph finding's stack is the failing backward call's, not a forward op's
-    lines += stack_line(f["stack"], label="stack" if f["kind"] == "freed_graph" else
-                        "forward stack")
+    lines += stack_line(
+        f["stack"], label="stack" if f["kind"] == "freed_graph" else "forward stack"
+    )
     details = []
     if f.get("reason"):
         details.append(f"reason: {f['reason']}")
@@ -66,8 +66,9 @@ def _freed_details(f: dict) -> list[str]:
     if f.get("node"):
         out.append(f"{f['node']} created at {where(f['created_at'])}")
     if f.get("freed_by"):
-        out.append(f"freed by backward call {f['freed_by']['call']} at "
-                   f"{where(f['freed_by']['location'])}")
+        out.append(
+            f"freed by backward call {f['freed_by']['call']} at {where(f['freed_by']['location'])}"
+        )
     through = f.get("through")
     if through:
         name = through["name"] or f"the output of {through['node']}"
@@ -92,9 +93,11 @@ def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:
         if failed:
             return f"no findings in {escape(target)} before it stopped ({ran})."
         if not info.get("backward_total", calls):
-            return (f"no findings in {escape(target)}, but it made no backward() call: its "
-                    f"{_ops(info)} were checked for NaN/Inf and in-place writes; gradients were "
-                    f"not checked.")
+            return (
+                f"no findings in {escape(target)}, but it made no backward() call: its "
+                f"{_ops(info)} were checked for NaN/Inf and in-place writes; gradients were "
+                f"not checked."
+            )
         return f"[bold green]✓ no findings[/] in {escape(target)} ({ran})."
     errors = sum(1 for f in findings if f["severity"] == "error")
     warnings = len(findings) - errors
@@ -112,6 +115,10 @@ def summary(findings: list[dict], target: str, info: dict, failed: bool) -> str:
 
 def text_report(sink, outcome) -> None:
     """The text renderer of ``autodiag check`` (``report/outcome.py``)."""
-    render(sink.console(), [f.to_json() for f in outcome.findings], outcome.label,
-           dict(outcome.info, backward_total=outcome.result.backward_calls),  # grad calls too
-           outcome.failed)
+    render(
+        sink.console(),
+        [f.to_json() for f in outcome.findings],
+        outcome.label,
+        dict(outcome.info, backward_total=outcome.result.backward_calls),  # grad calls too
+        outcome.failed,
+    )

@@ -33,8 +33,9 @@ def header(f: dict) -> str:
     return f"[{style}]{glyph} {escape(kind)}[/]  {escape(f['message'])}"
 
 
-def source_lines(loc: dict | None, label: str = "at", indent: str = "  ",
-                 target: str = "") -> list[str]:
+def source_lines(
+    loc: dict | None, label: str = "at", indent: str = "  ", target: str = ""
+) -> list[str]:
     """``at file:line in function`` and the highlighted code line."""
     if loc is None:
         if target.startswith("-e "):
@@ -65,8 +66,7 @@ def stats_text(s: dict | None) -> str:
     elif "min" in s:
         text += f" min {fmt_number(s['min'])} max {fmt_number(s['max'])}"
     counts = []
-    for key, one in (("zeros", "zero"), ("negatives", "negative"), ("nan", "nan"),
-                     ("inf", "inf")):
+    for key, one in (("zeros", "zero"), ("negatives", "negative"), ("nan", "nan"), ("inf", "inf")):
         n = s.get(key)
         if n:
             counts.append(f"{n} {one if n == 1 or key in ('nan', 'inf') else key}")

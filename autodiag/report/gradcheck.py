@@ -15,8 +15,12 @@ from autodiag.report.junit import TestCase
 from autodiag.report.output import envelope
 from autodiag.trace.sites import short_path
 
-_VERDICT = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "error": "[bold red]error[/]",
-            "skip": "[yellow]skip[/]"}
+_VERDICT = {
+    "pass": "[green]pass[/]",
+    "fail": "[bold red]FAIL[/]",
+    "error": "[bold red]error[/]",
+    "skip": "[yellow]skip[/]",
+}
 
 
 def fmt_error(v: float | None) -> str:
@@ -24,8 +28,10 @@ def fmt_error(v: float | None) -> str:
 
 
 def settings_line(settings) -> str:
-    return (f"eps {settings.eps:g}, atol {settings.atol:g}, rtol {settings.rtol:g}, "
-            f"{'fast' if settings.fast_mode else 'slow'} mode, order {settings.order}")
+    return (
+        f"eps {settings.eps:g}, atol {settings.atol:g}, rtol {settings.rtol:g}, "
+        f"{'fast' if settings.fast_mode else 'slow'} mode, order {settings.order}"
+    )
 
 
 # Narrow terminals lose the inputs, then the order and the diagnosis; the case and its verdict
@@ -46,11 +52,19 @@ def print_table(console, cases: list[Case], title: str) -> None:
         inputs = ", ".join(c.inputs) or "-"
         if c.generated:
             inputs = f"generated {inputs}"
-        diag = ", ".join(d.kind for d in c.diagnoses) or ("-" if c.verdict != "error"
-                                                           else c.exception or "-")
-        rows.append([table.plain(c.name), table.plain(inputs), table.plain(str(c.order)),
-                     table.plain(fmt_error(c.max_error)), table.cell(_VERDICT[c.verdict]),
-                     table.plain(diag)])
+        diag = ", ".join(d.kind for d in c.diagnoses) or (
+            "-" if c.verdict != "error" else c.exception or "-"
+        )
+        rows.append(
+            [
+                table.plain(c.name),
+                table.plain(inputs),
+                table.plain(str(c.order)),
+                table.plain(fmt_error(c.max_error)),
+                table.cell(_VERDICT[c.verdict]),
+                table.plain(diag),
+            ]
+        )
     table.print_table(console, COLUMNS, rows, title=title)
 
 
@@ -63,20 +77,26 @@ def details(console, cases: list[Case]) -> None:
         console.print("[bold]Failures[/]")
     for c in failed:
         where = f" at {escape(c.where)}" if c.where and c.where not in c.name else ""
-        code = f"  [dim]{escape(c.location['code'])}[/]" if c.location and \
-            c.location.get("code") else ""
-        console.print(f"[bold red]✗[/] [bold]{escape(c.name)}[/] ({c.api}, order "
-                      f"{c.order}){where}{code}")
+        code = (
+            f"  [dim]{escape(c.location['code'])}[/]"
+            if c.location and c.location.get("code")
+            else ""
+        )
+        console.print(
+            f"[bold red]✗[/] [bold]{escape(c.name)}[/] ({c.api}, order {c.order}){where}{code}"
+        )
         head = c.error.strip().splitlines()[0].rstrip(",") if c.error.strip() else c.message
         if c.exception and c.exception != "GradcheckError":
             head = f"{c.exception}: {head}"
         console.print(f"  {escape(head)}")
         w = c.worst
         if w:
-            console.print(f"  worst element: d output {w['output']}{list(w['output_index'])} "
-                          f"/ d input {w['input']}{list(w['input_index'])}: numerical "
-                          f"{w['numerical']:.6g}, analytical {w['analytical']:.6g}, difference "
-                          f"{w['difference']:.3g} (tolerance {w['tolerance']:.3g})")
+            console.print(
+                f"  worst element: d output {w['output']}{list(w['output_index'])} "
+                f"/ d input {w['input']}{list(w['input_index'])}: numerical "
+                f"{w['numerical']:.6g}, analytical {w['analytical']:.6g}, difference "
+                f"{w['difference']:.3g} (tolerance {w['tolerance']:.3g})"
+            )
         for d in c.diagnoses:
             console.print(f"  [yellow]diagnosis[/] [bold]{escape(d.kind)}[/]: {escape(d.hint)}")
         if len(c.comparison) > 1 or (c.comparison and not c.diagnoses):
@@ -97,12 +117,16 @@ def details(console, cases: list[Case]) -> None:
 
 # What the report says when no diagnosis was verified: which rule shapes were tried, so the
 # user knows what is left to look at.
-NO_CAUSE = ("no known cause verified (tried, where they apply: a constant factor or sign, a "
-            "kink within eps, low precision, a transposed or swapped gradient, a dropped "
-            "product-rule term, the forward value returned as derivative, one wrong sign "
-            "branch): compare the backward's formula with the derivative of forward term by term")
-NO_CAUSE_SHORT = ("no specific cause found: the backward formula itself is likely wrong; "
-                  "compare it with the derivative of forward")
+NO_CAUSE = (
+    "no known cause verified (tried, where they apply: a constant factor or sign, a "
+    "kink within eps, low precision, a transposed or swapped gradient, a dropped "
+    "product-rule term, the forward value returned as derivative, one wrong sign "
+    "branch): compare the backward's formula with the derivative of forward term by term"
+)
+NO_CAUSE_SHORT = (
+    "no specific cause found: the backward formula itself is likely wrong; "
+    "compare it with the derivative of forward"
+)
 
 
 def comparison_lines(c: Case) -> list[str]:
@@ -110,11 +134,13 @@ def comparison_lines(c: Case) -> list[str]:
     out = []
     for e in c.comparison:
         name = f" ({e['name']})" if e.get("name") else ""
-        shape = "(" + ", ".join(map(str, e["shape"])) + ("," if len(e["shape"]) == 1 else "") \
-            + ")"
-        what = "matches numerical" if not e["wrong"] else \
-            f"wrong at {e['wrong']} of {e['entries']} Jacobian entries (max difference " \
+        shape = "(" + ", ".join(map(str, e["shape"])) + ("," if len(e["shape"]) == 1 else "") + ")"
+        what = (
+            "matches numerical"
+            if not e["wrong"]
+            else f"wrong at {e['wrong']} of {e['entries']} Jacobian entries (max difference "
             f"{e['max_difference']:.3g})"
+        )
         out.append(f"input {e['input']}{name} {shape}: analytical gradient {what}")
     return out
 
@@ -131,10 +157,18 @@ def summary_line(cases: list[Case]) -> str:
 
 def to_json(cases: list[Case], settings) -> dict:
     """The command-specific keys of the JSON envelope."""
-    return {"cases": [c.to_json() for c in cases], "totals": totals(cases),
-            "settings": {"eps": settings.eps, "atol": settings.atol, "rtol": settings.rtol,
-                         "fast_mode": settings.fast_mode, "order": settings.order,
-                         "seed": settings.seed}}
+    return {
+        "cases": [c.to_json() for c in cases],
+        "totals": totals(cases),
+        "settings": {
+            "eps": settings.eps,
+            "atol": settings.atol,
+            "rtol": settings.rtol,
+            "fast_mode": settings.fast_mode,
+            "order": settings.order,
+            "seed": settings.seed,
+        },
+    }
 
 
 def junit_cases(cases: list[Case], label: str) -> list[TestCase]:
@@ -142,8 +176,9 @@ def junit_cases(cases: list[Case], label: str) -> list[TestCase]:
     could not run), a skipped one ``skipped``."""
     out = []
     for c in cases:
-        status = {"pass": "passed", "fail": "failure", "error": "error",
-                  "skip": "skipped"}[c.verdict]
+        status = {"pass": "passed", "fail": "failure", "error": "error", "skip": "skipped"}[
+            c.verdict
+        ]
         classname = c.function or c.source
         if c.location:
             classname = f"{short_path(c.location['file'])}::{classname}"
@@ -155,14 +190,20 @@ def junit_cases(cases: list[Case], label: str) -> list[TestCase]:
         message = c.message
         if c.diagnoses and c.failed:
             message += f" — diagnosis {c.diagnoses[0].kind}: {c.diagnoses[0].hint}"
-        out.append(TestCase(
-            name=f"{c.name} (order {c.order})", classname=classname, status=status,
-            message=message, text="\n".join(text_lines),
-            type=(c.diagnoses[0].kind if c.diagnoses else c.exception) if c.failed else "",
-            time=c.seconds, file=short_path(c.location["file"]) if c.location else None,
-            line=c.location["line"] if c.location else None))
+        out.append(
+            TestCase(
+                name=f"{c.name} (order {c.order})",
+                classname=classname,
+                status=status,
+                message=message,
+                text="\n".join(text_lines),
+                type=(c.diagnoses[0].kind if c.diagnoses else c.exception) if c.failed else "",
+                time=c.seconds,
+                file=short_path(c.location["file"]) if c.location else None,
+                line=c.location["line"] if c.location else None,
+            )
+        )
     return out
-
 
 
 # --- the renderers of ``autodiag gradcheck`` (report/outcome.py) --------------------------------
@@ -183,10 +224,26 @@ def json_report(sink, outcome) -> None:
     rep = outcome.data
     found, interrupted = outcome.findings, outcome.result.interrupted
     error = rep.script_error or (rep.nothing_ran if not found else None)
-    status = "interrupted" if interrupted else "error" if error is not None else \
-        "findings" if found else "ok"
-    sink.write_json(envelope("gradcheck", outcome.label, found, status, error=error,
-                             interrupted=interrupted, **to_json(rep.cases, rep.settings)))
+    status = (
+        "interrupted"
+        if interrupted
+        else "error"
+        if error is not None
+        else "findings"
+        if found
+        else "ok"
+    )
+    sink.write_json(
+        envelope(
+            "gradcheck",
+            outcome.label,
+            found,
+            status,
+            error=error,
+            interrupted=interrupted,
+            **to_json(rep.cases, rep.settings),
+        )
+    )
 
 
 def text_report(sink, outcome) -> None:
@@ -210,8 +267,12 @@ def progress(err, total: int):
     if total < PROGRESS_MIN_CASES or not err.is_terminal:
         yield None
         return
-    columns = (TextColumn("[bold]gradcheck[/]"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.description}"))
+    columns = (
+        TextColumn("[bold]gradcheck[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+    )
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("", total=total)
 

@@ -50,7 +50,7 @@ def visible(snap: GraphSnapshot, view: View) -> tuple[list[int], int]:
     total_left = len(snap) - len(ids)
     if view.max_nodes is not None and len(ids) > view.max_nodes:
         total_left += len(ids) - view.max_nodes
-        ids = ids[:view.max_nodes]
+        ids = ids[: view.max_nodes]
     return ids, total_left
 
 
@@ -88,23 +88,34 @@ def to_json(snap: GraphSnapshot, view: View, stream: bool = False) -> dict:
     ids, left = visible(snap, view)
     shown = set(ids) if left else None
     nodes = _json_nodes(snap, view, ids, shown)
-    return {"call": snap.call, "kind": snap.kind, "roots": snap.roots,
-            "root_names": snap.root_labels,
-            "nodes": Streamed(nodes, _json_node_texts(snap, view, ids, shown)) if stream
-            else list(nodes),
-            "order": Streamed(ids) if stream else ids,
-            "summary": summary(snap), "truncated": left}
+    return {
+        "call": snap.call,
+        "kind": snap.kind,
+        "roots": snap.roots,
+        "root_names": snap.root_labels,
+        "nodes": Streamed(nodes, _json_node_texts(snap, view, ids, shown))
+        if stream
+        else list(nodes),
+        "order": Streamed(ids) if stream else ids,
+        "summary": summary(snap),
+        "truncated": left,
+    }
 
 
 def _json_nodes(snap: GraphSnapshot, view: View, ids: list[int], shown: set | None):
     sites: dict = {}  # the Stacks stay alive in the snapshot: their ids are not reused
     for i in sorted(ids) if shown is not None else range(len(snap)):
-        node = {"id": i, "name": snap.names[i],
-                "next": [None if e is None or (shown is not None and e[0] not in shown)
-                         else [e[0], e[1]] for e in snap.next[i]],
-                "variable": _variable(snap, i),
-                "saved": snap.saved_dicts(i),
-                "created_at": _created_at(snap, i, sites)}
+        node = {
+            "id": i,
+            "name": snap.names[i],
+            "next": [
+                None if e is None or (shown is not None and e[0] not in shown) else [e[0], e[1]]
+                for e in snap.next[i]
+            ],
+            "variable": _variable(snap, i),
+            "saved": snap.saved_dicts(i),
+            "created_at": _created_at(snap, i, sites),
+        }
         if snap.freed[i]:
             node["saved_freed"] = True
         if view.values:
@@ -124,17 +135,25 @@ def _json_node_texts(snap: GraphSnapshot, view: View, ids: list[int], shown: set
         js_name = names.get(name)
         if js_name is None:
             js_name = names[name] = json.dumps(name)
-        nexts = ", ".join(["null" if e is None or (shown is not None and e[0] not in shown)
-                           else f"[{e[0]}, {e[1]}]" for e in snap.next[i]])
+        nexts = ", ".join(
+            [
+                "null"
+                if e is None or (shown is not None and e[0] not in shown)
+                else f"[{e[0]}, {e[1]}]"
+                for e in snap.next[i]
+            ]
+        )
         st = snap.sites[i]
         created = "null" if st is None else sites.get(id(st))
         if created is None:
             created = sites[id(st)] = json.dumps(_created_at(snap, i))
         lf = snap.leaf[i]
-        text = (f'{{"id": {i}, "name": {js_name}, "next": [{nexts}], "variable": '
-                f'{"null" if lf is None else _dumps(_variable(snap, i))}, "saved": '
-                f'{_dumps(snap.saved_dicts(i)) if snap.saved[i] else "[]"}, "created_at": '
-                f'{created}')
+        text = (
+            f'{{"id": {i}, "name": {js_name}, "next": [{nexts}], "variable": '
+            f'{"null" if lf is None else _dumps(_variable(snap, i))}, "saved": '
+            f'{_dumps(snap.saved_dicts(i)) if snap.saved[i] else "[]"}, "created_at": '
+            f"{created}"
+        )
         if snap.freed[i]:
             text += ', "saved_freed": true'
         if view.values:
@@ -149,18 +168,26 @@ def _dumps(o) -> str:
 
 
 def summary(snap: GraphSnapshot) -> dict:
-    return {"nodes": len(snap), "leaves": snap.num_leaves(), "depth": snap.depth(),
-            "saved_bytes": snap.saved_bytes()}
+    return {
+        "nodes": len(snap),
+        "leaves": snap.num_leaves(),
+        "depth": snap.depth(),
+        "saved_bytes": snap.saved_bytes(),
+    }
 
 
 def summary_line(snap: GraphSnapshot, calls: int) -> str:
     s = summary(snap)
-    what = {"backward": f"backward call {snap.call} of {calls}",
-            "grad": f"autograd.grad call {snap.call} of {calls}",
-            "roots": "module-level tensors (no backward call)"}[snap.kind]
+    what = {
+        "backward": f"backward call {snap.call} of {calls}",
+        "grad": f"autograd.grad call {snap.call} of {calls}",
+        "roots": "module-level tensors (no backward call)",
+    }[snap.kind]
     leaves = f"{s['leaves']} lea{'f' if s['leaves'] == 1 else 'ves'}"
-    return (f"{s['nodes']} nodes, {leaves}, depth {s['depth']}, saved tensors "
-            f"{fmt_bytes(s['saved_bytes'])} — {what}")
+    return (
+        f"{s['nodes']} nodes, {leaves}, depth {s['depth']}, saved tensors "
+        f"{fmt_bytes(s['saved_bytes'])} — {what}"
+    )
 
 
 # --- DOT and Mermaid ----------------------------------------------------------------------------
@@ -206,15 +233,14 @@ def dot_lines(snap: GraphSnapshot, view: View):
     ids, left = visible(snap, view)
     shown = set(ids)
     yield "digraph autodiag {\n"
-    yield ('  node [shape=box, style="rounded,filled", fillcolor="#eeeeee", '
-           'fontname="Helvetica"];\n')
+    yield (
+        '  node [shape=box, style="rounded,filled", fillcolor="#eeeeee", fontname="Helvetica"];\n'
+    )
     yield "  rankdir=BT;\n"
     roots = set(snap.roots)
     for i in ids:
-        label = _plain_label(snap, i).replace("\\", "\\\\").replace('"', '\\"').replace(
-            "\n", "\\n")
-        color = LEAF_COLOR if snap.leaf[i] is not None else ROOT_COLOR if i in roots else \
-            "#eeeeee"
+        label = _plain_label(snap, i).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        color = LEAF_COLOR if snap.leaf[i] is not None else ROOT_COLOR if i in roots else "#eeeeee"
         yield f'  n{i} [label="{label}", fillcolor="{color}"];\n'
     for i in ids:
         for e in snap.next[i]:
@@ -262,7 +288,7 @@ def _site(snap: GraphSnapshot, i: int) -> tuple[str, str]:
     if st is None or st.site is None:
         return "", ""
     loc = format_site(st.site)
-    code = loc["code"] if len(loc["code"]) <= CODE_MAX else loc["code"][:CODE_MAX - 1] + "…"
+    code = loc["code"] if len(loc["code"]) <= CODE_MAX else loc["code"][: CODE_MAX - 1] + "…"
     return f"{short_path(loc['file'])}:{loc['line']}", code
 
 
@@ -275,7 +301,7 @@ def _fit_site(where: str, code: str, room: int) -> str:
     if len(full) <= room:
         return full
     if code and room - len(where) - 2 >= table.CLIP_MIN:
-        return f"{where}  {code[:room - len(where) - 3]}…"
+        return f"{where}  {code[: room - len(where) - 3]}…"
     return table.shorten_path(where, room)
 
 
@@ -395,8 +421,16 @@ def table_rows(snap: GraphSnapshot, view: View) -> tuple[list[list[table.Cell]],
         inputs = ", ".join(str(e[0]) if e is not None else "-" for e in snap.next[i])
         node = [_node_markup(snap, i)] + ["  " + x for x in _extras(snap, i, view)]
         where, code = _site(snap, i)
-        rows.append([table.plain(str(k)), table.plain(str(i)), table.cell(*node),
-                     table.plain(inputs), table.plain(where), table.plain(code)])
+        rows.append(
+            [
+                table.plain(str(k)),
+                table.plain(str(i)),
+                table.cell(*node),
+                table.plain(inputs),
+                table.plain(where),
+                table.plain(code),
+            ]
+        )
     return rows, left
 
 
@@ -409,8 +443,14 @@ def has_dot() -> bool:
 def dot_to_svg(dot_text: str) -> str:
     import subprocess
 
-    proc = subprocess.run(["dot", "-Tsvg"], input=dot_text, capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ))
+    proc = subprocess.run(
+        ["dot", "-Tsvg"],
+        input=dot_text,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip() or "dot failed")
     return proc.stdout
@@ -443,9 +483,12 @@ def json_report(sink, outcome) -> None:
         extra["graphs"] = graphs
     total = sum(len(g["order"].items) for g in graphs)
     # node dicts are built as they are written: a huge graph is never one document
-    sink.write_json_stream(envelope("graph", outcome.label, [], error=result.error,
-                                    interrupted=result.interrupted, **extra),
-                           pretty=total <= PRETTY_JSON_NODES)
+    sink.write_json_stream(
+        envelope(
+            "graph", outcome.label, [], error=result.error, interrupted=result.interrupted, **extra
+        ),
+        pretty=total <= PRETTY_JSON_NODES,
+    )
 
 
 def _diagrams(sink, outcome, fmt: str) -> str | None:
@@ -502,6 +545,8 @@ def _left_out(view: View, left: int) -> str | None:
     """The note for stderr when the view left nodes out (largest over the graphs)."""
     if not left:
         return None
-    depth = '' if view.max_depth is None else f', --max-depth {view.max_depth}'
-    return (f"[yellow]note:[/] {left} nodes not shown (--max-nodes {view.max_nodes}{depth}); "
-            f"use --max-nodes N or --format json for everything")
+    depth = "" if view.max_depth is None else f", --max-depth {view.max_depth}"
+    return (
+        f"[yellow]note:[/] {left} nodes not shown (--max-nodes {view.max_nodes}{depth}); "
+        f"use --max-nodes N or --format json for everything"
+    )

@@ -52,18 +52,31 @@ def render(suite: str, cases: list[TestCase], time: float | None = None) -> str:
     """The XML document (UTF-8 declaration, indented) for ``cases`` in one suite."""
     counts = {s: sum(c.status == s for c in cases) for s in STATUSES}
     total_time = sum(c.time for c in cases) if time is None else time
-    root = ET.Element("testsuites", name=_clean(suite), tests=str(len(cases)),
-                      failures=str(counts["failure"]), errors=str(counts["error"]),
-                      skipped=str(counts["skipped"]), time=f"{total_time:.6f}")
-    ts = ET.SubElement(root, "testsuite", name=_clean(suite), tests=str(len(cases)),
-                       failures=str(counts["failure"]), errors=str(counts["error"]),
-                       skipped=str(counts["skipped"]), time=f"{total_time:.6f}")
+    root = ET.Element(
+        "testsuites",
+        name=_clean(suite),
+        tests=str(len(cases)),
+        failures=str(counts["failure"]),
+        errors=str(counts["error"]),
+        skipped=str(counts["skipped"]),
+        time=f"{total_time:.6f}",
+    )
+    ts = ET.SubElement(
+        root,
+        "testsuite",
+        name=_clean(suite),
+        tests=str(len(cases)),
+        failures=str(counts["failure"]),
+        errors=str(counts["error"]),
+        skipped=str(counts["skipped"]),
+        time=f"{total_time:.6f}",
+    )
     for c in cases:
         if c.status not in STATUSES:
-            raise ValueError(f"unknown test case status {c.status!r}; expected one of "
-                             f"{', '.join(STATUSES)}")
-        attrs = {"name": _clean(c.name), "classname": _clean(c.classname),
-                 "time": f"{c.time:.6f}"}
+            raise ValueError(
+                f"unknown test case status {c.status!r}; expected one of {', '.join(STATUSES)}"
+            )
+        attrs = {"name": _clean(c.name), "classname": _clean(c.classname), "time": f"{c.time:.6f}"}
         if c.file:
             attrs["file"] = _clean(c.file)
         if c.line is not None:
@@ -80,8 +93,9 @@ def render(suite: str, cases: list[TestCase], time: float | None = None) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
 
-def from_findings(findings: list, classname: str, passed_name: str = "no findings",
-                  warnings_fail: bool = True) -> list:
+def from_findings(
+    findings: list, classname: str, passed_name: str = "no findings", warnings_fail: bool = True
+) -> list:
     """One failing test case per Finding, or one passing case named ``passed_name`` when there
     are none — for commands whose checks are not enumerable cases. A ``warning`` Finding fails
     too unless ``warnings_fail`` is False (``check``, whose exit code ignores warnings): then it
@@ -95,10 +109,16 @@ def from_findings(findings: list, classname: str, passed_name: str = "no finding
         text = f.message + (f"\n{f.hint}" if f.hint else "")
         fails = warnings_fail or f.severity == "error"
         name = f"{f.kind} at {where}" if where else f.kind
-        cases.append(TestCase(name if fails else f"{name} (warning)", classname,
-                              status="failure" if fails else "passed",
-                              message=f.message.splitlines()[0] if f.message else f.kind,
-                              text=text, type=f.kind,
-                              file=short_path(loc["file"]) if loc.get("file") else None,
-                              line=loc.get("line")))
+        cases.append(
+            TestCase(
+                name if fails else f"{name} (warning)",
+                classname,
+                status="failure" if fails else "passed",
+                message=f.message.splitlines()[0] if f.message else f.kind,
+                text=text,
+                type=f.kind,
+                file=short_path(loc["file"]) if loc.get("file") else None,
+                line=loc.get("line"),
+            )
+        )
     return cases

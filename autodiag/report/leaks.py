@@ -27,15 +27,22 @@ def sparkline(values: list[float]) -> str:
 
 def render(console, findings: list[dict], census: list[dict], info: dict) -> None:
     target = escape(info["target"])
-    source = {"optimizer": "optimizer step()", "backward": "backward()",
-              "marker": "autodiag.trace.step()"}.get(info["step_source"], "")
+    source = {
+        "optimizer": "optimizer step()",
+        "backward": "backward()",
+        "marker": "autodiag.trace.step()",
+    }.get(info["step_source"], "")
     if not census:
-        console.print(f"no training step in {target}: no optimizer step(), backward() or "
-                      f"autodiag.trace.step() ran, so there is nothing to compare across steps.")
+        console.print(
+            f"no training step in {target}: no optimizer step(), backward() or "
+            f"autodiag.trace.step() ran, so there is nothing to compare across steps."
+        )
     else:
         ends = f" (a step ends at each {source})" if source else ""
-        console.print(f"[bold]Graph retained across steps in {target}[/]: {len(census)} step"
-                      f"{'s' if len(census) != 1 else ''}{ends}")
+        console.print(
+            f"[bold]Graph retained across steps in {target}[/]: {len(census)} step"
+            f"{'s' if len(census) != 1 else ''}{ends}"
+        )
         _census_table(console, census, {f.get("detected_at_step") for f in findings})
     for f in findings:
         console.print()
@@ -80,12 +87,15 @@ def _census_table(console, census: list[dict], detected: set) -> None:
         if prev is not None and c["nodes"] > prev:
             grow = f"  [red]+{c['nodes'] - prev}[/]"
         mark = "  [bold red]← found[/]" if c["step"] in detected else ""
-        console.print(f"  {c['step']:>5}  {c['nodes']:>29}  {fmt_bytes(c['bytes']):>14}{grow}"
-                      f"{mark}")
+        console.print(
+            f"  {c['step']:>5}  {c['nodes']:>29}  {fmt_bytes(c['bytes']):>14}{grow}{mark}"
+        )
         prev = c["nodes"]
     line = sparkline([c["bytes"] for c in census[-60:]])
-    console.print(f"  [dim]retained bytes per step:[/] {line}  "
-                  f"(max {fmt_bytes(max(c['bytes'] for c in census))})")
+    console.print(
+        f"  [dim]retained bytes per step:[/] {line}  "
+        f"(max {fmt_bytes(max(c['bytes'] for c in census))})"
+    )
 
 
 def _finding(f: dict) -> list[str]:
@@ -109,6 +119,13 @@ def _finding(f: dict) -> list[str]:
 
 def text_report(sink, outcome) -> None:
     """The text renderer of ``autodiag leaks`` (``report/outcome.py``)."""
-    render(sink.console(), [f.to_json() for f in outcome.findings], outcome.info["steps"],
-           {"target": outcome.label, "step_source": outcome.info["step_source"],
-            "failed": outcome.failed})
+    render(
+        sink.console(),
+        [f.to_json() for f in outcome.findings],
+        outcome.info["steps"],
+        {
+            "target": outcome.label,
+            "step_source": outcome.info["step_source"],
+            "failed": outcome.failed,
+        },
+    )

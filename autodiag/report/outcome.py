@@ -54,6 +54,13 @@ class Outcome:
 def json_envelope(sink, outcome: Outcome) -> None:
     """The JSON renderer of a command whose report is its findings and ``info``."""
     result = outcome.result
-    sink.write_json(envelope(outcome.command, outcome.label, outcome.findings or [],
-                             error=result.error, interrupted=result.interrupted,
-                             **outcome.info))
+    sink.write_json(
+        envelope(
+            outcome.command,
+            outcome.label,
+            outcome.findings or [],
+            error=result.error,
+            interrupted=result.interrupted,
+            **outcome.info,
+        )
+    )

@@ -33,12 +33,15 @@ def check_writable(path: str | None, option: str = "--output") -> None:
         raise BadInvocation(f"{option} {path} is a directory", "Give a file name.")
     if os.path.exists(path) and not os.path.isfile(path):
         # a device, a pipe, a socket: an atomic write would replace it with a plain file
-        raise BadInvocation(f"{option} {path} is not a regular file",
-                            "Give a file name; without -o the report goes to stdout (redirect "
-                            "it with > or |).")
+        raise BadInvocation(
+            f"{option} {path} is not a regular file",
+            "Give a file name; without -o the report goes to stdout (redirect it with > or |).",
+        )
     if not os.path.isdir(folder):
-        raise BadInvocation(f"{option} {path}: the folder {folder} does not exist",
-                            "Create the folder or choose another path.")
+        raise BadInvocation(
+            f"{option} {path}: the folder {folder} does not exist",
+            "Create the folder or choose another path.",
+        )
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise BadInvocation(f"{option} {path} is not writable", "Choose a writable path.")
 
@@ -64,8 +67,9 @@ def write_atomic(path: str, text: str, option: str = "--output") -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(e, OSError):
-            raise BadInvocation(f"{option} {path}: {e.strerror}",
-                                "Choose a writable path.") from None
+            raise BadInvocation(
+                f"{option} {path}: {e.strerror}", "Choose a writable path."
+            ) from None
         raise
 
 
@@ -164,13 +168,23 @@ class Sink:
 
     def console(self, width: int | None = None) -> Console:
         if self._buffer is not None:
-            return _Console(file=self._buffer, no_color=True, highlight=False,
-                            width=width or 160, color_system=None, soft_wrap=True)
+            return _Console(
+                file=self._buffer,
+                no_color=True,
+                highlight=False,
+                width=width or 160,
+                color_system=None,
+                soft_wrap=True,
+            )
         # Piped output has no terminal width; rich's 80 columns would fold tables needlessly.
         tty = sys.stdout.isatty()
-        return _Console(no_color=not self.color, highlight=False, soft_wrap=True,
-                        color_system="auto" if self.color else None,
-                        width=width or (None if tty else int(os.environ.get("COLUMNS", 160))))
+        return _Console(
+            no_color=not self.color,
+            highlight=False,
+            soft_wrap=True,
+            color_system="auto" if self.color else None,
+            width=width or (None if tty else int(os.environ.get("COLUMNS", 160))),
+        )
 
     def write_text(self, text: str) -> None:
         """Plain text (JSON, DOT, Mermaid, SVG): no markup processing at all."""
@@ -181,8 +195,9 @@ class Sink:
 
     def write_json(self, data: dict, pretty: bool = True) -> None:
         """``pretty=False`` for large documents: json's C encoder only runs without indent."""
-        self.write_text(json.dumps(data, indent=2 if pretty else None,
-                                   default=_json_default) + "\n")
+        self.write_text(
+            json.dumps(data, indent=2 if pretty else None, default=_json_default) + "\n"
+        )
         self.json_written = True
         self.delivered = self._buffer is None
 
@@ -208,11 +223,13 @@ class Sink:
         if self._tmp is None:
             real = os.path.realpath(self.output)
             try:
-                fd, self._tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=".autodiag-",
-                                                 suffix=".tmp")
+                fd, self._tmp = tempfile.mkstemp(
+                    dir=os.path.dirname(real), prefix=".autodiag-", suffix=".tmp"
+                )
             except OSError as e:
-                raise BadInvocation(f"--output {self.output}: {e.strerror}",
-                                    "Choose a writable path.") from None
+                raise BadInvocation(
+                    f"--output {self.output}: {e.strerror}", "Choose a writable path."
+                ) from None
             # a failed or interrupted command leaves no temporary file behind
             self._cleanup = weakref.finalize(self, _remove, self._tmp)
             f = os.fdopen(fd, "w", encoding="utf-8")
@@ -232,8 +249,9 @@ class Sink:
                 self._buffer.close()
                 os.replace(self._tmp, real)
         except OSError as e:
-            raise BadInvocation(f"--output {self.output}: {e.strerror}",
-                                "Choose a writable path.") from None
+            raise BadInvocation(
+                f"--output {self.output}: {e.strerror}", "Choose a writable path."
+            ) from None
         finally:
             self._cleanup()
         self.delivered = self.json_written
@@ -402,38 +420,75 @@ def _json_default(o):
     return str(o)
 
 
-def envelope(command: str, target: str | None, findings: list, status: str | None = None,
-             error=None, interrupted: bool = False, **extra) -> dict:
+def envelope(
+    command: str,
+    target: str | None,
+    findings: list,
+    status: str | None = None,
+    error=None,
+    interrupted: bool = False,
+    **extra,
+) -> dict:
     """The JSON envelope of every command (DESIGN §4). ``error``: the run's failure (an
     AutodiagError), or None; ``interrupted``: Ctrl-C stopped the run. The status is then, unless
     given, "interrupted" before "findings" before "error" before "ok", as the exit code is."""
     if status is None:
-        status = "interrupted" if interrupted else "findings" if findings else \
-            "error" if error is not None else "ok"
-    out = {"autodiag": __version__, "command": command, "target": target, "status": status,
-           "findings": [f.to_json() for f in findings]}
+        status = (
+            "interrupted"
+            if interrupted
+            else "findings"
+            if findings
+            else "error"
+            if error is not None
+            else "ok"
+        )
+    out = {
+        "autodiag": __version__,
+        "command": command,
+        "target": target,
+        "status": status,
+        "findings": [f.to_json() for f in findings],
+    }
     out.update(extra)
     if error is not None:
         out["error"] = error_json(error)
     elif interrupted:
-        out["error"] = {"kind": "interrupted", "exit_code": 130,
-                        "message": "interrupted: the report covers what ran before",
-                        "hint": "", "details": "", "traceback": "", "location": None}
+        out["error"] = {
+            "kind": "interrupted",
+            "exit_code": 130,
+            "message": "interrupted: the report covers what ran before",
+            "hint": "",
+            "details": "",
+            "traceback": "",
+            "location": None,
+        }
     return out
 
 
 def error_json(error) -> dict:
     """The envelope's ``error`` object of an AutodiagError (README, "JSON")."""
-    return {"kind": error.kind, "exit_code": error.exit_code, "message": error.message,
-            "hint": error.hint,
-            # the target's traceback (user frames) when it failed, else e.g. a line with a caret
-            "details": error.details if error.exit_code != 3 else "",
-            "traceback": error.details if error.exit_code == 3 else "",
-            "location": getattr(error, "location", None),
-            **({"exit_status": error.exit_status}
-               if getattr(error, "exit_status", None) is not None else {})}
+    return {
+        "kind": error.kind,
+        "exit_code": error.exit_code,
+        "message": error.message,
+        "hint": error.hint,
+        # the target's traceback (user frames) when it failed, else e.g. a line with a caret
+        "details": error.details if error.exit_code != 3 else "",
+        "traceback": error.details if error.exit_code == 3 else "",
+        "location": getattr(error, "location", None),
+        **(
+            {"exit_status": error.exit_status}
+            if getattr(error, "exit_status", None) is not None
+            else {}
+        ),
+    }
 
 
 def stderr_console(color: bool) -> Console:
-    return _Console(stderr=True, no_color=not color, highlight=False, soft_wrap=True,
-                    color_system="auto" if color else None)
+    return _Console(
+        stderr=True,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=True,
+        color_system="auto" if color else None,
+    )

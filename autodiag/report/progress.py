@@ -70,8 +70,11 @@ class Progress:
 
     def text(self, elapsed: float) -> str:
         calls, steps = (events.REPORTED[i] - self._base[i] for i in (1, 2))
-        parts = [f"running {self.label}", f"{elapsed:.0f} s",
-                 f"{calls} backward call{'s' if calls != 1 else ''}"]
+        parts = [
+            f"running {self.label}",
+            f"{elapsed:.0f} s",
+            f"{calls} backward call{'s' if calls != 1 else ''}",
+        ]
         if steps:
             parts.append(f"{steps} optimizer step{'s' if steps != 1 else ''}")
         return "autodiag: " + " · ".join(parts)

@@ -77,7 +77,7 @@ def _shortest_path(location: str) -> int:
 def _atoms(line: Text) -> tuple[int, list[Text]]:
     text = line.plain
     indent = len(text) - len(text.lstrip(" "))
-    return indent, [line[m.start():m.end()] for m in _ATOM.finditer(text, indent)]
+    return indent, [line[m.start() : m.end()] for m in _ATOM.finditer(text, indent)]
 
 
 def _wrap(indent: int, atoms: list[Text], width: int) -> list[Text]:
@@ -122,8 +122,9 @@ def _min_wrap(line: Text, max_lines: int) -> int:
 def _widths(col: Column, cells: list[Cell]) -> tuple[int, int]:
     """(minimum, natural) width of a column."""
     lines = [ln for c in cells for ln in c]
-    nat = max([len(col.header)] + [_natural(ln) if col.kind == "wrap" else ln.cell_len
-                                   for ln in lines])
+    nat = max(
+        [len(col.header)] + [_natural(ln) if col.kind == "wrap" else ln.cell_len for ln in lines]
+    )
     if col.kind == "path":
         low = max([0] + [_shortest_path(ln.plain) for ln in lines])
     elif col.kind == "clip":
@@ -137,8 +138,11 @@ def _widths(col: Column, cells: list[Cell]) -> tuple[int, int]:
 def measure(columns: list[Column], rows: list[list[Cell]]) -> dict[int, tuple[int, int]]:
     """Per column with any content in ``rows``: its (minimum, natural) width. The measures of
     a table's parts combine with ``merge`` into the whole table's."""
-    shown = [k for k in range(len(columns)) if any(r[k] and any(ln.plain.strip()
-                                                                for ln in r[k]) for r in rows)]
+    shown = [
+        k
+        for k in range(len(columns))
+        if any(r[k] and any(ln.plain.strip() for ln in r[k]) for r in rows)
+    ]
     return {k: _widths(columns[k], [r[k] for r in rows]) for k in shown}
 
 
@@ -148,14 +152,16 @@ def merge(into: dict[int, tuple[int, int]], part: dict[int, tuple[int, int]]) ->
         into[k] = (low, nat) if old is None else (max(old[0], low), max(old[1], nat))
 
 
-def layout(columns: list[Column], rows: list[list[Cell]], width: int
-           ) -> tuple[list[int], list[int], list[str]]:
+def layout(
+    columns: list[Column], rows: list[list[Cell]], width: int
+) -> tuple[list[int], list[int], list[str]]:
     """Which columns to show (indices), their widths, and the headers left out."""
     return decide(columns, measure(columns, rows), width)
 
 
-def decide(columns: list[Column], bounds: dict[int, tuple[int, int]], width: int
-           ) -> tuple[list[int], list[int], list[str]]:
+def decide(
+    columns: list[Column], bounds: dict[int, tuple[int, int]], width: int
+) -> tuple[list[int], list[int], list[str]]:
     """``layout`` from the table's ``measure``."""
     shown = sorted(bounds)
 
@@ -171,8 +177,11 @@ def decide(columns: list[Column], bounds: dict[int, tuple[int, int]], width: int
     # a clipped column (source code) is a luxury: it never squeezes a key column
     keys = [k for k in shown if columns[k].keep >= ALWAYS]
     others = [k for k in shown if columns[k].keep < ALWAYS]
-    room = sum(bounds[k][1] for k in keys) + sum(bounds[k][0] for k in others) \
+    room = (
+        sum(bounds[k][1] for k in keys)
+        + sum(bounds[k][0] for k in others)
         + GAP * max(len(shown) - 1, 0)
+    )
     for k in [k for k in others if columns[k].kind == "clip"]:
         if room > width:
             shown.remove(k)
@@ -184,8 +193,10 @@ def decide(columns: list[Column], bounds: dict[int, tuple[int, int]], width: int
     else:
         spare = width - used(shown, 0)
         # the key columns first get their natural width, then the rest share what is left
-        for group in ([k for k in shown if columns[k].keep >= ALWAYS],
-                      [k for k in shown if columns[k].keep < ALWAYS]):
+        for group in (
+            [k for k in shown if columns[k].keep >= ALWAYS],
+            [k for k in shown if columns[k].keep < ALWAYS],
+        ):
             growing = [k for k in group if widths[k] < bounds[k][1]]
             while spare > 0 and growing:
                 for k in list(growing):
@@ -204,29 +215,50 @@ def _fit(col: Column, line: Text, width: int) -> list[Text]:
     if col.kind == "clip":
         if line.cell_len <= width:
             return [line]
-        cut = line[:max(width - 1, 0)]
+        cut = line[: max(width - 1, 0)]
         cut.append("…")
         return [cut]
     return _wrap(*_atoms(line), width)
 
 
-def render(columns: list[Column], rows: list[list[Cell]], width: int,
-           title: str | None = None) -> tuple[Table, list[str]]:
+def render(
+    columns: list[Column], rows: list[list[Cell]], width: int, title: str | None = None
+) -> tuple[Table, list[str]]:
     """A rich Table laid out for ``width`` columns, and the headers left out."""
     shown, widths, dropped = layout(columns, rows, width)
     return _table(columns, shown, widths, rows, title), dropped
 
 
-def _table(columns: list[Column], shown: list[int], widths: list[int], rows: list[list[Cell]],
-           title: str | None = None, header: bool = True) -> Table:
-    table = Table(title=title, title_justify="left", box=None, pad_edge=False,
-                  show_edge=False, show_header=header)
+def _table(
+    columns: list[Column],
+    shown: list[int],
+    widths: list[int],
+    rows: list[list[Cell]],
+    title: str | None = None,
+    header: bool = True,
+) -> Table:
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+        show_edge=False,
+        show_header=header,
+    )
     for k, w in zip(shown, widths, strict=True):
-        table.add_column(columns[k].header, width=w, min_width=w, max_width=w, no_wrap=True,
-                         overflow="crop", justify=columns[k].justify)
+        table.add_column(
+            columns[k].header,
+            width=w,
+            min_width=w,
+            max_width=w,
+            no_wrap=True,
+            overflow="crop",
+            justify=columns[k].justify,
+        )
     for r in rows:
-        fitted = [[_fit(columns[k], line, w) for line in r[k]] for k, w in zip(shown, widths,
-                                                                             strict=True)]
+        fitted = [
+            [_fit(columns[k], line, w) for line in r[k]] for k, w in zip(shown, widths, strict=True)
+        ]
         paired = [f for k, f in zip(shown, fitted, strict=True) if columns[k].paired]
         if len({len(f) for f in paired}) == 1:  # e.g. a local derivative beside its gradient
             for j in range(len(paired[0])):
@@ -237,8 +269,13 @@ def _table(columns: list[Column], shown: list[int], widths: list[int], rows: lis
     return table
 
 
-def print_table(console: Console, columns: list[Column], rows: list[list[Cell]],
-                title: str | None = None, more: str = "--format json") -> None:
+def print_table(
+    console: Console,
+    columns: list[Column],
+    rows: list[list[Cell]],
+    title: str | None = None,
+    more: str = "--format json",
+) -> None:
     """Print the table laid out for the console's width; a note names columns left out."""
     table, dropped = render(columns, rows, console.width, title)
     console.print(table)
@@ -248,8 +285,13 @@ def print_table(console: Console, columns: list[Column], rows: list[list[Cell]],
 CHUNK = 200  # rows laid out and printed at a time by print_table_stream
 
 
-def print_table_stream(console: Console, columns: list[Column], make_rows,
-                       title: str | None = None, more: str = "--format json") -> None:
+def print_table_stream(
+    console: Console,
+    columns: list[Column],
+    make_rows,
+    title: str | None = None,
+    more: str = "--format json",
+) -> None:
     """``print_table`` for tables too large to hold: ``make_rows()`` returns a fresh iterator
     of the rows, read twice (once to measure the columns, once to print), each time
     ``CHUNK`` rows at a time. The output is ``print_table``'s."""
@@ -259,8 +301,7 @@ def print_table_stream(console: Console, columns: list[Column], make_rows,
     shown, widths, dropped = decide(columns, bounds, console.width)
     first = True
     for chunk in _chunks(make_rows()):
-        console.print(_table(columns, shown, widths, chunk, title if first else None,
-                             header=first))
+        console.print(_table(columns, shown, widths, chunk, title if first else None, header=first))
         first = False
     if first:  # no rows
         console.print(_table(columns, shown, widths, [], title))
@@ -280,5 +321,7 @@ def _chunks(rows):
 
 def _note_dropped(console: Console, dropped: list[str], more: str) -> None:
     if dropped:
-        console.print(f"[dim]({escape(', '.join(dropped))} left out to fit {console.width} "
-                      f"columns; widen the terminal or use {escape(more)})[/]")
+        console.print(
+            f"[dim]({escape(', '.join(dropped))} left out to fit {console.width} "
+            f"columns; widen the terminal or use {escape(more)})[/]"
+        )

@@ -30,13 +30,21 @@ def json_report(sink, outcome) -> None:
     rep, result = outcome.data, outcome.result
     rec = rep.rec
     # rows are built as they are written (NOTE [Trace memory])
-    sink.write_json_stream(envelope("trace", outcome.label, [], error=result.error,
-                                    interrupted=result.interrupted,
-                                    call=rep.call, calls=rec.calls,
-                                    kind=rec.kind,
-                                    steps=Streamed(rec.rows(), rec.rows_json()),
-                                    truncated=rec.truncated),
-                           pretty=len(rec) <= PRETTY_JSON_ROWS)
+    sink.write_json_stream(
+        envelope(
+            "trace",
+            outcome.label,
+            [],
+            error=result.error,
+            interrupted=result.interrupted,
+            call=rep.call,
+            calls=rec.calls,
+            kind=rec.kind,
+            steps=Streamed(rec.rows(), rec.rows_json()),
+            truncated=rec.truncated,
+        ),
+        pretty=len(rec) <= PRETTY_JSON_ROWS,
+    )
 
 
 def text_report(sink, outcome) -> str | None:
@@ -46,8 +54,10 @@ def text_report(sink, outcome) -> str | None:
     sink.stream()  # with -o, the text goes to the file as it is printed
     _text(sink.console(), rec, rep.call)
     if rec.truncated:
-        return (f"[yellow]note:[/] {rec.truncated} nodes not shown (--max-nodes "
-                f"{rep.limit}); use --max-nodes N or --format json for everything")
+        return (
+            f"[yellow]note:[/] {rec.truncated} nodes not shown (--max-nodes "
+            f"{rep.limit}); use --max-nodes N or --format json for everything"
+        )
     return None
 
 
@@ -69,8 +79,9 @@ def _text(console, rec: BackwardTrace, call: int) -> None:
     title = f"backward of {roots} (call {call} of {rec.calls}), in execution order"
     if rec.truncated:
         title += f"; the first {len(rec)} of {rec.steps} nodes"
-    table.print_table_stream(console, TRACE_COLUMNS, lambda: map(_row_cells, rec.rows()),
-                             title=title)
+    table.print_table_stream(
+        console, TRACE_COLUMNS, lambda: map(_row_cells, rec.rows()), title=title
+    )
 
 
 def _row_cells(row: dict) -> list[table.Cell]:
@@ -79,12 +90,17 @@ def _row_cells(row: dict) -> list[table.Cell]:
         name += f" [bold green]{escape(row['variable'])}[/]"
     incoming = ", ".join(fmt_summary(g) for g in row["incoming"])
     local = [fmt_summary(o["local"]) if o["local"] else "-" for o in row["outgoing"]]
-    out = [f"→ {escape(o['to'])}: {escape(fmt_summary(o['grad']))}"
-           for o in row["outgoing"]] or (["[green]accumulated into .grad[/]"]
-                                         if row["node"] == "AccumulateGrad" else ["-"])
+    out = [f"→ {escape(o['to'])}: {escape(fmt_summary(o['grad']))}" for o in row["outgoing"]] or (
+        ["[green]accumulated into .grad[/]"] if row["node"] == "AccumulateGrad" else ["-"]
+    )
     loc = row.get("created_at")
     site = f"{short_path(loc['file'])}:{loc['line']}" if loc else ""
-    return [table.plain(str(row["step"])), table.cell(name),
-            table.plain(fmt_summary(row["value"])), table.plain(incoming),
-            table.plain(*local) if local else table.plain("-"), table.cell(*out),
-            table.plain(site)]
+    return [
+        table.plain(str(row["step"])),
+        table.cell(name),
+        table.plain(fmt_summary(row["value"])),
+        table.plain(incoming),
+        table.plain(*local) if local else table.plain("-"),
+        table.cell(*out),
+        table.plain(site),
+    ]

@@ -29,8 +29,10 @@ def fmt_summary(s: dict | None) -> str:
         return _fmt_nested(v)
     if "min" not in s:
         return f"[{', '.join(map(str, s['shape']))}] {s['dtype']}"
-    text = (f"[{'x'.join(map(str, s['shape']))}] min {fmt_number(s['min'])} max "
-            f"{fmt_number(s['max'])} mean {fmt_number(s.get('mean'))}")
+    text = (
+        f"[{'x'.join(map(str, s['shape']))}] min {fmt_number(s['min'])} max "
+        f"{fmt_number(s['max'])} mean {fmt_number(s.get('mean'))}"
+    )
     bad = [f"{s[k]} {k}" for k in ("nan", "inf") if s.get(k)]
     if bad:
         text += " (" + ", ".join(bad) + ")"

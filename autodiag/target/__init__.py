@@ -14,8 +14,16 @@ from autodiag.target.errors import (
     TargetFailed,
 )
 
-__all__ = ["Target", "Run", "run", "AutodiagError", "BadExpression", "BadInvocation",
-           "BadTarget", "TargetFailed"]
+__all__ = [
+    "Target",
+    "Run",
+    "run",
+    "AutodiagError",
+    "BadExpression",
+    "BadInvocation",
+    "BadTarget",
+    "TargetFailed",
+]
 
 
 @dataclasses.dataclass
@@ -63,20 +71,21 @@ class Run:
     @property
     def analysed_nothing(self) -> bool:
         """It ran to its end and the engine recorded no op: no verdict can be about it."""
-        return self.ops == 0 and self.error is None and not self.interrupted \
-            and not self.stopped
+        return self.ops == 0 and self.error is None and not self.interrupted and not self.stopped
 
 
 def prepare(target: Target):
     """Check everything that can be checked before running (file, syntax, expression)."""
     if (target.path is None) == (target.expr is None):
-        raise BadInvocation("give either a script path or -e EXPR, not both or neither",
-                            "For example: autodiag graph model.py, or autodiag graph -e "
-                            "'x**2' --var x=3.")
+        raise BadInvocation(
+            "give either a script path or -e EXPR, not both or neither",
+            "For example: autodiag graph model.py, or autodiag graph -e 'x**2' --var x=3.",
+        )
     if target.expr is None:
         if target.vars:
-            raise BadInvocation("--var only applies to -e EXPR",
-                                "Scripts take their arguments after --.")
+            raise BadInvocation(
+                "--var only applies to -e EXPR", "Scripts take their arguments after --."
+            )
         from autodiag.target.script import load
 
         return load(target.path)
@@ -89,8 +98,10 @@ def prepare(target: Target):
     for spec in target.vars:
         name, value = expression.parse_var(spec)
         if name in variables:
-            raise BadInvocation(f"--var {name} is given twice: --var {specs[name]} and --var "
-                                f"{spec}", "Give each variable once.")
+            raise BadInvocation(
+                f"--var {name} is given twice: --var {specs[name]} and --var {spec}",
+                "Give each variable once.",
+            )
         variables[name], specs[name] = value, spec
     return expression.check(target.expr, variables), variables
 
@@ -109,8 +120,7 @@ def run(target: Target, tracers=()) -> Run:
             if target.expr is None:
                 from autodiag.target.script import run_script
 
-                result.namespace = run_script(target.path, target.args, target.timeout,
-                                              run=result)
+                result.namespace = run_script(target.path, target.args, target.timeout, run=result)
             else:
                 result.namespace = _run_expression(target, *prepared, result)
     except TargetFailed as e:
@@ -137,13 +147,16 @@ def _run_expression(target: Target, tree, variables: dict, result: Run) -> dict:
     from autodiag.target import expression
 
     dt = ad.float32 if target.dtype == "float32" else ad.float64
-    env = {name: ad.tensor(value, dtype=dt, requires_grad=True)
-           for name, value in variables.items()}
+    env = {
+        name: ad.tensor(value, dtype=dt, requires_grad=True) for name, value in variables.items()
+    }
     try:
         out = expression.evaluate(tree, env)
     except Exception as e:  # noqa: BLE001 - e.g. a shape mismatch between variables
-        raise TargetFailed(f"evaluating the expression failed: {type(e).__name__}: {e}",
-                           "Check the shapes and values given with --var.") from None
+        raise TargetFailed(
+            f"evaluating the expression failed: {type(e).__name__}: {e}",
+            "Check the shapes and values given with --var.",
+        ) from None
     namespace = dict(env)
     namespace["result"] = out
     result.namespace = namespace  # kept when a tracer stops the run during backward
@@ -153,8 +166,9 @@ def _run_expression(target: Target, tree, variables: dict, result: Run) -> dict:
         try:
             out.backward(ad.ones_like(out) if out.dim() else None)
         except Exception as e:  # noqa: BLE001
-            raise TargetFailed(f"backward of the expression failed: {type(e).__name__}: {e}",
-                               "") from None
+            raise TargetFailed(
+                f"backward of the expression failed: {type(e).__name__}: {e}", ""
+            ) from None
     return namespace
 
 

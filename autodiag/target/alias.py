@@ -29,13 +29,20 @@ def not_provided(exc: BaseException, name: str, cli: bool = True) -> NotProvided
         where = f"{sites.short_path(f.filename)}:{f.lineno}"
         code = (f.line or "").strip()
     if _torch_installed():
-        hint = ("PyTorch itself is installed: run the script with plain python to use it. "
-                "Debugging it on PyTorch itself with `--engine torch` is planned for a later "
-                "version of autodiag; it is not available yet.")
+        hint = (
+            "PyTorch itself is installed: run the script with plain python to use it. "
+            "Debugging it on PyTorch itself with `--engine torch` is planned for a later "
+            "version of autodiag; it is not available yet."
+        )
         if not cli:
             hint = "PyTorch itself is installed: run the script with plain python to use it."
     else:
-        hint = ("autodiag runs `import torch` scripts that stay inside the subset of PyTorch "
-                "it implements (README, \"PyTorch scripts\"); this name is outside it.")
-    return NotProvidedByEngine(f"{where} uses `{name}`, which autodiag's engine does not "
-                               "provide", hint, f"    {code}" if code else "")
+        hint = (
+            "autodiag runs `import torch` scripts that stay inside the subset of PyTorch "
+            'it implements (README, "PyTorch scripts"); this name is outside it.'
+        )
+    return NotProvidedByEngine(
+        f"{where} uses `{name}`, which autodiag's engine does not provide",
+        hint,
+        f"    {code}" if code else "",
+    )

@@ -15,8 +15,9 @@ class AutodiagError(Exception):
     title = "error"
     kind = "error"  # the JSON envelope's error.kind (README, "JSON")
 
-    def __init__(self, message: str, hint: str = "", details: str = "",
-                 location: dict | None = None):
+    def __init__(
+        self, message: str, hint: str = "", details: str = "", location: dict | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -70,9 +71,16 @@ class TargetFailed(AutodiagError):
     title = "the target failed"
     kind = "target_failed"
 
-    def __init__(self, message: str, hint: str = "", details: str = "",
-                 exception: BaseException | None = None, exit_status=None,
-                 kind: str = "target_failed", location: dict | None = None):
+    def __init__(
+        self,
+        message: str,
+        hint: str = "",
+        details: str = "",
+        exception: BaseException | None = None,
+        exit_status=None,
+        kind: str = "target_failed",
+        location: dict | None = None,
+    ):
         super().__init__(message, hint, details, location)
         self.exception = exception
         self.exit_status = exit_status
@@ -95,9 +103,11 @@ class InternalError(AutodiagError):
     kind = "internal"
 
     def __init__(self, exception: BaseException):
-        super().__init__(f"{type(exception).__name__}: {exception}",
-                         "This is a bug in autodiag. Run again with AUTODIAG_DEBUG=1 to see its "
-                         "traceback, and report it.")
+        super().__init__(
+            f"{type(exception).__name__}: {exception}",
+            "This is a bug in autodiag. Run again with AUTODIAG_DEBUG=1 to see its "
+            "traceback, and report it.",
+        )
         self.exception = exception
 
 

@@ -20,11 +20,25 @@ from autodiag.target.errors import BadExpression, BadInvocation
 
 # The functions an expression may call: the ops registered with ``expr=True`` (ops/_core.py).
 FUNCTIONS = tuple(sorted(n for n, info in OPS.items() if info.expr))
-KEYWORDS = ("dim", "keepdim", "min", "max", "p", "approximate", "negative_slope", "beta",
-            "threshold", "exponent", "unbiased", "correction")
+KEYWORDS = (
+    "dim",
+    "keepdim",
+    "min",
+    "max",
+    "p",
+    "approximate",
+    "negative_slope",
+    "beta",
+    "threshold",
+    "exponent",
+    "unbiased",
+    "correction",
+)
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
-_ALLOWED = ("arithmetic (+ - * / // % ** @, unary -), numbers, the --var names (indexed with "
-            "constant integers or slices), and the functions " + " ".join(FUNCTIONS))
+_ALLOWED = (
+    "arithmetic (+ - * / // % ** @, unary -), numbers, the --var names (indexed with "
+    "constant integers or slices), and the functions " + " ".join(FUNCTIONS)
+)
 
 
 def parse_var(spec: str):
@@ -32,26 +46,36 @@ def parse_var(spec: str):
     name, sep, value = spec.partition("=")
     name = name.strip()
     if not sep:
-        raise BadInvocation(f"--var {spec!r}: expected NAME=VALUE", "For example: --var x=1.5 "
-                            "or --var w='[[1, 2], [3, 4]]'.")
+        raise BadInvocation(
+            f"--var {spec!r}: expected NAME=VALUE",
+            "For example: --var x=1.5 or --var w='[[1, 2], [3, 4]]'.",
+        )
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
-        raise BadInvocation(f"--var {spec!r}: {name!r} is not a valid variable name",
-                            "Use a plain identifier such as x or w1.")
+        raise BadInvocation(
+            f"--var {spec!r}: {name!r} is not a valid variable name",
+            "Use a plain identifier such as x or w1.",
+        )
     if name in FUNCTIONS or name in CONSTANTS:
-        raise BadInvocation(f"--var {spec!r}: {name!r} is the name of a function or constant",
-                            "Pick another variable name.")
+        raise BadInvocation(
+            f"--var {spec!r}: {name!r} is the name of a function or constant",
+            "Pick another variable name.",
+        )
     try:
         parsed = ast.literal_eval(value.strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         parsed = None
     if not _is_numeric(parsed):
-        raise BadInvocation(f"--var {spec!r}: {value.strip()!r} is not a number or a nested "
-                            f"list of numbers", "For example: --var x=2 or --var x='[1, 2, 3]'.")
+        raise BadInvocation(
+            f"--var {spec!r}: {value.strip()!r} is not a number or a nested list of numbers",
+            "For example: --var x=2 or --var x='[1, 2, 3]'.",
+        )
     ragged = _ragged(parsed)
     if ragged:
-        raise BadInvocation(f"--var {spec!r}: the nested lists are not rectangular ({ragged})",
-                            "Every list at the same depth needs the same length, as in a "
-                            "tensor: --var w='[[1, 2], [3, 4]]'.")
+        raise BadInvocation(
+            f"--var {spec!r}: the nested lists are not rectangular ({ragged})",
+            "Every list at the same depth needs the same length, as in a "
+            "tensor: --var w='[[1, 2], [3, 4]]'.",
+        )
     return name, parsed
 
 
@@ -93,14 +117,18 @@ def check(expr: str, var_names) -> ast.Expression:
     try:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as e:
-        raise BadExpression(f"malformed expression: {e.msg} at column {e.offset}",
-                            f"Allowed: {_ALLOWED}.", _caret(expr.strip(), e.offset)) from None
-    except (RecursionError, MemoryError) as e:
+        raise BadExpression(
+            f"malformed expression: {e.msg} at column {e.offset}",
+            f"Allowed: {_ALLOWED}.",
+            _caret(expr.strip(), e.offset),
+        ) from None
+    except (RecursionError, MemoryError):
         # NOTE: str() of these is often empty; the parser gives up on the nesting depth
-        raise BadExpression(f"the expression is nested too deeply for Python's parser "
-                            f"({len(expr.strip())} characters)",
-                            "Simplify the expression: fewer nested parentheses, unary signs or "
-                            "calls.") from None
+        raise BadExpression(
+            f"the expression is nested too deeply for Python's parser "
+            f"({len(expr.strip())} characters)",
+            "Simplify the expression: fewer nested parentheses, unary signs or calls.",
+        ) from None
     except ValueError as e:
         raise BadExpression(f"malformed expression: {e}", "Simplify the expression.") from None
     known = set(var_names)
@@ -109,9 +137,11 @@ def check(expr: str, var_names) -> ast.Expression:
         node = stack.pop()
         reason = _refusal(node, known)
         if reason:
-            raise BadExpression(f"{reason} at column {node.col_offset + 1}",
-                                f"Nothing was run. Allowed: {_ALLOWED}.",
-                                _caret(expr.strip(), node.col_offset + 1))
+            raise BadExpression(
+                f"{reason} at column {node.col_offset + 1}",
+                f"Nothing was run. Allowed: {_ALLOWED}.",
+                _caret(expr.strip(), node.col_offset + 1),
+            )
         stack.extend(_children(node))
     return tree
 
@@ -135,8 +165,11 @@ def _refusal(node, known: set) -> str | None:
     if isinstance(node, ast.BinOp):
         return None if type(node.op) in _OPERATORS else "this operator is not allowed"
     if isinstance(node, ast.UnaryOp):
-        return None if isinstance(node.op, (ast.USub, ast.UAdd)) else \
-            "this unary operator is not allowed"
+        return (
+            None
+            if isinstance(node.op, (ast.USub, ast.UAdd))
+            else "this unary operator is not allowed"
+        )
     if isinstance(node, ast.Call):
         f = node.func
         if not isinstance(f, ast.Name):
@@ -152,18 +185,26 @@ def _refusal(node, known: set) -> str | None:
     if isinstance(node, ast.Subscript):
         if not (isinstance(node.value, ast.Name) and node.value.id in known):
             return "only the --var names may be indexed"
-        return None if _constant_index(node.slice) else \
-            "an index must be made of integer constants and slices"
+        return (
+            None
+            if _constant_index(node.slice)
+            else "an index must be made of integer constants and slices"
+        )
     if isinstance(node, ast.Attribute):
         return f"attribute access ('.{node.attr}') is not allowed"
     kind = type(node).__name__
-    return {"Lambda": "lambda is not allowed", "ListComp": "comprehensions are not allowed",
-            "GeneratorExp": "comprehensions are not allowed",
-            "SetComp": "comprehensions are not allowed", "DictComp": "comprehensions are not "
-            "allowed", "Compare": "comparisons are not allowed", "BoolOp": "and/or is not "
-            "allowed", "IfExp": "conditional expressions are not allowed", "NamedExpr":
-            "assignment expressions are not allowed", "JoinedStr": "strings are not allowed",
-            }.get(kind, f"{kind} is not allowed")
+    return {
+        "Lambda": "lambda is not allowed",
+        "ListComp": "comprehensions are not allowed",
+        "GeneratorExp": "comprehensions are not allowed",
+        "SetComp": "comprehensions are not allowed",
+        "DictComp": "comprehensions are not allowed",
+        "Compare": "comparisons are not allowed",
+        "BoolOp": "and/or is not allowed",
+        "IfExp": "conditional expressions are not allowed",
+        "NamedExpr": "assignment expressions are not allowed",
+        "JoinedStr": "strings are not allowed",
+    }.get(kind, f"{kind} is not allowed")
 
 
 def _constant_index(s) -> bool:
@@ -176,8 +217,11 @@ def _constant_index(s) -> bool:
         for p in parts:
             if isinstance(p, ast.UnaryOp) and isinstance(p.op, ast.USub):
                 p = p.operand
-            if not (isinstance(p, ast.Constant) and isinstance(p.value, int)
-                    and not isinstance(p.value, bool)):
+            if not (
+                isinstance(p, ast.Constant)
+                and isinstance(p.value, int)
+                and not isinstance(p.value, bool)
+            ):
                 return False
     return True
 
@@ -237,9 +281,16 @@ def _binop(ad, op, a, b):
     return _OPERATORS[op](a, b)
 
 
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-              ast.Div: operator.truediv, ast.Pow: operator.pow, ast.MatMult: operator.matmul,
-              ast.Mod: operator.mod, ast.FloorDiv: operator.floordiv}
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.MatMult: operator.matmul,
+    ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv,
+}
 
 
 def _index_value(s):
@@ -248,8 +299,9 @@ def _index_value(s):
     out = []
     for it in items:
         if isinstance(it, ast.Slice):
-            out.append(slice(*(None if p is None else _int(p)
-                               for p in (it.lower, it.upper, it.step))))
+            out.append(
+                slice(*(None if p is None else _int(p) for p in (it.lower, it.upper, it.step)))
+            )
         else:
             out.append(_int(it))
     return tuple(out) if isinstance(s, ast.Tuple) else out[0]

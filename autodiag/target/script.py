@@ -40,34 +40,48 @@ class Timeout(BaseException):
 def load(path: str) -> types.CodeType:
     """Read and compile ``path``; a clear BadTarget when that is impossible."""
     if not os.path.exists(path):
-        raise BadTarget(f"{path}: no such file",
-                        "Check the path; TARGET is a Python script, or use -e EXPR.")
+        raise BadTarget(
+            f"{path}: no such file", "Check the path; TARGET is a Python script, or use -e EXPR."
+        )
     if os.path.isdir(path):
-        raise BadTarget(f"{path} is a directory, not a script",
-                        "Give the path of a .py file inside it.")
+        raise BadTarget(
+            f"{path} is a directory, not a script", "Give the path of a .py file inside it."
+        )
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as e:
-        raise BadTarget(f"{path}: cannot be read ({e.strerror})",
-                        "Check the file's permissions.") from None
+        raise BadTarget(
+            f"{path}: cannot be read ({e.strerror})", "Check the file's permissions."
+        ) from None
     try:
         source = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise BadTarget(f"{path} is not UTF-8 text (byte {e.start}: {raw[e.start]:#04x})",
-                        "TARGET must be a Python source file.") from None
+        raise BadTarget(
+            f"{path} is not UTF-8 text (byte {e.start}: {raw[e.start]:#04x})",
+            "TARGET must be a Python source file.",
+        ) from None
     if "\x00" in source:
-        raise BadTarget(f"{path} is a binary file, not a Python script",
-                        "TARGET must be a Python source file.")
+        raise BadTarget(
+            f"{path} is a binary file, not a Python script", "TARGET must be a Python source file."
+        )
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".ipynb":
-        raise BadTarget(f"{path} is a Jupyter notebook, not a Python script",
-                        "Convert it first: jupyter nbconvert --to script NOTEBOOK.ipynb")
-    if suffix not in ("", ".py", ".pyw") and not source.startswith("#!") or \
-            source.startswith("#!") and "python" not in source.split("\n", 1)[0]:
+        raise BadTarget(
+            f"{path} is a Jupyter notebook, not a Python script",
+            "Convert it first: jupyter nbconvert --to script NOTEBOOK.ipynb",
+        )
+    if (
+        suffix not in ("", ".py", ".pyw")
+        and not source.startswith("#!")
+        or source.startswith("#!")
+        and "python" not in source.split("\n", 1)[0]
+    ):
         # `python data.csv` might even run; a debugger run of it is surely a mistake
-        raise BadTarget(f"{path} is not a Python script (a {suffix or 'non-Python'} file)",
-                        "TARGET must be a Python source file (.py).")
+        raise BadTarget(
+            f"{path} is not a Python script (a {suffix or 'non-Python'} file)",
+            "TARGET must be a Python source file (.py).",
+        )
     try:
         return compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as e:
@@ -78,26 +92,43 @@ def load(path: str) -> types.CodeType:
             caret = " " * max((e.offset or 1) - 1, 0) + "^"
             details = f"    {line}\n    {caret}"
         if not path.endswith((".py", ".pyw")):
-            raise BadTarget(f"{where}: not a Python script ({e.msg})",
-                            "TARGET must be a Python source file.", details) from None
-        raise BadTarget(f"{where}: syntax error: {e.msg}",
-                        "Fix the syntax error; the script must run with plain python first.",
-                        details, location={"file": path, "line": e.lineno, "function": None,
-                                           "code": (e.text or "").strip()}) from None
+            raise BadTarget(
+                f"{where}: not a Python script ({e.msg})",
+                "TARGET must be a Python source file.",
+                details,
+            ) from None
+        raise BadTarget(
+            f"{where}: syntax error: {e.msg}",
+            "Fix the syntax error; the script must run with plain python first.",
+            details,
+            location={
+                "file": path,
+                "line": e.lineno,
+                "function": None,
+                "code": (e.text or "").strip(),
+            },
+        ) from None
     except ValueError as e:  # e.g. "source code string cannot contain null bytes"
-        raise BadTarget(f"{path}: not a Python script ({e})",
-                        "TARGET must be a Python source file.") from None
+        raise BadTarget(
+            f"{path}: not a Python script ({e})", "TARGET must be a Python source file."
+        ) from None
 
 
 # Array libraries whose tensors autodiag's engine does not see, by top-level module name.
-FOREIGN_ENGINES = {"torch": "PyTorch", "jax": "JAX", "tensorflow": "TensorFlow", "mlx": "MLX",
-                   "tinygrad": "tinygrad", "cupy": "CuPy", "micrograd": "micrograd"}
+FOREIGN_ENGINES = {
+    "torch": "PyTorch",
+    "jax": "JAX",
+    "tensorflow": "TensorFlow",
+    "mlx": "MLX",
+    "tinygrad": "tinygrad",
+    "cupy": "CuPy",
+    "micrograd": "micrograd",
+}
 
 
 def _libraries() -> dict:
     """The array libraries in ``sys.modules`` now: top-level name -> the module's file."""
-    return {name: module_file(sys.modules[name]) for name in FOREIGN_ENGINES
-            if name in sys.modules}
+    return {name: module_file(sys.modules[name]) for name in FOREIGN_ENGINES if name in sys.modules}
 
 
 def foreign_imports(path: str, libraries: dict) -> list[tuple[str, str, int]]:
@@ -207,8 +238,10 @@ def _hard_exit(status) -> None:
     if threading.current_thread() is not threading.main_thread():
         # only the main thread's run can be ended by an exception: end the process, as asked
         _flush()
-        sys.__stderr__.write(f"autodiag: the script called os._exit({status}) in a thread; "
-                             "the process ended there, with no report\n")
+        sys.__stderr__.write(
+            f"autodiag: the script called os._exit({status}) in a thread; "
+            "the process ended there, with no report\n"
+        )
         _flush()
         _REAL_EXIT(status)
     raise HardExit(status)
@@ -290,28 +323,37 @@ def run_script(path: str, args: list[str], timeout: float | None = None, run=Non
     except SystemExit as e:
         status = e.code
         if status not in (None, 0):
-            raise TargetFailed(f"{path} exited with status {status}",
-                               "autodiag reports what ran before the exit; a script that "
-                               "exits with an error status is treated as failed.",
-                               exit_status=status) from None
+            raise TargetFailed(
+                f"{path} exited with status {status}",
+                "autodiag reports what ran before the exit; a script that "
+                "exits with an error status is treated as failed.",
+                exit_status=status,
+            ) from None
     except HardExit as e:
         tb = _user_traceback(e.__traceback__, path)
         if run is not None:
             run.hard_exit = e.status
             run.hard_exit_site = _innermost(e.__traceback__)
         if e.status != 0:
-            raise TargetFailed(f"{path} hard-exited with os._exit({e.status})",
-                               "autodiag reports what ran before the exit; a script that "
-                               "exits with an error status is treated as failed, as with "
-                               "sys.exit.", tb, exit_status=e.status) from None
+            raise TargetFailed(
+                f"{path} hard-exited with os._exit({e.status})",
+                "autodiag reports what ran before the exit; a script that "
+                "exits with an error status is treated as failed, as with "
+                "sys.exit.",
+                tb,
+                exit_status=e.status,
+            ) from None
     except Timeout:
         tb = sys.exc_info()[2]
         frames = script_frames(tb, path)
-        raise TargetFailed(f"{path} did not finish within --timeout {timeout:g} s",
-                           "Raise --timeout, or make the script do less (fewer steps, a smaller "
-                           "model) for the analysis run.", _user_traceback(tb, path),
-                           kind="timeout",
-                           location=frame_location(frames[-1]) if frames else None) from None
+        raise TargetFailed(
+            f"{path} did not finish within --timeout {timeout:g} s",
+            "Raise --timeout, or make the script do less (fewer steps, a smaller "
+            "model) for the analysis run.",
+            _user_traceback(tb, path),
+            kind="timeout",
+            location=frame_location(frames[-1]) if frames else None,
+        ) from None
     except KeyboardInterrupt:
         raise
     except StopRun:
@@ -319,9 +361,11 @@ def run_script(path: str, args: list[str], timeout: float | None = None, run=Non
             raise
         run.stopped = True
     except StdinClosed as e:
-        raise TargetFailed(f"{path} reads standard input, which autodiag closes",
-                           "Pass the data as script arguments after -- or in a file.",
-                           _user_traceback(e.__traceback__, path)) from None
+        raise TargetFailed(
+            f"{path} reads standard input, which autodiag closes",
+            "Pass the data as script arguments after -- or in a file.",
+            _user_traceback(e.__traceback__, path),
+        ) from None
     except BaseException as e:  # noqa: BLE001 - any error of the user's script is reported
         if not _ran_script(e.__traceback__):
             raise  # the runner's own failure, before or after the script: autodiag's bug
@@ -372,9 +416,13 @@ def _failed(path: str, e: BaseException) -> TargetFailed:
     # it, the JSON envelope carries it as error.traceback.
     where = "The traceback shows the script's own frames; " if tb else ""
     frames = script_frames(e.__traceback__, path)
-    return TargetFailed(f"{path} raised {exc}", f"{where}fix the error, or run the script with "
-                        "plain python to reproduce it.", tb, exception=e,
-                        location=frame_location(frames[-1]) if frames else None)
+    return TargetFailed(
+        f"{path} raised {exc}",
+        f"{where}fix the error, or run the script with plain python to reproduce it.",
+        tb,
+        exception=e,
+        location=frame_location(frames[-1]) if frames else None,
+    )
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:
@@ -383,8 +431,7 @@ def user_frames(tb) -> list[traceback.FrameSummary]:
     for fs, _ in traceback.walk_tb(tb):
         if sites._user(fs.f_code):  # the runner's own frames (and the CLI's) are autodiag's
             frames.append(fs)
-    summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames),
-                                             lookup_lines=True)
+    summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames), lookup_lines=True)
     return list(summary)
 
 
@@ -398,10 +445,12 @@ def script_frames(tb, path: str) -> list[traceback.FrameSummary]:
     mine = []
     for f in frames:
         name = os.path.abspath(f.filename)
-        if name.startswith(folder) and not any(name.startswith(p) for p in outside
-                                               if not folder.startswith(p)) and \
-                os.sep + "site-packages" + os.sep not in name[len(folder) - 1:] and \
-                os.sep + "dist-packages" + os.sep not in name[len(folder) - 1:]:
+        if (
+            name.startswith(folder)
+            and not any(name.startswith(p) for p in outside if not folder.startswith(p))
+            and os.sep + "site-packages" + os.sep not in name[len(folder) - 1 :]
+            and os.sep + "dist-packages" + os.sep not in name[len(folder) - 1 :]
+        ):
             mine.append(f)
     return mine or frames
 
@@ -416,8 +465,12 @@ def _library_paths() -> set:
 
 def frame_location(f: traceback.FrameSummary) -> dict:
     """A frame as a Finding's location: file, line, function, code."""
-    return {"file": f.filename, "line": f.lineno, "function": f.name,
-            "code": (f.line or "").strip()}
+    return {
+        "file": f.filename,
+        "line": f.lineno,
+        "function": f.name,
+        "code": (f.line or "").strip(),
+    }
 
 
 def _user_traceback(tb, path: str) -> str:
@@ -459,8 +512,9 @@ def time_limit(timeout: float | None, what: str, hint: str):
         with _Alarm(timeout):
             yield
     except Timeout:
-        raise TargetFailed(f"{what} did not finish within --timeout {timeout:g} s", hint,
-                           kind="timeout") from None
+        raise TargetFailed(
+            f"{what} did not finish within --timeout {timeout:g} s", hint, kind="timeout"
+        ) from None
 
 
 class _Saved:
@@ -564,6 +618,10 @@ def _fileno(stream) -> int | None:
 
 def _reopened(stream, fd: int):
     """A new text stream like ``stream`` (which the script closed) on its descriptor ``fd``."""
-    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=stream.encoding,
-                            errors=stream.errors, line_buffering=stream.line_buffering,
-                            write_through=True)
+    return io.TextIOWrapper(
+        io.FileIO(fd, "w", closefd=False),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=stream.line_buffering,
+        write_through=True,
+    )

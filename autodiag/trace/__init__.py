@@ -49,8 +49,16 @@ import contextlib
 from autodiag.trace import events
 from autodiag.trace.sites import Stack, capture_stack, format_site
 
-__all__ = ["Tracer", "tracing", "Stack", "capture_stack", "format_site", "step", "active",
-           "StopRun"]
+__all__ = [
+    "Tracer",
+    "tracing",
+    "Stack",
+    "capture_stack",
+    "format_site",
+    "step",
+    "active",
+    "StopRun",
+]
 
 
 class StopRun(BaseException):

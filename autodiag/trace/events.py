@@ -45,8 +45,16 @@ _Tensor: type = type(None)
 # Per event, the installed tracers that override it (a tracer that ignores an event costs
 # nothing for it: ``on_save`` work is skipped entirely when nobody listens). Rebuilt on install.
 LISTENERS: dict = {}
-_EVENTS = ("on_op", "on_save", "on_inplace", "on_backward_begin", "on_node_backward",
-           "on_backward_end", "on_optimizer_step", "on_step")
+_EVENTS = (
+    "on_op",
+    "on_save",
+    "on_inplace",
+    "on_backward_begin",
+    "on_node_backward",
+    "on_backward_end",
+    "on_optimizer_step",
+    "on_step",
+)
 
 
 def _listens(tracer, event: str) -> bool:
@@ -128,8 +136,7 @@ def traced_binary(name: str, fn):
             out = fn(self, other)
         finally:
             _depth[0] -= 1
-        emit_op(name, (self, other) if isinstance(other, _Tensor) else (self,), out,
-                mark, 3)
+        emit_op(name, (self, other) if isinstance(other, _Tensor) else (self,), out, mark, 3)
         return out
 
     functools.update_wrapper(method, fn)

@@ -33,8 +33,13 @@ from autodiag.core.graph import SavedTensor, saved_tensors_hooks
 from autodiag.ops.factories import get_rng_state, set_rng_state
 from autodiag.tensor import Tensor
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
-           "detach_variable"]
+__all__ = [
+    "checkpoint",
+    "checkpoint_sequential",
+    "CheckpointError",
+    "CheckpointFunction",
+    "detach_variable",
+]
 
 
 class CheckpointError(RuntimeError):
@@ -61,8 +66,10 @@ class _rng_restored:
 def detach_variable(inputs: tuple) -> tuple:
     """Detached copies of the tensors in ``inputs`` that keep their ``requires_grad``."""
     if not isinstance(inputs, tuple):
-        raise RuntimeError(f"Only tuple of tensors is supported. Got Unsupported input type: "
-                           f"{type(inputs).__name__}")
+        raise RuntimeError(
+            f"Only tuple of tensors is supported. Got Unsupported input type: "
+            f"{type(inputs).__name__}"
+        )
     out = []
     for a in inputs:
         if isinstance(a, Tensor):
@@ -76,8 +83,11 @@ def detach_variable(inputs: tuple) -> tuple:
 def _warn_if_no_input_requires_grad(args) -> None:
     if not any(a.requires_grad for a in args if isinstance(a, Tensor)):
         # stacklevel: this, CheckpointFunction.forward, Function.apply, checkpoint, its caller
-        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
-                      UserWarning, stacklevel=5)
+        warnings.warn(
+            "None of the inputs have requires_grad=True. Gradients will be None",
+            UserWarning,
+            stacklevel=5,
+        )
 
 
 _USE_REENTRANT_WARNING = (
@@ -89,9 +99,16 @@ _USE_REENTRANT_WARNING = (
 )
 
 
-def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=None,
-               determinism_check: str = "default", debug: bool = False,
-               early_stop: bool = True, **kwargs):
+def checkpoint(
+    function,
+    *args,
+    use_reentrant: bool | None = None,
+    context_fn=None,
+    determinism_check: str = "default",
+    debug: bool = False,
+    early_stop: bool = True,
+    **kwargs,
+):
     """``function(*args, **kwargs)``, with its saved tensors recomputed in backward.
 
     ``preserve_rng_state=True`` (a keyword, as in PyTorch) replays the RNG state of the forward
@@ -114,27 +131,36 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn=No
         raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
     if use_reentrant:
         if context_fn is not None or debug is not False:
-            raise ValueError("Passing `context_fn` or `debug` is only supported when "
-                             "use_reentrant=False.")
+            raise ValueError(
+                "Passing `context_fn` or `debug` is only supported when use_reentrant=False."
+            )
         return CheckpointFunction.apply(function, preserve, *args)
     if context_fn is not None or debug:
-        raise NotImplementedError("autodiag: torch.utils.checkpoint's context_fn and debug "
-                                  "options are not supported")
+        raise NotImplementedError(
+            "autodiag: torch.utils.checkpoint's context_fn and debug options are not supported"
+        )
     if determinism_check not in ("default", "none"):
-        raise ValueError(f"determinism_check should be one of ['default', 'none'], but got "
-                         f"{determinism_check}")
+        raise ValueError(
+            f"determinism_check should be one of ['default', 'none'], but got {determinism_check}"
+        )
     if not grad_mode.is_grad_enabled():
         return function(*args, **kwargs)
-    frame = _Frame(function, args, kwargs, get_rng_state() if preserve else None,
-                   check_metadata=determinism_check == "default")
+    frame = _Frame(
+        function,
+        args,
+        kwargs,
+        get_rng_state() if preserve else None,
+        check_metadata=determinism_check == "default",
+    )
     with saved_tensors_hooks(frame.pack, frame.unpack):
         out = function(*args, **kwargs)
     frame.forward_done = True
     return out
 
 
-def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool | None = None,
-                          **kwargs):
+def checkpoint_sequential(
+    functions, segments: int, input, use_reentrant: bool | None = None, **kwargs
+):
     """Run ``functions`` (a list, or a module with ``children()``) in ``segments`` chunks, each
     but the last checkpointed.
 
@@ -145,12 +171,16 @@ def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool |
     >>> y = checkpoint_sequential(fs, 2, x, use_reentrant=False)
     """
     if use_reentrant is None:
-        warnings.warn("torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter "
-                      "should be passed explicitly. In version 2.9 we will raise an exception if "
-                      "use_reentrant is not passed. use_reentrant=False is recommended, but if "
-                      "you need to preserve the current default behavior, you can pass "
-                      "use_reentrant=True. Refer to docs for more details on the differences "
-                      "between the two variants.", UserWarning, stacklevel=2)
+        warnings.warn(
+            "torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter "
+            "should be passed explicitly. In version 2.9 we will raise an exception if "
+            "use_reentrant is not passed. use_reentrant=False is recommended, but if "
+            "you need to preserve the current default behavior, you can pass "
+            "use_reentrant=True. Refer to docs for more details on the differences "
+            "between the two variants.",
+            UserWarning,
+            stacklevel=2,
+        )
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs:
@@ -170,8 +200,9 @@ def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool |
     end = -1
     for start in range(0, size * (segments - 1), size):
         end = start + size - 1
-        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant,
-                           preserve_rng_state=preserve)
+        input = checkpoint(
+            run(start, end), input, use_reentrant=use_reentrant, preserve_rng_state=preserve
+        )
     return run(end + 1, len(functions) - 1)(input)
 
 
@@ -232,9 +263,11 @@ class _Frame:
             i = count[0]
             count[0] += 1
             if i >= len(holders):
-                raise CheckpointError("torch.utils.checkpoint: trying to save more tensors "
-                                      "during recomputation than during the original forward "
-                                      "pass.")
+                raise CheckpointError(
+                    "torch.utils.checkpoint: trying to save more tensors "
+                    "during recomputation than during the original forward "
+                    "pass."
+                )
             h = holders[i]()
             if h is not None:  # the node that saved it may be gone (partial graph freed)
                 if self.check_metadata and (t._data.shape, t._data.dtype) != self.metas[i]:
@@ -249,14 +282,19 @@ class _Frame:
         # filled). Raising there would leave the op being recorded half-built, and a recomputed
         # tensor saved as that op's output would carry the broken node into double backward.
         args = self._inputs()
-        with _rng_restored(self.rng_state), saved_tensors_hooks(pack, _Packed.unpack), \
-                grad_mode.enable_grad():
+        with (
+            _rng_restored(self.rng_state),
+            saved_tensors_hooks(pack, _Packed.unpack),
+            grad_mode.enable_grad(),
+        ):
             self.fn(*args, **self.kwargs)
         if count[0] != len(holders):
-            raise CheckpointError(f"torch.utils.checkpoint: A different number of tensors was "
-                                  f"saved during the original forward and recomputation.\n"
-                                  f"Number of tensors saved during forward: {len(holders)}\n"
-                                  f"Number of tensors saved during recomputation: {count[0]}.")
+            raise CheckpointError(
+                f"torch.utils.checkpoint: A different number of tensors was "
+                f"saved during the original forward and recomputation.\n"
+                f"Number of tensors saved during forward: {len(holders)}\n"
+                f"Number of tensors saved during recomputation: {count[0]}."
+            )
 
 
 class _Packed:
@@ -284,12 +322,16 @@ def _metadata_message(i: int, saved, t: Tensor) -> str:
     def meta(shape, dtype):
         from autodiag import dtypes
 
-        return (f"{{'shape': torch.Size([{', '.join(map(str, shape))}]), 'dtype': "
-                f"torch.{dtypes.from_numpy_dtype(dtype).name}, 'device': device(type='cpu')}}")
+        return (
+            f"{{'shape': torch.Size([{', '.join(map(str, shape))}]), 'dtype': "
+            f"torch.{dtypes.from_numpy_dtype(dtype).name}, 'device': device(type='cpu')}}"
+        )
 
-    return ("torch.utils.checkpoint: Recomputed values for the following tensors have different "
-            f"metadata than during the forward pass.\ntensor at position {i}:\nsaved metadata: "
-            f"{meta(*saved)}\nrecomputed metadata: {meta(t._data.shape, t._data.dtype)}\n")
+    return (
+        "torch.utils.checkpoint: Recomputed values for the following tensors have different "
+        f"metadata than during the forward pass.\ntensor at position {i}:\nsaved metadata: "
+        f"{meta(*saved)}\nrecomputed metadata: {meta(t._data.shape, t._data.dtype)}\n"
+    )
 
 
 class _CheckpointNode:
@@ -351,10 +393,12 @@ class CheckpointFunction(Function):
         from autodiag.autograd import backward
 
         if not _checkpoint_valid():
-            raise RuntimeError("When use_reentrant=True, torch.utils.checkpoint is incompatible "
-                               "with .grad() or passing an `inputs` parameter to .backward(). To "
-                               "resolve this error, you can either set use_reentrant=False, or "
-                               "call .backward() without passing the `inputs` argument.")
+            raise RuntimeError(
+                "When use_reentrant=True, torch.utils.checkpoint is incompatible "
+                "with .grad() or passing an `inputs` parameter to .backward(). To "
+                "resolve this error, you can either set use_reentrant=False, or "
+                "call .backward() without passing the `inputs` argument."
+            )
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t
@@ -364,10 +408,12 @@ class CheckpointFunction(Function):
                 outputs = ctx.run_function(*detached)
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
-        pairs = [(o, g) for o, g in zip(outputs, grads)
-                 if isinstance(o, Tensor) and o.requires_grad]
+        pairs = [
+            (o, g) for o, g in zip(outputs, grads) if isinstance(o, Tensor) and o.requires_grad
+        ]
         if not pairs:
-            raise RuntimeError("none of output has requires_grad=True, this checkpoint() is not "
-                               "necessary")
+            raise RuntimeError(
+                "none of output has requires_grad=True, this checkpoint() is not necessary"
+            )
         backward([o for o, _ in pairs], [g for _, g in pairs])
         return (None, None) + tuple(a.grad if isinstance(a, Tensor) else None for a in detached)

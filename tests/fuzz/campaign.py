@@ -24,8 +24,9 @@ class Class:
 
 
 class Campaign:
-    def __init__(self, torch, ad, seed=0, max_steps=8, op_names=None, use_known=True,
-                 shrink_budget=200):
+    def __init__(
+        self, torch, ad, seed=0, max_steps=8, op_names=None, use_known=True, shrink_budget=200
+    ):
         self.torch, self.ad = torch, ad
         self.seed = seed
         self.max_steps = max_steps
@@ -81,8 +82,7 @@ class Campaign:
     def replay(self, i) -> str:
         p = self.program(i)
         out = fz.run_program(p, self.torch, self.ad)
-        lines = [fz.repro(p, out.diff), "", f"# verdict: {out.diff}", f"# refusals: "
-                 f"{out.refusals}"]
+        lines = [fz.repro(p, out.diff), "", f"# verdict: {out.diff}", f"# refusals: {out.refusals}"]
         if out.diff is not None:
             small, sdiff = fz.shrink(p, out.diff, self.torch, self.ad, self.shrink_budget)
             lines += ["", f"# shrunk: {fz.classify(small, sdiff)}", fz.repro(small, sdiff)]
@@ -100,13 +100,17 @@ class Campaign:
         known = [c for c in classes if c.known is not None]
         unknown = [c for c in classes if c.known is None]
         pct = 100.0 * self.failing / max(self.programs, 1)
-        out = [f"programs run: {self.programs}; with a difference: {self.failing} ({pct:.1f}%),"
-               f" of which in known-issue classes: {self.failing - self.unknown_failing}; "
-               f"classes: {len(classes)} ({len(unknown)} not known); "
-               f"refusals: {sum(self.refusals.values())}"]
+        out = [
+            f"programs run: {self.programs}; with a difference: {self.failing} ({pct:.1f}%),"
+            f" of which in known-issue classes: {self.failing - self.unknown_failing}; "
+            f"classes: {len(classes)} ({len(unknown)} not known); "
+            f"refusals: {sum(self.refusals.values())}"
+        ]
         bar = "|" if markdown else " "
-        for title, group in (("Difference classes", unknown),
-                             ("Known-issue classes (tests/fuzz/known_issues.py)", known)):
+        for title, group in (
+            ("Difference classes", unknown),
+            ("Known-issue classes (tests/fuzz/known_issues.py)", known),
+        ):
             if not group:
                 continue
             out += ["", f"## {title}" if markdown else f"{title}:", ""]
@@ -121,8 +125,13 @@ class Campaign:
         if self.use_known:
             stale = self.stale_known()
             if stale:
-                out += ["", "## Known-issue entries that matched nothing" if markdown else
-                        "Known-issue entries that matched nothing:", ""]
+                out += [
+                    "",
+                    "## Known-issue entries that matched nothing"
+                    if markdown
+                    else "Known-issue entries that matched nothing:",
+                    "",
+                ]
                 out += [f"  - {k.branch}: `{k.ops}` / `{k.diff}`: {k.issue}" for k in stale]
         if self.refusals:
             out += ["", "## Refusals by op" if markdown else "Refusals by op:", ""]
@@ -132,8 +141,11 @@ class Campaign:
         if shown:
             out += ["", "## Minimal repros" if markdown else "Minimal repros:"]
             for c in shown:
-                head = f"### `{c.label}` ({c.count})" if markdown else \
-                    f"---- {c.label} ({c.count}; first seen as program {c.seeds[0]})"
+                head = (
+                    f"### `{c.label}` ({c.count})"
+                    if markdown
+                    else f"---- {c.label} ({c.count}; first seen as program {c.seeds[0]})"
+                )
                 out += ["", head]
                 code = fz.repro(c.repro, c.diff)
                 out += ["```python", code, "```"] if markdown else [code]

@@ -136,8 +136,14 @@ class Gen:
     def shape(self, min_nd=0, max_nd=3, min_size=0) -> tuple:
         nd = int(self.rng.integers(min_nd, max_nd + 1))
         sizes = [0, 1, 2, 3, 2, 3, 4] if min_size == 0 else [1, 2, 3, 4]
-        return tuple(int(self.rng.choice(sizes)) if self.rng.random() > 0.1 or min_size
-                     else 0 for _ in range(nd)) if nd else ()
+        return (
+            tuple(
+                int(self.rng.choice(sizes)) if self.rng.random() > 0.1 or min_size else 0
+                for _ in range(nd)
+            )
+            if nd
+            else ()
+        )
 
     def ndim(self, name) -> int:
         return self.pool[name].ndim
@@ -185,8 +191,11 @@ class Gen:
         if kind == "bool":
             dtype, rg = "bool", False
         else:
-            dtype = self.dtype if self.rng.random() > 0.08 else \
-                ("float64" if self.dtype == "float32" else "float32")
+            dtype = (
+                self.dtype
+                if self.rng.random() > 0.08
+                else ("float64" if self.dtype == "float32" else "float32")
+            )
             rg = bool(self.rng.random() < 0.75) if requires_grad is None else requires_grad
         values, vclass = self.values(tuple(shape), dtype)
         inp = Input(name, dtype, values, rg, vclass)
@@ -246,7 +255,7 @@ class Gen:
             want, ok = self._bcast_variant(sx), lambda s: _broadcastable(s, sx)
         elif how == "within":
             want = self._bcast_variant(sx)[-nd:] if nd else ()
-            want = tuple(w if w in (1, d) else d for w, d in zip(want, sx[-len(want):]))
+            want = tuple(w if w in (1, d) else d for w, d in zip(want, sx[-len(want) :]))
             ok = lambda s: _broadcastable(s, sx) and np.broadcast_shapes(s, sx) == sx
         elif how == "same":
             want, ok = sx, lambda s: s == sx
@@ -256,9 +265,10 @@ class Gen:
             want, ok = self.shape(1, 1), lambda s: len(s) == 1
         elif how == "cat":
             d = at % nd if nd else 0
-            want = sx[:d] + (int(r.integers(0, 3)),) + sx[d + 1:]
-            ok = lambda s: len(s) == nd and all(a == b for i, (a, b) in
-                                                enumerate(zip(s, sx)) if i != d)
+            want = sx[:d] + (int(r.integers(0, 3)),) + sx[d + 1 :]
+            ok = lambda s: (
+                len(s) == nd and all(a == b for i, (a, b) in enumerate(zip(s, sx)) if i != d)
+            )
         elif how == "expand_target":
             want = tuple(int(r.integers(1, 4)) if d == 1 else d for d in sx)
             if r.random() < 0.4:
@@ -440,8 +450,9 @@ def _scale(*arrays) -> float:
     return s
 
 
-def compare_tensors(a, t, torch, ad, *, grad_fn=True, scale_from=(), tol_dtype=None
-                    ) -> tuple | None:
+def compare_tensors(
+    a, t, torch, ad, *, grad_fn=True, scale_from=(), tol_dtype=None
+) -> tuple | None:
     """(what, detail) of the first difference between autodiag's a and torch's t, or None.
 
     Values are compared with the tolerance of t's dtype, or of ``tol_dtype`` when that is less
@@ -522,16 +533,19 @@ def _is_refusal(e, names) -> bool:
 
 def weights_for(m, t):
     """The grad_outputs weight for output t: 0.5, 1, 1.5, 0.5, ... in t's shape and dtype."""
-    return m.tensor([0.5 + 0.5 * (i % 3) for i in range(t.numel())],
-                    dtype=t.dtype).reshape(tuple(t.shape))
+    return m.tensor([0.5 + 0.5 * (i % 3) for i in range(t.numel())], dtype=t.dtype).reshape(
+        tuple(t.shape)
+    )
 
 
 def run_program(program: Program, torch, ad) -> Outcome:
     """Run on both libraries in lock-step; the first difference (or refusal) ends the run."""
     out = Outcome()
     pools = {"ad": {}, "t": {}}
-    ns = {"ad": {"torch": ad, "F": ad.nn.functional}, "t": {"torch": torch,
-                                                          "F": torch.nn.functional}}
+    ns = {
+        "ad": {"torch": ad, "F": ad.nn.functional},
+        "t": {"torch": torch, "F": torch.nn.functional},
+    }
     for inp in program.inputs:
         pools["ad"][inp.name] = make_tensor(ad, inp)
         pools["t"][inp.name] = make_tensor(torch, inp)
@@ -544,8 +558,9 @@ def run_program(program: Program, torch, ad) -> Outcome:
         op = OPS[step.op]
         if not oka and not okt:
             if type(va) is not type(vt) and not _same_error_family(va, vt):
-                out.diff = Diff("forward", "exception", f"{_exc_name(va)} vs {_exc_name(vt)}",
-                                step.op, step.out)
+                out.diff = Diff(
+                    "forward", "exception", f"{_exc_name(va)} vs {_exc_name(vt)}", step.op, step.out
+                )
                 return out
             continue
         if not oka:
@@ -557,8 +572,9 @@ def run_program(program: Program, torch, ad) -> Outcome:
         if not okt:
             out.diff = Diff("forward", "exception", f"ok vs {_exc_name(vt)}", step.op, step.out)
             return out
-        scale = [torch_array(pools["t"][r]) for r in step.refs
-                 if isinstance(pools["t"][r], torch.Tensor)]
+        scale = [
+            torch_array(pools["t"][r]) for r in step.refs if isinstance(pools["t"][r], torch.Tensor)
+        ]
         try:
             d = compare_tensors(va, vt, torch, ad, scale_from=scale, tol_dtype=_tol_dtype(program))
         except Exception as e:  # noqa: BLE001 - e.g. numpy() on a broken tensor
@@ -592,8 +608,7 @@ def _same_error_family(a, b) -> bool:
 
 
 def _grad_targets(program, pools, torch):
-    leaves = [i.name for i in program.inputs
-              if i.requires_grad and pools["t"][i.name].is_leaf]
+    leaves = [i.name for i in program.inputs if i.requires_grad and pools["t"][i.name].is_leaf]
     outs, seen = [], set()
     for s in program.steps:
         t = pools["t"].get(s.out)
@@ -608,8 +623,13 @@ def _grad(m, outs, leaves, create_graph):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return True, m.autograd.grad(outs, leaves, [weights_for(m, o) for o in outs],
-                                         create_graph=create_graph, allow_unused=True)
+            return True, m.autograd.grad(
+                outs,
+                leaves,
+                [weights_for(m, o) for o in outs],
+                create_graph=create_graph,
+                allow_unused=True,
+            )
         except Exception as e:  # noqa: BLE001
             return False, e
 
@@ -624,15 +644,20 @@ def _compare_grad_lists(stage, ga, gt, leaves, torch, ad, program, out):
             return Diff(stage, "exception", f"{_exc_name(va)} vs {_exc_name(vt)}")
         if not oka:
             if isinstance(va, NotImplementedError) and _is_refusal(
-                    va, [n for s in program.steps for n in OPS[s.op].refusal_names]):
+                va, [n for s in program.steps for n in OPS[s.op].refusal_names]
+            ):
                 out.refusals.append(f"{stage}:" + "+".join(sorted(set(program.ops()))))
                 return Diff(stage, "refusal", "")  # ends the run; not counted as a difference
             return Diff(stage, "exception", f"{_exc_name(va)} vs ok")
         return Diff(stage, "exception", f"ok vs {_exc_name(vt)}")
     for name, a, t in zip(leaves, va, vt):
         if (a is None) != (t is None):
-            return Diff(stage, "none", f"{'None' if a is None else 'tensor'} vs "
-                                       f"{'None' if t is None else 'tensor'}", where=name)
+            return Diff(
+                stage,
+                "none",
+                f"{'None' if a is None else 'tensor'} vs {'None' if t is None else 'tensor'}",
+                where=name,
+            )
         if a is None:
             continue
         try:
@@ -654,8 +679,11 @@ def _compare_grads(program, pools, torch, ad, out) -> Diff | None:
     d = _compare_grad_lists("grad", ga, gt, leaves, torch, ad, program, out)
     if d is not None or not ga[0]:
         return None if d is not None and d.what == "refusal" else d
-    both = [i for i, (a, t) in enumerate(zip(ga[1], gt[1]))
-            if a is not None and t is not None and a.requires_grad and t.requires_grad]
+    both = [
+        i
+        for i, (a, t) in enumerate(zip(ga[1], gt[1]))
+        if a is not None and t is not None and a.requires_grad and t.requires_grad
+    ]
     if not both:
         return None
     g2a = _grad(ad, [ga[1][i] for i in both], la, False)
@@ -708,8 +736,9 @@ def shrink(program: Program, diff: Diff, torch, ad, budget: int = 250) -> tuple[
     while changed and calls[0] < budget:
         changed = False
         for s in reversed(best[0].steps):
-            if s.out in {x.out for x in best[0].steps} and still_fails(_drop_steps(best[0],
-                                                                                 {s.out})):
+            if s.out in {x.out for x in best[0].steps} and still_fails(
+                _drop_steps(best[0], {s.out})
+            ):
                 changed = True
     # 3. inputs: unused ones, then no requires_grad, smaller dims, simpler values
     used = {r for s in best[0].steps for r in s.refs}
@@ -736,15 +765,14 @@ def shrink(program: Program, diff: Diff, torch, ad, budget: int = 250) -> tuple[
                         break
                     nv = v.copy()
                     nv[k] = simple
-                    if _try_input(best, i, replace(cur, values=nv.reshape(cur.shape)),
-                                  still_fails):
+                    if _try_input(best, i, replace(cur, values=nv.reshape(cur.shape)), still_fails):
                         break
     return best[0], best[1]
 
 
 def _try_input(best, i, new_input, still_fails) -> bool:
     p = best[0]
-    inputs = p.inputs[:i] + (new_input,) + p.inputs[i + 1:]
+    inputs = p.inputs[:i] + (new_input,) + p.inputs[i + 1 :]
     return still_fails(replace(p, inputs=inputs))
 
 
@@ -764,22 +792,31 @@ def classify(program: Program, diff: Diff) -> str:
 
 def repro(program: Program, diff: Diff | None = None) -> str:
     """A runnable snippet: the program as a function of the library, run on both."""
-    lines = ["import torch", "import autodiag", "", "",
-             "def w(torch, t):  # grad_outputs weights",
-             "    return torch.tensor([0.5 + 0.5 * (i % 3) for i in range(t.numel())], "
-             "dtype=t.dtype).reshape(tuple(t.shape))", "", "",
-             "def run(torch):",
-             "    F = torch.nn.functional"]
+    lines = [
+        "import torch",
+        "import autodiag",
+        "",
+        "",
+        "def w(torch, t):  # grad_outputs weights",
+        "    return torch.tensor([0.5 + 0.5 * (i % 3) for i in range(t.numel())], "
+        "dtype=t.dtype).reshape(tuple(t.shape))",
+        "",
+        "",
+        "def run(torch):",
+        "    F = torch.nn.functional",
+    ]
     lines += ["    " + input_source(i) for i in program.inputs]
     for s in program.steps:
-        lines.append(f"    {s.code}; {s.out} = {s.refs[0]}" if OPS[s.op].stmt
-                     else f"    {s.out} = {s.code}")
+        lines.append(
+            f"    {s.code}; {s.out} = {s.refs[0]}" if OPS[s.op].stmt else f"    {s.out} = {s.code}"
+        )
     if diff is None or diff.stage != "forward":
         leaves = [i.name for i in program.inputs if i.requires_grad]
         outs = [s.out for s in program.steps]
         lines += [
             f"    leaves = [{', '.join(leaves)}]",
-            f"    outs = list({{id(o): o for o in [{', '.join(outs)}] if o.requires_grad}}.values())",
+            f"    outs = list({{id(o): o for o in [{', '.join(outs)}]"
+            " if o.requires_grad}.values())",
             "    g = torch.autograd.grad(outs, leaves, [w(torch, o) for o in outs], "
             "create_graph=True, allow_unused=True)",
         ]
@@ -793,9 +830,13 @@ def repro(program: Program, diff: Diff | None = None) -> str:
             lines.append("    return g")
     else:
         lines.append(f"    return {diff.where}")
-    lines += ["", "", "for lib in (torch, autodiag):",
-              "    try:",
-              "        print(lib.__name__, run(lib))",
-              "    except Exception as e:",
-              "        print(lib.__name__, type(e).__name__, e)"]
+    lines += [
+        "",
+        "",
+        "for lib in (torch, autodiag):",
+        "    try:",
+        "        print(lib.__name__, run(lib))",
+        "    except Exception as e:",
+        "        print(lib.__name__, type(e).__name__, e)",
+    ]
     return "\n".join(lines)

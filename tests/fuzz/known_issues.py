@@ -29,32 +29,55 @@ class KnownIssue:
 
 KNOWN_ISSUES: list[KnownIssue] = [
     # ---- found by the fuzzer, not fixed yet (`python tests/fuzz/run.py --known` lists them) --
-    KnownIssue("pytorch", r"(^|\+)embedding(\+|$)", r"^grad2 exception: ok vs RuntimeError",
-               "PyTorch's bug: embedding's double backward with an empty index raises 'cannot "
-               "reshape tensor of 0 elements into shape [0, -1]'; autodiag returns the zero "
-               "gradient (README 'Where autodiag differs')"),
-    KnownIssue("open", r".", r"^(grad2?|forward) value: -?0 vs -?0$",
-               "sign of a zero differs (gradient formulas, clamp; and matmul/mm/linear sums, "
-               "platform-dependent: README 'Where autodiag differs'); values equal"),
-    KnownIssue("platform", r"(^|\+)(remainder|fmod)(\+|$)", r"^forward value: finite vs nan$",
-               "remainder where |a / b| overflows (a denormal divisor): PyTorch's CPU kernel gives "
-               "NaN in its SIMD body (SLEEF fmod; 8 float64 / 16 float32 elements a step with "
-               "AVX2) and the exact value in its scalar tail, so by size, layout and CPU; "
-               "autodiag gives the exact one (README 'Where autodiag differs')"),
-    KnownIssue("platform", r"(^|\+)(matmul|mm|bmm|linear)(\+|$)",
-               r"^forward value: (-?inf vs nan|nan vs -?inf)$",
-               "a product that overflows beside an inf in matmul: a fused multiply-add keeps the "
-               "exact product (inf + -3e68 = inf), a plain multiply rounds it to -inf first "
-               "(NaN); PyTorch loops plainly below a size threshold and calls BLAS above it, "
-               "numpy calls BLAS sooner (README 'Where autodiag differs')"),
-    KnownIssue("open", r"(^|\+)(abs|abs\.method|abs_|norm)(\+|$)", r"^grad2 value: nan vs ",
-               "PyTorch's SgnBackward0 returns an efficient zero tensor that stays zero through "
-               "later products and quotients (0 * inf stays 0); autodiag's zeros meet an "
-               "inf gradient as NaN (README 'Where autodiag differs'; strict xfails in "
-               "tests/test_special_values_torch.py)"),
-    KnownIssue("open", r"^layer_norm$", r"^forward value",
-               "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
-               "autodiag's are finite"),
+    KnownIssue(
+        "pytorch",
+        r"(^|\+)embedding(\+|$)",
+        r"^grad2 exception: ok vs RuntimeError",
+        "PyTorch's bug: embedding's double backward with an empty index raises 'cannot "
+        "reshape tensor of 0 elements into shape [0, -1]'; autodiag returns the zero "
+        "gradient (README 'Where autodiag differs')",
+    ),
+    KnownIssue(
+        "open",
+        r".",
+        r"^(grad2?|forward) value: -?0 vs -?0$",
+        "sign of a zero differs (gradient formulas, clamp; and matmul/mm/linear sums, "
+        "platform-dependent: README 'Where autodiag differs'); values equal",
+    ),
+    KnownIssue(
+        "platform",
+        r"(^|\+)(remainder|fmod)(\+|$)",
+        r"^forward value: finite vs nan$",
+        "remainder where |a / b| overflows (a denormal divisor): PyTorch's CPU kernel gives "
+        "NaN in its SIMD body (SLEEF fmod; 8 float64 / 16 float32 elements a step with "
+        "AVX2) and the exact value in its scalar tail, so by size, layout and CPU; "
+        "autodiag gives the exact one (README 'Where autodiag differs')",
+    ),
+    KnownIssue(
+        "platform",
+        r"(^|\+)(matmul|mm|bmm|linear)(\+|$)",
+        r"^forward value: (-?inf vs nan|nan vs -?inf)$",
+        "a product that overflows beside an inf in matmul: a fused multiply-add keeps the "
+        "exact product (inf + -3e68 = inf), a plain multiply rounds it to -inf first "
+        "(NaN); PyTorch loops plainly below a size threshold and calls BLAS above it, "
+        "numpy calls BLAS sooner (README 'Where autodiag differs')",
+    ),
+    KnownIssue(
+        "open",
+        r"(^|\+)(abs|abs\.method|abs_|norm)(\+|$)",
+        r"^grad2 value: nan vs ",
+        "PyTorch's SgnBackward0 returns an efficient zero tensor that stays zero through "
+        "later products and quotients (0 * inf stays 0); autodiag's zeros meet an "
+        "inf gradient as NaN (README 'Where autodiag differs'; strict xfails in "
+        "tests/test_special_values_torch.py)",
+    ),
+    KnownIssue(
+        "open",
+        r"^layer_norm$",
+        r"^forward value",
+        "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
+        "autodiag's are finite",
+    ),
 ]
 
 

@@ -16,8 +16,8 @@ word, see ``Op.refusal_names``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -34,7 +34,7 @@ class Op:
     @property
     def refusal_names(self) -> tuple:
         """Names one of which a NotImplementedError message must contain."""
-        return self.refuse or (self.name.split(".")[0].rstrip("_") ,)
+        return self.refuse or (self.name.split(".")[0].rstrip("_"),)
 
 
 OPS: dict[str, Op] = {}
@@ -80,8 +80,27 @@ def _reshape_target(rng, shape) -> tuple:
 # Elementwise
 # ---------------------------------------------------------------------------------------------
 
-for _f in ("neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-           "sigmoid", "relu", "floor", "ceil", "round", "trunc", "sign", "reciprocal"):
+for _f in (
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sign",
+    "reciprocal",
+):
     op(_f, "elementwise")(lambda g, _f=_f: f"torch.{_f}({g.pick()})")
 
 op("abs.method", "elementwise", refuse=("abs",))(lambda g: f"{g.pick()}.abs()")
@@ -101,9 +120,11 @@ def _(g):
 
 for _sym, _nm in (("+", "add"), ("-", "sub"), ("*", "mul"), ("/", "div")):
     op(f"{_nm}.scalar", "elementwise", refuse=(_nm,))(
-        lambda g, _sym=_sym: f"{g.pick()} {_sym} {g.lit(g.scalar())}")
+        lambda g, _sym=_sym: f"{g.pick()} {_sym} {g.lit(g.scalar())}"
+    )
     op(f"{_nm}.rscalar", "elementwise", refuse=(_nm, "rsub", "rdiv", "reciprocal"))(
-        lambda g, _sym=_sym: f"{g.lit(g.scalar())} {_sym} {g.pick()}")
+        lambda g, _sym=_sym: f"{g.lit(g.scalar())} {_sym} {g.pick()}"
+    )
 
 
 @op("clamp", "elementwise", weight=1.5)
@@ -145,11 +166,13 @@ op("relu.functional", "nn.functional", refuse=("relu",))(lambda g: f"F.relu({g.p
 
 for _sym, _nm in (("+", "add"), ("-", "sub"), ("*", "mul"), ("/", "div")):
     op(_nm, "binary", weight=1.5)(
-        lambda g, _sym=_sym: (lambda x: f"{x} {_sym} {g.partner(x, 'bcast')}")(g.pick()))
+        lambda g, _sym=_sym: (lambda x: f"{x} {_sym} {g.partner(x, 'bcast')}")(g.pick())
+    )
 
 for _nm in ("pow", "maximum", "minimum", "remainder"):
     op(_nm, "binary")(
-        lambda g, _nm=_nm: (lambda x: f"torch.{_nm}({x}, {g.partner(x, 'bcast')})")(g.pick()))
+        lambda g, _nm=_nm: (lambda x: f"torch.{_nm}({x}, {g.partner(x, 'bcast')})")(g.pick())
+    )
 
 
 @op("where", "binary", weight=1.5)
@@ -175,7 +198,8 @@ def _(g):
 
 
 op("eq", "comparison", weight=0.3)(
-    lambda g: (lambda x: f"{x} == {g.partner(x, 'bcast')}")(g.pick()))
+    lambda g: (lambda x: f"{x} == {g.partner(x, 'bcast')}")(g.pick())
+)
 op("isnan", "comparison", weight=0.3)(lambda g: f"torch.isnan({g.pick()})")
 op("isfinite", "comparison", weight=0.3)(lambda g: f"torch.isfinite({g.pick()})")
 op("logical_not", "comparison", weight=0.2)(lambda g: f"~torch.isinf({g.pick()})")
@@ -202,6 +226,7 @@ def _keepdim(g):
 
 
 for _nm in ("sum", "mean", "amax", "amin"):
+
     @op(_nm, "reduction", weight=1.2)
     def _(g, _nm=_nm):
         x = g.pick()
@@ -220,6 +245,7 @@ def _(g):
 
 
 for _nm in ("max", "min"):
+
     @op(_nm, "reduction")
     def _(g, _nm=_nm):
         x = g.pick()
@@ -231,7 +257,9 @@ for _nm in ("max", "min"):
         part = g.rng.choice(["values", "indices"])
         return f"{x}.{_nm}(dim={g.dim(g.ndim(x))}{_keepdim(g)}).{part}"
 
+
 for _nm in ("argmax", "argmin"):
+
     @op(_nm, "reduction", weight=0.5)
     def _(g, _nm=_nm):
         x = g.pick()
@@ -239,13 +267,16 @@ for _nm in ("argmax", "argmin"):
             return f"{x}.{_nm}()"
         return f"{x}.{_nm}(dim={g.dim(g.ndim(x))}{_keepdim(g)})"
 
+
 for _nm in ("var", "std"):
+
     @op(_nm, "reduction")
     def _(g, _nm=_nm):
         x = g.pick()
         d = _dims_arg(g, g.ndim(x))
-        c = g.rng.choice(["", ", correction=0", ", correction=1", ", correction=2",
-                          ", unbiased=False"])
+        c = g.rng.choice(
+            ["", ", correction=0", ", correction=1", ", correction=2", ", unbiased=False"]
+        )
         if not d:
             return f"{x}.{_nm}({c[2:]})"
         return f"{x}.{_nm}({d}{c}{_keepdim(g)})"
@@ -269,9 +300,11 @@ def _(g):
 
 for _nm in ("softmax", "log_softmax"):
     op(_nm, "softmax", weight=1.2)(
-        lambda g, _nm=_nm: (lambda x: f"torch.{_nm}({x}, dim={g.dim(g.ndim(x))})")(g.pick()))
+        lambda g, _nm=_nm: (lambda x: f"torch.{_nm}({x}, dim={g.dim(g.ndim(x))})")(g.pick())
+    )
     op(f"{_nm}.functional", "softmax", weight=0.5, refuse=(_nm,))(
-        lambda g, _nm=_nm: (lambda x: f"F.{_nm}({x}, dim={g.dim(g.ndim(x))})")(g.pick()))
+        lambda g, _nm=_nm: (lambda x: f"F.{_nm}({x}, dim={g.dim(g.ndim(x))})")(g.pick())
+    )
 
 # ---------------------------------------------------------------------------------------------
 # Matmul family
@@ -281,8 +314,11 @@ for _nm in ("softmax", "log_softmax"):
 @op("matmul", "matmul", weight=1.5)
 def _(g):
     x = g.pick(lambda t: t.ndim >= 1)
-    return f"torch.matmul({x}, {g.partner(x, 'matmul')})" if g.rng.random() < 0.5 else \
-        f"{x} @ {g.partner(x, 'matmul')}"
+    return (
+        f"torch.matmul({x}, {g.partner(x, 'matmul')})"
+        if g.rng.random() < 0.5
+        else f"{x} @ {g.partner(x, 'matmul')}"
+    )
 
 
 @op("mm", "matmul")
@@ -314,6 +350,7 @@ def _(g):
     x = g.pick(lambda t: t.ndim == 2, shape=g.shape(2, 2))
     return f"torch.mv({x}, {g.partner(x, 'mv')})"
 
+
 @op("einsum", "matmul", weight=1.2)
 def _(g):
     """An equation over x's dims: repeated labels (diagonals) where sizes allow, up to two more
@@ -322,7 +359,7 @@ def _(g):
     r = g.rng
     x = g.pick(lambda t: t.ndim <= 4)
     sx = g.shape_of(x)
-    lx = list("ijkl"[:len(sx)])
+    lx = list("ijkl"[: len(sx)])
     for a in range(len(sx)):
         for b in range(a + 1, len(sx)):
             if sx[a] == sx[b] and lx[b] == "ijkl"[b] and r.random() < 0.25:
@@ -334,8 +371,7 @@ def _(g):
         labels = [lb for lb in dict.fromkeys(lx[1:] if ell else lx) if r.random() < 0.6]
         labels += [extra] * int(r.random() < 0.6)
         r.shuffle(labels)
-        shape = [1 if r.random() < 0.1 else sizes.get(lb, int(r.integers(0, 4)))
-                 for lb in labels]
+        shape = [1 if r.random() < 0.1 else sizes.get(lb, int(r.integers(0, 4))) for lb in labels]
         sizes.update((lb, n) for lb, n in zip(labels, shape) if n != 1)
         lead = "..." if ell and r.random() < 0.7 else ""
         if lead:
@@ -350,6 +386,7 @@ def _(g):
             out.insert(int(r.integers(0, len(out) + 1)), "...")
         eq += "->" + "".join(out)
     return f"torch.einsum({eq!r}, {', '.join(names)})"
+
 
 # ---------------------------------------------------------------------------------------------
 # Views and shape ops
@@ -386,13 +423,14 @@ def _(g):
     return f"{x}.squeeze({g.dim(g.ndim(x))})"
 
 
-op("unsqueeze", "view")(
-    lambda g: (lambda x: f"{x}.unsqueeze({g.dim(g.ndim(x) + 1)})")(g.pick()))
+op("unsqueeze", "view")(lambda g: (lambda x: f"{x}.unsqueeze({g.dim(g.ndim(x) + 1)})")(g.pick()))
 op("transpose", "view")(
-    lambda g: (lambda x: f"{x}.transpose({g.dim(g.ndim(x))}, {g.dim(g.ndim(x))})")(g.pick()))
+    lambda g: (lambda x: f"{x}.transpose({g.dim(g.ndim(x))}, {g.dim(g.ndim(x))})")(g.pick())
+)
 op("t", "view", weight=0.5)(lambda g: f"{g.pick(lambda t: t.ndim <= 2)}.t()")
 op("mT", "view", weight=0.5, refuse=("mT", "transpose"))(
-    lambda g: f"{g.pick(lambda t: t.ndim >= 2, shape=g.shape(2, 3))}.mT")
+    lambda g: f"{g.pick(lambda t: t.ndim >= 2, shape=g.shape(2, 3))}.mT"
+)
 op("contiguous", "view", weight=0.3)(lambda g: f"{g.pick()}.contiguous()")
 op("clone", "view", weight=0.5)(lambda g: f"{g.pick()}.clone()")
 op("detach", "view", weight=0.3)(lambda g: f"{g.pick()}.detach()")
@@ -407,15 +445,20 @@ def _(g):
 @op("expand", "view")
 def _(g):
     x = g.pick()
-    shape = [int(g.rng.integers(1, 4)) if s == 1 and g.rng.random() < 0.6 else
-             (-1 if g.rng.random() < 0.3 else s) for s in g.shape_of(x)]
+    shape = [
+        int(g.rng.integers(1, 4))
+        if s == 1 and g.rng.random() < 0.6
+        else (-1 if g.rng.random() < 0.3 else s)
+        for s in g.shape_of(x)
+    ]
     if g.rng.random() < 0.4:
         shape.insert(0, int(g.rng.integers(0, 3)))
     return f"{x}.expand({tuple(shape)!r})"
 
 
 op("expand_as", "view", weight=0.4)(
-    lambda g: (lambda x: f"{x}.expand_as({g.partner(x, 'expand_target')})")(g.pick()))
+    lambda g: (lambda x: f"{x}.expand_as({g.partner(x, 'expand_target')})")(g.pick())
+)
 
 
 @op("repeat", "view")
@@ -451,6 +494,7 @@ def _(g):
     sizes = (a, n // a if a else 0) if g.rng.random() < 0.7 else (-1, a)
     return f"{x}.unflatten({d}, {sizes!r})"
 
+
 # ---------------------------------------------------------------------------------------------
 # Indexing
 # ---------------------------------------------------------------------------------------------
@@ -476,7 +520,8 @@ def _basic_index(g, x) -> str:
 
 
 op("index.basic", "indexing", weight=1.5, refuse=("getitem", "index", "slice"))(
-    lambda g: (lambda x: f"{x}[{_basic_index(g, x)}]")(g.pick()))
+    lambda g: (lambda x: f"{x}[{_basic_index(g, x)}]")(g.pick())
+)
 
 
 @op("index.advanced", "indexing", refuse=("getitem", "index"))
@@ -527,6 +572,7 @@ def _(g):
         return f"{x}[{x} > 0] = {value}"
     return f"{x}[{_basic_index(g, x)}] = {value}"
 
+
 # ---------------------------------------------------------------------------------------------
 # Combining
 # ---------------------------------------------------------------------------------------------
@@ -566,16 +612,19 @@ def _(g):
     d = g.dim(g.ndim(x))
     return f"{x}.unbind({d})[{int(g.rng.integers(-1, 1))}]"
 
+
 # ---------------------------------------------------------------------------------------------
 # In-place
 # ---------------------------------------------------------------------------------------------
 
 for _nm in ("add_", "sub_", "mul_", "div_"):
+
     @op(_nm, "inplace")
     def _(g, _nm=_nm):
         x = g.pick(inplace=True)
         other = g.lit(g.scalar()) if g.rng.random() < 0.4 else g.partner(x, "within")
         return f"{x}.{_nm}({other})"
+
 
 for _nm in ("relu_", "exp_", "sigmoid_", "tanh_", "neg_", "zero_", "abs_", "sqrt_"):
     op(_nm, "inplace", weight=0.5)(lambda g, _nm=_nm: f"{g.pick(inplace=True)}.{_nm}()")
@@ -588,7 +637,8 @@ def _(g):
 
 op("fill_", "inplace", weight=0.5)(lambda g: f"{g.pick(inplace=True)}.fill_({g.lit(g.scalar())})")
 op("pow_", "inplace", weight=0.5)(
-    lambda g: f"{g.pick(inplace=True)}.pow_({g.lit(g.rng.choice([2, 0.5, -1, 0]))})")
+    lambda g: f"{g.pick(inplace=True)}.pow_({g.lit(g.rng.choice([2, 0.5, -1, 0]))})"
+)
 
 
 @op("copy_", "inplace", weight=0.5)
@@ -607,6 +657,7 @@ def _(g):
 def _(g):
     x = g.pick(lambda t: t.ndim >= 1, inplace=True)
     return f"{x}[{_basic_index(g, x)}].mul_({g.lit(g.scalar())})"
+
 
 # ---------------------------------------------------------------------------------------------
 # nn.functional
@@ -636,8 +687,10 @@ def _(g):
 @op("binary_cross_entropy_with_logits", "nn.functional")
 def _(g):
     x = g.pick()
-    return (f"F.binary_cross_entropy_with_logits({x}, {g.partner(x, 'same')}, "
-            f"reduction={_reduction(g)!r})")
+    return (
+        f"F.binary_cross_entropy_with_logits({x}, {g.partner(x, 'same')}, "
+        f"reduction={_reduction(g)!r})"
+    )
 
 
 def _targets(g, x):
@@ -648,15 +701,19 @@ def _targets(g, x):
 @op("cross_entropy", "nn.functional")
 def _(g):
     x = g.pick(lambda t: t.ndim == 2 and t.shape[1] > 0, shape=g.shape(2, 2, min_size=1))
-    return (f"F.cross_entropy({x}, torch.tensor({_targets(g, x)!r}, dtype=torch.int64), "
-            f"reduction={_reduction(g)!r})")
+    return (
+        f"F.cross_entropy({x}, torch.tensor({_targets(g, x)!r}, dtype=torch.int64), "
+        f"reduction={_reduction(g)!r})"
+    )
 
 
 @op("nll_loss", "nn.functional")
 def _(g):
     x = g.pick(lambda t: t.ndim == 2 and t.shape[1] > 0, shape=g.shape(2, 2, min_size=1))
-    return (f"F.nll_loss({x}, torch.tensor({_targets(g, x)!r}, dtype=torch.int64), "
-            f"reduction={_reduction(g)!r})")
+    return (
+        f"F.nll_loss({x}, torch.tensor({_targets(g, x)!r}, dtype=torch.int64), "
+        f"reduction={_reduction(g)!r})"
+    )
 
 
 @op("layer_norm", "nn.functional")

@@ -29,8 +29,11 @@ def main(argv=None) -> int:
     ap.add_argument("--programs", type=int, default=None, help="number of programs")
     ap.add_argument("--seed", type=int, default=0, help="base seed (program i uses (seed, i))")
     ap.add_argument("--max-steps", type=int, default=8, help="steps per program, at most")
-    ap.add_argument("--known", action="store_true",
-                    help="count the classes listed in known_issues.py apart (as CI does)")
+    ap.add_argument(
+        "--known",
+        action="store_true",
+        help="count the classes listed in known_issues.py apart (as CI does)",
+    )
     ap.add_argument("--ops", default=None, help="comma-separated op names to draw from")
     ap.add_argument("--repros", type=int, default=40, help="classes printed with a repro")
     ap.add_argument("--markdown", default=None, help="also write the table to this file")
@@ -43,8 +46,14 @@ def main(argv=None) -> int:
     import autodiag
 
     ops = set(args.ops.split(",")) if args.ops else None
-    camp = Campaign(torch, autodiag, seed=args.seed, max_steps=args.max_steps, op_names=ops,
-                    use_known=args.known)
+    camp = Campaign(
+        torch,
+        autodiag,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        op_names=ops,
+        use_known=args.known,
+    )
     if args.replay:
         seed, i = (int(x) for x in args.replay.split(":"))
         camp.seed = seed
@@ -62,12 +71,17 @@ def main(argv=None) -> int:
 
     try:
         while (args.programs is None or camp.programs < args.programs) and (
-                deadline is None or time.monotonic() < deadline):
+            deadline is None or time.monotonic() < deadline
+        ):
             camp.step()
             if time.monotonic() - last > 30:
                 last = time.monotonic()
-                print(f"... {camp.programs} programs, {camp.failing} with a difference, "
-                      f"{len(camp.classes)} classes", file=sys.stderr, flush=True)
+                print(
+                    f"... {camp.programs} programs, {camp.failing} with a difference, "
+                    f"{len(camp.classes)} classes",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 write_markdown()  # a long run that dies still leaves its table
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -104,8 +104,10 @@ def main() -> None:
         finally:
             set_anomaly_enabled(False)
 
-    print(f"{'workload':10s} {'plain ms':>9s} {'autodiag anomaly':>17s} "
-          f"{'autodiag detect_anomaly':>24s} {'torch detect_anomaly':>21s}")
+    print(
+        f"{'workload':10s} {'plain ms':>9s} {'autodiag anomaly':>17s} "
+        f"{'autodiag detect_anomaly':>24s} {'torch detect_anomaly':>21s}"
+    )
     with tempfile.TemporaryDirectory() as d:
         for name, src in (("chain", CHAIN), ("mlp", MLP)):
             paths = {}
@@ -134,8 +136,10 @@ def main() -> None:
                     ratios[k].append(t[k] / base)
             med = {k: statistics.median(r) for k, r in ratios.items()}
             torch_col = f"{med['torch anomaly']:20.2f}x" if torch is not None else f"{'-':>21s}"
-            print(f"{name:10s} {statistics.median(plain) * 1e3:9.1f} {med['anomaly']:16.2f}x "
-                  f"{med['library']:23.2f}x {torch_col}")
+            print(
+                f"{name:10s} {statistics.median(plain) * 1e3:9.1f} {med['anomaly']:16.2f}x "
+                f"{med['library']:23.2f}x {torch_col}"
+            )
 
 
 if __name__ == "__main__":

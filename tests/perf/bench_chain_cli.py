@@ -42,8 +42,16 @@ COMMANDS = {
     "graph -f json": ["graph", "{script}", "-f", "json", "-o", "{out}"],
     "graph -f dot": ["graph", "{script}", "-f", "dot", "-o", "{out}"],
     # Mermaid stops at 400 nodes unless told (cli/graph.py): the whole graph, as DOT's
-    "graph -f mermaid": ["graph", "{script}", "-f", "mermaid", "--max-nodes", "2000000", "-o",
-                         "{out}"],
+    "graph -f mermaid": [
+        "graph",
+        "{script}",
+        "-f",
+        "mermaid",
+        "--max-nodes",
+        "2000000",
+        "-o",
+        "{out}",
+    ],
     "trace": ["trace", "{script}", "-o", "{out}"],
     "trace -f json": ["trace", "{script}", "-f", "json", "-o", "{out}"],
     "anomaly": ["anomaly", "{script}", "-o", "{out}"],
@@ -75,8 +83,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=1_000_000, help="ops in the chain")
     p.add_argument("--repeat", type=int, default=3, help="runs per command (median)")
-    p.add_argument("--only", default=None,
-                   help="comma-separated command names (default: all): " + ", ".join(COMMANDS))
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated command names (default: all): " + ", ".join(COMMANDS),
+    )
     a = p.parse_args()
     names = list(COMMANDS) if a.only is None else [s.strip() for s in a.only.split(",")]
     for name in names:
@@ -95,8 +106,12 @@ def main() -> None:
 
         def runs(argv):
             got = [measure(argv, env) for _ in range(a.repeat)]
-            return (statistics.median(g[0] for g in got), statistics.median(g[1] for g in got),
-                    got[-1][2], statistics.median(g[3] for g in got))
+            return (
+                statistics.median(g[0] for g in got),
+                statistics.median(g[1] for g in got),
+                got[-1][2],
+                statistics.median(g[3] for g in got),
+            )
 
         warm = os.path.join(tmp, "warm.py")
         with open(warm, "w") as f:
@@ -104,17 +119,25 @@ def main() -> None:
         measure([sys.executable, "-m", "autodiag", "check", warm, "-o", out], env)
         plain_t, plain_m, _, plain_c = runs([sys.executable, script])
         print(f"{a.n:,}-op chain, median of {a.repeat} (python {sys.version.split()[0]})")
-        print(f"{'command':<16} {'time s':>8} {'cpu s':>7} {'peak MB':>8} {'time x':>7} "
-              f"{'cpu x':>6} {'mem x':>6} {'exit':>4} {'out MB':>7}")
-        print(f"{'python script':<16} {plain_t:8.2f} {plain_c:7.2f} {plain_m:8.0f} {1:7.2f} "
-              f"{1:6.2f} {1:6.2f}")
+        print(
+            f"{'command':<16} {'time s':>8} {'cpu s':>7} {'peak MB':>8} {'time x':>7} "
+            f"{'cpu x':>6} {'mem x':>6} {'exit':>4} {'out MB':>7}"
+        )
+        print(
+            f"{'python script':<16} {plain_t:8.2f} {plain_c:7.2f} {plain_m:8.0f} {1:7.2f} "
+            f"{1:6.2f} {1:6.2f}"
+        )
         for name in names:
             argv = [sys.executable, "-m", "autodiag"] + [
-                s.format(script=script, out=out) for s in COMMANDS[name]]
+                s.format(script=script, out=out) for s in COMMANDS[name]
+            ]
             t, m, code, c = runs(argv)
             size = os.path.getsize(out) / 1e6 if os.path.exists(out) else 0.0
-            print(f"{name:<16} {t:8.2f} {c:7.2f} {m:8.0f} {t / plain_t:7.2f} {c / plain_c:6.2f} "
-                  f"{m / plain_m:6.2f} {code:>4} {size:7.1f}", flush=True)
+            print(
+                f"{name:<16} {t:8.2f} {c:7.2f} {m:8.0f} {t / plain_t:7.2f} {c / plain_c:6.2f} "
+                f"{m / plain_m:6.2f} {code:>4} {size:7.1f}",
+                flush=True,
+            )
             if os.path.exists(out):
                 os.unlink(out)
 

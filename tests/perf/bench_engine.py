@@ -45,8 +45,11 @@ def _collect_unmeasured() -> None:
 
 
 def chain(lib, n: int, shape, dtype):
-    x = lib.ones(*shape, dtype=dtype, requires_grad=True) if shape else lib.tensor(
-        1.0, dtype=dtype, requires_grad=True)
+    x = (
+        lib.ones(*shape, dtype=dtype, requires_grad=True)
+        if shape
+        else lib.tensor(1.0, dtype=dtype, requires_grad=True)
+    )
     c = lib.full(shape, 1.0001, dtype=dtype) if shape else 1.0001
     t0 = time.perf_counter()
     y = x
@@ -112,8 +115,10 @@ def main() -> None:
     for name, n, shape, dt, runs in cases:
         res = measure(libs, n, shape, dt, runs)
         for lib_name, r in res.items():
-            print(f"{name:28s} {lib_name:8s} {statistics.median(r['fw']):10.2f} "
-                  f"{statistics.median(r['bw']):12.2f} {r['gc']:7.3f}")
+            print(
+                f"{name:28s} {lib_name:8s} {statistics.median(r['fw']):10.2f} "
+                f"{statistics.median(r['bw']):12.2f} {r['gc']:7.3f}"
+            )
         if "torch" in res:
             a_, t_ = res["autodiag"], res["torch"]
             fr = statistics.median(x / y for x, y in zip(a_["fw"], t_["fw"]))

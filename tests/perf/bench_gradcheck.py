@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover
 
 
 def f(lib):
-    return lambda x: lib.sin(x) * x ** 2
+    return lambda x: lib.sin(x) * x**2
 
 
 def measure(lib, n: int, fast: bool, runs: int) -> float:
@@ -51,8 +51,10 @@ def main() -> None:
     a = p.parse_args()
     if torch is not None:
         torch.set_num_threads(1)
-    cases = [(f"slow mode, n={a.slow_n:,}", a.slow_n, False),
-             (f"fast mode, n={a.fast_n:,}", a.fast_n, True)]
+    cases = [
+        (f"slow mode, n={a.slow_n:,}", a.slow_n, False),
+        (f"fast mode, n={a.fast_n:,}", a.fast_n, True),
+    ]
     print(f"{'case':22s} {'autodiag s':>11s} {'torch s':>9s} {'ratio':>7s}")
     for name, n, fast in cases:
         runs = a.runs if not fast else a.runs * 10  # fast mode takes ~1 ms: more samples

@@ -84,8 +84,10 @@ def cli_figures(n: int, runs: int, script: str) -> None:
         t = _run(ad_cmd + ["graph", big, "--order", "topo", "--format", "json", "-o", out])
         size = os.path.getsize(out) / 1e6
         plain = _run([sys.executable, big])
-        print(f"cli-json, {n:,}-node chain: autodiag graph --order topo -f json {t:.1f} s "
-              f"({size:.0f} MB of JSON); the script alone {plain:.1f} s")
+        print(
+            f"cli-json, {n:,}-node chain: autodiag graph --order topo -f json {t:.1f} s "
+            f"({size:.0f} MB of JSON); the script alone {plain:.1f} s"
+        )
         mid = os.path.join(tmp, "chain100k.py")
         with open(mid, "w") as f:
             f.write(CHAIN.format(n=100_000))
@@ -97,8 +99,10 @@ def cli_figures(n: int, runs: int, script: str) -> None:
         return
     plain = statistics.median(_run([sys.executable, script]) for _ in range(runs))
     traced = statistics.median(_run(ad_cmd + ["graph", script]) for _ in range(runs))
-    print(f"overhead, {os.path.relpath(script, ROOT)}: python {plain:.2f} s, autodiag graph "
-          f"{traced:.2f} s, ratio {traced / plain:.2f}x (median of {runs})")
+    print(
+        f"overhead, {os.path.relpath(script, ROOT)}: python {plain:.2f} s, autodiag graph "
+        f"{traced:.2f} s, ratio {traced / plain:.2f}x (median of {runs})"
+    )
 
 
 def main() -> None:

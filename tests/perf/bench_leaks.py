@@ -65,21 +65,27 @@ def main() -> None:
     if torch is not None:
         torch.set_num_threads(1)
 
-    print(f"{'workload':12s} {'plain ms':>9s} {'leaks / plain':>14s} {'empty tracer / plain':>21s}"
-          f" {'plain / torch':>14s}")
+    print(
+        f"{'workload':12s} {'plain ms':>9s} {'leaks / plain':>14s} {'empty tracer / plain':>21s}"
+        f" {'plain / torch':>14s}"
+    )
     with tempfile.TemporaryDirectory() as d:
         workloads = {}
-        for name, src in (("train", open(os.path.join(ROOT, "samples", "train.py")).read()),
-                          ("small-steps", SMALL.format(lib="autodiag")),
-                          ("leaky", open(os.path.join(ROOT, "samples", "leaky_loop.py")).read())):
+        for name, src in (
+            ("train", open(os.path.join(ROOT, "samples", "train.py")).read()),
+            ("small-steps", SMALL.format(lib="autodiag")),
+            ("leaky", open(os.path.join(ROOT, "samples", "leaky_loop.py")).read()),
+        ):
             path = os.path.join(d, f"{name}.py")
             with open(path, "w") as f:
                 f.write(src)
             t_path = os.path.join(d, f"{name}_torch.py")
             with open(t_path, "w") as f:
-                f.write(src.replace("import autodiag.nn as nn", "import torch.nn as nn")
-                        .replace("import autodiag as torch", "import torch")
-                        .replace("{lib}", "torch"))
+                f.write(
+                    src.replace("import autodiag.nn as nn", "import torch.nn as nn")
+                    .replace("import autodiag as torch", "import torch")
+                    .replace("{lib}", "torch")
+                )
             workloads[name] = (path, t_path)
         for name, (path, t_path) in workloads.items():
             variants = {
@@ -96,14 +102,17 @@ def main() -> None:
                 for k, v in variants.items():
                     rounds[k].append(_cpu(v))
             ratio = statistics.median(x / y for x, y in zip(rounds["leaks"], rounds["plain"]))
-            empty = statistics.median(x / y for x, y in zip(rounds["empty tracer"],
-                                                            rounds["plain"]))
+            empty = statistics.median(
+                x / y for x, y in zip(rounds["empty tracer"], rounds["plain"])
+            )
             vs_torch = f"{'-':>14s}"
             if torch is not None:
                 r = statistics.median(x / y for x, y in zip(rounds["plain"], rounds["torch"]))
                 vs_torch = f"{r:13.2f}x"
-            print(f"{name:12s} {statistics.median(rounds['plain']) * 1e3:9.1f} "
-                  f"{ratio:13.2f}x {empty:20.2f}x {vs_torch}")
+            print(
+                f"{name:12s} {statistics.median(rounds['plain']) * 1e3:9.1f} "
+                f"{ratio:13.2f}x {empty:20.2f}x {vs_torch}"
+            )
 
 
 if __name__ == "__main__":

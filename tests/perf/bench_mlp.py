@@ -66,8 +66,12 @@ def _weights():
     ws = []
     for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
         bound = 1 / np.sqrt(fan_in)
-        ws.append((rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
-                   rng.uniform(-bound, bound, fan_out).astype(np.float32)))
+        ws.append(
+            (
+                rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
+                rng.uniform(-bound, bound, fan_out).astype(np.float32),
+            )
+        )
     return ws
 
 
@@ -75,7 +79,7 @@ def make_lib_step(lib):
     """A step function for autodiag or torch (the same code: the API is the same)."""
     nn = lib.nn
     layers = []
-    for (w, b) in _weights():
+    for w, b in _weights():
         lin = nn.Linear(w.shape[1], w.shape[0])
         with lib.no_grad():
             lin.weight.copy_(lib.tensor(w))
@@ -168,18 +172,25 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--threads", type=int, default=_THREADS)
     p.add_argument("--profile", action="store_true")
-    p.add_argument("--cpu-time", action="store_true",
-                   help="time with the process CPU clock (meaningful with --threads 1 on a busy "
-                        "machine: time spent descheduled is not counted)")
+    p.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time with the process CPU clock (meaningful with --threads 1 on a busy "
+        "machine: time spent descheduled is not counted)",
+    )
     a = p.parse_args()
     if torch is not None:
         torch.set_num_threads(a.threads)
-    print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, ReLU, cross-entropy, SGD "
-          f"momentum; {a.runs} runs x {a.steps} steps")
-    print(f"cores: {os.cpu_count()}; torch threads: "
-          f"{torch.get_num_threads() if torch is not None else '-'}; BLAS threads (numpy, "
-          f"autodiag): OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load "
-          f"average: {os.getloadavg()[0]:.2f}")
+    print(
+        f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, ReLU, cross-entropy, SGD "
+        f"momentum; {a.runs} runs x {a.steps} steps"
+    )
+    print(
+        f"cores: {os.cpu_count()}; torch threads: "
+        f"{torch.get_num_threads() if torch is not None else '-'}; BLAS threads (numpy, "
+        f"autodiag): OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load "
+        f"average: {os.getloadavg()[0]:.2f}"
+    )
     # the losses agree (same weights, same data): a benchmark of the same computation
     steps = {"autodiag": make_lib_step(ad), "numpy": make_numpy_step()}
     if torch is not None:

@@ -85,13 +85,30 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             "--toggle-collect=functools_reduce", sys.executable, __file__, "--child",
-             "--ops", str(a.ops), "--rounds", str(a.rounds)]
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                "--toggle-collect=functools_reduce",
+                sys.executable,
+                __file__,
+                "--child",
+                "--ops",
+                str(a.ops),
+                "--rounds",
+                str(a.rounds),
+            ]
             + (["--backward"] if a.backward else []),
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], check=True,
-                              capture_output=True, text=True).stdout
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        text = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", out],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
     m = re.search(r"^\s*([\d,]+)\s.*PROGRAM TOTALS", text, re.M)
     if m is None:
         sys.exit("callgrind_annotate printed no totals")
@@ -99,8 +116,10 @@ def main() -> None:
     gc_part = _inclusive(text, "gc_collect_main")
     n = a.ops * a.rounds
     what = "backward" if a.backward else "forward"
-    print(f"{what}, {a.ops} ops x {a.rounds} rounds: {total / n:,.0f} instructions/op "
-          f"(cyclic GC {gc_part / total:.1%} of them)")
+    print(
+        f"{what}, {a.ops} ops x {a.rounds} rounds: {total / n:,.0f} instructions/op "
+        f"(cyclic GC {gc_part / total:.1%} of them)"
+    )
 
 
 if __name__ == "__main__":

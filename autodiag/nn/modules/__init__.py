@@ -1,14 +1,14 @@
 """The layers of ``autodiag.nn`` (re-exports)."""
 
 from autodiag.nn.modules.activation import (
-                                            GELU,
-                                            LeakyReLU,
-                                            LogSoftmax,
-                                            ReLU,
-                                            Sigmoid,
-                                            Softmax,
-                                            Softplus,
-                                            Tanh,
+    GELU,
+    LeakyReLU,
+    LogSoftmax,
+    ReLU,
+    Sigmoid,
+    Softmax,
+    Softplus,
+    Tanh,
 )
 from autodiag.nn.modules.container import ModuleList, Sequential
 from autodiag.nn.modules.dropout import Dropout
@@ -18,7 +18,26 @@ from autodiag.nn.modules.module import Module
 from autodiag.nn.modules.normalization import LayerNorm
 from autodiag.nn.modules.sparse import Embedding
 
-__all__ = ["Module", "Sequential", "ModuleList", "Linear", "Identity", "Flatten", "ReLU",
-           "LeakyReLU", "Sigmoid", "Tanh", "GELU", "Softplus", "Softmax", "LogSoftmax", "Dropout",
-           "LayerNorm", "Embedding", "MSELoss", "CrossEntropyLoss", "NLLLoss",
-           "BCEWithLogitsLoss"]
+__all__ = [
+    "Module",
+    "Sequential",
+    "ModuleList",
+    "Linear",
+    "Identity",
+    "Flatten",
+    "ReLU",
+    "LeakyReLU",
+    "Sigmoid",
+    "Tanh",
+    "GELU",
+    "Softplus",
+    "Softmax",
+    "LogSoftmax",
+    "Dropout",
+    "LayerNorm",
+    "Embedding",
+    "MSELoss",
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "BCEWithLogitsLoss",
+]

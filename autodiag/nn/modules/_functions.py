@@ -60,8 +60,10 @@ class BackwardHook:
                 if out is None:
                     continue
                 if len(out) != len(res):
-                    raise RuntimeError(f"Backward hook returned an invalid number of grad_input, "
-                                       f"got {len(out)}, but expected {len(res)}")
+                    raise RuntimeError(
+                        f"Backward hook returned an invalid number of grad_input, "
+                        f"got {len(out)}, but expected {len(res)}"
+                    )
                 res = out
             self.grad_outputs = None
             return self._unpack_none(self.input_tensors_index, res)
@@ -80,13 +82,19 @@ class BackwardHook:
             return args, None
         new_tensors = BackwardHookFunction.apply(*tensors)
         if len(new_tensors) == 0:
-            raise RuntimeError("Cannot set Module backward hook for a Module with no input "
-                               "Tensors.")
-        grad_fns = [t.grad_fn for t in new_tensors if t.grad_fn is not None
-                    and t.grad_fn.name() == "BackwardHookFunctionBackward"]
+            raise RuntimeError(
+                "Cannot set Module backward hook for a Module with no input Tensors."
+            )
+        grad_fns = [
+            t.grad_fn
+            for t in new_tensors
+            if t.grad_fn is not None and t.grad_fn.name() == "BackwardHookFunctionBackward"
+        ]
         if not grad_fns:
-            raise RuntimeError("Error while setting up backward hooks. Please open an issue with "
-                               "a code sample to reproduce this.")
+            raise RuntimeError(
+                "Error while setting up backward hooks. Please open an issue with "
+                "a code sample to reproduce this."
+            )
         fn(grad_fns[0])
         arg_list = list(args)
         for idx, val in zip(tensors_idx, new_tensors):
@@ -102,8 +110,9 @@ class BackwardHook:
     def setup_output_hook(self, args):
         def fn(grad_fn):
             def hook(_, grad_output):
-                self.grad_outputs = self._pack_with_none(self.output_tensors_index, grad_output,
-                                                         self.n_outputs)
+                self.grad_outputs = self._pack_with_none(
+                    self.output_tensors_index, grad_output, self.n_outputs
+                )
                 if self.user_pre_hooks:
                     expected = len(self.grad_outputs)
                     for pre in self.user_pre_hooks:
@@ -111,26 +120,34 @@ class BackwardHook:
                         if r is None:
                             continue
                         if len(r) != expected:
-                            raise RuntimeError(f"Backward pre hook returned an invalid number of "
-                                               f"grad_output, got {len(r)}, but expected "
-                                               f"{expected}")
+                            raise RuntimeError(
+                                f"Backward pre hook returned an invalid number of "
+                                f"grad_output, got {len(r)}, but expected "
+                                f"{expected}"
+                            )
                         self.grad_outputs = r
                 local = self.grad_outputs
                 if self.input_tensors_index is None:
                     # no input requires grad: the hooks fire now, with grad_input all None
-                    warnings.warn("Full backward hook is firing when gradients are computed with "
-                                  "respect to module outputs since no inputs require gradients. "
-                                  "See https://docs.pytorch.org/docs/main/generated/torch.nn."
-                                  "Module.html#torch.nn.Module.register_full_backward_hook for "
-                                  "more details.", stacklevel=5)
+                    warnings.warn(
+                        "Full backward hook is firing when gradients are computed with "
+                        "respect to module outputs since no inputs require gradients. "
+                        "See https://docs.pytorch.org/docs/main/generated/torch.nn."
+                        "Module.html#torch.nn.Module.register_full_backward_hook for "
+                        "more details.",
+                        stacklevel=5,
+                    )
                     grad_inputs = self._pack_with_none([], [], self.n_inputs)
                     for user_hook in self.user_hooks:
                         r = user_hook(self.module, grad_inputs, self.grad_outputs)
-                        if r is not None and not (isinstance(r, tuple)
-                                                  and all(e is None for e in r)):
-                            raise RuntimeError("Backward hook for Modules where no input requires "
-                                               "gradient should always return None or None for "
-                                               "all gradients.")
+                        if r is not None and not (
+                            isinstance(r, tuple) and all(e is None for e in r)
+                        ):
+                            raise RuntimeError(
+                                "Backward hook for Modules where no input requires "
+                                "gradient should always return None or None for "
+                                "all gradients."
+                            )
                     self.grad_outputs = None
                 if local is not None:
                     return tuple(local[i] for i in self.output_tensors_index)

@@ -52,7 +52,8 @@ class Sequential(Module):
         else:
             delattr(self, self._get_item_by_idx(self._modules.keys(), idx))
         self._modules = OrderedDict(
-            zip([str(i) for i in range(len(self._modules))], self._modules.values()))
+            zip([str(i) for i in range(len(self._modules))], self._modules.values())
+        )
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -62,8 +63,10 @@ class Sequential(Module):
 
     def __add__(self, other) -> Sequential:
         if not isinstance(other, Sequential):
-            raise ValueError(f"add operator supports only objects of Sequential class, but "
-                             f"{str(type(other))} is given.")
+            raise ValueError(
+                f"add operator supports only objects of Sequential class, but "
+                f"{str(type(other))} is given."
+            )
         ret = Sequential()
         for layer in self:
             ret.append(layer)
@@ -144,7 +147,8 @@ class ModuleList(Module):
         else:
             delattr(self, self._get_abs_string_index(idx))
         self._modules = OrderedDict(
-            zip([str(i) for i in range(len(self._modules))], self._modules.values()))
+            zip([str(i) for i in range(len(self._modules))], self._modules.values())
+        )
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -201,8 +205,10 @@ class ModuleList(Module):
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
         if not isinstance(modules, Iterable):
-            raise TypeError("ModuleList.extend should be called with an iterable, but got "
-                            + type(modules).__name__)
+            raise TypeError(
+                "ModuleList.extend should be called with an iterable, but got "
+                + type(modules).__name__
+            )
         offset = len(self)
         for i, module in enumerate(modules):
             self.add_module(str(offset + i), module)

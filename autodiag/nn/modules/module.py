@@ -112,11 +112,15 @@ class Module:
 
     def __init__(self, *args, **kwargs) -> None:
         if kwargs:
-            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument "
-                            f"'{next(iter(kwargs))}'")
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument "
+                f"'{next(iter(kwargs))}'"
+            )
         if args:
-            raise TypeError(f"{type(self).__name__}.__init__() takes 1 positional argument but "
-                            f"{len(args) + 1} were given")
+            raise TypeError(
+                f"{type(self).__name__}.__init__() takes 1 positional argument but "
+                f"{len(args) + 1} were given"
+            )
         # object.__setattr__ skips our __setattr__ (which needs these dicts to exist)
         sa = object.__setattr__
         sa(self, "training", True)
@@ -136,8 +140,9 @@ class Module:
         sa(self, "_modules", {})
 
     def forward(self, *input):
-        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
-                                  f'"forward" function')
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
 
     # ------------------------------------------------------------------ registration
 
@@ -159,8 +164,10 @@ class Module:
         ``persistent``)."""
         self._check_new_name("buffer", "_buffers", name)
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
-                            "(torch Tensor or None required)")
+            raise TypeError(
+                f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                "(torch Tensor or None required)"
+            )
         if isinstance(tensor, Buffer):
             tensor = Tensor._make(tensor._data, None, tensor.requires_grad, tensor._vc)
         self._buffers[name] = tensor
@@ -175,13 +182,17 @@ class Module:
         if param is None:
             self._parameters[name] = None
         elif not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
-                            "(torch.nn.Parameter or None required)")
+            raise TypeError(
+                f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                "(torch.nn.Parameter or None required)"
+            )
         elif param.grad_fn is not None:
-            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
-                             f"parameters must be created explicitly. To express '{name}' as a "
-                             "function of another Tensor, compute the value in the forward() "
-                             "method.")
+            raise ValueError(
+                f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
+                f"parameters must be created explicitly. To express '{name}' as a "
+                "function of another Tensor, compute the value in the forward() "
+                "method."
+            )
         else:
             self._parameters[name] = param
 
@@ -252,35 +263,46 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            remove_from(self.__dict__, self._buffers, self._modules,
-                        self._non_persistent_buffers_set)
+            remove_from(
+                self.__dict__, self._buffers, self._modules, self._non_persistent_buffers_set
+            )
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
-                                "(torch.nn.Parameter or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                    "(torch.nn.Parameter or None expected)"
+                )
             self.register_parameter(name, value)
         else:
             modules = self.__dict__.get("_modules")
             if isinstance(value, Module):
                 if modules is None:
                     raise AttributeError("cannot assign module before Module.__init__() call")
-                remove_from(self.__dict__, self._parameters, self._buffers,
-                            self._non_persistent_buffers_set)
+                remove_from(
+                    self.__dict__, self._parameters, self._buffers, self._non_persistent_buffers_set
+                )
                 modules[name] = value
             elif modules is not None and name in modules:
                 if value is not None:
-                    raise TypeError(f"cannot assign '{_typename(value)}' as child module "
-                                    f"'{name}' (torch.nn.Module or None expected)")
+                    raise TypeError(
+                        f"cannot assign '{_typename(value)}' as child module "
+                        f"'{name}' (torch.nn.Module or None expected)"
+                    )
                 modules[name] = value
             else:
                 buffers = self.__dict__.get("_buffers")
                 if isinstance(value, Buffer) or (buffers is not None and name in buffers):
                     if value is not None and not isinstance(value, Tensor):
-                        raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
-                                        "(torch.nn.Buffer, torch.Tensor or None expected)")
-                    persistent = value.persistent if isinstance(value, Buffer) else \
-                        name not in self._non_persistent_buffers_set
+                        raise TypeError(
+                            f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                            "(torch.nn.Buffer, torch.Tensor or None expected)"
+                        )
+                    persistent = (
+                        value.persistent
+                        if isinstance(value, Buffer)
+                        else name not in self._non_persistent_buffers_set
+                    )
                     self.register_buffer(name, value, persistent)
                 else:
                     object.__setattr__(self, name, value)
@@ -297,16 +319,24 @@ class Module:
             object.__delattr__(self, name)
 
     def __dir__(self):
-        keys = (dir(self.__class__) + list(self.__dict__) + list(self._parameters)
-                + list(self._modules) + list(self._buffers))
+        keys = (
+            dir(self.__class__)
+            + list(self.__dict__)
+            + list(self._parameters)
+            + list(self._modules)
+            + list(self._buffers)
+        )
         return sorted(k for k in keys if not k[0].isdigit())
 
     # ------------------------------------------------------------------ traversal
 
     def _named_members(self, get_members_fn, prefix="", recurse=True, remove_duplicate=True):
         memo = set()
-        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
-                   if recurse else [(prefix, self)])
+        modules = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for module_prefix, module in modules:
             for k, v in get_members_fn(module):
                 if v is None or v in memo:
@@ -320,19 +350,27 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True,
-                         remove_duplicate: bool = True):
-        yield from self._named_members(lambda m: m._parameters.items(), prefix=prefix,
-                                       recurse=recurse, remove_duplicate=remove_duplicate)
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ):
+        yield from self._named_members(
+            lambda m: m._parameters.items(),
+            prefix=prefix,
+            recurse=recurse,
+            remove_duplicate=remove_duplicate,
+        )
 
     def buffers(self, recurse: bool = True):
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True,
-                      remove_duplicate: bool = True):
-        yield from self._named_members(lambda m: m._buffers.items(), prefix=prefix,
-                                       recurse=recurse, remove_duplicate=remove_duplicate)
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        yield from self._named_members(
+            lambda m: m._buffers.items(),
+            prefix=prefix,
+            recurse=recurse,
+            remove_duplicate=remove_duplicate,
+        )
 
     def children(self):
         for _, m in self.named_children():
@@ -349,8 +387,9 @@ class Module:
         for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
-    def named_modules(self, memo: set | None = None, prefix: str = "",
-                      remove_duplicate: bool = True):
+    def named_modules(
+        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
+    ):
         """(qualified name, module) for this module and every submodule, depth first."""
         # NOTE: iterative (an explicit stack), same pre-order as PyTorch's recursive generator
         if memo is None:
@@ -363,8 +402,11 @@ class Module:
             if remove_duplicate:
                 memo.add(mod)
             yield pre, mod
-            kids = [(pre + ("." if pre else "") + name, m) for name, m in mod._modules.items()
-                    if m is not None]
+            kids = [
+                (pre + ("." if pre else "") + name, m)
+                for name, m in mod._modules.items()
+                if m is not None
+            ]
             stack.extend(reversed(kids))
 
     def apply(self, fn) -> Module:
@@ -443,8 +485,10 @@ class Module:
                 raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
         _device.check(kwargs.get("device"))
         if dtype is not None and not dtype.is_floating_point:
-            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got "
-                            f"desired dtype={dtype}")
+            raise TypeError(
+                f"nn.Module.to only accepts floating point or complex dtypes, but got "
+                f"desired dtype={dtype}"
+            )
         if dtype is None:
             return self
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
@@ -483,58 +527,74 @@ class Module:
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, module in self._modules.items():
             if module is not None:
-                module.state_dict(destination=destination, prefix=prefix + name + ".",
-                                  keep_vars=keep_vars)
+                module.state_dict(
+                    destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars
+                )
         for hook in self._state_dict_hooks.values():
             r = hook(self, destination, prefix, local_metadata)
             if r is not None:
                 destination = r
         return destination
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs) -> None:
-        persistent = {k: v for k, v in self._buffers.items()
-                      if k not in self._non_persistent_buffers_set}
-        local_state = {k: v for k, v in itertools.chain(self._parameters.items(),
-                                                        persistent.items()) if v is not None}
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
+        persistent = {
+            k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set
+        }
+        local_state = {
+            k: v
+            for k, v in itertools.chain(self._parameters.items(), persistent.items())
+            if v is not None
+        }
         assign = local_metadata.get("assign_to_params_buffers", False)
         for name, param in local_state.items():
             key = prefix + name
             if key in state_dict:
                 input_param = state_dict[key]
                 if not isinstance(input_param, Tensor):
-                    error_msgs.append(f'While copying the parameter named "{key}", expected '
-                                      f"torch.Tensor or Tensor-like object from checkpoint but "
-                                      f"received {type(input_param)}")
+                    error_msgs.append(
+                        f'While copying the parameter named "{key}", expected '
+                        f"torch.Tensor or Tensor-like object from checkpoint but "
+                        f"received {type(input_param)}"
+                    )
                     continue
-                if len(param.shape) == 0 and len(input_param.shape) == 1 and \
-                        input_param.shape[0] == 1:
+                if (
+                    len(param.shape) == 0
+                    and len(input_param.shape) == 1
+                    and input_param.shape[0] == 1
+                ):
                     input_param = input_param[0]
                 if input_param.shape != param.shape:
-                    error_msgs.append(f"size mismatch for {key}: copying a param with shape "
-                                      f"{input_param.shape} from checkpoint, the shape in current "
-                                      f"model is {param.shape}.")
+                    error_msgs.append(
+                        f"size mismatch for {key}: copying a param with shape "
+                        f"{input_param.shape} from checkpoint, the shape in current "
+                        f"model is {param.shape}."
+                    )
                     continue
                 try:
                     with grad_mode.no_grad():
                         if assign:
-                            if isinstance(param, Parameter) and not isinstance(input_param,
-                                                                               Parameter):
+                            if isinstance(param, Parameter) and not isinstance(
+                                input_param, Parameter
+                            ):
                                 input_param = Parameter(input_param, param.requires_grad)
                             setattr(self, name, input_param)
                         else:
                             param.copy_(input_param)
                 except Exception as ex:
-                    error_msgs.append(f'While copying the parameter named "{key}", whose '
-                                      f"dimensions in the model are {param.size()} and whose "
-                                      f"dimensions in the checkpoint are {input_param.size()}, "
-                                      f"an exception occurred : {ex.args}.")
+                    error_msgs.append(
+                        f'While copying the parameter named "{key}", whose '
+                        f"dimensions in the model are {param.size()} and whose "
+                        f"dimensions in the checkpoint are {input_param.size()}, "
+                        f"an exception occurred : {ex.args}."
+                    )
             elif strict:
                 missing_keys.append(key)
         if strict:
             for key in state_dict:
                 if key.startswith(prefix):
-                    input_name = key[len(prefix):].split(".", 1)
+                    input_name = key[len(prefix) :].split(".", 1)
                     if len(input_name) > 1:
                         if input_name[0] not in self._modules:
                             unexpected_keys.append(key)
@@ -561,28 +621,41 @@ class Module:
             local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
             if assign:
                 local_metadata["assign_to_params_buffers"] = assign
-            module._load_from_state_dict(local_sd, prefix, local_metadata, True, missing_keys,
-                                         unexpected_keys, error_msgs)
+            module._load_from_state_dict(
+                local_sd, prefix, local_metadata, True, missing_keys, unexpected_keys, error_msgs
+            )
             kids = []
             for name, child in module._modules.items():
                 if child is not None:
                     cp = prefix + name + "."
-                    kids.append((child, {k: v for k, v in local_sd.items() if k.startswith(cp)},
-                                 cp))
+                    kids.append(
+                        (child, {k: v for k, v in local_sd.items() if k.startswith(cp)}, cp)
+                    )
             stack.extend(reversed(kids))
             incompatible = _IncompatibleKeys(missing_keys, unexpected_keys)
             for hook in module._load_state_dict_post_hooks.values():
                 hook(module, incompatible)
         if strict:
             if unexpected_keys:
-                error_msgs.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in unexpected_keys)))
+                error_msgs.insert(
+                    0,
+                    "Unexpected key(s) in state_dict: {}. ".format(
+                        ", ".join(f'"{k}"' for k in unexpected_keys)
+                    ),
+                )
             if missing_keys:
-                error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in missing_keys)))
+                error_msgs.insert(
+                    0,
+                    "Missing key(s) in state_dict: {}. ".format(
+                        ", ".join(f'"{k}"' for k in missing_keys)
+                    ),
+                )
         if error_msgs:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                self.__class__.__name__, "\n\t".join(error_msgs)))
+            raise RuntimeError(
+                "Error(s) in loading state_dict for {}:\n\t{}".format(
+                    self.__class__.__name__, "\n\t".join(error_msgs)
+                )
+            )
         return _IncompatibleKeys(missing_keys, unexpected_keys)
 
     def register_load_state_dict_post_hook(self, hook) -> RemovableHandle:
@@ -590,8 +663,9 @@ class Module:
 
     # ------------------------------------------------------------------ hooks
 
-    def register_forward_pre_hook(self, hook, *, prepend: bool = False,
-                                  with_kwargs: bool = False) -> RemovableHandle:
+    def register_forward_pre_hook(
+        self, hook, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
         """``hook(module, args)`` runs before ``forward``; it may return new args (a single value
         is wrapped in a tuple). With ``with_kwargs``: ``hook(module, args, kwargs)`` returns
         ``(args, kwargs)`` or None."""
@@ -600,11 +674,16 @@ class Module:
             self._forward_pre_hooks_with_kwargs[h.id] = True
         return h
 
-    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
-                              always_call: bool = False) -> RemovableHandle:
+    def register_forward_hook(
+        self, hook, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+    ) -> RemovableHandle:
         """``hook(module, args, output)`` runs after ``forward``; it may return a new output."""
-        h = _add(self._forward_hooks, hook, prepend,
-                 (self._forward_hooks_with_kwargs, self._forward_hooks_always_called))
+        h = _add(
+            self._forward_hooks,
+            hook,
+            prepend,
+            (self._forward_hooks_with_kwargs, self._forward_hooks_always_called),
+        )
         if with_kwargs:
             self._forward_hooks_with_kwargs[h.id] = True
         if always_call:
@@ -629,15 +708,19 @@ class Module:
         [(3, 2)] [(3, 1)]
         """
         if self._is_full_backward_hook is False:
-            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on "
-                               "a single Module. Please use only one of them.")
+            raise RuntimeError(
+                "Cannot use both regular backward hooks and full backward hooks on "
+                "a single Module. Please use only one of them."
+            )
         self._is_full_backward_hook = True
         return _add(self._backward_hooks, hook, prepend)
 
     def register_backward_hook(self, hook) -> RemovableHandle:
-        raise NotImplementedError("autodiag: register_backward_hook (deprecated in PyTorch, with "
-                                  "per-node semantics) is not supported; use "
-                                  "register_full_backward_hook")
+        raise NotImplementedError(
+            "autodiag: register_backward_hook (deprecated in PyTorch, with "
+            "per-node semantics) is not supported; use "
+            "register_full_backward_hook"
+        )
 
     def register_state_dict_post_hook(self, hook) -> RemovableHandle:
         return _add(self._state_dict_hooks, hook, False)
@@ -654,8 +737,12 @@ class Module:
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
-        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
+        if not (
+            self._forward_pre_hooks
+            or self._forward_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+        ):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
@@ -671,15 +758,16 @@ class Module:
                         if isinstance(r, tuple) and len(r) == 2:
                             args, kwargs = r
                         else:
-                            raise RuntimeError(f"forward pre-hook must return None or a tuple of "
-                                               f"(new_args, new_kwargs), but got {r}.")
+                            raise RuntimeError(
+                                f"forward pre-hook must return None or a tuple of "
+                                f"(new_args, new_kwargs), but got {r}."
+                            )
                 else:
                     r = hook(self, args)
                     if r is not None:
                         args = r if isinstance(r, tuple) else (r,)
             bw_hook = None
-            full_hooks = list(self._backward_hooks.values()) if self._is_full_backward_hook \
-                else []
+            full_hooks = list(self._backward_hooks.values()) if self._is_full_backward_hook else []
             pre_hooks = list(self._backward_pre_hooks.values())
             if full_hooks or pre_hooks:
                 from autodiag.nn.modules._functions import BackwardHook
@@ -698,9 +786,11 @@ class Module:
                     result = r
             if bw_hook is not None:
                 if not isinstance(result, (Tensor, tuple)):
-                    warnings.warn("For backward hooks to be called, module output should be a "
-                                  f"Tensor or a tuple of Tensors but received {type(result)}",
-                                  stacklevel=2)
+                    warnings.warn(
+                        "For backward hooks to be called, module output should be a "
+                        f"Tensor or a tuple of Tensors but received {type(result)}",
+                        stacklevel=2,
+                    )
                 result = bw_hook.setup_output_hook(result)
             return result
         except Exception:
@@ -714,9 +804,12 @@ class Module:
                         if r is not None:
                             result = r
                     except Exception as e:
-                        warnings.warn("module forward hook with ``always_call=True`` raised an "
-                                      f"exception that was silenced as another error was raised "
-                                      f"in forward: {e}", stacklevel=2)
+                        warnings.warn(
+                            "module forward hook with ``always_call=True`` raised an "
+                            f"exception that was silenced as another error was raised "
+                            f"in forward: {e}",
+                            stacklevel=2,
+                        )
             raise
 
     # ------------------------------------------------------------------ repr

@@ -17,14 +17,42 @@ from __future__ import annotations
 
 from autodiag.utils.data._collate import default_collate, default_convert
 from autodiag.utils.data.dataloader import DataLoader, get_worker_info
-from autodiag.utils.data.dataset import (ChainDataset, ConcatDataset, Dataset,
-                                         IterableDataset, StackDataset, Subset, TensorDataset,
-                                         random_split)
-from autodiag.utils.data.sampler import (BatchSampler, RandomSampler, Sampler,
-                                         SequentialSampler, SubsetRandomSampler,
-                                         WeightedRandomSampler)
+from autodiag.utils.data.dataset import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from autodiag.utils.data.sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
-__all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
-           "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "StackDataset",
-           "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler",
-           "default_collate", "default_convert", "get_worker_info", "random_split"]
+__all__ = [
+    "BatchSampler",
+    "ChainDataset",
+    "ConcatDataset",
+    "DataLoader",
+    "Dataset",
+    "IterableDataset",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "StackDataset",
+    "Subset",
+    "SubsetRandomSampler",
+    "TensorDataset",
+    "WeightedRandomSampler",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "random_split",
+]

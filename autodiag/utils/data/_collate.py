@@ -27,8 +27,7 @@ __all__ = ["default_collate", "default_convert", "collate", "default_collate_fn_
 np_str_obj_array_pattern = re.compile(r"[SaUO]")
 
 default_collate_err_msg_format = (
-    "default_collate: batch must contain tensors, numpy arrays, numbers, "
-    "dicts or lists; found {}"
+    "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
 )
 
 
@@ -83,17 +82,27 @@ def collate(batch, *, collate_fn_map=None):
         try:
             if isinstance(elem, collections.abc.MutableMapping):
                 clone = copy.copy(elem)
-                clone.update({key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
-                              for key in elem})
+                clone.update(
+                    {
+                        key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
+                        for key in elem
+                    }
+                )
                 return clone
-            return elem_type({key: collate([d[key] for d in batch],
-                                           collate_fn_map=collate_fn_map) for key in elem})
+            return elem_type(
+                {
+                    key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
+                    for key in elem
+                }
+            )
         except TypeError:
-            return {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map)
-                    for key in elem}
+            return {
+                key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map) for key in elem
+            }
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return elem_type(*(collate(samples, collate_fn_map=collate_fn_map)
-                           for samples in zip(*batch)))
+        return elem_type(
+            *(collate(samples, collate_fn_map=collate_fn_map) for samples in zip(*batch))
+        )
     if isinstance(elem, collections.abc.Sequence):
         it = iter(batch)
         elem_size = len(next(it))
@@ -108,8 +117,9 @@ def collate(batch, *, collate_fn_map=None):
                 for i, samples in enumerate(transposed):
                     clone[i] = collate(samples, collate_fn_map=collate_fn_map)
                 return clone
-            return elem_type([collate(samples, collate_fn_map=collate_fn_map)
-                              for samples in transposed])
+            return elem_type(
+                [collate(samples, collate_fn_map=collate_fn_map) for samples in transposed]
+            )
         except TypeError:
             return [collate(samples, collate_fn_map=collate_fn_map) for samples in transposed]
     raise TypeError(default_collate_err_msg_format.format(elem_type))

@@ -48,37 +48,61 @@ class DataLoader:
 
     _initialized = False
 
-    def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None,
-                 sampler=None, batch_sampler=None, num_workers: int = 0, collate_fn=None,
-                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
-                 prefetch_factor: int | None = None, persistent_workers: bool = False,
-                 pin_memory_device: str = "", in_order: bool = True) -> None:
+    def __init__(
+        self,
+        dataset,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler=None,
+        batch_sampler=None,
+        num_workers: int = 0,
+        collate_fn=None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn=None,
+        multiprocessing_context=None,
+        generator=None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+    ) -> None:
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; "
-                             "use num_workers=0 to disable multiprocessing.")
+            raise ValueError(
+                "num_workers option should be non-negative; "
+                "use num_workers=0 to disable multiprocessing."
+            )
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         if num_workers == 0 and prefetch_factor is not None:
             raise ValueError(
                 "prefetch_factor option could only be specified in multiprocessing."
                 "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor "
-                "to None.")
+                "to None."
+            )
         if prefetch_factor is not None and prefetch_factor < 0:
             raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if multiprocessing_context is not None and num_workers == 0:
-            raise ValueError("multiprocessing_context can only be used with multi-process "
-                             "loading (num_workers > 0), but got num_workers=0")
+            raise ValueError(
+                "multiprocessing_context can only be used with multi-process "
+                "loading (num_workers > 0), but got num_workers=0"
+            )
         if worker_init_fn is not None and num_workers > 0:
             raise NotImplementedError(
                 "DataLoader(worker_init_fn=...): autodiag loads data in this process and starts "
                 "no workers, so worker_init_fn would never run as it does in PyTorch; "
-                "drop worker_init_fn (and num_workers) to run on autodiag's engine.")
+                "drop worker_init_fn (and num_workers) to run on autodiag's engine."
+            )
         if pin_memory:
-            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
-                          "then device pinned memory won't be used.", stacklevel=2)
+            warnings.warn(
+                "'pin_memory' argument is set as true but no accelerator is found, "
+                "then device pinned memory won't be used.",
+                stacklevel=2,
+            )
 
         self.dataset = dataset
         self.num_workers = num_workers
@@ -98,16 +122,23 @@ class DataLoader:
                     "runs a copy of the dataset's iterator in every worker (each sample once "
                     "per worker unless the dataset shards itself with get_worker_info()), and "
                     "autodiag starts no workers, so it would load different data; use "
-                    "num_workers=0.")
+                    "num_workers=0."
+                )
             if shuffle not in (False, None):
-                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
-                                 f"option, but got shuffle={shuffle}")
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified shuffle "
+                    f"option, but got shuffle={shuffle}"
+                )
             if sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
-                                 f"option, but got sampler={sampler}")
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified sampler "
+                    f"option, but got sampler={sampler}"
+                )
             if batch_sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified "
-                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified "
+                    f"batch_sampler option, but got batch_sampler={batch_sampler}"
+                )
         else:
             self._iterable = False
             shuffle = bool(shuffle)
@@ -116,13 +147,17 @@ class DataLoader:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
-                                 "shuffle, sampler, and drop_last")
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, "
+                    "shuffle, sampler, and drop_last"
+                )
             batch_size = None
             drop_last = False
         elif batch_size is None and drop_last:
-            raise ValueError("batch_size=None option disables auto-batching and is mutually "
-                             "exclusive with drop_last")
+            raise ValueError(
+                "batch_size=None option disables auto-batching and is mutually "
+                "exclusive with drop_last"
+            )
 
         if sampler is None:
             if self._iterable:
@@ -146,10 +181,17 @@ class DataLoader:
         self._initialized = True
 
     def __setattr__(self, attr, val) -> None:
-        if self._initialized and attr in ("batch_size", "batch_sampler", "sampler", "drop_last",
-                                          "dataset", "persistent_workers"):
-            raise ValueError(f"{attr} attribute should not be set after "
-                             f"{type(self).__name__} is initialized")
+        if self._initialized and attr in (
+            "batch_size",
+            "batch_sampler",
+            "sampler",
+            "drop_last",
+            "dataset",
+            "persistent_workers",
+        ):
+            raise ValueError(
+                f"{attr} attribute should not be set after {type(self).__name__} is initialized"
+            )
         super().__setattr__(attr, val)
 
     @property
@@ -202,7 +244,10 @@ class DataLoader:
         if self._iterable:
             length = len(self.dataset)
             if self.batch_size is not None:
-                length = (length // self.batch_size if self.drop_last
-                          else math.ceil(length / self.batch_size))
+                length = (
+                    length // self.batch_size
+                    if self.drop_last
+                    else math.ceil(length / self.batch_size)
+                )
             return length
         return len(self._index_sampler)

@@ -21,8 +21,16 @@ import warnings
 
 from autodiag.generator import default_generator, rng_of
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
-           "ChainDataset", "Subset", "random_split"]
+__all__ = [
+    "Dataset",
+    "IterableDataset",
+    "TensorDataset",
+    "StackDataset",
+    "ConcatDataset",
+    "ChainDataset",
+    "Subset",
+    "random_split",
+]
 
 
 class Dataset:
@@ -80,7 +88,8 @@ class StackDataset(Dataset):
             if kwargs:
                 raise ValueError(
                     "Supported either ``tuple``- (via ``args``) or"
-                    "``dict``- (via ``kwargs``) like input/output, but both types are given.")
+                    "``dict``- (via ``kwargs``) like input/output, but both types are given."
+                )
             parts = list(args)
             self.datasets = args
         elif kwargs:
@@ -198,16 +207,22 @@ def random_split(dataset, lengths, generator=default_generator) -> list[Subset]:
         lengths = subset_lengths
         for i, length in enumerate(lengths):
             if length == 0:
-                warnings.warn(f"Length of split at index {i} is 0. "
-                              f"This might result in an empty dataset.", stacklevel=2)
+                warnings.warn(
+                    f"Length of split at index {i} is 0. This might result in an empty dataset.",
+                    stacklevel=2,
+                )
     if sum(lengths) != len(dataset):
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
     for i, length in enumerate(lengths):
         if length < 0 or length != int(length):
             # PyTorch fails inside randperm / slicing here; say what is wrong instead
-            raise ValueError(f"random_split: length at index {i} must be a non-negative "
-                             f"integer (or all lengths fractions summing to 1), got {length!r}")
+            raise ValueError(
+                f"random_split: length at index {i} must be a non-negative "
+                f"integer (or all lengths fractions summing to 1), got {length!r}"
+            )
     lengths = [int(n) for n in lengths]
     indices = rng_of(generator).permutation(sum(lengths)).tolist()
-    return [Subset(dataset, indices[offset - length:offset])
-            for offset, length in zip(itertools.accumulate(lengths), lengths)]
+    return [
+        Subset(dataset, indices[offset - length : offset])
+        for offset, length in zip(itertools.accumulate(lengths), lengths)
+    ]

@@ -19,8 +19,14 @@ import numpy as np
 
 from autodiag.generator import Generator, rng_of
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "WeightedRandomSampler", "BatchSampler"]
+__all__ = [
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "BatchSampler",
+]
 
 
 class Sampler:
@@ -62,18 +68,22 @@ class RandomSampler(Sampler):
     """A random permutation per epoch (``replacement=False``), or ``num_samples`` indices drawn
     with replacement."""
 
-    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None,
-                 generator=None) -> None:
+    def __init__(
+        self, data_source, replacement: bool = False, num_samples: int | None = None, generator=None
+    ) -> None:
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
         if not isinstance(self.replacement, bool):
-            raise TypeError("replacement should be a boolean value, but got "
-                            f"replacement={self.replacement}")
+            raise TypeError(
+                f"replacement should be a boolean value, but got replacement={self.replacement}"
+            )
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError("num_samples should be a positive integer value, but got "
-                             f"num_samples={self.num_samples}")
+            raise ValueError(
+                "num_samples should be a positive integer value, but got "
+                f"num_samples={self.num_samples}"
+            )
 
     @property
     def num_samples(self) -> int:
@@ -91,7 +101,7 @@ class RandomSampler(Sampler):
         else:
             for _ in range(self.num_samples // n):
                 yield from generator._permutation(n).tolist()
-            yield from generator._permutation(n).tolist()[:self.num_samples % n]
+            yield from generator._permutation(n).tolist()[: self.num_samples % n]
 
     def __len__(self) -> int:
         return self.num_samples
@@ -117,20 +127,20 @@ class SubsetRandomSampler(Sampler):
 class WeightedRandomSampler(Sampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``."""
 
-    def __init__(self, weights, num_samples: int, replacement: bool = True,
-                 generator=None) -> None:
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool) \
-                or num_samples <= 0:
-            raise ValueError("num_samples should be a positive integer value, but got "
-                             f"num_samples={num_samples}")
+    def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None) -> None:
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError(
+                f"num_samples should be a positive integer value, but got num_samples={num_samples}"
+            )
         if not isinstance(replacement, bool):
-            raise ValueError("replacement should be a boolean value, but got "
-                             f"replacement={replacement}")
-        w = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights,
-                       dtype=np.float64)
+            raise ValueError(
+                f"replacement should be a boolean value, but got replacement={replacement}"
+            )
+        w = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, dtype=np.float64)
         if w.ndim != 1:
-            raise ValueError("weights should be a 1d sequence but given weights have shape "
-                             f"{tuple(w.shape)}")
+            raise ValueError(
+                f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}"
+            )
         from autodiag.ops import factories
 
         self.weights = factories.from_numpy(w)
@@ -142,14 +152,18 @@ class WeightedRandomSampler(Sampler):
         w = self.weights.numpy()
         # PyTorch's multinomial checks, with its messages
         if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
-            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)"
-                               if w.sum() <= 0 else
-                               "probability tensor contains either `inf`, `nan` or element < 0")
+            raise RuntimeError(
+                "invalid multinomial distribution (sum of probabilities <= 0)"
+                if w.sum() <= 0
+                else "probability tensor contains either `inf`, `nan` or element < 0"
+            )
         if not self.replacement and self.num_samples > int((w > 0).sum()):
-            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
-                               "replacement")
-        out = rng_of(self.generator).choice(len(w), size=self.num_samples,
-                                            replace=self.replacement, p=w / w.sum())
+            raise RuntimeError(
+                "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
+            )
+        out = rng_of(self.generator).choice(
+            len(w), size=self.num_samples, replace=self.replacement, p=w / w.sum()
+        )
         yield from out.tolist()
 
     def __len__(self) -> int:
@@ -162,11 +176,11 @@ class BatchSampler(Sampler):
 
     def __init__(self, sampler, batch_size: int, drop_last: bool) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
-            raise ValueError("batch_size should be a positive integer value, but got "
-                             f"batch_size={batch_size}")
+            raise ValueError(
+                f"batch_size should be a positive integer value, but got batch_size={batch_size}"
+            )
         if not isinstance(drop_last, bool):
-            raise ValueError("drop_last should be a boolean value, but got "
-                             f"drop_last={drop_last}")
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
         self.sampler = sampler
         self.batch_size = batch_size
         self.drop_last = drop_last
