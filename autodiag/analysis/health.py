@@ -454,19 +454,7 @@ class NoneGrad(HealthDetector):
     @staticmethod
     def _leaves_of(health, node) -> list:
         """ids of the leaves (already recorded) in the graph of ``node`` (iterative, bounded)."""
-        out, seen, todo = [], set(), [node]
-        while todo and len(seen) < MAX_WALK:
-            n = todo.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if inspect.is_leaf_node(n):
-                v = inspect.leaf_variable(n)
-                if v is not None and health.known(id(v)) is not None:
-                    out.append(id(v))
-                continue
-            todo.extend(c for c in inspect.children(n) if c is not None)
-        return out
+        return [id(v) for v in _leaf_variables(node, MAX_WALK) if health.known(id(v)) is not None]
 
     def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
         use = self.of(rec)
@@ -1002,10 +990,11 @@ def _norm(a: np.ndarray) -> float:
     return math.sqrt(abs(float(np.vdot(r, r))))
 
 
-def _leaf_variables(node) -> list:
-    """The variables of the AccumulateGrad nodes under ``node`` (iterative)."""
+def _leaf_variables(node, limit: int | None = None) -> list:
+    """The variables of the AccumulateGrad nodes under ``node`` (iterative; at most ``limit``
+    nodes visited)."""
     out, seen, todo = [], set(), [node]
-    while todo:
+    while todo and (limit is None or len(seen) < limit):
         n = todo.pop()
         if n in seen:
             continue
