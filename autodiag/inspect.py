@@ -67,6 +67,7 @@ __all__ = [
     "LEAF_SEQUENCE_NR",
     "edges",
     "children",
+    "name_of_dtype",
     "node_info",
     "sequence_nr",
     "site",
@@ -203,7 +204,7 @@ def _saved_tuples(node, saved: tuple, values: bool) -> list:
         c = s.__class__
         if c is Tensor:  # NOTE [Compact saves]: an input saved at version 0, stored as itself
             d, vc = s._data, s._vc
-            t = (names[k], d.shape, _dtype_name(d.dtype), d.nbytes, 0, vc[0] if vc else 0)
+            t = (names[k], d.shape, name_of_dtype(d.dtype), d.nbytes, 0, vc[0] if vc else 0)
             out.append(t + (d,) if values else t)
             continue
         if c is SavedTensor:
@@ -221,7 +222,7 @@ def _saved_tuples(node, saved: tuple, values: bool) -> list:
         if data is None:
             out.append((name, None, None, 0, version, current))
         else:
-            t = (name, data.shape, _dtype_name(data.dtype), data.nbytes, version, current)
+            t = (name, data.shape, name_of_dtype(data.dtype), data.nbytes, version, current)
             out.append(t + (data,) if values else t)
     return out
 
@@ -268,13 +269,13 @@ def version_counter(t, create: bool = False):
 
 def dtype_name(t) -> str:
     """``"float32"``, ``"int64"``, ...: the tensor's dtype as a string."""
-    return _dtype_name(t._data.dtype)
+    return name_of_dtype(t._data.dtype)
 
 
 _DTYPE_NAMES: dict = {}
 
 
-def _dtype_name(dt) -> str:
+def name_of_dtype(dt) -> str:
     """numpy dtype -> "float32" (cached: ``dtype.name`` costs microseconds per call)."""
     name = _DTYPE_NAMES.get(dt)
     if name is None:

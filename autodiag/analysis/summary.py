@@ -7,6 +7,7 @@ from array import array
 
 import numpy as np
 
+from autodiag.inspect import name_of_dtype as dtype_name
 from autodiag.inspect import values
 
 SMALL = 8  # tensors with at most this many elements are shown in full
@@ -201,17 +202,6 @@ def _dumps(o) -> str:
 
 def _num(v):
     return v.item() if hasattr(v, "item") else v
-
-
-_DTYPE_NAMES: dict = {}
-
-
-def dtype_name(dt) -> str:
-    """numpy dtype -> "float32" (cached: ``dtype.name`` costs microseconds per call)."""
-    name = _DTYPE_NAMES.get(dt)
-    if name is None:
-        name = _DTYPE_NAMES[dt] = dt.name
-    return name
 
 
 def fmt_bytes(n: float) -> str:
