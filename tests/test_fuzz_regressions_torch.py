@@ -329,3 +329,22 @@ def test_fuzz_matmul_vector_matrix_result_is_no_view(torch):
         (g,) = m.autograd.grad((t * t).sum(), x0)
         out[m] = (type(t.grad_fn).__name__, t.tolist(), g.tolist())
     assert out[ad] == out[torch]
+
+
+@pytest.mark.parametrize("index", ["[0]", "[[0, 1]]"], ids=["1d", "2d"])
+def test_fuzz_gather_input_written_in_place_fails_backward(torch, index):
+    # PyTorch's GatherBackward0 saves ``self``: writing the input after gather fails the
+    # backward's version check (autodiag saved only the index and returned a gradient)
+    def run(m):
+        x = m.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+        y = x * 1
+        g = m.gather(y, 1, m.tensor(eval(index)).reshape(1, -1))
+        y.sigmoid_()
+        try:
+            g.sum().backward()
+        except RuntimeError as e:
+            return "modified by an inplace operation" in str(e)
+        return x.grad.tolist()
+
+    assert run(ad) is True
+    assert run(torch) is True

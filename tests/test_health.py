@@ -479,6 +479,54 @@ def test_a_bias_starting_near_zero_that_converges_is_not_exploding():
     assert "its own norm" in found[0]["message"]
 
 
+TOO_HIGH = {
+    # the next gradient collapses: tanh units saturated by a 352x update
+    "tanh_saturated": """\
+    import autodiag as torch
+    torch.manual_seed(0)
+    x = torch.randn(64, 4)
+    y = (x[:, :1] > 0).double() * 2 - 1
+    w = (torch.randn(4, 1) * 0.1).requires_grad_()
+    opt = torch.optim.SGD([w], lr=50.0)
+    for _ in range(20):
+        opt.zero_grad()
+        ((torch.tanh(x @ w) - y) ** 2).mean().backward()
+        opt.step()
+    """,
+    # the next gradient is exactly 0: the ReLU unit died
+    "relu_killed": """\
+    import autodiag as torch
+    torch.manual_seed(0)
+    x = torch.randn(64, 4)
+    y = x.sum(1, keepdim=True)
+    lin = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(lin.parameters(), lr=5.0)
+    for _ in range(10):
+        opt.zero_grad()
+        ((torch.relu(lin(x)) - y) ** 2).mean().backward()
+        opt.step()
+    """,
+    # one outlier batch throws the parameter 200x its norm away; training then recovers
+    "outlier_step": """\
+    import autodiag as torch
+    w = torch.tensor([1.0, -1.0], requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    for i in range(40):
+        opt.zero_grad()
+        scale = 1000.0 if i == 3 else 1.0
+        (scale * ((w - 2.0) ** 2).sum()).backward()
+        opt.step()
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOO_HIGH))
+def test_a_large_update_whose_next_gradient_does_not_settle_is_exploding(case):
+    # NOTE [Large updates]: excusing the near-zero bias must not excuse these
+    found = [f for f in health(TOO_HIGH[case]) if f["kind"] == "exploding_grad"]
+    assert found and all(f["max_update_ratio"] > 30 for f in found), found
+
+
 def test_dead_relu_in_a_sequential_is_named_by_its_module_path():
     src = """\
     import autodiag as torch

@@ -694,9 +694,24 @@ class _Norms:
                 self.growth_at = self.n
 
 
-def _settling(series: _Norms) -> bool:
-    """Whether the gradient norm ended below where it started (training converging)."""
-    return series.first is not None and series.n > 1 and series.recent[-1] < series.first
+def _settling(s: _Sizes, norm: float) -> bool:
+    """Whether the gradient that followed a large update says the parameter is settling toward
+    its optimum: smaller than every recent norm, yet not collapsed (NOTE [Large updates])."""
+    series = s.step_norms or s.bwd_norms
+    if series is None or not series.recent:
+        return False
+    low = min(series.recent)
+    return SETTLED_FLOOR * low < norm < low
+
+
+# NOTE [Large updates]: an update larger than the parameter is judged when the next gradient
+# arrives. A parameter that starts near zero (a bias) moves by more than its own norm on its way
+# to the optimum while every gradient is smaller than the last: that update is not counted. A
+# learning rate too high shows otherwise: the next gradient grows (overshoot), or collapses
+# (units saturated or dead), or stays where it was (an outlier step far from the optimum).
+# a gradient that fell below this fraction of the recent ones in one update collapsed (a
+# tenfold drop: saturated or dead units), it did not settle
+SETTLED_FLOOR = 0.1
 
 
 class _Sizes:
@@ -725,15 +740,16 @@ class GradNorms(HealthDetector):
 
     def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
         s = self.of(rec)
-        self._measure_update(health, rec, s, var)
+        self._measure_update(health, rec, s, var, data)
         if not health.stepping:  # no optimizer (yet): norms per backward call
             if s.bwd_norms is None:
                 s.bwd_norms = _Norms()
             s.bwd_norms.add(_norm(data), health.th)
 
-    def _measure_update(self, health, rec: _Leaf, s: _Sizes, var: Tensor) -> None:
+    def _measure_update(self, health, rec: _Leaf, s: _Sizes, var: Tensor, grad) -> None:
         """How far the parameter moved since its last accumulation, relative to its norm (the
-        update/weight ratio of whatever updated it: an optimizer or a manual step)."""
+        update/weight ratio of whatever updated it: an optimizer or a manual step); ``grad``,
+        the gradient arriving now, judges a large one (NOTE [Large updates])."""
         value = inspect.array(var)
         before = s.before
         # NOTE: against the largest norm the parameter has had, not its last one: a scalar
@@ -751,7 +767,7 @@ class GradNorms(HealthDetector):
                 u = s.updates = [0, 0, None, 0.0]
             u[0] += 1
             u[3] = max(u[3], ratio)
-            if ratio > health.th.max_update:
+            if ratio > health.th.max_update and not _settling(s, _norm(grad)):
                 u[1] += 1
                 if u[2] is None:
                     u[2] = u[0]
@@ -792,10 +808,7 @@ class GradNorms(HealthDetector):
         upd = s.updates
         if upd is not None:
             common["max_update_ratio"] = float(f"{upd[3]:.6g}")
-        # NOTE: a parameter that starts near zero (a bias) moves by more than its own norm on
-        # its way to the optimum while its gradient shrinks; an update larger than the
-        # parameter is an explosion only while the gradient is not falling
-        big_updates = upd is not None and upd[1] and not _settling(series)
+        big_updates = upd is not None and upd[1]
         if big_updates or series.growth_at is not None:
             if big_updates:
                 n, first = upd[1], upd[2]

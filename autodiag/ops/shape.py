@@ -1037,8 +1037,11 @@ def unbind(input, dim: int = 0):
 
 
 class GatherBackward0(Node):
+    """Saves ``self`` as PyTorch does (its backward reads only the shape, but a write into the
+    input after gather fails the backward's version check there too)."""
+
     __slots__ = ("dim", "in_shape")
-    _saved_names = ("index",)
+    _saved_names = ("self", "index")
 
     def backward(self, xp, g):
         return (scatter_into_zeros(xp, g, self.dim, self.saved_index(xp), self.in_shape),)
@@ -1060,7 +1063,7 @@ def gather(input, dim: int, index):
         if _state.record and input.requires_grad:
             node = GatherBackward0((edge(input),))
             node.dim, node.in_shape = dim, d.shape
-            node._saved = (save(idx),)
+            node._saved = (save(input), save(idx))
             return result(out, node)
         return result(out, None)
     if ix.dtype != np.int64:
@@ -1090,7 +1093,7 @@ def gather(input, dim: int, index):
     if _state.record and input.requires_grad:
         node = GatherBackward0((edge(input),))
         node.dim, node.in_shape = dim, d.shape
-        node._saved = (save(idx),)
+        node._saved = (save(input), save(idx))
         return result(out, node)
     return result(np.asarray(out), None)
 
