@@ -20,13 +20,13 @@ _np.seterr(all="ignore")
 from autodiag import autograd, trace  # noqa: E402
 from autodiag._version import __version__  # noqa: E402
 from autodiag.autograd.anomaly import (
-    is_anomaly_check_nan_enabled,  # noqa: E402
+    is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
     set_anomaly_enabled,
 )
 from autodiag.core.grad_mode import (
     enable_grad,
-    inference_mode,  # noqa: E402
+    inference_mode,
     is_grad_enabled,
     is_inference_mode_enabled,
     no_grad,
@@ -38,7 +38,7 @@ from autodiag.dtypes import (
     dtype,
     float,
     float16,
-    float32,  # noqa: E402, A004
+    float32,
     float64,
     get_default_dtype,
     half,
@@ -68,7 +68,7 @@ from autodiag.compat import (
     BoolTensor,
     ByteTensor,
     CharTensor,
-    DoubleTensor,  # noqa: E402
+    DoubleTensor,
     FloatTensor,
     HalfTensor,
     IntTensor,

@@ -638,6 +638,7 @@ SHAPE_CASES = [
         ("transpose", lambda T, x: x.transpose(0, 1), S3, ("transpose",)),
         ("transpose_neg", lambda T, x: T.transpose(x, -1, -3), S3, ("transpose",)),
         ("swapaxes", lambda T, x: T.swapaxes(x, 0, 2), S3, ("swapaxes",)),
+        ("swapdims", lambda T, x: x.swapdims(0, 2), S3, ("swapdims",)),
         ("permute", lambda T, x: x.permute(2, 0, 1), S3, ("permute",)),
         ("permute_tuple", lambda T, x: T.permute(x, (1, 2, 0)), S3, ("permute",)),
         ("permute_neg", lambda T, x: x.permute(-1, 0, 1), S3, ("permute",)),

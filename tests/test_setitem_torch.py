@@ -189,3 +189,22 @@ def test_setitem_loop_order_dependent_overlap_is_refused_clearly(torch, code):
 def test_setitem_order_free_overlap_is_computed(torch):
     # the same kind of overlap where no element read is written with another value
     _same(torch, "x = torch.arange(4.); x[1:3] = x[::2]; r = x")
+
+
+@pytest.mark.parametrize("index", ["0", "[0, 2]", "a.detach() > 1"], ids=["basic", "index", "mask"])
+def test_a_second_backward_through_a_released_setitem_raises(torch, index):
+    # PyTorch's CopySlices drops its fn and IndexPutBackward0 frees its indices at release
+    def run(m):
+        a = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        v = m.tensor(5.0, requires_grad=True)
+        x = a.clone()
+        x[eval(index)] = v
+        x.sum().backward()
+        try:
+            x.sum().backward()
+        except RuntimeError as e:
+            return "backward through the graph a second time" in str(e)
+        return "no error"
+
+    assert run(ad) is True
+    assert run(torch) is True

@@ -23,7 +23,7 @@ from autodiag import inspect
 from autodiag.analysis.summary import Summaries, summarize
 from autodiag.trace import Tracer
 
-# the seam's accessors read once per node of a huge backward: bound once (C-level getters)
+# the seam's accessors, read once per node of a huge backward, bound to module names once
 _seq, _site, _children = inspect.sequence_nr, inspect.site, inspect.children
 _values, _leaf_variable = inspect.values, inspect.leaf_variable
 

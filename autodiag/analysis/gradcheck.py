@@ -258,7 +258,7 @@ def max_error(func, inputs: tuple, eps: float) -> float | None:
     when that is costly or cannot be computed.
 
     NOTE: reuses the library's Jacobian helpers on a hand-filled run, the same fields
-    ``_gradcheck._check`` fills before comparing."""
+    ``autograd.gradcheck.run_checks`` fills before comparing."""
     try:
         run = GradcheckRun(func, inputs, eps, 0.0, 0.0, 0.0, False, False)
         if sum(array(run.inputs[p]).size for p in run.diff_pos) > MAX_ERROR_NUMEL:

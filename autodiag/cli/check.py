@@ -16,11 +16,6 @@ from autodiag.report import junit
 from autodiag.report.outcome import Outcome, json_envelope
 from autodiag.target.errors import BadInvocation
 
-KindOpt = Annotated[
-    list[str] | None,
-    typer.Option(help="A finding kind (repeatable).", show_default=False),
-]
-
 
 def check(
     cmd: Command,

@@ -835,6 +835,9 @@ def _record(t: Tensor, out: np.ndarray, v: Tensor, index: tuple, cls) -> Tensor:
     if _state.record and (t.requires_grad or v.requires_grad):
         node = cls((edge(t), edge(v)))
         node.index, node.src_shape = index, v._data.shape
+        # nothing saved, but released as PyTorch's are (its CopySlices drops ``fn``, its
+        # IndexPutBackward0 frees the indices): a second backward through it raises
+        node._saved = ()
         if v._data.dtype != out.dtype:
             node._input_meta = (None, (v._data.shape, v._data.dtype))
         return result(out, node)

@@ -282,7 +282,8 @@ def transpose(input, dim0: int, dim1: int):
     return _make_view(input, np.swapaxes(d, d0, d1) if d.ndim else d.view(), node)
 
 
-swapaxes = swapdims = register("swapaxes")(transpose)
+swapaxes = register("swapaxes")(transpose)
+swapdims = register("swapdims")(transpose)
 
 
 @register()
