@@ -11,8 +11,9 @@ import functools
 import numpy as np
 
 from autodiag.core import grad_mode
-from autodiag.core.graph import Freed, Node, SavedTensor, note_write, raise_freed
+from autodiag.core.graph import Freed, Node, SavedTensor, raise_freed
 from autodiag.ops._core import NO_EDGE, edge, wrap
+from autodiag.ops.views import write_version
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import note_saver
@@ -258,13 +259,7 @@ class Function(metaclass=FunctionMeta):
             if id(o) in dirty:
                 _check_dirty(o)
                 t = o
-                vc = vc_of(t)
-                vc[0] += 1
-                note_write()
-                if len(vc) > 2:  # views of it regenerate their history (ops/views.py)
-                    from autodiag.ops.views import mark_stale
-
-                    mark_stale(vc)
+                write_version(vc_of(t))
                 # a modified view: its base's history is rebased on this node, as PyTorch's
                 # rebase_history, which runs the node on the view's region of the gradient
                 rebase = t._base is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.core.graph import Freed, Node, SavedTensor, check_saved, note_write, raise_freed
+from autodiag.core.graph import Freed, Node, SavedTensor, check_saved, raise_freed
 from autodiag.ops import pointwise as pw
 from autodiag.ops import views
 from autodiag.ops._core import (
@@ -101,17 +101,7 @@ def check_overlap(t: Tensor, others) -> None:
 
 def bump_version(t: Tensor, op_name: str) -> None:
     """Bump the shared version counter and remember where the write happened."""
-    vc = vc_of(t)
-    vc[0] += 1
-    note_write()
-    site = user_site()
-    n = len(vc)
-    if n == 1:
-        vc.append((op_name, site))
-    else:
-        vc[1] = (op_name, site)
-        if n > 2:  # views were made of this storage (NOTE [Views and in-place])
-            views.mark_stale(vc)
+    views.write_version(vc_of(t), (op_name, user_site()))
     if events.TRACERS:
         events.emit_inplace(t, op_name)
 

@@ -31,7 +31,7 @@ import weakref
 import numpy as np
 
 from autodiag.core import grad_mode
-from autodiag.core.graph import Node
+from autodiag.core.graph import Node, note_write
 from autodiag.tensor import Tensor
 
 _state = grad_mode._state
@@ -68,6 +68,23 @@ def register_view(vc: list, t: Tensor) -> None:
     n = len(views)
     if n >= _PRUNE_FROM and not n & (n - 1):  # at powers of two: amortized O(1) per view
         views[:] = [r for r in views if r() is not None]
+
+
+def write_version(vc: list, op_site: tuple | None = None) -> None:
+    """One write into the storage of version counter ``vc``: bump it (NOTE [Version counters]
+    in core/graph.py), tell the backward's version check (``note_write``), remember
+    ``(op, site)`` for the "modified by an inplace operation" message when given, and make the
+    storage's live views regenerate their history. Every in-place write goes through here."""
+    vc[0] += 1
+    note_write()
+    n = len(vc)
+    if op_site is not None:
+        if n == 1:
+            vc.append(op_site)
+        else:
+            vc[1] = op_site
+    if n > 2:  # views were made of this storage (NOTE [Views and in-place])
+        mark_stale(vc)
 
 
 def mark_stale(vc: list) -> None:

@@ -19,7 +19,8 @@ from itertools import chain
 import numpy as np
 
 from autodiag.core import grad_mode
-from autodiag.core.graph import RemovableHandle, _add_hook, _HookDict, note_write
+from autodiag.core.graph import RemovableHandle, _add_hook, _HookDict
+from autodiag.ops.views import write_version
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -120,17 +121,7 @@ class ParamWriter:
         self.site = user_site()
 
     def __call__(self, p: Tensor, op: str = "add_") -> None:
-        vc = vc_of(p)
-        vc[0] += 1
-        note_write()
-        if len(vc) == 1:
-            vc.append((op, self.site))
-        else:
-            vc[1] = (op, self.site)
-            if len(vc) > 2:  # views of the parameter (NOTE [Views and in-place])
-                from autodiag.ops.views import mark_stale
-
-                mark_stale(vc)
+        write_version(vc_of(p), (op, self.site))
 
 
 class Optimizer:
