@@ -57,7 +57,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from autodiag.core import grad_mode as _grad_mode
-from autodiag.core.graph import AccumulateGrad, Freed, SavedTensor
+from autodiag.core.graph import AccumulateGrad, Freed, SavedTensor, children
 from autodiag.ops._core import edge as _edge
 from autodiag.tensor import Tensor
 from autodiag.tensor import vc_of as _vc_of
@@ -117,15 +117,6 @@ site = attrgetter("_trace")  # (node) -> Stack | None: where the op that recorde
 def edges(node) -> tuple:
     """``((node, input_nr), ...)`` in input order; ``(None, 0)`` for no gradient."""
     return tuple(e if e.__class__ is tuple else (e, 0) for e in node._next)
-
-
-def children(node) -> tuple:
-    """The nodes ``node``'s edges point at, in input order (None for no gradient)."""
-    nx = node._next
-    for e in nx:
-        if e.__class__ is tuple:  # NOTE [Compact edges]: a pair only for an output > 0
-            return tuple([e[0] if e.__class__ is tuple else e for e in nx])
-    return nx
 
 
 def node_info(node) -> tuple:

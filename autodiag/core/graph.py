@@ -272,9 +272,13 @@ def edge_pair(e) -> tuple:
     return e if e.__class__ is tuple else (e, 0)
 
 
-def children(node):
-    """The nodes a node's edges point at (None for inputs needing no grad)."""
-    return [e[0] if e.__class__ is tuple else e for e in node._next]
+def children(node) -> tuple:
+    """The nodes ``node``'s edges point at, in input order (None for no gradient)."""
+    nx = node._next
+    for e in nx:
+        if e.__class__ is tuple:  # NOTE [Compact edges]: a pair only for an output > 0
+            return tuple([e[0] if e.__class__ is tuple else e for e in nx])
+    return nx
 
 
 def mark_needed(roots, target_nodes: set) -> set:
