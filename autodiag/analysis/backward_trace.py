@@ -162,7 +162,7 @@ class BackwardTrace(Tracer):
         for g in grad_outputs:
             cv_in = enc(g)
             if cv_in is None:
-                col.add(g)
+                col.add_unencoded(g)  # encoded once, here
             else:
                 col.codes.append(cv_in[0])
                 col.values.append(cv_in[1])
@@ -183,7 +183,7 @@ class BackwardTrace(Tracer):
                 to(child.__class__.__name__)
                 cv = enc(g)
                 if cv is None:
-                    grads.add(g)
+                    grads.add_unencoded(g)
                 else:
                     grads.codes.append(cv[0])
                     grads.values.append(cv[1])

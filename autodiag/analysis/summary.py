@@ -106,15 +106,9 @@ class Summaries:
 
     def add(self, a) -> int:
         k = len(self.codes)
-        if a is None:
-            self.codes.append(self.NONE)
-            self.values.append(0.0)
-            return k
-        cv = self.encode(a)
+        cv = None if a is None else self.encode(a)
         if cv is None:
-            self.codes.append(self.DICT)
-            self.values.append(len(self.dicts))
-            self.dicts.append(summarize(a))
+            self.add_unencoded(a)
         else:
             self.codes.append(cv[0])
             self.values.append(cv[1])
@@ -125,14 +119,15 @@ class Summaries:
         self.codes.append(code)
         self.values.append(value)
 
-    def add_as(self, a, cv: tuple[int, float] | None) -> None:
-        """``add(a)`` when ``cv`` is already ``encode(a)`` (the trace encodes a gradient once
-        for its column and its local derivative)."""
-        if cv is None:
-            self.add(a)
+    def add_unencoded(self, a) -> None:
+        """Add what ``encode`` returned None for: None, or anything summarised as a dict."""
+        if a is None:
+            self.codes.append(self.NONE)
+            self.values.append(0.0)
         else:
-            self.codes.append(cv[0])
-            self.values.append(cv[1])
+            self.codes.append(self.DICT)
+            self.values.append(len(self.dicts))
+            self.dicts.append(summarize(a))
 
     def get(self, k: int) -> dict | None:
         return self.decode(self.codes[k], self.values[k])
