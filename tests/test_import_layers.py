@@ -27,6 +27,7 @@ LAYERS = [
             "autodiag._version",
             "autodiag._device",
             "autodiag._look",
+            "autodiag._interrupts",
             "autodiag.dtypes",
             "autodiag.size",
             "autodiag.printing",

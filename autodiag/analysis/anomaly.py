@@ -31,6 +31,7 @@ from math import isfinite
 import numpy as np
 from numpy import ndarray
 
+from autodiag._interrupts import callback
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.summary import summarize
 from autodiag.inspect import array, children, leaf_variable, site, values
@@ -338,6 +339,7 @@ class AnomalyFinder(Tracer):
         aid = id(a)
         bad = self._bad
 
+        @callback
         def gone(_, aid=aid):
             bad.pop(aid, None)
 

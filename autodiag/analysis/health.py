@@ -43,6 +43,7 @@ from collections import deque
 import numpy as np
 
 from autodiag import inspect
+from autodiag._interrupts import callback
 from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
 from autodiag.nn.parameter import Parameter
@@ -446,6 +447,7 @@ class NoneGrad(HealthDetector):
         for o in outputs:
             key = id(o)
 
+            @callback
             def gone(_, key=key):
                 table.pop(key, None)
 

@@ -37,6 +37,7 @@ import re
 import weakref
 
 from autodiag import inspect
+from autodiag._interrupts import callback
 from autodiag._look import is_a, look
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.graph import _grad_fn, saved_info
@@ -64,6 +65,7 @@ class _Step:
         self.bytes = 0
         self.measured_at = -1  # the ``alive`` count when ``bytes`` was measured
 
+    @callback
     def dead(self, _ref) -> None:
         self.alive -= 1
 

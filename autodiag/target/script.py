@@ -24,6 +24,7 @@ import traceback
 import types
 
 from autodiag import dtypes
+from autodiag._interrupts import deferring_sigint
 from autodiag._look import module_file
 from autodiag.autograd import anomaly, engine
 from autodiag.core import grad_mode
@@ -308,7 +309,7 @@ def run_script(path: str, args: list[str], timeout: float | None = None, run=Non
     alarm = _Alarm(timeout)
     try:
         try:
-            with contextlib.redirect_stdout(sys.stderr), alarm, torch_alias():
+            with contextlib.redirect_stdout(sys.stderr), alarm, torch_alias(), deferring_sigint():
                 _exec(code, module.__dict__)
                 if run is not None:  # which array libraries it ran with, as it saw them
                     run.libraries = _libraries()
