@@ -366,7 +366,7 @@ PAGE_JS = r"""
         outs.appendChild(link(c));
       });
       if ((consumers[n.id] || []).length) row(dl, "used by", outs);
-      if ("value" in n) row(dl, "value", summary(n.value));
+      if (n.value) row(dl, "value", summary(n.value));
       if ("grad" in n) {
         var gs = n.grad ? n.grad.map(summary).join("; ") : "-";
         row(dl, "grad", gs);
