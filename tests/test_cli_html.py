@@ -178,3 +178,60 @@ def test_samples_model_page(tmp_path):
     assert data["root_names"] == ["loss"]
     names = {n["variable"]["name"] for n in data["nodes"] if n["variable"]}
     assert "model.head.weight" in names
+
+
+# --- autodiag check --format html: the graph with its findings marked --------------------------
+
+
+def check_page(path: str, tmp_path) -> tuple[dict, str, object]:
+    out = tmp_path / "check.html"
+    r = cli("check", path, "--format", "html", "-o", str(out))
+    text = out.read_text(encoding="utf-8")
+    return page_data(text), text, r
+
+
+def marked_names(data: dict) -> dict:
+    (g,) = data["graphs"]
+    names = {n["id"]: n["name"] for n in g["nodes"]}
+    return {names[int(i)]: ks for i, ks in g.get("node_findings", {}).items()}
+
+
+def test_check_page_marks_the_nodes_findings_point_at(tmp_path):
+    path = os.path.join(ROOT, "samples", "nan_log.py")
+    data, text, r = check_page(path, tmp_path)
+    assert r.exit_code == 1
+    doc = json.loads(cli("check", path, "--format", "json").stdout)
+    assert data["findings"] == doc["findings"] and data["status"] == "findings"
+    kinds = [f["kind"] for f in data["findings"]]
+    # line 17 made four nodes; the findings are about its log (inf) and its mul (nan) only
+    marks = marked_names(data)
+    assert marks == {
+        "LogBackward0": [kinds.index("inf_forward")],
+        "MulBackward0": [kinds.index("nan_forward")],
+    }
+    (g,) = data["graphs"]
+    drawn = {
+        i for c, i in re.findall(r'<g class="([^"]+)" data-id="(\d+)"', text) if "finding" in c
+    }
+    assert drawn == set(g["node_findings"])
+    assert f"{len(kinds)} findings" in text  # listed in the panel before any click
+
+
+def test_check_page_inplace_marks_the_saver_and_the_writer(tmp_path):
+    data, _, r = check_page(os.path.join(ROOT, "samples", "inplace_saved.py"), tmp_path)
+    assert r.exit_code == 1
+    assert marked_names(data) == {"SigmoidBackward0": [0], "MulBackward0": [0]}
+
+
+def test_check_page_without_findings(script, tmp_path):
+    data, text, r = check_page(script(MODEL), tmp_path)
+    assert r.exit_code == 0 and data["findings"] == [] and "No findings." in text
+    assert len(data["graphs"]) == 1 and "node_findings" not in data["graphs"][0]
+
+
+def test_check_page_without_a_graph(script, tmp_path):
+    data, text, r = check_page(
+        script("import autodiag as torch\nx = torch.tensor([0.0]).log()\n"), tmp_path
+    )
+    assert r.exit_code == 1 and data["graphs"] == []
+    assert "the target made no graph to draw" in text and "inf_forward" in text

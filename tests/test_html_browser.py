@@ -160,3 +160,29 @@ def test_a_2000_node_page_loads_quickly(browser, tmp_path, script):
         "return performance.now() - t0;"
     )
     assert t < 5000
+
+
+def test_check_page_shows_findings_on_their_nodes(browser, tmp_path):
+    out = tmp_path / "check.html"
+    r = cli("check", os.path.join(ROOT, "samples", "nan_log.py"), "-f", "html", "-o", str(out))
+    assert r.exit_code == 1
+    browser.open(out.resolve().as_uri())
+    assert errors(browser) == []
+    assert "2 findings" in browser.text("section.graph .details")
+    marked = browser.run(
+        "return Array.from(document.querySelectorAll('g.node.finding'))"
+        ".map(function (e) { return e.textContent; })"
+    )
+    assert len(marked) == 2 and any("LogBackward0" in m for m in marked)
+    log = browser.run(
+        "return Array.from(document.querySelectorAll('g.node.finding')).filter(function (e) {"
+        "  return e.textContent.indexOf('LogBackward0') >= 0; })[0].dataset.id"
+    )
+    browser.click(f'g.node[data-id="{log}"]')
+    text = browser.text("section.graph .details")
+    assert "inf_forward (error)" in text and "log produced ±inf from finite inputs" in text
+    assert "hint: log of 0 is -inf" in text
+    assert errors(browser) == []
+    shot = os.path.join(artifacts(), "check-html.png")
+    browser.screenshot(shot)
+    print(f"screenshot: {shot}")

@@ -34,9 +34,17 @@ def script_json(data) -> str:
     return json.dumps(data, default=_json_default).translate(_SCRIPT_ESCAPES)
 
 
-def page(doc: dict, graphs: list, pictures: list, title: str, note: str | None = None) -> str:
+def page(
+    doc: dict,
+    graphs: list,
+    pictures: list,
+    title: str,
+    note: str | None = None,
+    intro: str = "",
+) -> str:
     """The page: ``doc`` is the JSON report, ``graphs`` its graph models (each with its
-    ``"layout"`` added), ``pictures`` their SVG elements (``picture.svg(standalone=False)``)."""
+    ``"layout"`` added), ``pictures`` their SVG elements (``picture.svg(standalone=False)``).
+    ``intro``: HTML (escaped already) shown in the panel before a node is clicked."""
     sections = []
     for k, (g, svg) in enumerate(zip(graphs, pictures)):
         heading = _heading(g, len(graphs))
@@ -44,12 +52,14 @@ def page(doc: dict, graphs: list, pictures: list, title: str, note: str | None =
             f'<section class="graph" data-index="{k}">\n'
             f'<div class="canvas">{svg}</div>\n'
             f'<aside class="panel"><h2 class="caption">{escape(heading)}</h2>'
-            f'<div class="details"><p class="hint">Click a node to see its details. Drag to '
-            f"pan, scroll to zoom, <kbd>f</kbd> to fit, <kbd>/</kbd> to search, "
+            f'<div class="details">{intro}<p class="hint">Click a node to see its details. '
+            f"Drag to pan, scroll to zoom, <kbd>f</kbd> to fit, <kbd>/</kbd> to search, "
             f"<kbd>Esc</kbd> to clear.</p></div></aside>\n"
             f"</section>\n"
         )
     banner = f'<div class="note">{escape(note)}</div>' if note else ""
+    if not graphs and intro:  # findings but no graph: the list alone
+        sections.append(f'<section class="nograph"><div class="panel">{intro}</div></section>')
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
@@ -126,6 +136,118 @@ def graph_report(sink, outcome) -> str | None:
     return _left_out(view, left)
 
 
+# --- the renderer of ``autodiag check --format html`` -----------------------------------------
+
+CHECK_MAX_NODES = 2000  # the page draws at most this many nodes of the graph (and says so)
+
+
+# finding kinds about one op whose finding does not name it
+_KIND_OPS = {"dead_relu": "relu"}
+
+
+def _op_prefix(f: dict) -> str | None:
+    """The node-name prefix of the op a finding is about: ``log`` -> ``logbackward``."""
+    op = f.get("op") if isinstance(f.get("op"), str) else _KIND_OPS.get(f.get("kind"))
+    return None if not op else op.rstrip("_").replace("_", "").lower() + "backward"
+
+
+def finding_sites(f: dict) -> list[tuple]:
+    """Where a finding points in the code, as ``(file, line, node name, node-name prefix)``
+    (None when unknown): its location (and the op it is about), the node that saved the tensor
+    it is about, the node it names."""
+    out = []
+    loc = f.get("location")
+    if loc:
+        out.append((loc["file"], loc["line"], None, _op_prefix(f)))
+    by = f.get("saved_by")
+    if isinstance(by, dict) and by.get("location"):
+        out.append((by["location"]["file"], by["location"]["line"], by.get("node"), None))
+    at = f.get("created_at")
+    if isinstance(at, dict) and at.get("file"):
+        out.append((at["file"], at["line"], f.get("node"), None))
+    return out
+
+
+def mark_findings(graph: dict, findings: list) -> dict:
+    """node id -> indices of the findings that point at it: a node made by the line a finding
+    is at — of the node type it names, or of the op it is about when the line made one, else
+    every node of the line. A training loop's findings of any step mark the nodes the same line
+    made in the graph shown."""
+    by_line: dict = {}
+    for n in graph["nodes"]:
+        at = n.get("created_at")
+        if at:
+            by_line.setdefault((at["file"], at["line"]), []).append(n)
+    marks: dict = {}
+    for k, f in enumerate(findings):
+        for file, line, name, prefix in finding_sites(f):
+            nodes = by_line.get((file, line), [])
+            if name is not None:
+                nodes = [n for n in nodes if n["name"] == name]
+            elif prefix is not None:
+                nodes = [n for n in nodes if n["name"].lower().startswith(prefix)] or nodes
+            for n in nodes:
+                got = marks.setdefault(n["id"], [])
+                if k not in got:
+                    got.append(k)
+    return marks
+
+
+def check_report(sink, outcome) -> None:
+    """The page of ``autodiag check``: the graph of the last backward call (or the module-level
+    tensors) with the nodes the findings point at marked, and the findings."""
+    from autodiag.report.graph import View, to_json, visible
+    from autodiag.report.output import envelope
+
+    result = outcome.result
+    snaps = outcome.data or []
+    view = View(max_nodes=CHECK_MAX_NODES)
+    doc = envelope(
+        outcome.command,
+        outcome.label,
+        outcome.findings or [],
+        error=result.error,
+        interrupted=result.interrupted,
+        **outcome.info,
+    )
+    findings = doc["findings"]
+    graphs, svgs, notes = [], [], []
+    for k, snap in enumerate(snaps):
+        model = to_json(snap, view)
+        g, svg = graph_section(model, "TB", f"g{k}", mark_findings(model, findings))
+        graphs.append(g)
+        svgs.append(svg)
+        left = visible(snap, view)[1]
+        if left:
+            notes.append(f"{left} nodes not shown (the page draws at most {CHECK_MAX_NODES})")
+    doc["graphs"] = graphs
+    if not graphs:
+        notes.append("the target made no graph to draw")
+    marked = {i for g in graphs for ids in g.get("node_findings", {}).values() for i in ids}
+    title = f"autodiag check {outcome.label}"
+    sink.write_text(
+        page(doc, graphs, svgs, title, "; ".join(notes) or None, _findings_html(findings, marked))
+    )
+
+
+def _findings_html(findings: list, marked: set) -> str:
+    """The findings, listed in the panel before a node is clicked (escaped text only)."""
+    if not findings:
+        return '<p class="ok">No findings.</p>'
+    items = []
+    for k, f in enumerate(findings):
+        loc = f.get("location")
+        where = f" at {loc['file']}:{loc['line']}" if loc else ""
+        drawn = "" if k in marked else " (no node of the graph shown)"
+        items.append(
+            f'<div class="finding-item"><b>{escape(f["kind"])} ({escape(f["severity"])})</b>'
+            f"<div>{escape(f['message'])}</div>"
+            f'<div class="hint">{escape(where.strip())}{escape(drawn)}</div></div>'
+        )
+    n = len(findings)
+    return f"<h3>{n} finding{'s' if n != 1 else ''}</h3>{''.join(items)}"
+
+
 PAGE_CSS = """
 * { box-sizing: border-box; }
 html, body { margin: 0; height: 100%; font: 14px system-ui, -apple-system, 'Segoe UI',
@@ -134,7 +256,7 @@ header { display: flex; align-items: center; gap: 10px; padding: 6px 12px;
   border-bottom: 1px solid #ddd; background: #fff; height: 44px; }
 header .brand { font-weight: 700; color: #1f618d; }
 header .title { font-family: ui-monospace, monospace; overflow: hidden; text-overflow: ellipsis;
-  white-space: nowrap; max-width: 30%; }
+  white-space: nowrap; max-width: 30%; line-height: 1.6; }
 header .search { flex: 0 1 260px; padding: 4px 8px; border: 1px solid #bbb; border-radius: 4px; }
 header .matches { color: #666; min-width: 6em; font-size: 12px; }
 header button { padding: 3px 10px; border: 1px solid #bbb; border-radius: 4px; background: #fff;
@@ -162,6 +284,8 @@ section.graph { display: flex; height: calc(100vh - 44px); border-bottom: 1px so
 .panel table { border-collapse: collapse; font-size: 12px; margin-top: 4px; }
 .panel td, .panel th { border-bottom: 1px solid #e3e3e3; padding: 2px 6px 2px 0;
   text-align: left; }
+section.nograph .panel { width: auto; border: 0; }
+.panel .ok { color: #1e8449; font-weight: 600; }
 .panel .bad { color: #c0392b; font-weight: 600; }
 .panel .finding-item { border-left: 3px solid #c0392b; padding: 2px 8px; margin: 6px 0;
   background: #fdf2f1; }
@@ -371,7 +495,7 @@ PAGE_JS = r"""
         var gs = n.grad ? n.grad.map(summary).join("; ") : "-";
         row(dl, "grad", gs);
       }
-      if (!("value" in n) && !("grad" in n) && !n.variable)
+      if (doc.command === "graph" && !("value" in n) && !("grad" in n) && !n.variable)
         row(dl, "values", "run with --values --grads to record them");
       if (n.saved && n.saved.length) {
         var t = el("table");
