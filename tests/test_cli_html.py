@@ -235,3 +235,45 @@ def test_check_page_without_a_graph(script, tmp_path):
     )
     assert r.exit_code == 1 and data["graphs"] == []
     assert "the target made no graph to draw" in text and "inf_forward" in text
+
+
+# --- module paths ------------------------------------------------------------------------------
+
+
+def test_nodes_made_in_a_module_carry_its_path():
+    doc = json.loads(cli("graph", os.path.join(ROOT, "samples", "model.py"), "-f", "json").stdout)
+    by_module: dict = {}
+    for n in doc["nodes"]:
+        by_module.setdefault(n.get("module"), []).append(n["name"])
+    # linear's two nodes (the one the op reported and the transpose it made) share the path
+    assert sorted(by_module["model.fc1 (Linear)"]) == ["AddmmBackward0", "TBackward0"]
+    assert by_module["model.norm (LayerNorm)"] == ["NativeLayerNormBackward0"]
+    assert by_module["model (MLP)"] == ["ReluBackward0"]  # F.relu in MLP.forward itself
+    # made outside any module (the loss), or a leaf: no "module" key at all
+    assert set(by_module[None]) == {"NllLossBackward0", "LogSoftmaxBackward0", "AccumulateGrad"}
+
+
+def test_module_without_a_variable_is_named_by_its_class(script):
+    path = script(
+        "import autodiag as torch\n"
+        "def run():\n"
+        "    net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh())\n"
+        "    net(torch.ones(1, 2)).sum().backward()\n"
+        "run()\n"
+    )
+    doc = json.loads(cli("graph", path, "-f", "json").stdout)
+    modules = {n.get("module") for n in doc["nodes"]} - {None}
+    assert modules == {"Sequential.0 (Linear)", "Sequential.1 (Tanh)"}
+
+
+def test_check_page_marks_each_dead_relu_on_its_own_module(tmp_path):
+    data, _, r = check_page(os.path.join(ROOT, "samples", "train.py"), tmp_path)
+    assert r.exit_code == 0
+    (g,) = data["graphs"]
+    nodes = {n["id"]: n for n in g["nodes"]}
+    dead = [k for k, f in enumerate(data["findings"]) if f["kind"] == "dead_relu"]
+    assert len(dead) == 2
+    for k in dead:
+        (i,) = [int(i) for i, ks in g["node_findings"].items() if k in ks]
+        assert nodes[i]["name"] == "ReluBackward0"
+        assert nodes[i]["module"] == f"{data['findings'][k]['module']} (ReLU)"

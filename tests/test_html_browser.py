@@ -70,7 +70,7 @@ def test_page_renders_and_a_click_shows_the_node(browser, tmp_path, monkeypatch)
 
     browser.click('g.node[data-id="2"]')  # the head's AddmmBackward0
     text = browser.text("section.graph .details")
-    assert "AddmmBackward0 (id 2)" in text
+    assert "AddmmBackward0 (id 2)" in text and "module\nmodel.head (Linear)" in text
     assert "samples/model.py:32" in text and "return self.head(F.relu(self.fc2(h)))" in text
     assert "mat1 [4, 16] float32 v0 256 B" in text
     assert "model.head.bias #3" in text and "LogSoftmaxBackward0 #1" in text

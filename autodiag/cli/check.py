@@ -10,7 +10,7 @@ import typer
 from autodiag.analysis import check as detectors
 from autodiag.analysis import gradcheck as checks
 from autodiag.analysis.findings import KINDS
-from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
+from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
 from autodiag.cli._common import Command, Spec
 from autodiag.report import check as render
 from autodiag.report import html, junit
@@ -108,9 +108,9 @@ def _graphs(cap: GraphCapture, result) -> list:
     if not snaps:
         roots = module_level_roots(result.namespace)
         snaps = [cap.roots_snapshot([v for _, v in roots])] if roots else []
-    names = names_by_id(*result.scopes)
+    names, modules = names_by_id(*result.scopes), module_names(*result.scopes)
     for s in snaps:
-        s.name_nodes(names)
+        s.name_nodes(names, modules)
     return snaps
 
 

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from autodiag._look import is_a, type_name
-from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
+from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
 from autodiag.cli._common import Command, Spec, target_failure
 from autodiag.report import graph as render
 from autodiag.report import html, picture
@@ -144,9 +144,9 @@ def graph(
     snaps = _select(cap, result, call, root)
     if snaps is None:  # the target failed before making any graph
         return target_failure(cmd, result)
-    names = names_by_id(*result.scopes)
+    names, modules = names_by_id(*result.scopes), module_names(*result.scopes)
     for s in snaps:
-        s.name_nodes(names)
+        s.name_nodes(names, modules)
     limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[cmd.format]
     view = render.View(
         order.value, limit, max_depth, show_saved, values, grads, direction.value.upper()

@@ -119,6 +119,8 @@ def _json_nodes(snap: GraphSnapshot, view: View, ids: list[int], shown: set | No
         }
         if snap.freed[i]:
             node["saved_freed"] = True
+        if i in snap.modules:
+            node["module"] = snap.modules[i]
         if view.values:
             node["value"] = snap.values.get(i)
         if view.grads:
@@ -157,6 +159,8 @@ def _json_node_texts(snap: GraphSnapshot, view: View, ids: list[int], shown: set
         )
         if snap.freed[i]:
             text += ', "saved_freed": true'
+        if i in snap.modules:
+            text += f', "module": {json.dumps(snap.modules[i])}'
         if view.values:
             text += f', "value": {_dumps(snap.values.get(i))}'
         if view.grads:

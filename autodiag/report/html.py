@@ -67,7 +67,7 @@ def page(
         f"<style>{picture.SVG_CSS}{PAGE_CSS}</style>\n</head>\n<body>\n"
         '<header><span class="brand">autodiag</span> '
         f'<span class="title">{escape(title)}</span>'
-        '<input type="search" class="search" placeholder="search: name, variable or line" '
+        '<input type="search" class="search" placeholder="search: name, variable, module or line" '
         'aria-label="search">'
         '<span class="matches"></span>'
         '<button type="button" class="fit" title="fit the graph (f)">fit</button>'
@@ -186,11 +186,20 @@ def mark_findings(graph: dict, findings: list) -> dict:
                 nodes = [n for n in nodes if n["name"] == name]
             elif prefix is not None:
                 nodes = [n for n in nodes if n["name"].lower().startswith(prefix)] or nodes
+            module = f.get("module")
+            if isinstance(module, str) and module:  # dead_relu: the nn.ReLU's path (model.3)
+                nodes = [n for n in nodes if _module_path(n) == module] or nodes
             for n in nodes:
                 got = marks.setdefault(n["id"], [])
                 if k not in got:
                     got.append(k)
     return marks
+
+
+def _module_path(node: dict) -> str | None:
+    """``model.3`` of a node's ``"module": "model.3 (ReLU)"``."""
+    m = node.get("module")
+    return m.rsplit(" (", 1)[0] if m else None
 
 
 def check_report(sink, outcome) -> None:
@@ -549,7 +558,8 @@ PAGE_JS = r"""
           hit = at && String(at.line) === line[2] &&
             (!line[1] || at.file.toLowerCase().indexOf(line[1]) >= 0);
         } else {
-          hit = label(n).toLowerCase().indexOf(q) >= 0 || n.name.toLowerCase().indexOf(q) >= 0;
+          hit = label(n).toLowerCase().indexOf(q) >= 0 || n.name.toLowerCase().indexOf(q) >= 0 ||
+            (n.module || "").toLowerCase().indexOf(q) >= 0;
         }
         if (hit) { matches.push(n.id); nodeEl[n.id].classList.add("match"); }
       });
