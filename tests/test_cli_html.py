@@ -42,6 +42,7 @@ def test_html_page_is_self_contained_and_carries_the_json_report(script, tmp_pat
     data = page_data(text)
     doc = json.loads(cli("graph", path, "--values", "--grads", "--format", "json").stdout)
     layout = data.pop("layout")
+    assert data.pop("collapsed", None) is None  # no module to fold in this script
     assert data == doc  # the page's data is the JSON report, plus the layout
     check_graph(data)
     assert set(layout["boxes"]) == {str(n["id"]) for n in doc["nodes"]}
@@ -277,3 +278,70 @@ def test_check_page_marks_each_dead_relu_on_its_own_module(tmp_path):
         (i,) = [int(i) for i, ks in g["node_findings"].items() if k in ks]
         assert nodes[i]["name"] == "ReluBackward0"
         assert nodes[i]["module"] == f"{data['findings'][k]['module']} (ReLU)"
+
+
+# --- modules folded into one box each ----------------------------------------------------------
+
+
+def test_modules_fold_into_one_box_each(tmp_path):
+    text, r = html_of(os.path.join(ROOT, "samples", "model.py"), tmp_path=tmp_path)
+    assert r.exit_code == 0
+    data = page_data(text)
+    full = {n["id"]: n for n in data["nodes"]}
+    folded = data["collapsed"]
+    boxes = {n["name"]: n for n in folded["nodes"] if "members" in n}
+    # the Linear/LayerNorm layers with their parameters; single-node modules stay as they are
+    assert set(boxes) == {"model.fc1", "model.norm", "model.fc2", "model.head"}
+    head = boxes["model.head"]
+    assert head["kind"] == "Linear"
+    names = sorted(
+        full[i]["variable"]["name"] if full[i]["variable"] else full[i]["name"]
+        for i in head["members"]
+    )
+    assert names == ["AddmmBackward0", "TBackward0", "model.head.bias", "model.head.weight"]
+    # every node is drawn once: in its box or by itself
+    inside = [i for b in boxes.values() for i in b["members"]]
+    alone = [n["id"] for n in folded["nodes"] if "members" not in n]
+    assert sorted(inside + alone) == sorted(full)
+    # edges: the chain loss <- log_softmax <- head <- relu <- fc2 <- ...; fc1 takes no input
+    ids = {n["id"]: n for n in folded["nodes"]}
+    assert [ids[e[0]]["name"] for e in ids[1]["next"]] == ["model.head"]
+    assert [ids[e[0]]["name"] for e in head["next"]] == ["ReluBackward0"]
+    assert boxes["model.fc1"]["next"] == []
+    assert folded["roots"] == data["roots"] and folded["root_names"] == ["loss"]
+    # drawn as a second picture, boxes dashed purple ("group")
+    assert text.count("<svg ") == 2
+    assert len(re.findall(r'<g class="node group"', text)) == 4
+    assert set(folded["layout"]["boxes"]) == {str(i) for i in ids}
+
+
+def test_findings_on_folded_nodes_mark_their_box(script, tmp_path):
+    path = script(
+        "import autodiag as torch\n"
+        "class Block(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(2, 2)\n"
+        "    def forward(self, x):\n"
+        "        return torch.log(self.lin(x) - 100.0)\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.block = Block()\n"
+        "        self.out = torch.nn.Linear(2, 1)\n"
+        "    def forward(self, x):\n"
+        "        return self.out(self.block(x))\n"
+        "net = Net()\n"
+        "net(torch.ones(1, 2)).sum().backward()\n"
+    )
+    data, _, r = check_page(path, tmp_path)
+    assert r.exit_code == 1
+    (g,) = data["graphs"]
+    full = {n["id"]: n for n in g["nodes"]}
+    assert {full[int(i)]["name"] for i in g["node_findings"]} == {"LogBackward0"}
+    folded = {n["id"]: n for n in g["collapsed"]["nodes"]}
+    block = [n for n in folded.values() if n["name"] == "net.block"][0]
+    # the block holds its own ops and its inner Linear's parameters (net.block.lin.weight)
+    leaves = sorted(full[i]["variable"]["name"] for i in block["members"] if full[i]["variable"])
+    assert leaves == ["net.block.lin.bias", "net.block.lin.weight"]
+    assert {folded[int(i)]["name"] for i in g["collapsed"]["node_findings"]} == {"net.block"}

@@ -59,7 +59,10 @@ def test_page_renders_and_a_click_shows_the_node(browser, tmp_path, monkeypatch)
     sample = os.path.join("samples", "model.py")
     browser.open(write_page(tmp_path, sample, "--values", "--grads", "--show-saved"))
     assert errors(browser) == []
-    assert browser.run("return document.querySelectorAll('svg g.node').length") == 20
+    assert (
+        browser.run("return document.querySelectorAll('.canvas svg:first-of-type g.node').length")
+        == 20
+    )
     # the page fitted the graph into the window: the whole picture is visible
     box = browser.run(
         "var r = document.querySelector('svg g.viewport').getBoundingClientRect();"
@@ -77,7 +80,7 @@ def test_page_renders_and_a_click_shows_the_node(browser, tmp_path, monkeypatch)
     assert "value\n[4, 3] float32" in text and "grad\n[4, 3] float32" in text
     # the path up to the root is highlighted: the node, LogSoftmax and the loss
     on = browser.run(
-        "return Array.from(document.querySelectorAll('g.node.onpath'))"
+        "return Array.from(document.querySelectorAll('.canvas svg:first-of-type g.node.onpath'))"
         ".map(function (e) { return Number(e.dataset.id); }).sort()"
     )
     assert on == [0, 1, 2]
@@ -90,12 +93,31 @@ def test_page_renders_and_a_click_shows_the_node(browser, tmp_path, monkeypatch)
     browser.type("header .search", "model.py:38")
     assert browser.text("header .matches") == "2 matches"
     matched = browser.run(
-        "return Array.from(document.querySelectorAll('g.node.match'))"
+        "return Array.from(document.querySelectorAll('.canvas svg:first-of-type g.node.match'))"
         ".map(function (e) { return Number(e.dataset.id); }).sort()"
     )
     assert matched == [0, 1]
     browser.type("header .search", "\ue007")  # Enter: select the first match
     assert "loss = NllLossBackward0" in browser.text("section.graph .details")
+    assert errors(browser) == []
+
+    # the modules button folds each module into one box; a click on a member opens it
+    browser.click("header .modules")
+    shown = browser.run(
+        "return Array.from(document.querySelectorAll('.canvas svg'))"
+        ".map(function (s) { return s.style.display !== 'none'; })"
+    )
+    assert shown == [False, True]
+    head = browser.run(
+        "return Array.from(document.querySelectorAll('g.node.group')).filter(function (e) {"
+        "  return e.textContent.indexOf('model.head') >= 0; })[0].dataset.id"
+    )
+    browser.click(f'g.node.group[data-id="{head}"]')
+    text = browser.text("section.graph .details")
+    assert "model.head (Linear)" in text and "AddmmBackward0 #2" in text
+    browser.click("section.graph .details dd a")  # its first member: back to the full picture
+    assert browser.text("section.graph .details h3") == "AddmmBackward0"
+    assert browser.run("return document.querySelector('header .modules').className") == "modules"
     assert errors(browser) == []
 
     # the screenshot: the whole graph, the first layer's weight selected with its path to the loss
@@ -151,7 +173,7 @@ def test_a_2000_node_page_loads_quickly(browser, tmp_path, script):
     url = write_page(tmp_path, path)
     browser.open(url)
     assert errors(browser) == []
-    n = browser.run("return document.querySelectorAll('svg g.node').length")
+    n = browser.run("return document.querySelectorAll('.canvas svg:first-of-type g.node').length")
     assert n >= 1900
     # a frame of panning and zooming: transform set, and the page still answers quickly
     t = browser.run(

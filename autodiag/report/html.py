@@ -71,6 +71,8 @@ def page(
         'aria-label="search">'
         '<span class="matches"></span>'
         '<button type="button" class="fit" title="fit the graph (f)">fit</button>'
+        '<button type="button" class="modules" hidden title="fold each module into one box">'
+        "modules</button>"
         '<span class="legend"><i class="k leaf"></i>leaf <i class="k root"></i>root '
         '<i class="k finding"></i>finding <i class="k plain"></i>op</span>'
         f"</header>\n{banner}\n{''.join(sections)}"
@@ -90,7 +92,24 @@ def _heading(g: dict, count: int) -> str:
 
 
 def graph_section(graph: dict, direction: str, key: str, findings: dict | None = None):
-    """Lay out a graph model: (the model with ``"layout"`` added, its SVG element)."""
+    """Lay out a graph model: (the model with ``"layout"`` added, its SVG element). A graph
+    with modules gets a second picture with each module folded into one box (the page's
+    "modules" button): the model's ``"collapsed"``, the SVG's second ``<svg>``."""
+    out, svg = _laid_out(graph, direction, key, findings)
+    folded = collapse_modules(graph)
+    if folded is not None:
+        marks: dict = {}
+        for gnode in folded["nodes"]:
+            for m in gnode.get("members", (gnode["id"],)):
+                for k in (findings or {}).get(m, ()):
+                    if k not in marks.setdefault(gnode["id"], []):
+                        marks[gnode["id"]].append(k)
+        out["collapsed"], svg2 = _laid_out(folded, direction, key + "m", marks)
+        svg += svg2
+    return out, svg
+
+
+def _laid_out(graph: dict, direction: str, key: str, findings: dict | None):
     lay, lines = picture.lay_out(graph, direction)
     out = dict(graph)
     out["layout"] = {
@@ -101,8 +120,122 @@ def graph_section(graph: dict, direction: str, key: str, findings: dict | None =
     }
     if findings:
         out["node_findings"] = findings
-    svg = picture.svg(graph, lay, lines, findings, key=key, standalone=False)
-    return out, svg
+    return out, picture.svg(graph, lay, lines, findings, key=key, standalone=False)
+
+
+# --- modules folded into one box each ------------------------------------------------------------
+
+
+def _path(node: dict) -> str | None:
+    m = node.get("module")
+    return m.rsplit(" (", 1)[0] if m else None
+
+
+def block_of(path: str) -> str | None:
+    """The box a module path folds into: the outermost module's child (``model.fc1``), or its
+    numbered child for a list of blocks (``model.layers.0``); None for the outermost module
+    itself (its own forward's ops stay visible: they connect the blocks).
+
+    >>> block_of("model.fc1"), block_of("model.layers.3.attn"), block_of("model")
+    ('model.fc1', 'model.layers.3', None)
+    """
+    parts = path.split(".")
+    if len(parts) < 2:
+        return None
+    if len(parts) >= 3 and not parts[1].isdigit() and parts[2].isdigit():
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
+
+
+def collapse_modules(graph: dict) -> dict | None:
+    """``graph`` with the nodes of each block (``block_of``) — its ops, and its parameters'
+    leaves — folded into one node ``{"id", "name": block, "members": [ids], "kind": class,
+    "next"}``; None when no block has two nodes or more. Edges between blocks are kept once."""
+    nodes = graph["nodes"]
+    block: dict = {}
+    kinds: dict = {}
+    for n in nodes:
+        path = _path(n)
+        b = block_of(path) if path else None
+        if b is not None:
+            block[n["id"]] = b
+            if path == b:
+                kinds.setdefault(b, n["module"].rsplit(" (", 1)[1].rstrip(")"))
+    blocks = set(block.values())
+    for n in nodes:  # a parameter's leaf (model.fc1.weight) folds into its module's block
+        var = n.get("variable")
+        if var and var.get("name") and n["id"] not in block:
+            owner = block_of(var["name"].rsplit(".", 1)[0])
+            if owner in blocks:
+                block[n["id"]] = owner
+    members: dict = {}
+    for n in nodes:
+        b = block.get(n["id"])
+        if b is not None:
+            members.setdefault(b, []).append(n["id"])
+    members = {b: ids for b, ids in members.items() if len(ids) > 1}
+    if not members:
+        return None
+    base = max(n["id"] for n in nodes) + 1
+    gid = {b: base + k for k, b in enumerate(members)}
+    where = {i: gid[b] for i, b in block.items() if b in gid}
+    out_nodes = []
+    folded: dict = {}
+    for n in nodes:
+        g = where.get(n["id"])
+        if g is None:
+            m = dict(n)
+            m["next"] = _remap(n["next"], where, None)
+            out_nodes.append(m)
+            continue
+        if g not in folded:
+            b = block[n["id"]]
+            folded[g] = {
+                "id": g,
+                "name": b,
+                "members": members[b],
+                "kind": kinds.get(b),
+                "next": [],
+                "variable": None,
+                "saved": [],
+                "created_at": None,
+            }
+            out_nodes.append(folded[g])
+        folded[g]["next"] += _remap(n["next"], where, g)
+    for f in folded.values():  # each outside input once
+        seen, keep = set(), []
+        for e in f["next"]:
+            if e is not None and e[0] not in seen:
+                seen.add(e[0])
+                keep.append(e)
+        f["next"] = keep
+    roots = []
+    for r in graph["roots"]:
+        if where.get(r, r) not in roots:
+            roots.append(where.get(r, r))
+    names = dict(zip(graph["roots"], graph.get("root_names") or ()))
+    return {
+        "roots": roots,
+        "root_names": [names.get(r) if r not in folded else None for r in roots],
+        "nodes": out_nodes,
+    }
+
+
+def _remap(nexts: list, where: dict, inside) -> list:
+    """Edges with folded ends pointing at their block; an edge inside ``inside``'s block
+    goes, and one block's edges to the same node are kept once."""
+    out, seen = [], set()
+    for e in nexts:
+        if e is None:
+            out.append(None)
+            continue
+        t = where.get(e[0], e[0])
+        if t == inside:
+            continue
+        if inside is None or t not in seen:
+            seen.add(t)
+            out.append([t, e[1]])
+    return out
 
 
 # --- the renderer of ``autodiag graph --format html`` (report/outcome.py) -----------------------
@@ -270,6 +403,8 @@ header .search { flex: 0 1 260px; padding: 4px 8px; border: 1px solid #bbb; bord
 header .matches { color: #666; min-width: 6em; font-size: 12px; }
 header button { padding: 3px 10px; border: 1px solid #bbb; border-radius: 4px; background: #fff;
   cursor: pointer; }
+header button.on { background: #e8daef; border-color: #7d3c98; }
+header button[hidden] { display: none; }
 header .legend { margin-left: auto; font-size: 12px; color: #555; white-space: nowrap; }
 .legend .k { display: inline-block; width: 12px; height: 12px; border-radius: 3px;
   vertical-align: -2px; margin: 0 3px 0 8px; border: 1px solid #888; }
@@ -316,10 +451,29 @@ PAGE_JS = r"""
   var doc = JSON.parse(document.getElementById("autodiag-data").textContent);
   var graphs = doc.graphs || [doc];
   var findings = doc.findings || [];
-  var views = [];
+  var views = [], folded = [];
   var sections = document.querySelectorAll("section.graph");
-  for (var k = 0; k < sections.length; k++) views.push(setup(sections[k], graphs[k]));
+  for (var k = 0; k < sections.length; k++) {
+    var pics = sections[k].querySelectorAll(".canvas svg");
+    var full = setup(sections[k], pics[0], graphs[k]);
+    views.push(full);
+    if (pics[1] && graphs[k].collapsed) {
+      pics[1].style.display = "none";
+      var mod = setup(sections[k], pics[1], graphs[k].collapsed);
+      full.other = mod; mod.other = full;
+      folded.push(full);
+    }
+  }
   var active = views[0];
+  // the modules button: each graph's picture with its modules folded, or in full
+  var modulesButton = document.querySelector("header .modules");
+  if (folded.length) {
+    modulesButton.hidden = false;
+    modulesButton.addEventListener("click", function () {
+      var on = modulesButton.classList.toggle("on");
+      folded.forEach(function (v) { (on ? v.other : v).swap(); });
+    });
+  }
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -355,8 +509,7 @@ PAGE_JS = r"""
     return t;
   }
 
-  function setup(sec, g) {
-    var svg = sec.querySelector("svg");
+  function setup(sec, svg, g) {
     var vp = svg.querySelector("g.viewport");
     var canvas = sec.querySelector(".canvas");
     var details = sec.querySelector(".details");
@@ -389,7 +542,9 @@ PAGE_JS = r"""
       tx = r.width / 2 - b[0] * s; ty = r.height / 2 - b[1] * s;
       apply();
     }
+    function shown() { return svg.style.display !== "none"; }
     canvas.addEventListener("wheel", function (ev) {
+      if (!shown()) return;
       ev.preventDefault();
       var r = canvas.getBoundingClientRect();
       var mx = ev.clientX - r.left, my = ev.clientY - r.top;
@@ -400,7 +555,7 @@ PAGE_JS = r"""
     }, { passive: false });
     var drag = null;
     canvas.addEventListener("pointerdown", function (ev) {
-      if (ev.button !== 0) return;
+      if (ev.button !== 0 || !shown()) return;
       drag = { x: ev.clientX, y: ev.clientY, tx: tx, ty: ty, moved: false };
     });
     window.addEventListener("pointermove", function (ev) {
@@ -420,7 +575,7 @@ PAGE_JS = r"""
       var t = ev.target && ev.target.closest ? ev.target.closest("g.node") : null;
       if (t && canvas.contains(t)) select(Number(t.dataset.id));
     });
-    canvas.addEventListener("pointerenter", function () { active = view; });
+    canvas.addEventListener("pointerenter", function () { if (shown()) active = view; });
 
     function clearMarks() {
       svg.classList.remove("dim");
@@ -482,11 +637,23 @@ PAGE_JS = r"""
       if (n.variable) row(dl, "leaf", (n.variable.name || "unnamed") + "  " +
         shape(n.variable.shape) + " " + n.variable.dtype);
       if (n.module) row(dl, "module", n.module);
+      if (n.members) {
+        row(dl, "module", n.name + (n.kind ? " (" + n.kind + ")" : ""));
+        var ms = el("div");
+        n.members.forEach(function (m, i) {
+          if (i) ms.appendChild(document.createTextNode(", "));
+          var a = el("a", null, view.other.labelOf(m) + " #" + m);
+          a.addEventListener("click", function () { view.other.swap(m); });
+          ms.appendChild(a);
+        });
+        row(dl, "nodes", ms);
+        details.appendChild(el("p", "hint", "A click on a node opens it in the full picture."));
+      }
       if (n.created_at) {
         var dd = row(dl, "created at", n.created_at.file + ":" + n.created_at.line);
         dd.className = "created";
         if (n.created_at.code) dd.appendChild(el("pre", "code", n.created_at.code));
-      } else if (!n.variable) row(dl, "created at", "unknown");
+      } else if (!n.variable && !n.members) row(dl, "created at", "unknown");
       var ins = el("div");
       n.next.forEach(function (e, i) {
         if (i) ins.appendChild(document.createTextNode(", "));
@@ -504,7 +671,8 @@ PAGE_JS = r"""
         var gs = n.grad ? n.grad.map(summary).join("; ") : "-";
         row(dl, "grad", gs);
       }
-      if (doc.command === "graph" && !("value" in n) && !("grad" in n) && !n.variable)
+      if (doc.command === "graph" && !("value" in n) && !("grad" in n) && !n.variable &&
+          !n.members)
         row(dl, "values", "run with --values --grads to record them");
       if (n.saved && n.saved.length) {
         var t = el("table");
@@ -573,9 +741,21 @@ PAGE_JS = r"""
     }
     var view = { fit: fit, search: search, next: next, clear: function () {
       clearMarks(); delete sec.dataset.selected;
-    }, select: select };
+    }, select: select, shown: shown };
+    // show this picture instead of the other one (and select node ``id`` in it)
+    view.swap = function (id) {
+      if (view.other) view.other.hide();
+      svg.style.display = "";
+      active = view;
+      fit();
+      if (id !== undefined) { select(id); centerOn(id); }
+      if (modulesButton) modulesButton.classList.toggle("on", !!g.members_view);
+    };
+    view.hide = function () { svg.style.display = "none"; };
+    view.labelOf = function (id) { return byId[id] ? label(byId[id]) : "node"; };
+    g.members_view = g.nodes.some(function (n) { return n.members; });
     fit();
-    window.addEventListener("resize", fit);
+    window.addEventListener("resize", function () { if (shown()) fit(); });
     return view;
   }
 
@@ -583,7 +763,10 @@ PAGE_JS = r"""
   var count = document.querySelector("header .matches");
   box.addEventListener("input", function () {
     var n = 0;
-    views.forEach(function (v) { n += v.search(box.value); });
+    views.forEach(function (v) {
+      n += v.search(box.value);
+      if (v.other) v.other.search(box.value);
+    });
     count.textContent = box.value.trim() ? n + " match" + (n === 1 ? "" : "es") : "";
   });
   box.addEventListener("keydown", function (ev) {
