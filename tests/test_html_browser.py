@@ -5,7 +5,7 @@ The page must render with no console error, a click on a node must fill the deta
 (name, creation line with its source, saved tensors, value and gradient), search must find
 nodes by line, and a user's ``</script>`` must stay text. A screenshot is kept as an artifact
 (its path is printed); with ``AUTODIAG_UPDATE_SCREENSHOT=1`` it also replaces the README's
-``docs/graph-html.png``.
+``tests/screenshots/graph-html.png`` (the top level of the repository is fixed).
 
 Skipped only when no browser can be started here; ``.ci/run`` installs Debian's chromium and
 chromium-driver, so CI runs it."""
@@ -20,7 +20,7 @@ import pytest
 from cli_helpers import ROOT, cli
 from webdriver import Browser, Unavailable
 
-README_SHOT = os.path.join(ROOT, "docs", "graph-html.png")
+README_SHOT = os.path.join(ROOT, "tests", "screenshots", "graph-html.png")
 
 
 @pytest.fixture(scope="module")
