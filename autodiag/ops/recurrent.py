@@ -38,7 +38,7 @@ class UnsafeSplitWithSizesBackward0(SplitBackward0):
 
 
 @register()
-def unsafe_split(tensor, split_size_or_sections, dim: int = 0):
+def unsafe_split(tensor, split_size: int, dim: int = 0):
     """``split`` whose pieces are fresh tensors, not views of ``tensor`` (PyTorch's
     ``unsafe_split``: the gates of an LSTM/GRU cell are cut this way).
 
@@ -48,18 +48,21 @@ def unsafe_split(tensor, split_size_or_sections, dim: int = 0):
     >>> a.grad_fn.name(), a._base is None
     ('UnsafeSplitBackward0', True)
     """
+    if isinstance(split_size, bool) or not isinstance(split_size, (int, np.integer)):
+        raise TypeError(
+            f"unsafe_split(): argument 'split_size' must be int, not {type(split_size).__name__}"
+        )
     # the sizes, dim and errors are split's; only the outputs' nature and the node differ
+    return _unsafe_pieces(tensor, int(split_size), dim)
+
+
+def _unsafe_pieces(tensor, sizes, dim: int, cls=UnsafeSplitBackward0):
     with no_grad():
-        pieces = split(tensor, split_size_or_sections, dim)
+        pieces = split(tensor, sizes, dim)
     d = tensor._data
     dim = wrap_dim(dim, d.ndim)
     node = None
     if _state.record and tensor.requires_grad:
-        cls = (
-            UnsafeSplitBackward0
-            if isinstance(split_size_or_sections, int)
-            else UnsafeSplitWithSizesBackward0
-        )
         node = cls((edge(tensor),))
         node.dim, node.in_shape = dim, d.shape
         node.sizes = tuple(p._data.shape[dim] for p in pieces)
@@ -67,7 +70,7 @@ def unsafe_split(tensor, split_size_or_sections, dim: int = 0):
     outs = []
     for i, p in enumerate(pieces):
         # NOTE: a copy, so that writing into a piece can never reach ``tensor`` unseen
-        t = result(np.ascontiguousarray(p._data), node)
+        t = result(p._data.copy(), node)
         if node is not None:
             t._output_nr = i
         outs.append(t)
@@ -83,7 +86,8 @@ def unsafe_chunk(input, chunks: int, dim: int = 0):
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input._data.shape[wrap_dim(dim, input.ndim)]
     if n == 0:
-        return unsafe_split(input, [0] * chunks, dim)
+        # ATen: ``chunks`` empty pieces, through unsafe_split_with_sizes
+        return _unsafe_pieces(input, [0] * chunks, dim, UnsafeSplitWithSizesBackward0)
     return unsafe_split(input, -(-n // chunks), dim)
 
 
@@ -152,10 +156,10 @@ def cell(mode: str, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     _check_cell_input(mode, input, w_ih.shape[1])
     hidden_size = w_hh.shape[1]
     if mode == "LSTM":
-        _check_cell_hidden(input, hx[0], hidden_size, "[0]")
-        _check_cell_hidden(input, hx[1], hidden_size, "[1]")
+        _check_cell_hidden(input, hx[0], hidden_size, 0)
+        _check_cell_hidden(input, hx[1], hidden_size, 1)
     else:
-        _check_cell_hidden(input, hx, hidden_size, "")
+        _check_cell_hidden(input, hx, hidden_size, 0)
     return CELLS[mode](input, hx, (w_ih, w_hh, b_ih, b_hh, None))
 
 
