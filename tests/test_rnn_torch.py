@@ -4,9 +4,9 @@
 Weights are copied from torch's module (the generators differ). Compared: outputs, final states,
 gradients of the input, every weight and the initial states (float32 and float64), the grad_fn
 graph (node names and ``next_functions``), parameter names/shapes/order, ``state_dict`` keys,
-reprs, and errors (type and message). PyTorch's default CPU LSTM records a fused
-``MkldnnRnnLayerBackward0``; autodiag's graph is the one PyTorch records with oneDNN off, so LSTM
-graphs are compared under ``torch.backends.mkldnn.flags(enabled=False)``.
+reprs, and errors (type and message). The graphs are PyTorch's default CPU graphs: composed
+cells for RNN, GRU, the cells and float64/projected LSTMs, one fused ``MkldnnRnnLayerBackward0``
+per layer and direction for a float32 LSTM.
 """
 
 from __future__ import annotations
@@ -72,18 +72,13 @@ def flat(out):
     return res
 
 
-def no_mkldnn():
-    return torch.backends.mkldnn.flags(enabled=False)
-
-
 def compare(tm, am, t_in, a_in, dtype, graph=True):
     """Run both, compare every output, then backward a weighted sum of all outputs and compare
     the gradients of the leaves and of every parameter."""
     tol = TOL32 if dtype == "float32" else TOL64
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with no_mkldnn():
-            touts = flat(tm(*t_in))
+        touts = flat(tm(*t_in))
         aouts = flat(am(*a_in))
     assert len(touts) == len(aouts)
     rng = np.random.default_rng(7)
@@ -181,24 +176,68 @@ def test_rnn_and_gru_graph_is_pytorchs_default_cpu_graph(name):
     assert_same_graph(th.grad_fn, ah.grad_fn)
 
 
-def test_lstm_default_torch_graph_differs_only_by_the_fused_node():
-    tm, am = pair("LSTM", "float32", 3, 4)
-    x = np.ones((5, 2, 3), dtype="float32")
-    to, _ = tm(torch.tensor(x, requires_grad=True))
-    ao, _ = am(ad.tensor(x, requires_grad=True))
-    assert to.grad_fn.name() == "MkldnnRnnLayerBackward0"  # what the README documents
-    assert ao.grad_fn.name() == "StackBackward0"
-    np.testing.assert_allclose(np_of(ao), np_of(to), **TOL32)
+@pytest.mark.parametrize(
+    "dtype,kw,name",
+    [
+        ("float32", {}, "MkldnnRnnLayerBackward0"),
+        ("float64", {}, "StackBackward0"),
+        ("float32", {"proj_size": 2}, "StackBackward0"),
+    ],
+)
+def test_lstm_node_is_fused_where_torchs_is(dtype, kw, name):
+    tm, am = pair("LSTM", dtype, 3, 4, **kw)
+    x = np.ones((5, 2, 3), dtype=dtype)
+    to, (th, tc) = tm(torch.tensor(x, requires_grad=True))
+    ao, (ah, ac) = am(ad.tensor(x, requires_grad=True))
+    assert ao.grad_fn.name() == to.grad_fn.name() == name
+    for t, a in ((to, ao), (th, ah), (tc, ac)):
+        assert_same_graph(t.grad_fn, a.grad_fn)
+    if name.startswith("Mkldnn"):
+        assert ah.grad_fn.next_functions[0][1] == 1
+        assert ac.grad_fn.next_functions[0][1] == 2
 
 
-def test_long_sequence_backward_does_not_recurse_and_matches():
-    tm, am = pair("LSTM", "float64", 2, 3)
-    x = np.random.default_rng(2).standard_normal((3000, 1, 2)) * 0.1
+def test_fused_lstm_second_derivatives():
+    tm, am = pair("LSTM", "float32", 3, 4, bidirectional=True)
+    rng = np.random.default_rng(9)
+    tx, ax = leaves(rng, "float32", (5, 2, 3), (2, 2, 4), (2, 2, 4))
+
+    def run(lib, m, x, h, c):
+        out, (hn, cn) = m(x, (h, c))
+        loss = (out**2).sum() + (hn * cn).sum()
+        gs = lib.autograd.grad(loss, (x, h, c), create_graph=True)
+        sum((g**2).sum() for g in gs).backward()
+        return gs
+
+    for tg, ag in zip(run(torch, tm, *tx), run(ad, am, *ax)):
+        np.testing.assert_allclose(np_of(ag), np_of(tg), **TOL32)
+    for t, a in zip(tx, ax):
+        np.testing.assert_allclose(np_of(a.grad), np_of(t.grad), rtol=1e-4, atol=1e-5)
+    for (n, tp), (_, ap) in zip(tm.named_parameters(), am.named_parameters()):
+        np.testing.assert_allclose(np_of(ap.grad), np_of(tp.grad), rtol=1e-4, atol=1e-5, err_msg=n)
+
+
+def test_fused_lstm_detects_an_inplace_write_into_a_saved_input():
+    am = ad.nn.LSTM(3, 4)
+    x = ad.randn(5, 2, 3, requires_grad=True)
+    y = x * 1
+    out, _ = am(y)
+    with ad.no_grad():
+        y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_long_sequence_backward_does_not_recurse_and_matches(dtype):
+    tm, am = pair("LSTM", dtype, 2, 3)
+    x = (np.random.default_rng(2).standard_normal((3000, 1, 2)) * 0.1).astype(dtype)
     tx, ax = torch.tensor(x, requires_grad=True), ad.tensor(x, requires_grad=True)
-    with no_mkldnn():
-        tm(tx)[0][-1].sum().backward()
+    tm(tx)[0][-1].sum().backward()
     am(ax)[0][-1].sum().backward()
-    np.testing.assert_allclose(np_of(ax.grad), np_of(tx.grad), **TOL64)
+    np.testing.assert_allclose(
+        np_of(ax.grad), np_of(tx.grad), **(TOL32 if dtype == "float32" else TOL64)
+    )
 
 
 def test_dropping_the_output_frees_the_graph_without_gc():

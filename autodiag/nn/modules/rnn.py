@@ -1,7 +1,8 @@
 """Recurrent layers: ``RNN``, ``LSTM``, ``GRU`` and their cells, as ``torch.nn``.
 
-Parameter names, shapes, order and initialisation (U(-1/sqrt(hidden), 1/sqrt(hidden)) on
-autodiag's generator) are PyTorch's; the computation is in ``autodiag.ops.recurrent``.
+Parameter names, shapes, order and initialisation (U(-1/sqrt(hidden), 1/sqrt(hidden)), drawn
+from autodiag's generator: a different stream from PyTorch's, so seeded weights differ from
+torch's) are PyTorch's; the computation is in ``autodiag.ops.recurrent``.
 
 >>> import autodiag as torch
 >>> lstm = torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True)
@@ -310,15 +311,14 @@ class LSTM(RNNBase):
     """A long short-term memory layer (gate order: input, forget, cell, output), with
     ``proj_size`` projections as PyTorch's.
 
-    The graph is the composed cells (``SigmoidBackward0``, ``MulBackward0`` ...), which is what
-    PyTorch records with oneDNN off; PyTorch's default CPU build records one fused
-    ``MkldnnRnnLayerBackward0`` per layer and direction instead. Values and gradients agree.
+    As PyTorch on CPU, a float32 LSTM records one fused ``MkldnnRnnLayerBackward0`` node per
+    layer and direction; float64 and ``proj_size`` record the composed cells.
 
     >>> import autodiag as torch
     >>> lstm = torch.nn.LSTM(3, 4)
     >>> out, (h, c) = lstm(torch.ones(5, 2, 3))
-    >>> out.grad_fn.name(), c.grad_fn.name()
-    ('StackBackward0', 'StackBackward0')
+    >>> out.grad_fn.name(), c.grad_fn.name(), lstm.double()(torch.ones(5, 3).double())[0].grad_fn
+    ('MkldnnRnnLayerBackward0', 'StackBackward0', <SqueezeBackward1 object at ...>)
     """
 
     def __init__(self, *args, **kwargs) -> None:
