@@ -26,6 +26,8 @@ from autodiag.ops._core import _state, edge, register, result, save, save_output
 from autodiag.ops.nn_ops import dropout, linear
 from autodiag.ops.pointwise import relu, sigmoid, tanh
 from autodiag.ops.shape import SplitBackward0, TransposeBackward0, cat, split, stack, unbind
+from autodiag.trace.events import traced
+from autodiag.trace.sites import note_saver
 
 # ---------------------------------------------------------------------------------------------
 # unsafe_split / unsafe_chunk: split without view tracking (ATen's gates use it)
@@ -432,7 +434,8 @@ def _lstm_backward_tensors(needs, gout, ghy, gcy, x, w_ih, w_hh, b_ih, b_hh, h0,
 
 
 def _lstm_layer(x, params, h0, c0, reverse: bool):
-    """One direction of a float32 LSTM layer as one fused node (NOTE [Fused LSTM layer])."""
+    """One direction of a float32 LSTM layer as one fused node (NOTE [Fused LSTM layer]).
+    Tracers see it as one op, ``mkldnn_rnn_layer`` (PyTorch's ``aten::mkldnn_rnn_layer``)."""
     w_ih, w_hh, b_ih, b_hh = params[:4]
     b = None
     if b_ih is not None:
@@ -458,7 +461,11 @@ def _lstm_layer(x, params, h0, c0, reverse: bool):
         save_output(outs[0]),
         ws,
     )
+    note_saver(node)  # NOTE [Saving sites]: a tuple result is not noted by the op wrapper
     return outs
+
+
+_lstm_layer = traced("mkldnn_rnn_layer", _lstm_layer)
 
 
 def _lstm_fused(input, hx, groups, num_layers, dropout_p, train, bidirectional, batch_first):
