@@ -495,6 +495,25 @@ def test_forward_errors(name, kw, make):
     assert _error(lambda: am(*make(ad))) == expected
 
 
+@pytest.mark.parametrize(
+    "name,states",
+    [
+        ("LSTM", lambda L: (L.zeros(1, 2, 4, dtype=L.float64), L.zeros(1, 2, 4))),
+        ("LSTM", lambda L: (L.zeros(1, 2, 4), L.zeros(1, 2, 4, dtype=L.float64))),
+        ("GRU", lambda L: L.zeros(1, 2, 4, dtype=L.float64)),
+        ("RNN", lambda L: L.zeros(1, 2, 4, dtype=L.float64)),
+    ],
+)
+def test_initial_states_of_another_dtype_are_refused(name, states):
+    # PyTorch raises RuntimeError ("get_mkldnn_dtype: unsupported data type" for the fused
+    # LSTM, "mat1 and mat2 must have the same dtype" for the composed layers)
+    tm, am = pair(name, "float32", 3, 4)
+    with pytest.raises(RuntimeError):
+        tm(torch.zeros(5, 2, 3), states(torch))
+    with pytest.raises(RuntimeError, match="dtype"):
+        am(ad.zeros(5, 2, 3), states(ad))
+
+
 # ---------------------------------------------------------------------------------------------
 # unsafe_split / unsafe_chunk
 # ---------------------------------------------------------------------------------------------

@@ -471,6 +471,13 @@ _lstm_layer = traced("mkldnn_rnn_layer", _lstm_layer)
 def _lstm_fused(input, hx, groups, num_layers, dropout_p, train, bidirectional, batch_first):
     """PyTorch's mkldnn_impl: per layer and direction one fused node; the states selected
     from h0/c0 by index, the final ones stacked."""
+    for name, t in (("hx", hx[0]), ("cx", hx[1])):
+        if t.dtype != input.dtype:
+            # (PyTorch's oneDNN path fails here with "get_mkldnn_dtype: unsupported data type")
+            raise RuntimeError(
+                f"LSTM: {name} has dtype {t.dtype} but the input has dtype {input.dtype}; "
+                f"pass initial states of the input's dtype"
+            )
     x = input.transpose(0, 1).contiguous() if batch_first else input
     dirs = 2 if bidirectional else 1
     hys, cys = [], []
