@@ -57,6 +57,8 @@ TORCH_MODULES = {
     "torch.nn.init": "autodiag.nn.init",
     "torch.nn.modules": "autodiag.nn.modules",
     "torch.nn.parameter": "autodiag.nn.parameter",
+    "torch.nn.utils": "autodiag.nn.utils",
+    "torch.nn.utils.rnn": "autodiag.nn.utils.rnn",
     "torch.optim": "autodiag.optim",
     "torch.optim.optimizer": "autodiag.optim.optimizer",
     "torch.utils": "autodiag.utils",

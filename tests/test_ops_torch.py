@@ -748,6 +748,10 @@ JOIN_CASES = [
     Case("split_rejoin", lambda T, x: T.cat(x.split(2)[::-1]), (I((5, 3)),), op=("split",)),
     Case("chunk", lambda T, x: x.chunk(2), (I((5, 3)),), op=("chunk",)),
     Case("chunk_dim", lambda T, x: T.chunk(x, 3, dim=1)[2], (I((2, 3)),), op=("chunk",)),
+    Case("unsafe_split", lambda T, x: T.unsafe_split(x, 2, 1), (I((4, 5)),), op=("unsafe_split",)),
+    Case(
+        "unsafe_chunk", lambda T, x: x.unsafe_chunk(4, 1)[1:3], (I((3, 8)),), op=("unsafe_chunk",)
+    ),
     Case("gather", lambda T, x: T.gather(x, 1, T.tensor(GIDX)), (I((3, 4)),), op=("gather",)),
     Case(
         "gather0", lambda T, x: x.gather(0, T.tensor(GIDX[:2, :] % 3)), (I((3, 4)),), op=("gather",)

@@ -6,24 +6,32 @@
 torch.Size([4, 1])
 """
 
-from autodiag.nn import functional, init
+from autodiag.nn import functional, init, utils
 from autodiag.nn.modules import (
     GELU,
+    GRU,
+    LSTM,
+    RNN,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
     Dropout,
     Embedding,
     Flatten,
+    GRUCell,
     Identity,
     LayerNorm,
     LeakyReLU,
     Linear,
     LogSoftmax,
+    LSTMCell,
     Module,
     ModuleList,
     MSELoss,
     NLLLoss,
     ReLU,
+    RNNBase,
+    RNNCell,
+    RNNCellBase,
     Sequential,
     Sigmoid,
     Softmax,
@@ -58,4 +66,13 @@ __all__ = [
     "CrossEntropyLoss",
     "NLLLoss",
     "BCEWithLogitsLoss",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "utils",
 ]

@@ -16,6 +16,7 @@ from autodiag.nn.modules.linear import Flatten, Identity, Linear
 from autodiag.nn.modules.loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from autodiag.nn.modules.module import Module
 from autodiag.nn.modules.normalization import LayerNorm
+from autodiag.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from autodiag.nn.modules.sparse import Embedding
 
 __all__ = [
@@ -40,4 +41,12 @@ __all__ = [
     "CrossEntropyLoss",
     "NLLLoss",
     "BCEWithLogitsLoss",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
 ]
