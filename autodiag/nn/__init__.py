@@ -6,7 +6,7 @@
 torch.Size([4, 1])
 """
 
-from autodiag.nn import functional, init
+from autodiag.nn import functional, init, utils  # noqa: F401 - utils: torch.nn.utils
 from autodiag.nn.modules import (
     GELU,
     BCEWithLogitsLoss,
