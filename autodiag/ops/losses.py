@@ -83,7 +83,7 @@ def _promoted(x: Tensor, t: Tensor):
     """Both operands' arrays in their promoted dtype (PyTorch's TensorIterator)."""
     xd, td = x._data, t._data
     if xd.dtype != td.dtype:
-        dt = dtypes.promote_types(x.dtype, t.dtype).np
+        dt = dtypes.promote_types(x.dtype, t.dtype).np  # float32 with int64 is float32
         xd, td = xd.astype(dt), td.astype(dt)
     return xd, td
 
@@ -173,7 +173,7 @@ def _kinked_loss(input, target, r: int, beta: float, cls, kernel: str) -> Tensor
         loss = np.where(ad < beta, 0.5 * d * d, beta * (ad - 0.5 * beta))
     out = _reduce(np.asarray(loss, dtype=d.dtype), r)
     mixed = None
-    if cls is HuberLossBackward0 and out.dtype != input._data.dtype:
+    if cls is HuberLossBackward0 and target._data.dtype != input._data.dtype:
         # NOTE: PyTorch's huber kernel writes into a tensor of the input's dtype, and its
         # backward then refuses the mixed pair (forward works, backward raises)
         out = out.astype(input._data.dtype)
@@ -406,6 +406,9 @@ def kl_div(
                 stacklevel=3,  # past the tracing wrapper
             )
         r = reduction_enum("sum" if reduction == "batchmean" else reduction)
+    for t in (input, target):
+        if t._data.dtype.kind in "biu":
+            raise RuntimeError("kl_div: Integral inputs not supported.")
     if log_target:
         out = exp(target) * (target - input)
     else:

@@ -375,6 +375,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     if xd.dtype != td.dtype:
         dt = dtypes.promote_types(x.dtype, t.dtype).np
         xd, td = xd.astype(dt), td.astype(dt)
+    if xd.dtype.kind != "f":
+        name = dtypes.from_numpy_dtype(xd.dtype).scalar_name
+        raise NotImplementedError(f"\"mse_cpu\" not implemented for '{name}'")
     d = xd - td
     out = _reduce(d * d, r)
     if _state.record and (x.requires_grad or t.requires_grad):
