@@ -13,7 +13,19 @@ from autodiag.nn.modules.activation import (
 from autodiag.nn.modules.container import ModuleList, Sequential
 from autodiag.nn.modules.dropout import Dropout
 from autodiag.nn.modules.linear import Flatten, Identity, Linear
-from autodiag.nn.modules.loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from autodiag.nn.modules.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from autodiag.nn.modules.module import Module
 from autodiag.nn.modules.normalization import LayerNorm
 from autodiag.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
@@ -49,4 +61,11 @@ __all__ = [
     "RNNCell",
     "LSTMCell",
     "GRUCell",
+    "L1Loss",
+    "SmoothL1Loss",
+    "HuberLoss",
+    "BCELoss",
+    "KLDivLoss",
+    "CosineEmbeddingLoss",
+    "MarginRankingLoss",
 ]
