@@ -66,7 +66,15 @@ def test_an_element_is_a_view_that_writes_through(torch):
 # --- devices --------------------------------------------------------------------------------
 
 
-def test_devices(torch):
+@pytest.fixture
+def default_device_restored(torch):
+    """``set_default_device`` installs a torch function mode for the rest of the process: put
+    torch's default back, or every later test's oracle runs under that mode."""
+    yield
+    torch.set_default_device(None)
+
+
+def test_devices(torch, default_device_restored):
     out = {}
     for name, T in both(torch):
         dev = T.device("cuda" if T.cuda.is_available() else "cpu")
