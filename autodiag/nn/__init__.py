@@ -8,6 +8,7 @@ torch.Size([4, 1])
 
 from autodiag.nn import functional, init
 from autodiag.nn.modules import (
+    ELU,
     GELU,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
@@ -20,12 +21,17 @@ from autodiag.nn.modules import (
     Linear,
     LogSoftmax,
     Module,
+    ModuleDict,
     ModuleList,
     MSELoss,
+    MultiheadAttention,
     NLLLoss,
+    ParameterDict,
+    ParameterList,
     ReLU,
     Sequential,
     Sigmoid,
+    SiLU,
     Softmax,
     Softplus,
     Tanh,
@@ -58,4 +64,10 @@ __all__ = [
     "CrossEntropyLoss",
     "NLLLoss",
     "BCEWithLogitsLoss",
+    "SiLU",
+    "ELU",
+    "MultiheadAttention",
+    "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
 ]

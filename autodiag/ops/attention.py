@@ -613,7 +613,7 @@ def _flash(q, k, v, attn_mask, is_causal, sc, lq, lk) -> Tensor:
     if bias is not None:
         np.broadcast_shapes(bias.shape, q.shape[:-1] + (lk,))  # a mask that does not fit
     p = _attn_probs(q._data, k._data, sc, bias)
-    out = np.asarray(np.matmul(p, v._data), dtype=dt)
+    out = _layout_of(np.asarray(np.matmul(p, v._data), dtype=dt), q._data)
     if _state.record and (q.requires_grad or k.requires_grad or v.requires_grad):
         node = ScaledDotProductFlashAttentionForCpuBackward0((edge(q), edge(k), edge(v)))
         node.scale, node.is_causal, node.mask = sc, is_causal, bias
@@ -621,6 +621,15 @@ def _flash(q, k, v, attn_mask, is_causal, sc, lq, lk) -> Tensor:
         node._saved = (save(q), save(k), save(v), save_output(r))
         return r
     return result(out, None)
+
+
+def _layout_of(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """``a`` laid out in memory as ``ref`` is (PyTorch's flash kernel allocates its output like
+    the query): what a later ``reshape`` can view without a copy depends on it."""
+    if ref.flags.c_contiguous:
+        return a
+    perm = np.argsort(-np.asarray(ref.strides), kind="stable")
+    return np.ascontiguousarray(a.transpose(perm)).transpose(np.argsort(perm))
 
 
 def _math(q, k, v, attn_mask, dropout_p, is_causal, sc, lq, lk) -> Tensor:
