@@ -473,16 +473,17 @@ def safe_softmax(x: Tensor, dim: int) -> Tensor:
 
 
 class ScaledDotProductFlashAttentionForCpuBackward0(Node):
-    __slots__ = ("scale", "is_causal", "mask")
+    # ``probs``: the forward's attention weights, read once by the first backward (after the
+    # saved inputs' version checks), as PyTorch's kernel keeps its logsumexp for its backward
+    __slots__ = ("scale", "is_causal", "mask", "probs")
     _saved_names = ("query", "key", "value", "output")
 
     def backward(self, xp, g):
         q, k, v = (self.saved_query(xp), self.saved_key(xp), self.saved_value(xp))
+        p, self.probs = self.probs, None
         if xp.arrays:
-            return _flash_backward(g, q, k, v, self.scale, self.mask, self.is_causal)
-        grads = _flash_backward(
-            g._data, q._data, k._data, v._data, self.scale, self.mask, self.is_causal
-        )
+            return _flash_backward(g, q, k, v, self.scale, self.mask, p)
+        grads = _flash_backward(g._data, q._data, k._data, v._data, self.scale, self.mask, p)
         # create_graph: PyTorch's gradients come from a kernel with no derivative
         deps = tuple(t for t in (g, q, k, v) if t.requires_grad)
         if not deps or not _state.record:
@@ -517,8 +518,9 @@ def _attn_probs(q, k, scale, bias):
     return _safe_softmax_array(s, s.ndim - 1)
 
 
-def _flash_backward(g, q, k, v, scale, bias, is_causal):
-    p = _attn_probs(q, k, scale, bias)
+def _flash_backward(g, q, k, v, scale, bias, p=None):
+    if p is None:
+        p = _attn_probs(q, k, scale, bias)
     gv = np.matmul(np.swapaxes(p, -1, -2), g)
     gp = np.matmul(g, np.swapaxes(v, -1, -2))
     gs = p * (gp - (gp * p).sum(axis=-1, keepdims=True))
@@ -616,7 +618,7 @@ def _flash(q, k, v, attn_mask, is_causal, sc, lq, lk) -> Tensor:
     out = _layout_of(np.asarray(np.matmul(p, v._data), dtype=dt), q._data)
     if _state.record and (q.requires_grad or k.requires_grad or v.requires_grad):
         node = ScaledDotProductFlashAttentionForCpuBackward0((edge(q), edge(k), edge(v)))
-        node.scale, node.is_causal, node.mask = sc, is_causal, bias
+        node.scale, node.is_causal, node.mask, node.probs = sc, is_causal, bias, p
         r = result(out, node)
         node._saved = (save(q), save(k), save(v), save_output(r))
         return r
