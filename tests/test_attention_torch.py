@@ -299,6 +299,12 @@ def test_integer_and_exact_results(torch, call):
             ),
             "Explicit attn_mask should not be set when is_causal=True",
         ),
+        (
+            lambda T: F(T).scaled_dot_product_attention(
+                T.ones(2, 4, 5, 8), T.ones(2, 4, 5, 8), T.ones(2, 4, 5, 8), attn_mask=T.ones(3, 3)
+            ),
+            "The size of tensor a (5) must match the size of tensor b (3) at non-singleton",
+        ),
     ],
 )
 def test_errors_match_torch(torch, call, phrase):

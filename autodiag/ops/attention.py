@@ -18,6 +18,7 @@ from autodiag.ops._core import (
     _state,
     as_tensor_operand,
     broadcasting,
+    check_broadcast,
     edge,
     register,
     result,
@@ -612,8 +613,8 @@ def scaled_dot_product_attention(
 def _flash(q, k, v, attn_mask, is_causal, sc, lq, lk) -> Tensor:
     dt = q._data.dtype
     bias = _attn_bias(attn_mask, is_causal, lq, lk, dt)
-    if bias is not None:
-        np.broadcast_shapes(bias.shape, q.shape[:-1] + (lk,))  # a mask that does not fit
+    if bias is not None:  # a mask that does not fit: PyTorch's broadcast error
+        check_broadcast(q.shape[:-1] + (lk,), bias.shape)
     p = _attn_probs(q._data, k._data, sc, bias)
     out = _layout_of(np.asarray(np.matmul(p, v._data), dtype=dt), q._data)
     if _state.record and (q.requires_grad or k.requires_grad or v.requires_grad):
