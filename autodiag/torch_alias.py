@@ -68,7 +68,6 @@ TORCH_MODULES = {
     "torch.utils.data.sampler": "autodiag.utils.data.sampler",
     "torch.utils.data.dataloader": "autodiag.utils.data.dataloader",
     "torch.optim.lr_scheduler": "autodiag.optim.lr_scheduler",
-    "torch.nn.utils": "autodiag.nn.utils",
     "torch.nn.utils.clip_grad": "autodiag.nn.utils.clip_grad",
     "torch.nn.utils.convert_parameters": "autodiag.nn.utils.convert_parameters",
 }

@@ -56,8 +56,9 @@ def _const(lib, a, dtype="float64"):
 
 @pytest.fixture(autouse=True)
 def _no_torch_function_mode():
-    """Run without torch function modes (``set_default_device`` installs one): under any mode PyTorch 2.13's ``F.l1_loss`` drops its ``weight`` argument
-    (its ``handle_torch_function`` call omits it): the oracle itself would be wrong."""
+    """Run without torch function modes (``set_default_device`` installs one): under any mode
+    PyTorch 2.13's ``F.l1_loss`` drops its ``weight`` argument (its ``handle_torch_function``
+    call omits it): the oracle itself would be wrong."""
     with torch._C.DisableTorchFunction():
         yield
 

@@ -50,12 +50,18 @@ def test_declared_inplace_twin_is_torchs(torch, name):
     assert twin == name + "_" and hasattr(torch.Tensor, twin)
     assert getattr(ad.Tensor, twin).__name__ == twin
     x = ad.tensor([0.5, 0.25], dtype=ad.float64)
+    if name in ("tril", "triu"):  # matrices only
+        x = x.reshape(1, 2)
     args = {
         "clamp": (0.3,),
         "clip": (0.3,),
         "clamp_min": (0.3,),
         "clamp_max": (0.3,),
         "pow": (2,),
+        "lerp": (ad.tensor([1.0, 2.0], dtype=ad.float64), 0.25),
+        "masked_fill": (ad.tensor([True, False]), -1.0),
+        "tril": (-1,),
+        "triu": (1,),
     }.get(
         name,
         (2.0,)

@@ -1159,6 +1159,57 @@ NN_CASES = [
     ]
 ]
 
+# attention and GPT ops (more forms, errors and the random ops in tests/test_attention_torch.py)
+ATTN_CASES = [
+    Case(f"attn-{name}", fn, ins, op=ops, raises_second=raises)
+    for name, fn, ins, ops, raises in [
+        ("tril", lambda T, x: x.tril(1), (I((3, 4)),), ("tril",), None),
+        ("triu", lambda T, x: T.triu(x, -1), (I((2, 3, 4)),), ("triu",), None),
+        (
+            "sort",
+            lambda T, x: T.sort(x, 1, descending=True),
+            (I((3, 4), "distinct"),),
+            ("sort",),
+            None,
+        ),
+        ("topk", lambda T, x: x.topk(2, dim=0), (I((3, 4), "distinct"),), ("topk",), None),
+        ("roll", lambda T, x: x.roll((1, -1), (0, 1)), (I((3, 4)),), ("roll",), None),
+        (
+            "repeat_interleave",
+            lambda T, x: x.repeat_interleave(T.tensor([2, 0, 1]), dim=0),
+            (I((3, 4)),),
+            ("repeat_interleave",),
+            None,
+        ),
+        (
+            "baddbmm",
+            lambda T, a, b, c: T.baddbmm(a, b, c, beta=0.5, alpha=2.0),
+            (I((3, 4)), I((2, 3, 5)), I((2, 5, 4))),
+            ("baddbmm",),
+            None,
+        ),
+        ("lerp", lambda T, a, b, w: T.lerp(a, b, w), (I(), I(), I(kind="unit")), ("lerp",), None),
+        ("silu", lambda T, x: F(T).silu(x), (I(),), ("silu",), None),
+        ("elu", lambda T, x: F(T).elu(x, 0.5), (I(kind="away"),), ("elu",), None),
+        ("pad", lambda T, x: F(T).pad(x, (2, -1, 0, 1), value=0.5), (I(),), ("pad",), None),
+        ("normalize", lambda T, x: F(T).normalize(x, dim=0), (I(),), ("normalize",), None),
+        (
+            "sdpa_flash",
+            lambda T, q, k, v: F(T).scaled_dot_product_attention(q, k, v, is_causal=True),
+            (I((2, 2, 4, 3)), I((2, 2, 5, 3)), I((2, 2, 5, 3))),
+            ("scaled_dot_product_attention",),
+            RuntimeError,  # as PyTorch: the flash kernel's backward has no derivative
+        ),
+        (
+            "sdpa_math",
+            lambda T, q, k, v: F(T).scaled_dot_product_attention(q, k, v, is_causal=True),
+            (I((2, 4, 3)), I((2, 5, 3)), I((2, 5, 2))),
+            ("scaled_dot_product_attention",),
+            None,
+        ),
+    ]
+]
+
 GRAD_CASES = (
     UNARY_CASES
     + BINARY_CASES
@@ -1170,6 +1221,7 @@ GRAD_CASES = (
     + JOIN_CASES
     + TIES
     + NN_CASES
+    + ATTN_CASES
 )
 
 _ids = [c.id for c in GRAD_CASES]
@@ -1466,8 +1518,17 @@ def test_error_matches_torch(torch, fn, exc, phrase):
 # Every registered op is covered
 # ---------------------------------------------------------------------------------------------
 
+VALUE_CASES += [
+    ("argsort", lambda T: T.argsort(_F(T, V), dim=1, descending=True), ("argsort",)),
+    ("one_hot", lambda T: F(T).one_hot(T.tensor([[2, 0], [1, 1]]), 4), ("one_hot",)),
+]
+
 # Registered names that create tensors or are not ops on data: no grad_fn to compare.
+# (multinomial and bernoulli draw random numbers: tests/test_attention_torch.py compares
+# their distributions)
 NON_DIFFERENTIABLE = {
+    "multinomial",
+    "bernoulli",
     "arange",
     "as_tensor",
     "empty",

@@ -7,6 +7,7 @@ The deliberately buggy samples run to completion (their bug is silent) except
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -56,6 +57,7 @@ EXPECTED = {
     "no_zero_grad.py": (0, ["step 30", "weight.grad norm"]),
     "detached_param.py": (0, ["w1.grad is None: False", "w2.grad is None: True"]),
     "lstm.py": (0, ["step 1  loss 4.2103", "step 12  loss 3.0407"]),
+    "tiny_gpt.py": (0, ["step 1  loss 4.1650", "step 6  loss"]),
 }
 
 
@@ -94,9 +96,74 @@ def test_sample_runs(name):
     if name == "train.py":
         losses = _loss_values(r.stdout)
         assert losses[-1] < 0.25 * losses[0], losses  # the loss falls
+    if name == "tiny_gpt.py":
+        losses = _loss_values(r.stdout)
+        assert len(losses) == 6 and losses[-1] < 0.9 * losses[0], losses
     if name == "inplace_saved.py":
         assert "not reached" not in out
 
 
 def test_samples_are_deterministic():
     assert _run("train.py").stdout == _run("train.py").stdout
+
+
+# --- the tiny GPT: PyTorch's losses, and every command on it -----------------------------------
+
+
+def _as_import_torch(source: str) -> str:
+    return (
+        source.replace("import autodiag as torch", "import torch")
+        .replace("import autodiag.nn.functional as F", "import torch.nn.functional as F")
+        .replace("import autodiag.nn as nn", "import torch.nn as nn")
+    )
+
+
+def test_tiny_gpt_gives_torchs_losses_under_the_alias(tmp_path):
+    """The sample under ``import torch``: on real PyTorch and on autodiag through the alias
+    (``python -m autodiag.run``) the losses agree with autodiag's own run."""
+    pytest.importorskip("torch")
+    script = tmp_path / "tiny_gpt.py"
+    script.write_text(_as_import_torch((SAMPLES / "tiny_gpt.py").read_text()))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    runs = {
+        "autodiag": _run("tiny_gpt.py").stdout,
+        "torch": subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+        ).stdout,
+        "alias": subprocess.run(
+            [sys.executable, "-m", "autodiag.run", str(script)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout,
+    }
+    losses = {k: _loss_values(v) for k, v in runs.items()}
+    assert len(losses["torch"]) == 6, runs["torch"]
+    for k in ("autodiag", "alias"):
+        assert losses[k] == pytest.approx(losses["torch"], abs=2e-4), (k, losses)
+
+
+@pytest.mark.parametrize(
+    ("command", "phrase"),
+    [
+        ("graph", "ScaledDotProductFlashAttentionForCpuBackward0"),
+        ("trace", "NativeLayerNormBackward0"),
+        ("check", "no findings"),
+        ("anomaly", "6 backward"),
+        ("inplace", "no in-place hazard"),
+        ("leaks", "no graph leak"),
+    ],
+)
+def test_tiny_gpt_under_every_command(command, phrase):
+    from cli_helpers import check_envelope, cli
+
+    path = str(SAMPLES / "tiny_gpt.py")
+    r = cli(command, path, "--no-color")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert phrase in r.stdout, r.stdout[-3000:]
+    if command in ("graph", "leaks"):
+        return
+    doc = json.loads(cli(command, path, "-f", "json").stdout)
+    check_envelope(doc, command)
+    assert doc["status"] == "ok" and doc["findings"] == []

@@ -11,6 +11,14 @@ from __future__ import annotations
 
 import warnings
 
+from autodiag.ops.attention import (  # noqa: F401
+    elu,
+    normalize,
+    one_hot,
+    pad,
+    scaled_dot_product_attention,
+    silu,
+)
 from autodiag.ops.losses import (  # noqa: F401
     binary_cross_entropy,
     cosine_embedding_loss,

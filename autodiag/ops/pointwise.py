@@ -493,7 +493,10 @@ def _gelu_forward(a, approximate):
 
 
 class GeluBackward0(_Unary):
-    __slots__ = ("approximate",)
+    # ``erf``: erf(x / sqrt 2) as the forward computed it, read once by the first array
+    # backward instead of computing it again (erf is most of a GELU model's step); the same
+    # float32/64 values the formula would compute, after the saved input's version check
+    __slots__ = ("approximate", "erf")
 
     def backward(self, xp, g):
         x = self.saved_self(xp)
@@ -503,7 +506,12 @@ class GeluBackward0(_Unary):
             left = 0.5 * (1 + t)
             right = 0.5 * x * (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * x * x)
             return (g * (left + right),)
-        cdf = 0.5 * (1 + xp.erf(x * _SQRT1_2))
+        e = self.erf if xp.arrays else None
+        if e is None:
+            e = xp.erf(x * _SQRT1_2)
+        else:
+            self.erf = None  # single use: it is not kept past the backward that frees saves
+        cdf = 0.5 * (1 + e)
         pdf = xp.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
         return (g * (cdf + x * pdf),)
 
@@ -516,9 +524,21 @@ def gelu(input, approximate: str = "none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     _refuse(input, "GeluKernelImpl", "biu")
-    r = _unary(input, lambda a: _gelu_forward(a, approximate), GeluBackward0, _SELF)
+    if approximate == "tanh":
+        r = _unary(input, lambda a: _gelu_forward(a, approximate), GeluBackward0, _SELF)
+        if r.grad_fn is not None:
+            r.grad_fn.approximate, r.grad_fn.erf = approximate, None
+        return r
+    kept = []
+
+    def fwd(a):  # _gelu_forward's "none" form, keeping erf for the backward
+        e = _np_erf(a * _SQRT1_2)
+        kept.append(e)
+        return 0.5 * a * (1 + e)
+
+    r = _unary(input, fwd, GeluBackward0, _SELF)
     if r.grad_fn is not None:
-        r.grad_fn.approximate = approximate
+        r.grad_fn.approximate, r.grad_fn.erf = approximate, kept[0]
     return r
 
 

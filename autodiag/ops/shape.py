@@ -1152,7 +1152,7 @@ class MaskedFillBackward1(Node):
         return (xp.mask(~m, g) if needs_self else None, xp.mask(m, g) if needs_value else None)
 
 
-@register()
+@register(inplace=True)
 def masked_fill(input, mask, value):
     m = as_tensor_operand(mask)
     v = value._data if isinstance(value, Tensor) else value

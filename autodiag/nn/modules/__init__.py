@@ -1,16 +1,25 @@
 """The layers of ``autodiag.nn`` (re-exports)."""
 
 from autodiag.nn.modules.activation import (
+    ELU,
     GELU,
     LeakyReLU,
     LogSoftmax,
     ReLU,
     Sigmoid,
+    SiLU,
     Softmax,
     Softplus,
     Tanh,
 )
-from autodiag.nn.modules.container import ModuleList, Sequential
+from autodiag.nn.modules.attention import MultiheadAttention
+from autodiag.nn.modules.container import (
+    ModuleDict,
+    ModuleList,
+    ParameterDict,
+    ParameterList,
+    Sequential,
+)
 from autodiag.nn.modules.dropout import Dropout
 from autodiag.nn.modules.linear import Flatten, Identity, Linear
 from autodiag.nn.modules.loss import (
@@ -68,4 +77,10 @@ __all__ = [
     "KLDivLoss",
     "CosineEmbeddingLoss",
     "MarginRankingLoss",
+    "SiLU",
+    "ELU",
+    "MultiheadAttention",
+    "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
 ]

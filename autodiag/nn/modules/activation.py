@@ -1,4 +1,5 @@
-"""Activation layers: ReLU, LeakyReLU, Sigmoid, Tanh, GELU, Softplus, Softmax, LogSoftmax."""
+"""Activation layers: ReLU, LeakyReLU, Sigmoid, Tanh, GELU, Softplus, Softmax, LogSoftmax, SiLU,
+ELU."""
 
 from __future__ import annotations
 
@@ -90,3 +91,37 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return F.log_softmax(input, self.dim, _stacklevel=5)
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)`` elementwise (swish).
+
+    >>> import autodiag as torch
+    >>> torch.nn.SiLU()(torch.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.7311])
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.silu(input, inplace=self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class ELU(Module):
+    """``x`` where positive, else ``alpha * (exp(x) - 1)``."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
