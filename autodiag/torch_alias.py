@@ -65,6 +65,7 @@ TORCH_MODULES = {
     "torch.utils.data.dataset": "autodiag.utils.data.dataset",
     "torch.utils.data.sampler": "autodiag.utils.data.sampler",
     "torch.utils.data.dataloader": "autodiag.utils.data.dataloader",
+    "torch.func": "autodiag.func",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 
