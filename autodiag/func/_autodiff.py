@@ -102,8 +102,10 @@ def _zeros_like(t: Tensor) -> Tensor:
     return zeros_like(t)
 
 
-def _grads(outputs, inputs, grad_outputs, create_graph: bool) -> list:
-    """d(outputs)/d(inputs), zeros (never None) where an input is unused."""
+def _grads(outputs, inputs, grad_outputs, create_graph: bool, retain_graph=None) -> list:
+    """d(outputs)/d(inputs), zeros (never None) where an input is unused. The graph is freed
+    unless ``retain_graph`` (or ``create_graph``) asks otherwise, as in ``autograd.grad``: a
+    transform that needs it again (jacrev's rows, a vjp_fn called twice) says so."""
     from autodiag.autograd import grad as autograd_grad
 
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
@@ -111,7 +113,12 @@ def _grads(outputs, inputs, grad_outputs, create_graph: bool) -> list:
         return [_zeros_like(t) for t in inputs]
     outs, gos = zip(*pairs)
     res = autograd_grad(
-        outs, inputs, gos, retain_graph=True, create_graph=create_graph, allow_unused=True
+        outs,
+        inputs,
+        gos,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        allow_unused=True,
     )
     return [_zeros_like(t) if g is None else g for g, t in zip(res, inputs)]
 
@@ -286,7 +293,7 @@ def vjp(func, *primals, has_aux: bool = False):
         if create is None:
             create = now and _reaches_outside(list(out_leaves) + list(ct_leaves), fresh)
         with grad_mode.enable_grad():
-            grads = _grads(out_leaves, tracked, ct_leaves, create)
+            grads = _grads(out_leaves, tracked, ct_leaves, create, retain_graph=retain_graph)
         return _finish(unflatten(grads, spec), fresh, now)
 
     value = _finish(output, fresh, outer)
@@ -371,9 +378,10 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
 # ---------------------------------------------------------------------------------------------
 
 
-def _jacobian_rows(out: Tensor, tracked: list, create: bool) -> list:
+def _jacobian_rows(out: Tensor, tracked: list, create: bool, free_last: bool) -> list:
     """d(out)/d(each tracked input), shaped ``out.shape + input.shape``: one backward pass per
-    element of ``out`` (a one-hot cotangent each)."""
+    element of ``out`` (a one-hot cotangent each); the last pass frees the graph if
+    ``free_last``."""
     from autodiag.ops.factories import tensor as make_tensor
     from autodiag.ops.shape import stack
 
@@ -385,7 +393,10 @@ def _jacobian_rows(out: Tensor, tracked: list, create: bool) -> list:
         onehot = np.zeros(n, dtype=out.dtype.np)
         onehot[k] = 1
         e_k = make_tensor(onehot.reshape(tuple(out.shape)), dtype=out.dtype)
-        for j, g in enumerate(_grads([out], tracked, [e_k], create)):
+        last = k == n - 1 and free_last
+        for j, g in enumerate(
+            _grads([out], tracked, [e_k], create, retain_graph=None if last else True)
+        ):
             rows[j].append(g)
     return [stack(r, 0).reshape(tuple(out.shape) + tuple(t.shape)) for r, t in zip(rows, tracked)]
 
@@ -414,7 +425,12 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None, _prealloc
             output, aux = _split_aux(output, has_aux, "vjp(f, *primals)")
             out_leaves, out_spec = _tensor_outputs(output, "vjp(f, *primals)")
             create = outer and _reaches_outside(out_leaves, fresh)
-            per_output = [unflatten(_jacobian_rows(o, tracked, create), spec) for o in out_leaves]
+            # outputs may share a graph: only the last output's last pass may free it
+            last = len(out_leaves) - 1
+            per_output = [
+                unflatten(_jacobian_rows(o, tracked, create, i == last), spec)
+                for i, o in enumerate(out_leaves)
+            ]
         jac = _finish(unflatten(per_output, out_spec), fresh, outer)
         if has_aux:
             return jac, _finish(aux, fresh, outer)
