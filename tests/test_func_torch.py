@@ -110,6 +110,21 @@ def test_grad_keeps_history_to_outer_tensors_and_respects_outer_no_grad():
     assert not both_flags(under_no_grad).requires_grad
 
 
+def test_aux_sharing_the_outputs_graph_stays_differentiable():
+    def f(m):
+        w = m.tensor([1.0, 2.0, 3.0], dtype=m.float64, requires_grad=True)
+
+        def fn(x):
+            y = x.sin() * x
+            return y.sum(), y * w
+
+        g, aux = m.func.grad(fn, has_aux=True)(X(m))
+        aux.sum().backward()
+        return g, aux, w.grad
+
+    both_flags(f)
+
+
 def test_no_perturbation_confusion():
     # d/dx [x * d/dy (x * y)] = d/dx x² = 2x: the inner grad must not differentiate x
     def f(m):
@@ -197,6 +212,7 @@ def test_jvp_matches_torch():
     both_flags(lambda m: m.func.jvp(lambda x: (x.sin() * x, x.sum()), (X(m),), (v(m),)))
     both_flags(lambda m: m.func.jvp(lambda x, y: x * y, (X(m), Y(m)[0]), (v(m), Y(m)[1])))
     both_flags(lambda m: m.func.jvp(lambda x: (x.exp(), {"a": x}), (X(m),), (v(m),), has_aux=True))
+    both_flags(lambda m: m.func.jvp(lambda x: x.exp(), (X(m),), (v(m),), strict=True))
     # an output that does not depend on the input has a zero jvp
     both_flags(lambda m: m.func.jvp(lambda x: m.ones(2, dtype=m.float64), (X(m),), (v(m),)))
 
@@ -215,6 +231,11 @@ def test_jvp_errors_as_torch():
         lambda m: m.func.jvp(lambda x: x, (X(m),), (one(m), one(m))),
         torch,
         "Expected primals and tangents to have the same python structure",
+    )
+    same_error(
+        lambda m: m.func.jvp(lambda x: m.ones(2), (X(m),), (one(m),), strict=True),
+        torch,
+        "jvp(f, primals, tangents, strict=True): The output of f is independent of the inputs.",
     )
     same_error(
         lambda m: m.func.jvp(lambda x: 3, (X(m),), (one(m),)),
@@ -304,6 +325,7 @@ def test_jacobian_errors_as_torch():
             m.func.vmap(lambda a, b: a * b, in_dims=(None, 0)), in_dims=(0, None)
         )(X(m), Y(m)[0]),
         lambda m: m.func.vmap(lambda a: a * 2, chunk_size=2)(Y(m)),
+        lambda m: m.func.vmap(m.func.vmap(lambda a: a * 2, randomness="same"))(Y(m)),
         lambda m: m.func.vmap(lambda a: a + m.ones(()) * 0, randomness="different")(X(m)),
     ],
 )

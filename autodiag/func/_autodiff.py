@@ -215,7 +215,9 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
                     "instead?"
                 )
             create = outer and _reaches_outside([output], fresh)
-            grads = _grads([output], tracked, [None], create)
+            # an aux the caller may backward through can share nodes with the output's graph
+            keep = has_aux and outer and _reaches_outside(flatten(aux)[0], fresh)
+            grads = _grads([output], tracked, [None], create, retain_graph=True if keep else None)
         grads = _finish(unflatten(grads, spec), fresh, outer)
         value = _finish(output, fresh, outer)
         if has_aux:
@@ -326,8 +328,6 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
     (tensor([0.0000, 0.8415]), tensor([1.0000, 0.5403]))
     """
     api = "jvp(f, primals, tangents)"
-    if strict:
-        raise RuntimeError(f"{api}: strict=True is not implemented yet")
     if not isinstance(primals, tuple):
         raise RuntimeError(
             f"{api}: Expected primals to be a tuple. E.g. it should be valid to call f(*primals)."
@@ -354,6 +354,11 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
         )
         output, aux = _split_aux(output, has_aux, api)
         out_leaves, out_spec = _tensor_outputs(output, api)
+        if strict and not all(o.requires_grad for o in out_leaves):
+            raise RuntimeError(
+                "jvp(f, primals, tangents, strict=True): The output of f is independent of "
+                "the inputs. This is not allowed with strict=True."
+            )
         # uᵀJ is linear in u: its value at u = 0 is irrelevant, only its derivative in u
         us = [_zeros_like(o).requires_grad_(o.is_floating_point()) for o in out_leaves]
         u_j = _grads(out_leaves, tracked, us, create_graph=True)
@@ -425,8 +430,10 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None, _prealloc
             output, aux = _split_aux(output, has_aux, "vjp(f, *primals)")
             out_leaves, out_spec = _tensor_outputs(output, "vjp(f, *primals)")
             create = outer and _reaches_outside(out_leaves, fresh)
-            # outputs may share a graph: only the last output's last pass may free it
-            last = len(out_leaves) - 1
+            # outputs may share a graph: only the last output's last pass may free it, and
+            # not if an aux the caller may backward through can share its nodes
+            keep = has_aux and outer and _reaches_outside(flatten(aux)[0], fresh)
+            last = -1 if keep else len(out_leaves) - 1
             per_output = [
                 unflatten(_jacobian_rows(o, tracked, create, i == last), spec)
                 for i, o in enumerate(out_leaves)
