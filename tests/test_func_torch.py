@@ -555,3 +555,42 @@ def test_per_sample_gradients_vmap_grad_functional_call():
         return per_sample
 
     both_flags(f)
+
+
+def test_model_ensembling_with_stack_module_state():
+    """The torch.func ensembling tutorial: stacked weights, vmap over functional_call."""
+
+    def f(m):
+        models = [_model(m) for _ in range(3)]
+        with m.no_grad():
+            for i, net in enumerate(models):
+                for p in net.parameters():
+                    p.mul_(1 + i)
+        params, buffers = m.func.stack_module_state(models)
+        base = models[0]
+
+        def call(params, buffers, x):
+            return m.func.functional_call(base, (params, buffers), (x,))
+
+        out = m.func.vmap(call, in_dims=(0, 0, None))(params, buffers, Y(m))
+        (g,) = m.autograd.grad(out.pow(2).sum(), [params["0.weight"]])
+        return out, g, {k: (tuple(v.shape), v.is_leaf, v.requires_grad) for k, v in params.items()}
+
+    both_flags(lambda m: f(m)[:2])
+    assert f(ad)[2] == f(torch)[2]
+
+
+def test_stack_module_state_errors_as_torch():
+    same_error(
+        lambda m: m.func.stack_module_state([]), torch, "Expected at least one model, got 0."
+    )
+    same_error(
+        lambda m: m.func.stack_module_state([m.nn.Linear(2, 2), m.nn.Linear(2, 2).eval()]),
+        torch,
+        "Expected all models to have the same training/eval mode.",
+    )
+    same_error(
+        lambda m: m.func.stack_module_state([m.nn.Linear(2, 2), m.nn.Tanh()]),
+        torch,
+        "Expected all models to be of the same class.",
+    )

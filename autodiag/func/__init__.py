@@ -1,10 +1,10 @@
 """``torch.func``: composable function transforms over autodiag's engine.
 
-``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``
-and ``functional_call``, with PyTorch's signatures, results and errors. They are built on the
-engine's reverse mode: ``jvp``/``jacfwd`` by the double-vjp trick / row by row, ``vmap`` as a
-loop over the batch (see ``autodiag/func/_vmap.py``). Transforms compose: ``vmap(grad(f))``
-gives per-sample gradients.
+``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``,
+``functional_call`` and ``stack_module_state``, with PyTorch's signatures, results and errors.
+They are built on the engine's reverse mode: ``jvp``/``jacfwd`` by the double-vjp trick / row
+by row, ``vmap`` as a loop over the batch (see ``autodiag/func/_vmap.py``). Transforms compose:
+``vmap(grad(f))`` gives per-sample gradients.
 
 >>> import autodiag as torch
 >>> from autodiag.func import grad, vmap
@@ -16,7 +16,7 @@ tensor([[2., 4.],
 from __future__ import annotations
 
 from autodiag.func._autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
-from autodiag.func._functional_call import functional_call
+from autodiag.func._functional_call import functional_call, stack_module_state
 from autodiag.func._vmap import vmap
 
 __all__ = [
@@ -29,4 +29,5 @@ __all__ = [
     "hessian",
     "vmap",
     "functional_call",
+    "stack_module_state",
 ]

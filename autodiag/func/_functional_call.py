@@ -8,7 +8,7 @@ updates the running statistics it was given, as in PyTorch).
 
 from __future__ import annotations
 
-__all__ = ["functional_call"]
+__all__ = ["functional_call", "stack_module_state"]
 
 _MISSING = object()
 
@@ -125,3 +125,41 @@ def functional_call(
     finally:
         for s in reversed(swaps):
             s.undo()
+
+
+def _stacked_leaf(tensors: tuple, name: str):
+    from autodiag.ops.shape import stack
+
+    all_rg = all(t.requires_grad for t in tensors)
+    if not all_rg and any(t.requires_grad for t in tensors):
+        raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
+    result = stack(tensors)
+    return result.detach().requires_grad_() if all_rg else result
+
+
+def stack_module_state(models) -> tuple[dict, dict]:
+    """``(params, buffers)``: the parameters and buffers of ``models`` (same class, same
+    train/eval mode) stacked along a new first dimension, by name; the stacked parameters are
+    new leaves (optimizable). With ``vmap(..., in_dims=(0, 0, None))`` over
+    ``functional_call`` this runs an ensemble.
+
+    >>> import autodiag as torch
+    >>> from autodiag.func import stack_module_state
+    >>> params, buffers = stack_module_state([torch.nn.Linear(3, 2) for _ in range(4)])
+    >>> {k: tuple(v.shape) for k, v in params.items()}
+    {'weight': (4, 2, 3), 'bias': (4, 2)}
+    """
+    models = list(models)
+    if len(models) == 0:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or all(not m.training for m in models)):
+        raise RuntimeError(
+            "stack_module_state: Expected all models to have the same training/eval mode."
+        )
+    if not all(type(m) is type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    all_params = [dict(m.named_parameters()) for m in models]
+    params = {k: _stacked_leaf(tuple(p[k] for p in all_params), k) for k in all_params[0]}
+    all_buffers = [dict(m.named_buffers()) for m in models]
+    buffers = {k: _stacked_leaf(tuple(b[k] for b in all_buffers), k) for k in all_buffers[0]}
+    return params, buffers
