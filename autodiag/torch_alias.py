@@ -11,7 +11,7 @@ What the script gets are stand-in modules named ``torch``, ``torch.nn``, ... tha
 attribute to the autodiag module they stand for (classes and functions are autodiag's own, so
 ``isinstance`` and ``type(y.grad_fn).__name__`` behave). A name autodiag lacks raises
 :class:`NotProvided` (an ``AttributeError``: ``hasattr`` and ``getattr(m, name, default)`` keep
-working), ``from torch.nn import Conv2d`` an ``ImportError``, ``import torch.distributions``
+working), ``from torch.nn import Conv2d`` an ``ImportError``, ``import torch.fft``
 :class:`ModuleNotProvided` (a ``ModuleNotFoundError``). :func:`missing_name` recognises all
 three when they escape the script, so a runner can say precisely which name is missing.
 
@@ -70,6 +70,16 @@ TORCH_MODULES = {
     "torch.optim.lr_scheduler": "autodiag.optim.lr_scheduler",
     "torch.nn.utils.clip_grad": "autodiag.nn.utils.clip_grad",
     "torch.nn.utils.convert_parameters": "autodiag.nn.utils.convert_parameters",
+    "torch.func": "autodiag.func",
+    "torch.distributions": "autodiag.distributions",
+    "torch.distributions.bernoulli": "autodiag.distributions.bernoulli",
+    "torch.distributions.categorical": "autodiag.distributions.categorical",
+    "torch.distributions.constraints": "autodiag.distributions.constraints",
+    "torch.distributions.distribution": "autodiag.distributions.distribution",
+    "torch.distributions.kl": "autodiag.distributions.kl",
+    "torch.distributions.normal": "autodiag.distributions.normal",
+    "torch.distributions.uniform": "autodiag.distributions.uniform",
+    "torch.distributions.utils": "autodiag.distributions.utils",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

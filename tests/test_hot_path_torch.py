@@ -355,6 +355,7 @@ UN = {
     "gelu": (lambda m, x: m.nn.functional.gelu(x), False),
     "gelu_tanh": (lambda m, x: m.nn.functional.gelu(x, approximate="tanh"), False),
     "softplus": (lambda m, x: m.nn.functional.softplus(x, beta=2.0), False),
+    "erfinv": (lambda m, x: x.erfinv(), False),
 }
 UN_INPUTS = {
     "f64": T((3, 4)),

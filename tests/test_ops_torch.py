@@ -314,6 +314,7 @@ UNARY = [
     ("tanh", lambda T, x: T.tanh(x), "any", ("tanh",)),
     ("sigmoid", lambda T, x: T.sigmoid(x), "any", ("sigmoid",)),
     ("erf", lambda T, x: x.erf(), "any", ("erf",)),
+    ("erfinv", lambda T, x: x.erfinv(), "unit", ("erfinv",)),
     ("relu", lambda T, x: T.relu(x), "away", ("relu",)),
     ("leaky_relu", lambda T, x: F(T).leaky_relu(x), "away", ("leaky_relu",)),
     ("leaky_relu_0.2", lambda T, x: F(T).leaky_relu(x, 0.2), "away", ()),

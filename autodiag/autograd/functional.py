@@ -13,8 +13,8 @@ gives a tuple out. Everything is built on ``autograd.grad``:
   the gradient.
 
 ``vectorize`` and ``strategy="forward-mode"`` are accepted for compatibility and change nothing
-in the result: autodiag has no vmap and no forward-mode AD, so every Jacobian is computed row by
-row in reverse mode (same values; PyTorch's argument errors are still raised).
+in the result: autodiag has no batched vmap and no forward-mode AD, so every Jacobian is
+computed row by row in reverse mode (same values; PyTorch's argument errors are still raised).
 """
 
 from __future__ import annotations

@@ -481,6 +481,23 @@ class ErfBackward0(_Unary):
 
 erf = register()(unary_op("erf", _np_erf, ErfBackward0, _SELF))
 
+from autodiag.ops._erf import erfinv_array  # noqa: E402 - kept next to the op that uses it
+
+_SQRT_PI_2 = math.sqrt(math.pi) / 2
+
+
+class ErfinvBackward0(_Unary):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        # PyTorch saves self, not the result: its formula recomputes erfinv(self)
+        x = self.saved_self(xp)
+        inv = erfinv_array(x) if xp.arrays else xp.erfinv(x)
+        return (g * (_SQRT_PI_2 * xp.exp(inv * inv)),)
+
+
+erfinv = register(inplace=True)(unary_op("erfinv", erfinv_array, ErfinvBackward0, _SELF))
+
 
 _SQRT1_2 = 1 / math.sqrt(2)
 _SQRT_2_PI = math.sqrt(2 / math.pi)

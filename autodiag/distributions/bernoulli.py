@@ -1,0 +1,118 @@
+"""``torch.distributions.Bernoulli``."""
+
+from __future__ import annotations
+
+import numbers
+
+from autodiag.core import grad_mode
+from autodiag.distributions import constraints
+from autodiag.distributions.distribution import Distribution
+from autodiag.distributions.utils import (
+    broadcast_all,
+    lazy_property,
+    logits_to_probs,
+    probs_to_logits,
+    random_stream,
+)
+from autodiag.size import Size
+
+_NO_SHAPE = Size()  # the default sample/batch/event shape (a Size is immutable)
+
+__all__ = ["Bernoulli"]
+
+
+class Bernoulli(Distribution):
+    """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
+
+    >>> import autodiag as torch
+    >>> from autodiag.distributions import Bernoulli
+    >>> Bernoulli(probs=torch.tensor([0.25])).log_prob(torch.tensor([1.0]))
+    tensor([-1.3863])
+    """
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None) -> None:
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            is_scalar = isinstance(probs, numbers.Number)
+            (self.probs,) = broadcast_all(probs)
+        else:
+            is_scalar = isinstance(logits, numbers.Number)
+            (self.logits,) = broadcast_all(logits)
+        self._param = self.probs if probs is not None else self.logits
+        batch_shape = Size() if is_scalar else self._param.size()
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Bernoulli, _instance)
+        batch_shape = Size(batch_shape)
+        if "probs" in self.__dict__:
+            new.probs = self.probs.expand(batch_shape)
+            new._param = new.probs
+        if "logits" in self.__dict__:
+            new.logits = self.logits.expand(batch_shape)
+            new._param = new.logits
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self) -> Size:
+        return self._param.size()
+
+    @property
+    def mean(self):
+        return self.probs
+
+    @property
+    def mode(self):
+        mode = (self.probs >= 0.5).to(self.probs.dtype)
+        mode[self.probs == 0.5] = float("nan")
+        return mode
+
+    @property
+    def variance(self):
+        return self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape=_NO_SHAPE):
+        from autodiag.ops.factories import tensor
+
+        shape = tuple(self._extended_shape(sample_shape))
+        with grad_mode.no_grad():
+            p = self.probs.expand(shape).numpy()
+        draws = (random_stream().random(shape) < p).astype(p.dtype)
+        return tensor(draws, dtype=self.probs.dtype)
+
+    def log_prob(self, value):
+        from autodiag.nn import functional as F
+
+        if self._validate_args:
+            self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        return -F.binary_cross_entropy_with_logits(logits, value, reduction="none")
+
+    def entropy(self):
+        from autodiag.nn import functional as F
+
+        return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
+
+    def enumerate_support(self, expand: bool = True):
+        from autodiag.ops.factories import arange
+
+        values = arange(2, dtype=self._param.dtype)
+        values = values.view((-1,) + (1,) * len(self._batch_shape))
+        if expand:
+            values = values.expand((-1,) + tuple(self._batch_shape))
+        return values
