@@ -11,6 +11,14 @@ from __future__ import annotations
 
 import warnings
 
+from autodiag.ops.conv import (  # noqa: F401
+    conv1d,
+    conv2d,
+    conv_transpose1d,
+    conv_transpose2d,
+    fold,
+    unfold,
+)
 from autodiag.ops.nn_ops import (  # noqa: F401
     binary_cross_entropy_with_logits,
     cross_entropy,
@@ -25,6 +33,12 @@ from autodiag.ops.nn_ops import (  # noqa: F401
 from autodiag.ops.pointwise import gelu, sigmoid, softplus, tanh  # noqa: F401
 from autodiag.ops.pointwise import leaky_relu as _leaky_relu
 from autodiag.ops.pointwise import relu as _relu
+from autodiag.ops.pooling import (  # noqa: F401
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+)
 from autodiag.ops.reduction import log_softmax as _log_softmax
 from autodiag.ops.reduction import softmax as _softmax
 

@@ -1,7 +1,18 @@
 """The op families. Importing this package registers every op (``REGISTRY``, ``OPS``) and
 attaches the Tensor methods, their in-place twins and the operators."""
 
-from autodiag.ops import factories, inplace, linalg, nn_ops, operators, pointwise, reduction, shape  # noqa: F401
+from autodiag.ops import (  # noqa: F401
+    conv,
+    factories,
+    inplace,
+    linalg,
+    nn_ops,
+    operators,
+    pointwise,
+    pooling,
+    reduction,
+    shape,
+)
 from autodiag.ops._core import OPS, REGISTRY, torch_namespace
 
 inplace.make_twins()

@@ -1,0 +1,399 @@
+"""Pooling: ``max_pool1d/2d`` (``MaxPool2DWithIndicesBackward0``), ``avg_pool2d``
+(``AvgPool2DBackward0``) and ``adaptive_avg_pool2d`` (``AdaptiveAvgPool2DBackward0``).
+
+Windows come from the same geometry as convolution's (ops/conv.py): a strided, dilated view
+padded with -inf (max) or 0 (average). A max's gradient goes to the one input element each
+window picked (PyTorch's indices, flat over the input plane); an average's is spread over the
+window by ``fold``. Both formulas serve first-order backward and ``create_graph=True``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autodiag.core.graph import Node
+from autodiag.ops._core import _state, edge, register, result, save, wrap
+from autodiag.ops.conv import Geometry, fold_op, windows
+from autodiag.tensor import Tensor
+
+
+def _ints(v, n: int, name: str, op: str) -> tuple:
+    """``v`` as ``n`` ints, as PyTorch's pooling ops read kernel_size/stride/padding/dilation."""
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            v = tuple(v) * n
+        if len(v) != n:
+            raise RuntimeError(f"{op}: {name} must either be a single int, or a tuple of {n} ints")
+        return tuple(int(i) for i in v)
+    return (int(v),) * n
+
+
+def _pool_geometry(op, size, kernel, stride, padding, dilation, ceil_mode, lead) -> Geometry:
+    """PyTorch's ``pooling_output_shape`` and its checks."""
+    if any(s == 0 for s in stride):
+        raise RuntimeError("stride should not be zero")
+    if any(k <= 0 for k in kernel):
+        raise RuntimeError(
+            f"kernel size should be greater than zero, but got kH: {kernel[0]} kW: {kernel[-1]}"
+        )
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError(
+            f"dilation should be greater than zero, but got dilationH: {dilation[0]} "
+            f"dilationW: {dilation[-1]}"
+        )
+    for k, p, d in zip(kernel, padding, dilation):
+        if p < 0 or p > ((k - 1) * d + 1) // 2:
+            raise RuntimeError(
+                f"pad should be at most half of effective kernel size, but got pad={p}, "
+                f"kernel_size={k} and dilation={d}"
+            )
+    out = []
+    for n, k, s, p, d in zip(size, kernel, stride, padding, dilation):
+        o = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (o - 1) * s >= n + p:
+            o -= 1  # the last window must start inside the image or its left padding
+        out.append(o)
+    if min(out) <= 0:
+        c = lead[-1] if lead else 1
+        raise RuntimeError(
+            f"Given input size: ({c}x{'x'.join(map(str, size))}). Calculated output size: "
+            f"({c}x{'x'.join(map(str, out))}). Output size is too small"
+        )
+    return Geometry(tuple(kernel), tuple(stride), tuple(dilation), tuple(padding), size, tuple(out))
+
+
+def _planes(x: Tensor, op: str, nd: int) -> np.ndarray:
+    """The input as ``(N, C, *spatial)`` (an unbatched input gets N = 1)."""
+    d = x._data
+    if d.ndim not in (nd + 1, nd + 2) or any(s == 0 for s in d.shape[-nd - 1 :]):
+        raise RuntimeError(
+            f"non-empty {nd + 1}D or {nd + 2}D (batch mode) tensor expected for input"
+        )
+    if d.dtype.kind != "f":
+        raise RuntimeError(f"\"{op}\" not implemented for '{x.dtype.scalar_name}'")
+    return d if d.ndim == nd + 2 else d[None]
+
+
+# ---------------------------------------------------------------------------------------------
+# max_pool
+# ---------------------------------------------------------------------------------------------
+
+
+def _scatter_to_planes(g: np.ndarray, idx: np.ndarray, plane: int) -> np.ndarray:
+    """Zeros of ``(*idx.shape[:2], plane)`` with ``g`` added at the flat plane indices ``idx``
+    (windows that overlap pick the same element: the contributions add up)."""
+    n, c = idx.shape[:2]
+    base = (np.arange(n * c, dtype=np.int64) * plane).reshape(n, c, *(1,) * (idx.ndim - 2))
+    flat = np.bincount((idx + base).ravel(), weights=g.ravel(), minlength=n * c * plane)
+    return flat.astype(g.dtype, copy=False).reshape(n, c, plane)
+
+
+class MaxPool2DWithIndicesBackward0(Node):
+    """Each output's gradient goes to the input element its window picked (``result1``)."""
+
+    __slots__ = ("geom", "ceil_mode", "in_shape")
+    _saved_names = ("self", "result1")
+
+    def backward(self, xp, g):
+        idx = self.saved_result1(xp)
+        idx = idx if xp.arrays else idx._data
+        return (max_pool_backward(xp, g, idx, self.in_shape),)
+
+    def _saved_extra(self):
+        gm = self.geom
+        return {
+            "kernel_size": gm.kernel,
+            "stride": gm.stride,
+            "padding": gm.lo,
+            "dilation": gm.dilation,
+            "ceil_mode": self.ceil_mode,
+        }
+
+
+class MaxPool2DWithIndicesBackwardBackward0(Node):
+    """The gradient of max_pool's gradient: the incoming gradient read at the indices."""
+
+    __slots__ = ("indices", "out_shape")
+
+    def backward(self, xp, g):
+        idx = self.indices
+        n, c = idx.shape[:2]
+        flat = g.reshape(n, c, -1)
+        if xp.arrays:
+            picked = np.take_along_axis(flat, idx.reshape(n, c, -1), axis=2)
+        else:
+            picked = flat.gather(2, wrap(idx.reshape(n, c, -1)))
+        return (picked.reshape(self.out_shape),)
+
+
+def max_pool_backward(xp, g, idx: np.ndarray, in_shape: tuple):
+    """The input gradient of max_pool: ``g`` added into zeros at the picked elements."""
+    unbatched = len(in_shape) == 3
+    batched_idx = idx[None] if unbatched else idx
+    plane = math.prod(in_shape[-2:])
+    if xp.arrays:
+        gd = g[None] if unbatched else g
+        return _scatter_to_planes(gd, batched_idx, plane).reshape(in_shape)
+    gd = g._data[None] if unbatched else g._data
+    out = _scatter_to_planes(gd, batched_idx, plane).reshape(in_shape)
+    if _state.record and g.requires_grad:
+        node = MaxPool2DWithIndicesBackwardBackward0((edge(g),))
+        node.indices, node.out_shape = batched_idx, tuple(g._data.shape)
+        return result(out, node)
+    return result(out, None)
+
+
+def _max_pool2d_with_indices(x: Tensor, kernel, stride, padding, dilation, ceil_mode, op):
+    d = _planes(x, op, 2)
+    geom = _pool_geometry(
+        op, d.shape[2:], kernel, stride, padding, dilation, ceil_mode, d.shape[:2]
+    )
+    n, c = d.shape[:2]
+    v = windows(d, geom, value=-np.inf).reshape(n, c, *geom.out, -1)
+    pick = v.argmax(axis=-1)  # NOTE: the first maximum, and a NaN wins (PyTorch's rule)
+    out = np.take_along_axis(v, pick[..., None], axis=-1)[..., 0]
+    kh, kw = np.divmod(pick, geom.kernel[1])
+    rows = (np.arange(geom.out[0]) * geom.stride[0] - geom.lo[0])[:, None]
+    cols = np.arange(geom.out[1]) * geom.stride[1] - geom.lo[1]
+    h = rows + kh * geom.dilation[0]
+    w = cols + kw * geom.dilation[1]
+    idx = h * d.shape[3] + w
+    if x._data.ndim == 3:
+        out, idx = out[0], idx[0]
+    indices = wrap(np.ascontiguousarray(idx, dtype=np.int64))
+    if _state.record and x.requires_grad:
+        node = MaxPool2DWithIndicesBackward0((edge(x),))
+        node.geom, node.ceil_mode, node.in_shape = geom, bool(ceil_mode), x._data.shape
+        node._saved = (save(x), save(indices))
+        return result(np.ascontiguousarray(out), node), indices
+    return result(np.ascontiguousarray(out), None), indices
+
+
+def _defaults(kernel_size, stride, padding, dilation, nd, op):
+    k = _ints(kernel_size, nd, "kernel_size", op)
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else stride
+    return (
+        k,
+        _ints(s, nd, "stride", op),
+        _ints(padding, nd, "padding", op),
+        _ints(dilation, nd, "dilation", op),
+    )
+
+
+@register(method=False)
+def max_pool2d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    """The maximum of each window of ``(N, C, H, W)`` (or ``(C, H, W)``) input, one
+    ``MaxPool2DWithIndicesBackward0`` node; ``return_indices`` also gives the flat index of
+    each maximum in its input plane (as ``torch.nn.functional.max_pool2d``).
+
+    >>> import autodiag as torch
+    >>> x = torch.arange(16.0).reshape(1, 1, 4, 4).requires_grad_()
+    >>> torch.max_pool2d(x, 2)
+    tensor([[[[ 5.,  7.],
+              [13., 15.]]]], grad_fn=<MaxPool2DWithIndicesBackward0>)
+    """
+    k, s, p, d = _defaults(kernel_size, stride, padding, dilation, 2, "max_pool2d")
+    out, idx = _max_pool2d_with_indices(input, k, s, p, d, ceil_mode, "max_pool2d")
+    return (out, idx) if return_indices else out
+
+
+@register(method=False)
+def max_pool1d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    """The maximum of each window of ``(N, C, L)`` (or ``(C, L)``) input: max_pool2d over an
+    added dim of size 1, as PyTorch records it (``UnsqueezeBackward0``,
+    ``MaxPool2DWithIndicesBackward0``, ``SqueezeBackward1``).
+
+    >>> import autodiag as torch
+    >>> torch.max_pool1d(torch.tensor([[1.0, 3.0, 2.0, 0.0]]), 2)
+    tensor([[3., 2.]])
+    """
+    xd = input._data
+    if xd.ndim not in (2, 3):
+        raise RuntimeError(
+            f"max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size "
+            f"for input, but got:[{', '.join(map(str, xd.shape))}]"
+        )
+    k, s, p, d = _defaults(kernel_size, stride, padding, dilation, 1, "max_pool1d")
+    out, idx = _max_pool2d_with_indices(
+        input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d, ceil_mode, "max_pool1d"
+    )
+    out = out.squeeze(-2)
+    if return_indices:
+        return out, wrap(idx._data.squeeze(-2))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# avg_pool2d
+# ---------------------------------------------------------------------------------------------
+
+
+def _avg_divisor(geom: Geometry, count_include_pad: bool, divisor_override, dtype):
+    """The divisor of each output (PyTorch's avg_pool2d kernel): the window's size clipped to
+    the padded image, or to the image itself without count_include_pad."""
+    if divisor_override is not None:
+        return np.asarray(divisor_override, dtype=dtype)
+    sizes = []
+    for n, k, s, p, o in zip(geom.size, geom.kernel, geom.stride, geom.lo, geom.out):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        if count_include_pad:
+            sizes.append(end - start)
+        else:
+            sizes.append(np.minimum(end, n) - np.maximum(start, 0))
+    return (sizes[0][:, None] * sizes[1][None, :]).astype(dtype)
+
+
+class AvgPool2DBackward0(Node):
+    """Each output's gradient, divided by its divisor, spread over its window (``fold``)."""
+
+    __slots__ = ("geom", "ceil_mode", "count_include_pad", "divisor_override", "divisor")
+    _saved_names = ("self",)
+
+    def backward(self, xp, g):
+        geom = self.geom
+        unbatched = len(_shape(g)) == 3
+        if unbatched:
+            g = g.reshape((1,) + tuple(_shape(g)))
+        n, c = _shape(g)[:2]
+        k, L = geom.numel_kernel, math.prod(geom.out)
+        share = (g / self.divisor).reshape(n, c, 1, L)
+        cols = xp.broadcast_to(share, (n, c, k, L)).reshape(n, c * k, L)
+        gx = fold_op(xp, cols, geom)
+        return (gx[0] if unbatched else gx,)
+
+    def _saved_extra(self):
+        gm = self.geom
+        return {
+            "kernel_size": gm.kernel,
+            "stride": gm.stride,
+            "padding": gm.lo,
+            "ceil_mode": self.ceil_mode,
+            "count_include_pad": self.count_include_pad,
+            "divisor_override": self.divisor_override,
+        }
+
+
+def _shape(a) -> tuple:
+    return a.shape if isinstance(a, np.ndarray) else a._data.shape
+
+
+@register(method=False)
+def avg_pool2d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override=None,
+):
+    """The mean of each window of ``(N, C, H, W)`` (or ``(C, H, W)``) input, one
+    ``AvgPool2DBackward0`` node (as ``torch.nn.functional.avg_pool2d``).
+
+    >>> import autodiag as torch
+    >>> torch.avg_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2)
+    tensor([[[[ 2.5000,  4.5000],
+              [10.5000, 12.5000]]]])
+    """
+    k, s, p, _ = _defaults(kernel_size, stride, padding, 1, 2, "avg_pool2d")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    d = _planes(input, "avg_pool2d", 2)
+    geom = _pool_geometry("avg_pool2d", d.shape[2:], k, s, p, (1, 1), ceil_mode, d.shape[:2])
+    divisor = _avg_divisor(geom, count_include_pad, divisor_override, d.dtype)
+    out = windows(d, geom).sum(axis=(-2, -1)) / divisor
+    if input._data.ndim == 3:
+        out = out[0]
+    out = np.ascontiguousarray(out, dtype=d.dtype)
+    if _state.record and input.requires_grad:
+        node = AvgPool2DBackward0((edge(input),))
+        node.geom, node.ceil_mode, node.count_include_pad = geom, bool(ceil_mode), count_include_pad
+        node.divisor_override, node.divisor = divisor_override, divisor
+        node._saved = (save(input),)
+        return result(out, node)
+    return result(out, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# adaptive_avg_pool2d
+# ---------------------------------------------------------------------------------------------
+
+
+def _adaptive_matrix(n: int, o: int, dtype) -> np.ndarray:
+    """``(o, n)``: row i marks input positions floor(i*n/o) .. ceil((i+1)*n/o) - 1."""
+    i = np.arange(o)
+    start = (i * n) // o
+    end = -((-(i + 1) * n) // o)
+    pos = np.arange(n)
+    return ((pos >= start[:, None]) & (pos < end[:, None])).astype(dtype)
+
+
+class AdaptiveAvgPool2DBackward0(Node):
+    """``out = (Mh @ x @ Mw^T) / count``: the gradient is ``Mh^T @ (g / count) @ Mw``."""
+
+    __slots__ = ("rows", "cols", "count")
+    _saved_names = ("self",)
+
+    def backward(self, xp, g):
+        share = g / self.count
+        if xp.arrays:
+            return (np.matmul(np.matmul(self.rows.T, share), self.cols),)
+        return (xp.matmul(xp.matmul(wrap(self.rows.T), share), wrap(self.cols)),)
+
+
+@register(method=False)
+def adaptive_avg_pool2d(input, output_size):
+    """The mean over ``output_size`` windows that tile each input plane (PyTorch's
+    floor/ceil boundaries), one ``AdaptiveAvgPool2DBackward0`` node.
+
+    >>> import autodiag as torch
+    >>> torch.nn.functional.adaptive_avg_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 1)
+    tensor([[[[7.5000]]]])
+    """
+    d = input._data
+    if d.ndim not in (3, 4):
+        raise RuntimeError(
+            f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
+            f"[{', '.join(map(str, d.shape))}]"
+        )
+    if isinstance(output_size, (tuple, list)):
+        if len(output_size) != 2:
+            raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
+        size = tuple(d.shape[-2 + i] if o is None else int(o) for i, o in enumerate(output_size))
+    else:
+        size = (int(output_size),) * 2
+    if d.dtype.kind != "f":
+        raise RuntimeError(
+            f"\"adaptive_avg_pool2d\" not implemented for '{input.dtype.scalar_name}'"
+        )
+    rows = _adaptive_matrix(d.shape[-2], size[0], d.dtype)
+    cols = _adaptive_matrix(d.shape[-1], size[1], d.dtype)
+    count = rows.sum(1)[:, None] * cols.sum(1)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.matmul(np.matmul(rows, d), cols.T) / count
+    out = np.ascontiguousarray(out, dtype=d.dtype)
+    if _state.record and input.requires_grad:
+        node = AdaptiveAvgPool2DBackward0((edge(input),))
+        node.rows, node.cols, node.count = rows, cols, count
+        node._saved = (save(input),)
+        return result(out, node)
+    return result(out, None)
