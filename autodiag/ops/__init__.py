@@ -7,6 +7,7 @@ from autodiag.ops import (  # noqa: F401
     inplace,
     linalg,
     nn_ops,
+    normalization,
     operators,
     pointwise,
     pooling,

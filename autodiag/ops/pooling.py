@@ -296,7 +296,7 @@ def _shape(a) -> tuple:
     return a.shape if isinstance(a, np.ndarray) else a._data.shape
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def avg_pool2d(
     input,
     kernel_size,
@@ -310,7 +310,7 @@ def avg_pool2d(
     ``AvgPool2DBackward0`` node (as ``torch.nn.functional.avg_pool2d``).
 
     >>> import autodiag as torch
-    >>> torch.avg_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2)
+    >>> torch.nn.functional.avg_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2)
     tensor([[[[ 2.5000,  4.5000],
               [10.5000, 12.5000]]]])
     """
@@ -360,7 +360,7 @@ class AdaptiveAvgPool2DBackward0(Node):
         return (xp.matmul(xp.matmul(wrap(self.rows.T), share), wrap(self.cols)),)
 
 
-@register(method=False)
+@register(method=False, home="nn.functional")
 def adaptive_avg_pool2d(input, output_size):
     """The mean over ``output_size`` windows that tile each input plane (PyTorch's
     floor/ceil boundaries), one ``AdaptiveAvgPool2DBackward0`` node.
