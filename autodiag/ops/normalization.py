@@ -331,3 +331,75 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         )
         return result(out, node)
     return result(out, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# channel dropout (dropout1d/2d): whole feature maps zeroed
+# ---------------------------------------------------------------------------------------------
+
+
+def _feature_dropout(input, p: float, training: bool, inplace: bool, op: str, dims: int):
+    """``input * noise`` with one draw per channel (``noise`` of shape ``(N, C, 1, ...)``),
+    recorded as PyTorch's ``feature_dropout`` records it (``MulBackward0``)."""
+    import warnings
+
+    from autodiag.ops.factories import _rng
+
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    d = input._data
+    if d.ndim not in (dims + 1, dims + 2):
+        if op == "dropout1d":
+            raise RuntimeError(
+                f"dropout1d: Expected 2D or 3D input, but received a {d.ndim}D input. Note "
+                f"that dropout1d exists to provide channel-wise dropout on inputs with 1 "
+                f"spatial dimension, a channel dimension, and an optional batch dimension "
+                f"(i.e. 2D or 3D inputs)."
+            )
+        warnings.warn(
+            f"dropout2d: Received a {d.ndim}-D input to dropout2d, which is deprecated and will "
+            f"result in an error in a future release. To retain the behavior and silence this "
+            f"warning, please use dropout instead. Note that dropout2d exists to provide "
+            f"channel-wise dropout on inputs with 2 spatial dimensions, a channel dimension, "
+            f"and an optional batch dimension (i.e. 3D or 4D inputs).",
+            stacklevel=3,
+        )
+    if p == 0 or not training or d.size == 0:
+        return input
+    if op == "dropout1d" and d.ndim == 2:
+        shape = (d.shape[0], 1)  # unbatched (C, L)
+    else:
+        shape = d.shape[:2] + (1,) * (d.ndim - 2)
+    if p == 1:
+        noise = np.zeros(shape, dtype=d.dtype)
+    else:
+        noise = (_rng[0].random(shape) < 1 - p).astype(d.dtype)
+        noise /= 1 - p
+    noise_t = wrap(noise)
+    return input.mul_(noise_t) if inplace else input * noise_t
+
+
+@register(method=False, home="nn.functional")
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels (feature maps) of ``(N, C, H, W)`` input with probability ``p``,
+    scaling the rest by ``1 / (1 - p)`` (as ``torch.nn.functional.dropout2d``); the noise
+    comes from autodiag's generator.
+
+    >>> import autodiag as torch
+    >>> x = torch.ones(1, 2, 2, 2)
+    >>> torch.nn.functional.dropout2d(x, 0.5, training=False) is x
+    True
+    """
+    return _feature_dropout(input, p, training, inplace, "dropout2d", 2)
+
+
+@register(method=False, home="nn.functional")
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of ``(N, C, L)`` (or ``(C, L)``) input with probability ``p``
+    (as ``torch.nn.functional.dropout1d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.functional.dropout1d(torch.ones(2, 3), 0.0).shape
+    torch.Size([2, 3])
+    """
+    return _feature_dropout(input, p, training, inplace, "dropout1d", 1)

@@ -10,12 +10,23 @@ from autodiag.nn.modules.activation import (
     Softplus,
     Tanh,
 )
+from autodiag.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d
 from autodiag.nn.modules.container import ModuleList, Sequential
-from autodiag.nn.modules.dropout import Dropout
-from autodiag.nn.modules.linear import Flatten, Identity, Linear
+from autodiag.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from autodiag.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
+from autodiag.nn.modules.linear import (
+    Flatten,
+    Identity,
+    Linear,
+    Unflatten,
+)
 from autodiag.nn.modules.loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from autodiag.nn.modules.module import Module
-from autodiag.nn.modules.normalization import LayerNorm
+from autodiag.nn.modules.normalization import (
+    GroupNorm,
+    LayerNorm,
+)
+from autodiag.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool1d, MaxPool2d
 from autodiag.nn.modules.sparse import Embedding
 
 __all__ = [
@@ -40,4 +51,18 @@ __all__ = [
     "CrossEntropyLoss",
     "NLLLoss",
     "BCEWithLogitsLoss",
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "Dropout1d",
+    "Dropout2d",
+    "Unflatten",
 ]
