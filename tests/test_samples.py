@@ -55,6 +55,7 @@ EXPECTED = {
     "bad_backward.py": (0, ["x.grad = [2.0, 4.0, 6.0]", "x.grad = [1.0, 2.0, 3.0]"]),
     "no_zero_grad.py": (0, ["step 30", "weight.grad norm"]),
     "detached_param.py": (0, ["w1.grad is None: False", "w2.grad is None: True"]),
+    "cnn.py": (0, ["step 1  loss", "step 8  loss"]),
 }
 
 
@@ -93,9 +94,46 @@ def test_sample_runs(name):
     if name == "train.py":
         losses = _loss_values(r.stdout)
         assert losses[-1] < 0.25 * losses[0], losses  # the loss falls
+    if name == "cnn.py":
+        losses = _loss_values(r.stdout)
+        assert len(losses) == 8 and losses[-1] < losses[0], losses
     if name == "inplace_saved.py":
         assert "not reached" not in out
 
 
 def test_samples_are_deterministic():
     assert _run("train.py").stdout == _run("train.py").stdout
+
+
+def _as_import_torch(tmp_path, name: str) -> Path:
+    """``samples/<name>`` with ``import torch`` in place of ``import autodiag as torch``."""
+    src = (SAMPLES / name).read_text()
+    src = src.replace("import autodiag as torch", "import torch")
+    src = src.replace("import autodiag.nn as nn", "import torch.nn as nn")
+    assert "autodiag" not in src.split('"""')[-1]
+    path = tmp_path / name
+    path.write_text(src)
+    return path
+
+
+def test_cnn_sample_gives_torchs_losses_on_both_engines(tmp_path):
+    """The ``import torch`` version of samples/cnn.py prints PyTorch's losses on PyTorch, and
+    the same losses under the alias (autodiag's engine), as the sample itself does."""
+    pytest.importorskip("torch")
+    path = _as_import_torch(tmp_path, "cnn.py")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    real = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    aliased = subprocess.run(
+        [sys.executable, "-m", "autodiag.run", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert real.returncode == 0 and aliased.returncode == 0, real.stderr + aliased.stderr
+    want, got = _loss_values(real.stdout), _loss_values(aliased.stdout)
+    assert len(want) == 8
+    assert got == pytest.approx(want, abs=2e-4)
+    assert _loss_values(_run("cnn.py").stdout) == got
