@@ -66,10 +66,10 @@ def test_import_torch_script_finds_what_the_autodiag_version_finds(script, comma
     "source,line,name,code",
     [
         (
-            "import torch\nimport torch.nn as nn\nx = torch.ones(2)\n\nmodel = nn.Transformer(8, 2)\n",
+            "import torch\nimport torch.nn as nn\nx = torch.ones(2)\n\nm = nn.Transformer(8, 2)\n",
             5,
             "torch.nn.Transformer",
-            "model = nn.Transformer(8, 2)",
+            "m = nn.Transformer(8, 2)",
         ),
         (
             "import torch\nfrom torch.nn import Linear, Transformer\n",
@@ -234,7 +234,7 @@ def test_python_m_autodiag_run(tmp_path):
         timeout=300,
     )
     assert p.returncode == 2
-    assert "u.py:3 uses `torch.nn.Transformer`, which autodiag's engine does not provide" in p.stderr
+    assert "u.py:3 uses `torch.nn.Transformer`, which autodiag's engine does not" in p.stderr
     assert "Traceback" not in p.stderr
     (tmp_path / "v.py").write_text("import torch\nraise ValueError('boom')\n")
     p = subprocess.run(
