@@ -433,9 +433,7 @@ def convolution(
     op_ = _check_params("output_padding", output_padding, nd, "non-negative")
     if xd.dtype != wd.dtype:
         raise RuntimeError(
-            f"Input type ({input.dtype.legacy_type_name}) and weight type "
-            f"({weight.dtype.legacy_type_name}) should be the same or input should be a MKLDNN "
-            f"tensor and weight is a dense tensor"
+            f"expected scalar type {input.dtype.scalar_name} but found {weight.dtype.scalar_name}"
         )
     wshape = f"[{', '.join(map(str, wd.shape))}]"
     ishape = f"[{', '.join(map(str, xd.shape))}]"
@@ -526,7 +524,7 @@ def convolution(
         )
         node.geom, node.groups, node.transposed = geom, G, bool(transposed)
         node.output_padding = op_
-        node.bias_sizes = None if bias is None else tuple(bias._data.shape)
+        node.bias_sizes = (0,) if bias is None else tuple(bias._data.shape)
         node._saved = (save(input), save(weight))
         return result(y, node)
     return result(y, None)

@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from autodiag.core.graph import Node
-from autodiag.ops._core import _state, edge, register, result, save, wrap
-from autodiag.ops.conv import Geometry, fold_op, windows
+from autodiag.ops._core import ARRAY, _state, edge, register, result, save, wrap
+from autodiag.ops.conv import Geometry, col2im, windows
 from autodiag.tensor import Tensor
 
 
@@ -76,6 +76,10 @@ def _planes(x: Tensor, op: str, nd: int) -> np.ndarray:
     return d if d.ndim == nd + 2 else d[None]
 
 
+def _shape(a) -> tuple:
+    return a.shape if isinstance(a, np.ndarray) else a._data.shape
+
+
 # ---------------------------------------------------------------------------------------------
 # max_pool
 # ---------------------------------------------------------------------------------------------
@@ -97,9 +101,19 @@ class MaxPool2DWithIndicesBackward0(Node):
     _saved_names = ("self", "result1")
 
     def backward(self, xp, g):
-        idx = self.saved_result1(xp)
-        idx = idx if xp.arrays else idx._data
-        return (max_pool_backward(xp, g, idx, self.in_shape),)
+        idx = self.saved_result1(ARRAY)
+        gd = g if xp.arrays else g._data
+        unbatched = len(self.in_shape) == 3
+        plane = math.prod(self.in_shape[-2:])
+        if unbatched:
+            gd, idx = gd[None], idx[None]
+        gx = _scatter_to_planes(gd, idx, plane).reshape(self.in_shape)
+        return (
+            recorded_gradient(
+                xp, MaxPool2DWithIndicesBackwardBackward0, g, self.saved_self(xp), gx,
+                indices=idx, out_shape=_shape(g),
+            ),
+        )  # fmt: skip
 
     def _saved_extra(self):
         gm = self.geom
@@ -112,37 +126,61 @@ class MaxPool2DWithIndicesBackward0(Node):
         }
 
 
-class MaxPool2DWithIndicesBackwardBackward0(Node):
-    """The gradient of max_pool's gradient: the incoming gradient read at the indices."""
+# NOTE [Pooling double backward]
+# A pooling op's input gradient is linear in the incoming gradient and, given the windows
+# (and, for max, the picked indices), independent of the input. Under create_graph it is
+# recorded as PyTorch's ``<Op>BackwardBackward0`` node with edges (grad_output, self): the
+# gradient flowing back to grad_output is the adjoint of the gradient map, which is the
+# pooling itself (a gather at the indices for max); the one to self is zeros, as PyTorch's.
+
+
+class _PoolingBackwardBackward(Node):
+    __slots__ = ("in_shape",)
+
+    def _pool(self, gg):  # pragma: no cover - each subclass has one
+        raise NotImplementedError
+
+    def backward(self, xp, gg):
+        _, needs_self = self.needs_grad
+        out = self._pool(wrap(gg) if xp.arrays else gg)
+        if xp.arrays:
+            out = out._data
+        zeros = None
+        if needs_self:
+            z = np.zeros(self.in_shape, dtype=_dtype(gg))
+            zeros = z if xp.arrays else wrap(z)
+        return (out, zeros)
+
+
+def _dtype(a):
+    return a.dtype if isinstance(a, np.ndarray) else a._data.dtype
+
+
+def recorded_gradient(xp, cls, g, x, gx: np.ndarray, **attrs):
+    """A pooling op's input gradient ``gx``: the array itself for first-order backward, a
+    Tensor recorded as ``cls`` (edges: grad_output, self) under create_graph (NOTE [Pooling
+    double backward])."""
+    if xp.arrays:
+        return gx
+    if _state.record and (g.requires_grad or x.requires_grad):
+        node = cls((edge(g), edge(x)))
+        node.in_shape = x._data.shape
+        for k, v in attrs.items():
+            setattr(node, k, v)
+        return result(gx, node)
+    return result(gx, None)
+
+
+class MaxPool2DWithIndicesBackwardBackward0(_PoolingBackwardBackward):
+    """The adjoint of max_pool's gradient: the incoming gradient read at the indices."""
 
     __slots__ = ("indices", "out_shape")
 
-    def backward(self, xp, g):
+    def _pool(self, gg):
         idx = self.indices
         n, c = idx.shape[:2]
-        flat = g.reshape(n, c, -1)
-        if xp.arrays:
-            picked = np.take_along_axis(flat, idx.reshape(n, c, -1), axis=2)
-        else:
-            picked = flat.gather(2, wrap(idx.reshape(n, c, -1)))
-        return (picked.reshape(self.out_shape),)
-
-
-def max_pool_backward(xp, g, idx: np.ndarray, in_shape: tuple):
-    """The input gradient of max_pool: ``g`` added into zeros at the picked elements."""
-    unbatched = len(in_shape) == 3
-    batched_idx = idx[None] if unbatched else idx
-    plane = math.prod(in_shape[-2:])
-    if xp.arrays:
-        gd = g[None] if unbatched else g
-        return _scatter_to_planes(gd, batched_idx, plane).reshape(in_shape)
-    gd = g._data[None] if unbatched else g._data
-    out = _scatter_to_planes(gd, batched_idx, plane).reshape(in_shape)
-    if _state.record and g.requires_grad:
-        node = MaxPool2DWithIndicesBackwardBackward0((edge(g),))
-        node.indices, node.out_shape = batched_idx, tuple(g._data.shape)
-        return result(out, node)
-    return result(out, None)
+        picked = gg.reshape(n, c, -1).gather(2, wrap(idx.reshape(n, c, -1)))
+        return picked.reshape(self.out_shape)
 
 
 def _max_pool2d_with_indices(x: Tensor, kernel, stride, padding, dilation, ceil_mode, op):
@@ -263,22 +301,37 @@ def _avg_divisor(geom: Geometry, count_include_pad: bool, divisor_override, dtyp
 
 
 class AvgPool2DBackward0(Node):
-    """Each output's gradient, divided by its divisor, spread over its window (``fold``)."""
+    """Each output's gradient, divided by its divisor, spread over its window (``col2im``)."""
 
     __slots__ = ("geom", "ceil_mode", "count_include_pad", "divisor_override", "divisor")
     _saved_names = ("self",)
 
     def backward(self, xp, g):
         geom = self.geom
-        unbatched = len(_shape(g)) == 3
+        gd = g if xp.arrays else g._data
+        unbatched = gd.ndim == 3
         if unbatched:
-            g = g.reshape((1,) + tuple(_shape(g)))
-        n, c = _shape(g)[:2]
+            gd = gd[None]
+        n, c = gd.shape[:2]
         k, L = geom.numel_kernel, math.prod(geom.out)
-        share = (g / self.divisor).reshape(n, c, 1, L)
-        cols = xp.broadcast_to(share, (n, c, k, L)).reshape(n, c * k, L)
-        gx = fold_op(xp, cols, geom)
-        return (gx[0] if unbatched else gx,)
+        share = (gd / self.divisor).reshape(n, c, 1, L)
+        cols = np.broadcast_to(share, (n, c, k, L)).reshape(n, c * k, L)
+        gx = col2im(cols, geom).astype(gd.dtype, copy=False)
+        if unbatched:
+            gx = gx[0]
+        return (
+            recorded_gradient(
+                xp, AvgPool2DBackwardBackward0, g, self.saved_self(xp), gx,
+                args=self._args(),
+            ),
+        )  # fmt: skip
+
+    def _args(self) -> tuple:
+        gm = self.geom
+        return (
+            gm.kernel, gm.stride, gm.lo, self.ceil_mode, self.count_include_pad,
+            self.divisor_override,
+        )  # fmt: skip
 
     def _saved_extra(self):
         gm = self.geom
@@ -292,8 +345,13 @@ class AvgPool2DBackward0(Node):
         }
 
 
-def _shape(a) -> tuple:
-    return a.shape if isinstance(a, np.ndarray) else a._data.shape
+class AvgPool2DBackwardBackward0(_PoolingBackwardBackward):
+    """The adjoint of avg_pool2d's gradient: avg_pool2d itself."""
+
+    __slots__ = ("args",)
+
+    def _pool(self, gg):
+        return avg_pool2d(gg, *self.args)
 
 
 @register(method=False, home="nn.functional")
@@ -354,10 +412,23 @@ class AdaptiveAvgPool2DBackward0(Node):
     _saved_names = ("self",)
 
     def backward(self, xp, g):
-        share = g / self.count
-        if xp.arrays:
-            return (np.matmul(np.matmul(self.rows.T, share), self.cols),)
-        return (xp.matmul(xp.matmul(wrap(self.rows.T), share), wrap(self.cols)),)
+        gd = g if xp.arrays else g._data
+        gx = np.matmul(np.matmul(self.rows.T, gd / self.count), self.cols).astype(gd.dtype)
+        size = (self.rows.shape[0], self.cols.shape[0])
+        return (
+            recorded_gradient(
+                xp, AdaptiveAvgPool2DBackwardBackward0, g, self.saved_self(xp), gx, size=size
+            ),
+        )
+
+
+class AdaptiveAvgPool2DBackwardBackward0(_PoolingBackwardBackward):
+    """The adjoint of adaptive_avg_pool2d's gradient: adaptive_avg_pool2d itself."""
+
+    __slots__ = ("size",)
+
+    def _pool(self, gg):
+        return adaptive_avg_pool2d(gg, self.size)
 
 
 @register(method=False, home="nn.functional")
@@ -381,6 +452,9 @@ def adaptive_avg_pool2d(input, output_size):
         size = tuple(d.shape[-2 + i] if o is None else int(o) for i, o in enumerate(output_size))
     else:
         size = (int(output_size),) * 2
+    if size == (1, 1):
+        # PyTorch's shortcut for global pooling: a mean over the plane (MeanBackward1)
+        return input.mean((-2, -1), keepdim=True)
     if d.dtype.kind != "f":
         raise RuntimeError(
             f"\"adaptive_avg_pool2d\" not implemented for '{input.dtype.scalar_name}'"
