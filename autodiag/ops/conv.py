@@ -110,6 +110,38 @@ def col2im(cols: np.ndarray, geom: Geometry) -> np.ndarray:
     return out if nd == 0 else np.ascontiguousarray(out)
 
 
+# NOTE [Channel-major columns]: first-order convolution uses columns laid out ``(C * K, N * L)``
+# (every window of the whole batch side by side) rather than ``unfold``'s ``(N, C * K, L)``:
+# the forward product, the input gradient's and the weight gradient's are then one large BLAS
+# call each (per group) instead of one small call per sample, and the weight gradient needs
+# no reduction over the batch afterwards.
+
+
+def im2col_cm(a: np.ndarray, geom: Geometry) -> np.ndarray:
+    """``(N, C, *size)`` -> ``(C * K, N * L)`` (NOTE [Channel-major columns])."""
+    nd = len(geom.kernel)
+    n, c = a.shape[:2]
+    v = windows(a, geom)
+    perm = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
+    return v.transpose(perm).reshape(c * geom.numel_kernel, n * math.prod(geom.out))
+
+
+def col2im_cm(cols: np.ndarray, geom: Geometry, n: int) -> np.ndarray:
+    """The adjoint of ``im2col_cm``: ``(C * K, N * L)`` -> ``(N, C, *size)``."""
+    c = cols.shape[0] // geom.numel_kernel
+    blocks = cols.reshape((c,) + geom.kernel + (n,) + geom.out)
+    canvas_shape = tuple(s + p + max(h, 0) for s, p, h in zip(geom.size, geom.lo, geom.hi))
+    canvas = np.zeros((c, n) + canvas_shape, dtype=cols.dtype)
+    for offset in np.ndindex(*geom.kernel):
+        dst = tuple(
+            slice(i * d, i * d + (o - 1) * s + 1, s)
+            for i, d, o, s in zip(offset, geom.dilation, geom.out, geom.stride)
+        )
+        canvas[(Ellipsis,) + dst] += blocks[(slice(None),) + offset]
+    crop = tuple(slice(p, p + s) for p, s in zip(geom.lo, geom.size))
+    return np.ascontiguousarray(canvas[(Ellipsis,) + crop].swapaxes(0, 1))
+
+
 # ---------------------------------------------------------------------------------------------
 # unfold / fold as recorded ops (Im2ColBackward0 / Col2ImBackward0)
 # ---------------------------------------------------------------------------------------------
@@ -296,7 +328,17 @@ class ConvolutionBackward0(Node):
         n, nd = xs[0], len(geom.kernel)
         k, L = geom.numel_kernel, math.prod(geom.out)
         gx = gw = gb = None
-        if not self.transposed:
+        if not self.transposed and xp.arrays:
+            # NOTE [Channel-major columns]
+            og, cgk = ws[0] // G, ws[1] * k
+            gt = g.reshape(n, G * og, L).swapaxes(0, 1).reshape(G, og, n * L)
+            if needs_input:
+                cols = np.matmul(w.reshape(G, og, cgk).transpose(0, 2, 1), gt)
+                gx = col2im_cm(cols.reshape(G * cgk, n * L), geom, n)
+            if needs_weight:
+                cols = im2col_cm(x, geom).reshape(G, cgk, n * L)
+                gw = np.matmul(gt, cols.transpose(0, 2, 1)).reshape(ws)
+        elif not self.transposed:
             og, cgk = ws[0] // G, ws[1] * k
             g4 = g.reshape(n, G, og, L)
             if needs_input:
@@ -497,8 +539,9 @@ def convolution(
         out = tuple(_out_size(i, k, st, d, q, q) for i, k, st, d, q in zip(size, kernel, s, dl, p))
         geom = Geometry(kernel, s, dl, p, size, out)
         og, cgk, L = out_channels // G, wd.shape[1] * geom.numel_kernel, math.prod(out)
-        cols = im2col(xd, geom).reshape(n, G, cgk, L)
-        y = np.matmul(wd.reshape(G, og, cgk), cols).reshape((n, out_channels) + out)
+        cols = im2col_cm(xd, geom).reshape(G, cgk, n * L)
+        y = np.matmul(wd.reshape(G, og, cgk), cols).reshape(out_channels, n, L)
+        y = y.swapaxes(0, 1).reshape((n, out_channels) + out)
     else:
         out_size = tuple(
             (i - 1) * st - 2 * q + d * (k - 1) + o + 1

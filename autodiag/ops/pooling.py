@@ -15,7 +15,7 @@ import numpy as np
 
 from autodiag.core.graph import Node
 from autodiag.ops._core import ARRAY, _state, edge, register, result, save, wrap
-from autodiag.ops.conv import Geometry, col2im, windows
+from autodiag.ops.conv import Geometry, col2im, pad_array, windows
 from autodiag.tensor import Tensor
 
 
@@ -85,13 +85,22 @@ def _shape(a) -> tuple:
 # ---------------------------------------------------------------------------------------------
 
 
-def _scatter_to_planes(g: np.ndarray, idx: np.ndarray, plane: int) -> np.ndarray:
-    """Zeros of ``(*idx.shape[:2], plane)`` with ``g`` added at the flat plane indices ``idx``
-    (windows that overlap pick the same element: the contributions add up)."""
+def _scatter_to_planes(g: np.ndarray, idx: np.ndarray, plane: int, unique: bool) -> np.ndarray:
+    """Zeros of ``(*idx.shape[:2], plane)`` with ``g`` added at the flat plane indices ``idx``.
+    ``unique``: no two windows overlap, so no element is picked twice (a plain write);
+    otherwise the contributions add up."""
     n, c = idx.shape[:2]
     base = (np.arange(n * c, dtype=np.int64) * plane).reshape(n, c, *(1,) * (idx.ndim - 2))
+    if unique:
+        flat = np.zeros(n * c * plane, dtype=g.dtype)
+        flat[(idx + base).ravel()] = g.ravel()
+        return flat.reshape(n, c, plane)
     flat = np.bincount((idx + base).ravel(), weights=g.ravel(), minlength=n * c * plane)
     return flat.astype(g.dtype, copy=False).reshape(n, c, plane)
+
+
+def _overlapping(geom: Geometry) -> bool:
+    return any(s < d * (k - 1) + 1 for s, d, k in zip(geom.stride, geom.dilation, geom.kernel))
 
 
 class MaxPool2DWithIndicesBackward0(Node):
@@ -107,7 +116,8 @@ class MaxPool2DWithIndicesBackward0(Node):
         plane = math.prod(self.in_shape[-2:])
         if unbatched:
             gd, idx = gd[None], idx[None]
-        gx = _scatter_to_planes(gd, idx, plane).reshape(self.in_shape)
+        gx = _scatter_to_planes(gd, idx, plane, not _overlapping(self.geom))
+        gx = gx.reshape(self.in_shape)
         return (
             recorded_gradient(
                 xp, MaxPool2DWithIndicesBackwardBackward0, g, self.saved_self(xp), gx,
@@ -183,21 +193,47 @@ class MaxPool2DWithIndicesBackwardBackward0(_PoolingBackwardBackward):
         return picked.reshape(self.out_shape)
 
 
+def _window_max(d: np.ndarray, geom: Geometry):
+    """The maximum of each window and the flat index (in its input plane) of the element
+    picked, as PyTorch's kernel picks it: a window starts at its first element inside the
+    image, then an element replaces the maximum when it is larger or NaN (the last NaN wins;
+    ties keep the first). One pass per kernel offset over strided views: no copy of the
+    windows."""
+    padded = pad_array(d, geom.lo, geom.hi, -np.inf)
+    width = d.shape[-1]
+    # input row/column of each window's element at each kernel offset, along each dim
+    starts = [np.arange(o) * s - p for o, s, p in zip(geom.out, geom.stride, geom.lo)]
+    first = [st + (-(-np.maximum(-st, 0) // dl)) * dl for st, dl in zip(starts, geom.dilation)]
+    idx = np.broadcast_to(
+        first[0][:, None] * width + first[1][None, :], d.shape[:2] + tuple(geom.out)
+    ).astype(np.int64)
+    best = np.full(idx.shape, -np.inf, dtype=d.dtype)
+    has_nan = d.dtype.kind == "f" and np.isnan(d).any()
+    for offset in np.ndindex(*geom.kernel):
+        view = padded[
+            (Ellipsis,)
+            + tuple(
+                slice(i * dl, i * dl + (o - 1) * s + 1, s)
+                for i, dl, o, s in zip(offset, geom.dilation, geom.out, geom.stride)
+            )
+        ]
+        better = view > best
+        if has_nan:
+            better |= np.isnan(view)
+        np.copyto(best, view, where=better)
+        at = (starts[0] + offset[0] * geom.dilation[0])[:, None] * width + (
+            starts[1] + offset[1] * geom.dilation[1]
+        )[None, :]
+        np.copyto(idx, at, where=better)
+    return best, idx
+
+
 def _max_pool2d_with_indices(x: Tensor, kernel, stride, padding, dilation, ceil_mode, op):
     d = _planes(x, op, 2)
     geom = _pool_geometry(
         op, d.shape[2:], kernel, stride, padding, dilation, ceil_mode, d.shape[:2]
     )
-    n, c = d.shape[:2]
-    v = windows(d, geom, value=-np.inf).reshape(n, c, *geom.out, -1)
-    pick = v.argmax(axis=-1)  # NOTE: the first maximum, and a NaN wins (PyTorch's rule)
-    out = np.take_along_axis(v, pick[..., None], axis=-1)[..., 0]
-    kh, kw = np.divmod(pick, geom.kernel[1])
-    rows = (np.arange(geom.out[0]) * geom.stride[0] - geom.lo[0])[:, None]
-    cols = np.arange(geom.out[1]) * geom.stride[1] - geom.lo[1]
-    h = rows + kh * geom.dilation[0]
-    w = cols + kw * geom.dilation[1]
-    idx = h * d.shape[3] + w
+    out, idx = _window_max(d, geom)
     if x._data.ndim == 3:
         out, idx = out[0], idx[0]
     indices = wrap(np.ascontiguousarray(idx, dtype=np.int64))
