@@ -108,7 +108,7 @@ def make_step(lib):
     return step
 
 
-def measure(steps_by_name: dict, steps: int, runs: int) -> dict:
+def measure(steps_by_name: dict, steps: int, runs: int, clock=time.perf_counter) -> dict:
     """Median ms/step per contestant, runs interleaved (a load change on a shared machine
     affects both alike)."""
     for step in steps_by_name.values():
@@ -117,10 +117,10 @@ def measure(steps_by_name: dict, steps: int, runs: int) -> dict:
     times: dict = {name: [] for name in steps_by_name}
     for _ in range(runs):
         for name, step in steps_by_name.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(steps):
                 step()
-            times[name].append((time.perf_counter() - t0) / steps * 1e3)
+            times[name].append((clock() - t0) / steps * 1e3)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -130,12 +130,19 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--profile", action="store_true")
+    p.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time with the process CPU clock (meaningful with 1 thread on a busy machine: "
+        "time spent descheduled is not counted)",
+    )
     a = p.parse_args()
     if a.threads is None:
         # one process per thread budget (see the module's docstring)
         for n in (1, os.cpu_count() or 1):
             args = [sys.executable, __file__, "--threads", str(n), "--runs", str(a.runs)]
             args += ["--steps", str(a.steps)] + (["--profile"] if a.profile else [])
+            args += ["--cpu-time"] if a.cpu_time else []
             subprocess.run(args, check=True)
         return
     if torch is not None:
@@ -151,7 +158,8 @@ def main() -> None:
         steps["torch"] = make_step(torch)
     first = {k: float(s().detach()) for k, s in steps.items()}
     print("first-step loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
-    res = measure(steps, a.steps, a.runs)
+    res = measure(steps, a.steps, a.runs, time.process_time if a.cpu_time else time.perf_counter)
+    print(f"clock: {'process CPU time' if a.cpu_time else 'wall time'}")
     for name, ms in res.items():
         print(f"  {name:9s} {ms:8.2f} ms/step")
     if "torch" in res:
