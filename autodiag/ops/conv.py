@@ -21,8 +21,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from autodiag.core.graph import Node
-from autodiag.ops._core import _state, edge, register, result, save
+from autodiag.ops._core import TENSOR, _state, edge, register, result, save
 from autodiag.tensor import Tensor
+from autodiag.trace.events import traced
 
 # ---------------------------------------------------------------------------------------------
 # Geometry and the array kernels
@@ -93,7 +94,6 @@ def im2col(a: np.ndarray, geom: Geometry) -> np.ndarray:
 def col2im(cols: np.ndarray, geom: Geometry) -> np.ndarray:
     """The adjoint of ``im2col``: ``(N, C * K, L)`` -> ``(N, C, *size)``, each column added
     into the window it came from (overlaps sum). One strided add per kernel offset."""
-    nd = len(geom.kernel)
     n = cols.shape[0]
     c = cols.shape[1] // geom.numel_kernel
     blocks = cols.reshape((n, c) + geom.kernel + geom.out)
@@ -107,7 +107,7 @@ def col2im(cols: np.ndarray, geom: Geometry) -> np.ndarray:
         canvas[(Ellipsis,) + dst] += blocks[(slice(None), slice(None)) + offset]
     crop = tuple(slice(p, p + n_) for p, n_ in zip(geom.lo, geom.size))
     out = canvas[(Ellipsis,) + crop]
-    return out if nd == 0 else np.ascontiguousarray(out)
+    return np.ascontiguousarray(out)
 
 
 # NOTE [Channel-major columns]: first-order convolution uses columns laid out ``(C * K, N * L)``
@@ -216,8 +216,7 @@ def _out_size(n, k, s, d, lo, hi):
     return (n + lo + hi - d * (k - 1) - 1) // s + 1
 
 
-@register(method=False, home="nn.functional")
-def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+def _unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Extract sliding local blocks (im2col): ``(N, C, H, W)`` -> ``(N, C * kh * kw, L)``,
     recorded as ``Im2ColBackward0`` (as ``torch.nn.functional.unfold``).
 
@@ -247,10 +246,13 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
             f"padding={p}, calculated shape of the array of sliding blocks as {out}, but its "
             f"components must be at least one."
         )
-    from autodiag.ops._core import TENSOR
-
     r = unfold_op(TENSOR, x, Geometry(k, s, dl, p, size, out))
     return r if batched else r.squeeze(0)
+
+
+# NOTE: not registered: the registry derives a Tensor method from a name torch.Tensor has, and
+# ``Tensor.unfold(dimension, size, step)`` is a different op. Traced all the same.
+unfold = traced("unfold", _unfold)
 
 
 @register(method=False, home="nn.functional")
@@ -293,8 +295,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
             f"stride={s}, expected size of input's dimension 2 to match the calculated number "
             f"of sliding blocks {out[0]} * {out[1]} = {math.prod(out)}, but got input.size(2)={L}."
         )
-    from autodiag.ops._core import TENSOR
-
     r = fold_op(TENSOR, x, Geometry(k, s, dl, p, size, out))
     return r if batched else r.squeeze(0)
 
