@@ -569,6 +569,18 @@ ERRORS = [
         "Expected more than 1 value per channel when training, got input size torch.Size([1, 3])",
     ),
     (
+        "batch_norm dtype",
+        lambda L, F: F.batch_norm(L.ones(4, 3), L.zeros(3, dtype=L.float64), L.ones(3), None),
+        "type",  # PyTorch's wording varies with the kernel it picks
+    ),
+    (
+        "batch_norm dtype 64",
+        lambda L, F: F.batch_norm(
+            L.ones(4, 3, dtype=L.float64), L.zeros(3), L.ones(3), training=True
+        ),
+        "type",
+    ),
+    (
         "group_norm groups",
         lambda L, F: F.group_norm(L.ones(4, 3, 5, 5), 2),
         "Expected number of channels in input to be divisible by num_groups, but got input of "

@@ -160,6 +160,11 @@ def batch_norm(
             )
     elif running_mean is None:
         raise RuntimeError("running_mean must be defined in evaluation mode")
+    for t in (running_mean, running_var):
+        if t is not None and t._data.dtype != xd.dtype:
+            raise RuntimeError(
+                f"expected scalar type {input.dtype.scalar_name} but found {t.dtype.scalar_name}"
+            )
     _check_channel_vector("running_mean", running_mean, c)
     _check_channel_vector("running_var", running_var, c)
     _check_channel_vector("weight", weight, c)
