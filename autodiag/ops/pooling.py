@@ -276,9 +276,9 @@ def max_pool2d(
 
     >>> import autodiag as torch
     >>> x = torch.arange(16.0).reshape(1, 1, 4, 4).requires_grad_()
-    >>> torch.max_pool2d(x, 2)
-    tensor([[[[ 5.,  7.],
-              [13., 15.]]]], grad_fn=<MaxPool2DWithIndicesBackward0>)
+    >>> y = torch.max_pool2d(x, 2)
+    >>> y.tolist(), y.grad_fn.name()
+    ([[[[5.0, 7.0], [13.0, 15.0]]]], 'MaxPool2DWithIndicesBackward0')
     """
     k, s, p, d = _defaults(kernel_size, stride, padding, dilation, 2, "max_pool2d")
     out, idx = _max_pool2d_with_indices(input, k, s, p, d, ceil_mode, "max_pool2d")
@@ -408,9 +408,8 @@ def avg_pool2d(
     ``AvgPool2DBackward0`` node (as ``torch.nn.functional.avg_pool2d``).
 
     >>> import autodiag as torch
-    >>> torch.nn.functional.avg_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2)
-    tensor([[[[ 2.5000,  4.5000],
-              [10.5000, 12.5000]]]])
+    >>> torch.nn.functional.avg_pool2d(torch.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[2.5, 4.5], [10.5, 12.5]]]]
     """
     k, s, p, _ = _defaults(kernel_size, stride, padding, 1, 2, "avg_pool2d")
     if divisor_override is not None and divisor_override == 0:
