@@ -18,7 +18,13 @@ from autodiag.target import expression
 # ``torch.nn.functional.<name>``'s (``torch.embedding(weight, input)``, ``torch.dropout(input,
 # p, train)`` without defaults, an int ``reduction``): exporting F's op under that name would
 # be silently wrong, so ``autodiag.<name>`` does not exist.
-ATEN_BINDINGS = {"binary_cross_entropy_with_logits", "dropout", "embedding", "layer_norm"}
+ATEN_BINDINGS = {
+    "binary_cross_entropy_with_logits",
+    "dropout",
+    "embedding",
+    "layer_norm",
+    "batch_norm",
+}
 ATEN_BINDINGS |= {"kl_div", "cosine_embedding_loss", "margin_ranking_loss"}  # int reduction
 
 

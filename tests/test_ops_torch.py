@@ -1211,6 +1211,83 @@ ATTN_CASES = [
     ]
 ]
 
+# convolution, pooling, batch/group norm (tests/test_conv_torch.py has the wider table)
+CNN_CASES = [
+    Case(*c)
+    for c in [
+        (
+            "conv2d",
+            lambda T, x, w, b: F(T).conv2d(x, w, b, stride=2, padding=1, groups=2),
+            (I((2, 4, 6, 5)), I((4, 2, 3, 3)), I((4,))),
+            ("conv2d",),
+        ),
+        (
+            "conv1d",
+            lambda T, x, w: F(T).conv1d(x, w, dilation=2, padding="same"),
+            (I((2, 3, 7)), I((4, 3, 3))),
+            ("conv1d",),
+        ),
+        (
+            "conv_transpose2d",
+            lambda T, x, w, b: F(T).conv_transpose2d(x, w, b, stride=2, output_padding=1),
+            (I((2, 3, 4, 3)), I((3, 2, 3, 2)), I((2,))),
+            ("conv_transpose2d",),
+        ),
+        (
+            "conv_transpose1d",
+            lambda T, x, w: F(T).conv_transpose1d(x, w, stride=3, padding=1),
+            (I((2, 2, 4)), I((2, 3, 3))),
+            ("conv_transpose1d",),
+        ),
+        (
+            "fold",
+            lambda T, x: F(T).fold(x, (4, 5), (2, 3), padding=1),
+            (I((2, 12, 25)),),
+            ("fold",),
+        ),
+        (
+            "max_pool2d",
+            lambda T, x: F(T).max_pool2d(x, 3, 2, 1, ceil_mode=True),
+            (I((2, 3, 7, 6)),),
+            ("max_pool2d",),
+        ),
+        ("max_pool1d", lambda T, x: F(T).max_pool1d(x, 2, 1), (I((2, 3, 6)),), ("max_pool1d",)),
+        (
+            "avg_pool2d",
+            lambda T, x: F(T).avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+            (I((2, 3, 7, 6)),),
+            ("avg_pool2d",),
+        ),
+        (
+            "adaptive_avg_pool2d",
+            lambda T, x: F(T).adaptive_avg_pool2d(x, (3, 4)),
+            (I((2, 3, 7, 6)),),
+            ("adaptive_avg_pool2d",),
+        ),
+        (
+            "batch_norm",
+            lambda T, x, w, b: F(T).batch_norm(
+                x, T.zeros(3, dtype=x.dtype), T.ones(3, dtype=x.dtype), w, b, True
+            ),
+            (I((4, 3, 2, 2)), I((3,)), I((3,))),
+            ("batch_norm",),
+        ),
+        (
+            "group_norm",
+            lambda T, x, w, b: F(T).group_norm(x, 2, w, b),
+            (I((2, 4, 3)), I((4,)), I((4,))),
+            ("group_norm",),
+        ),
+        ("dropout2d_p1", lambda T, x: F(T).dropout2d(x, 1.0), (I((2, 3, 2, 2)),), ("dropout2d",)),
+        (
+            "dropout1d_eval",
+            lambda T, x: F(T).dropout1d(x * 1, 0.3, training=False),
+            (I((2, 3, 4)),),
+            ("dropout1d",),
+        ),
+    ]
+]
+
 GRAD_CASES = (
     UNARY_CASES
     + BINARY_CASES
@@ -1223,6 +1300,7 @@ GRAD_CASES = (
     + TIES
     + NN_CASES
     + ATTN_CASES
+    + CNN_CASES
 )
 
 _ids = [c.id for c in GRAD_CASES]

@@ -58,6 +58,7 @@ EXPECTED = {
     "detached_param.py": (0, ["w1.grad is None: False", "w2.grad is None: True"]),
     "lstm.py": (0, ["step 1  loss 4.2103", "step 12  loss 3.0407"]),
     "tiny_gpt.py": (0, ["step 1  loss 4.1650", "step 6  loss"]),
+    "cnn.py": (0, ["step 1  loss", "step 8  loss"]),
 }
 
 
@@ -99,6 +100,9 @@ def test_sample_runs(name):
     if name == "tiny_gpt.py":
         losses = _loss_values(r.stdout)
         assert len(losses) == 6 and losses[-1] < 0.9 * losses[0], losses
+    if name == "cnn.py":
+        losses = _loss_values(r.stdout)
+        assert len(losses) == 8 and losses[-1] < losses[0], losses
     if name == "inplace_saved.py":
         assert "not reached" not in out
 
@@ -167,3 +171,37 @@ def test_tiny_gpt_under_every_command(command, phrase):
     doc = json.loads(cli(command, path, "-f", "json").stdout)
     check_envelope(doc, command)
     assert doc["status"] == "ok" and doc["findings"] == []
+
+
+def _import_torch_copy(tmp_path, name: str) -> Path:
+    """``samples/<name>`` with ``import torch`` in place of ``import autodiag as torch``."""
+    src = (SAMPLES / name).read_text()
+    src = src.replace("import autodiag as torch", "import torch")
+    src = src.replace("import autodiag.nn as nn", "import torch.nn as nn")
+    assert "autodiag" not in src.split('"""')[-1]
+    path = tmp_path / name
+    path.write_text(src)
+    return path
+
+
+def test_cnn_sample_gives_torchs_losses_on_both_engines(tmp_path):
+    """The ``import torch`` version of samples/cnn.py prints PyTorch's losses on PyTorch, and
+    the same losses under the alias (autodiag's engine), as the sample itself does."""
+    pytest.importorskip("torch")
+    path = _import_torch_copy(tmp_path, "cnn.py")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    real = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    aliased = subprocess.run(
+        [sys.executable, "-m", "autodiag.run", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert real.returncode == 0 and aliased.returncode == 0, real.stderr + aliased.stderr
+    want, got = _loss_values(real.stdout), _loss_values(aliased.stdout)
+    assert len(want) == 8
+    assert got == pytest.approx(want, abs=2e-4)
+    assert _loss_values(_run("cnn.py").stdout) == got

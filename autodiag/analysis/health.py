@@ -876,10 +876,27 @@ class _Relu:
         self.calls = 0
 
 
+# the nodes whose output is a feature map with channels in dim 1 (N, C, ...)
+_CHANNELS_FIRST = frozenset(
+    ("ConvolutionBackward0", "NativeBatchNormBackward0", "NativeGroupNormBackward0")
+)
+
+
+def _channels_first(node, a: np.ndarray) -> bool:
+    """Whether a relu's units are the channels (dim 1) of its input rather than its last dim:
+    a 4-D or larger input (an image batch), or one a convolution or a batch/group norm made."""
+    if a.ndim >= 4:
+        return True
+    if a.ndim < 3:
+        return False
+    fn = node.next_functions[0][0]
+    return fn is not None and fn.name() in _CHANNELS_FIRST
+
+
 class DeadRelu(HealthDetector):
-    """``dead_relu`` (warning): units (last dimension) of a ``relu`` call site through which no
-    gradient passed — exactly zero for every sample — in each of at least ``dead_steps``
-    backward calls."""
+    """``dead_relu`` (warning): units (last dimension; channels of a feature map) of a ``relu``
+    call site through which no gradient passed — exactly zero for every sample — in each of
+    at least ``dead_steps`` backward calls."""
 
     KINDS = ("dead_relu",)
 
@@ -905,7 +922,11 @@ class DeadRelu(HealthDetector):
             a = g if g.__class__ is np.ndarray else np.asarray(inspect.values(g))
             where = inspect.site(node)
             if a.ndim and where is not None:
-                alive = (a != 0).reshape(-1, a.shape[-1]).any(axis=0)
+                if _channels_first(node, a):
+                    # a feature map (N, C, ...): a unit is a channel, as a conv's filter
+                    alive = np.moveaxis(a != 0, 1, -1).reshape(-1, a.shape[1]).any(axis=0)
+                else:
+                    alive = (a != 0).reshape(-1, a.shape[-1]).any(axis=0)
                 module = self._relu_modules.pop(id(node), None)
                 self._calls[-1].append((where, alive, module))
 

@@ -19,6 +19,14 @@ from autodiag.ops.attention import (  # noqa: F401
     scaled_dot_product_attention,
     silu,
 )
+from autodiag.ops.conv import (  # noqa: F401
+    conv1d,
+    conv2d,
+    conv_transpose1d,
+    conv_transpose2d,
+    fold,
+    unfold,
+)
 from autodiag.ops.losses import (  # noqa: F401
     binary_cross_entropy,
     cosine_embedding_loss,
@@ -39,9 +47,16 @@ from autodiag.ops.nn_ops import (  # noqa: F401
     mse_loss,
     nll_loss,
 )
+from autodiag.ops.normalization import batch_norm, dropout1d, dropout2d, group_norm  # noqa: F401
 from autodiag.ops.pointwise import gelu, sigmoid, softplus, tanh  # noqa: F401
 from autodiag.ops.pointwise import leaky_relu as _leaky_relu
 from autodiag.ops.pointwise import relu as _relu
+from autodiag.ops.pooling import (  # noqa: F401
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+)
 from autodiag.ops.reduction import log_softmax as _log_softmax
 from autodiag.ops.reduction import softmax as _softmax
 

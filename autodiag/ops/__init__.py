@@ -3,13 +3,16 @@ attaches the Tensor methods, their in-place twins and the operators."""
 
 from autodiag.ops import (  # noqa: F401
     attention,
+    conv,
     factories,
     inplace,
     linalg,
     losses,
     nn_ops,
+    normalization,
     operators,
     pointwise,
+    pooling,
     recurrent,
     reduction,
     sampling,

@@ -13,6 +13,7 @@ from autodiag.nn.modules.activation import (
     Tanh,
 )
 from autodiag.nn.modules.attention import MultiheadAttention
+from autodiag.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d
 from autodiag.nn.modules.container import (
     ModuleDict,
     ModuleList,
@@ -20,8 +21,14 @@ from autodiag.nn.modules.container import (
     ParameterList,
     Sequential,
 )
-from autodiag.nn.modules.dropout import Dropout
-from autodiag.nn.modules.linear import Flatten, Identity, Linear
+from autodiag.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from autodiag.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
+from autodiag.nn.modules.linear import (
+    Flatten,
+    Identity,
+    Linear,
+    Unflatten,
+)
 from autodiag.nn.modules.loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -36,7 +43,11 @@ from autodiag.nn.modules.loss import (
     SmoothL1Loss,
 )
 from autodiag.nn.modules.module import Module
-from autodiag.nn.modules.normalization import LayerNorm
+from autodiag.nn.modules.normalization import (
+    GroupNorm,
+    LayerNorm,
+)
+from autodiag.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool1d, MaxPool2d
 from autodiag.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from autodiag.nn.modules.sparse import Embedding
 
@@ -83,4 +94,18 @@ __all__ = [
     "ModuleDict",
     "ParameterList",
     "ParameterDict",
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "Dropout1d",
+    "Dropout2d",
+    "Unflatten",
 ]

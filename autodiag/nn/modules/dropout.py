@@ -29,3 +29,29 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels of ``(N, C, H, W)`` input with probability ``p`` in training
+    mode (as ``torch.nn.Dropout2d``); the identity in eval mode.
+
+    >>> import autodiag as torch
+    >>> torch.nn.Dropout2d(0.3)
+    Dropout2d(p=0.3, inplace=False)
+    """
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(Dropout):
+    """Zeroes whole channels of ``(N, C, L)`` input with probability ``p`` in training mode
+    (as ``torch.nn.Dropout1d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.Dropout1d(0.3)
+    Dropout1d(p=0.3, inplace=False)
+    """
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)

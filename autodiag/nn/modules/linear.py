@@ -75,3 +75,33 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Expands dim ``dim`` into ``unflattened_size`` (as ``torch.nn.Unflatten``).
+
+    >>> import autodiag as torch
+    >>> tuple(torch.nn.Unflatten(1, (2, 3))(torch.ones(4, 6)).shape)
+    (4, 2, 3)
+    """
+
+    def __init__(self, dim: int, unflattened_size) -> None:
+        super().__init__()
+        if isinstance(dim, int):
+            if not isinstance(unflattened_size, (tuple, list)) or not all(
+                isinstance(s, int) for s in unflattened_size
+            ):
+                raise TypeError(
+                    "unflattened_size must be tuple of ints, but found type "
+                    f"{type(unflattened_size).__name__}"
+                )
+        else:
+            raise TypeError("invalid argument type for dim parameter")
+        self.dim = dim
+        self.unflattened_size = tuple(unflattened_size)
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
