@@ -8,6 +8,8 @@ import pytest
 
 import autodiag as ad
 
+inf = float("inf")
+
 
 def test_fuzz_pow_negative_scalar_base_gradient_is_nan_not_valueerror(torch):
     # fuzz class "pow.scalar_base | grad exception: ValueError vs ok": (-1.0) ** x backward
@@ -348,3 +350,70 @@ def test_fuzz_gather_input_written_in_place_fails_backward(torch, index):
 
     assert run(ad) is True
     assert run(torch) is True
+
+
+# ---- round 4 (branch fuzz4) ------------------------------------------------------------------
+
+
+def _values(gs):
+    # clone: PyTorch refuses numpy() and tolist() on its zero tensor
+    return [None if g is None else g.detach().clone().numpy().tolist() for g in gs]
+
+
+def _second_grads(m, x, y):
+    # the fuzzer's second order: gradients (create_graph) with weights, then their gradients
+    (g,) = m.autograd.grad(y, x, m.ones_like(y), create_graph=True)
+    return m.autograd.grad(g, x, m.full_like(g, 0.5), allow_unused=True)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "(x / 0.0).abs()",  # fuzz class "abs+div.scalar | grad2 value: nan vs 0"
+        "(x * 0.0).abs() / 0.0",
+        "(x * y).abs() + x.exp()",
+        "(x.exp() * y).abs().sum(0, keepdim=True).expand(2, 3)",
+        "(x / 0.0).norm(1, dim=0)",
+        "(x / 0.0).norm(float('inf'))",
+        "(-(x * y)).abs()",  # neg meets PyTorch's zero tensor as ordinary zeros: -0 * inf = nan
+        "(x * y).abs().sum(1) * 2.0",
+        # PyTorch's mean backward materializes the zero (fuzz "abs.method+amax+div.scalar+mean")
+        "(x.amax(1, keepdim=True).abs() / float('nan')).mean(-1).abs()",
+        "(x * y).relu().abs() + (x * 0.0).sigmoid().abs()",
+    ],
+)
+def test_fuzz_second_derivative_through_sgn_stays_zero(torch, code):
+    # PyTorch's SgnBackward0 returns an efficient zero tensor that products and quotients keep
+    # zero: 0 * inf and 0 / 0 give 0 in the double backward through abs/norm, not NaN
+    out = {}
+    for m in (ad, torch):
+        x = m.tensor([[1.0, 0.0, -2.0], [0.5, -0.0, 3.0]], dtype=m.float64, requires_grad=True)
+        y = m.tensor([[inf, 1.0, 2.0], [-inf, inf, 0.0]], dtype=m.float64)
+        out[m] = str(_values(_second_grads(m, x, eval(code))))
+    assert out[ad] == out[torch]
+
+
+def test_fuzz_efficient_zero_gradients_leave_the_engine_as_ordinary_zeros(torch):
+    # what the user holds (grad's results, .grad, a hook's argument, a retained gradient) is an
+    # ordinary writable array: an in-place write then a product behaves as on any tensor
+    seen = []
+    x = ad.tensor([1.0, -2.0], requires_grad=True)
+    h = x * 2.0
+    h.register_hook(lambda g: seen.append(g))
+    h.retain_grad()
+    y = h.sgn().sum()
+    y.backward(retain_graph=True)
+    (g,) = ad.autograd.grad(y, x)
+    for t in (g, x.grad, seen[0], h.grad):
+        assert t._data.__class__ is np.ndarray
+        assert str((t * inf).tolist()) == "[nan, nan]"  # ordinary zeros
+    x.grad.add_(1.0)
+    assert x.grad.tolist() == [1.0, 1.0]
+    for m in (ad, torch):  # and the values are PyTorch's
+        x = m.tensor([1.0, -2.0], requires_grad=True)
+        seen = []
+        (x * 2.0).register_hook(lambda g: seen.append(g.tolist()))
+        h = x * 2.0
+        h.register_hook(lambda g: seen.append(g.clone().tolist()))
+        h.sgn().sum().backward()
+        assert (x.grad.clone().tolist(), seen) == ([0.0, 0.0], [[0.0, 0.0]])

@@ -64,15 +64,6 @@ KNOWN_ISSUES: list[KnownIssue] = [
     ),
     KnownIssue(
         "open",
-        r"(^|\+)(abs|abs\.method|abs_|norm)(\+|$)",
-        r"^grad2 value: nan vs ",
-        "PyTorch's SgnBackward0 returns an efficient zero tensor that stays zero through "
-        "later products and quotients (0 * inf stays 0); autodiag's zeros meet an "
-        "inf gradient as NaN (README 'Where autodiag differs'; strict xfails in "
-        "tests/test_special_values_torch.py)",
-    ),
-    KnownIssue(
-        "open",
         r"^layer_norm$",
         r"^forward value",
         "float32 layer_norm overflow: PyTorch's float32 statistics give inf/nan, "
