@@ -389,7 +389,7 @@ def test_fuzz_second_derivative_through_sgn_stays_zero(torch, code):
     for m in (ad, torch):
         x = m.tensor([[1.0, 0.0, -2.0], [0.5, -0.0, 3.0]], dtype=m.float64, requires_grad=True)
         y = m.tensor([[inf, 1.0, 2.0], [-inf, inf, 0.0]], dtype=m.float64)
-        out[m] = str(_values(_second_grads(m, x, eval(code))))
+        out[m] = str(_values(_second_grads(m, x, eval(code, {"x": x, "y": y}))))
     assert out[ad] == out[torch]
 
 
