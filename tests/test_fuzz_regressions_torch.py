@@ -417,3 +417,54 @@ def test_fuzz_efficient_zero_gradients_leave_the_engine_as_ordinary_zeros(torch)
         h.register_hook(lambda g: seen.append(g.clone().tolist()))
         h.sgn().sum().backward()
         assert (x.grad.clone().tolist(), seen) == ([0.0, 0.0], [[0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "t.sub_(t0.unbind(-1)[0])",  # fuzz class "sub_ | forward exception: RuntimeError vs ok"
+        "t.mul_(t0[:, 1])",
+        "t.add_(t[:, :1])",
+        "t[:, 0].sub_(t[0])",
+        "t.copy_(t0[:, 0])",
+    ],
+)
+def test_fuzz_inplace_overlap_pytorch_cannot_analyse_is_refused_not_a_wrong_error(torch, code):
+    # a non-dense input sharing the written memory: PyTorch's get_overlap_status says "too
+    # hard", raises nothing and reads elements its loop has already written. autodiag raised
+    # PyTorch's partial-overlap RuntimeError there; it now refuses (NotImplementedError naming
+    # the op) when the result depends on that order
+    def operands(m):
+        t0 = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+        return {"t0": t0, "t": t0.squeeze(0)}
+
+    eval(code, operands(torch))  # PyTorch accepts
+    op = code.split("(")[0].split(".")[-1]
+    with pytest.raises(NotImplementedError, match=f"^{op}: an input shares memory"):
+        eval(code, operands(ad))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "t.sub_(t0[:, 0] * 0 + t0[:, 0])",  # a copy: no overlap
+        "t[0].sub_(t[1])",  # disjoint dense views
+        "t[:, 0].sub_(t[:, 1])",  # disjoint strided views
+        "t.mul_(t0[:, :1] * 0 + 1)",
+        "t.sub_(t0.t())",  # dense, partial: PyTorch's error
+        "t.sub_(t0[1])",
+        "z.mul_(z[:, :1])",  # too hard, but no element read is written with another value
+    ],
+)
+def test_fuzz_inplace_overlap_matches_pytorch_where_it_is_decidable(torch, code):
+    out = []
+    for m in (torch, ad):
+        t0 = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+        t = t0.squeeze(0)
+        z = m.tensor([[1.0, 2.0], [1.0, 4.0]])
+        try:
+            eval(code)
+            out.append((t.tolist(), z.tolist()))
+        except RuntimeError as e:
+            out.append(str(e))
+    assert out[0] == out[1]
