@@ -468,3 +468,32 @@ def test_fuzz_inplace_overlap_matches_pytorch_where_it_is_decidable(torch, code)
         except RuntimeError as e:
             out.append(str(e))
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fuzz_layer_norm_of_short_rows_rounds_as_pytorch(torch, dtype):
+    # fuzz classes "log1p | forward value: nan vs -inf" (layer_norm of [-1.36, -2.45] in
+    # float32: PyTorch [0.99999976, -1.], two-pass statistics [0.9999999, -1.0000001]) and
+    # "layer_norm | forward value: finite vs nan" (a mean whose square overflows): PyTorch's
+    # Welford statistics, bit for bit, for rows shorter than its SIMD vector
+    rng = np.random.default_rng(7)
+    lanes = 8 if dtype == "float32" else 4
+    rows = [[-1.36, -2.45], [3e38], [1e30, 2.0], [2.0]]
+    rows += [list((rng.standard_normal(n) * 3).round(2)) for n in range(1, lanes) for _ in range(5)]
+    for row in rows:
+        for eps in (0.0, 1e-5):
+            got = [
+                m.nn.functional.layer_norm(
+                    m.tensor(row, dtype=getattr(m, dtype)), (len(row),), eps=eps
+                )
+                .numpy()
+                .tobytes()
+                for m in (ad, torch)
+            ]
+            assert got[0] == got[1], (row, eps)
+    x = [-1.36, -2.45]
+    out = [
+        m.log1p(m.nn.functional.layer_norm(m.tensor(x), (2,), eps=0.0)).tolist()
+        for m in (ad, torch)
+    ]
+    assert str(out[0]) == str(out[1]) == "[0.6931470632553101, -inf]"
