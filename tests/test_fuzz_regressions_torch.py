@@ -497,3 +497,16 @@ def test_fuzz_layer_norm_of_short_rows_rounds_as_pytorch(torch, dtype):
         for m in (ad, torch)
     ]
     assert str(out[0]) == str(out[1]) == "[0.6931470632553101, -inf]"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(1,), (), (3,)])
+def test_fuzz_pow_tensor_exponent_half_of_negative_infinity_and_zero(torch, dtype, shape):
+    # fuzz class "pow | forward value: nan vs inf": numpy's power computes a broadcast exponent
+    # of 0.5 as sqrt (sqrt(-inf) = nan, sqrt(-0.) = -0.); PyTorch's pow gives inf and 0.
+    out = []
+    for m in (ad, torch):
+        x = m.tensor([1.0, -float("inf"), -0.0], dtype=getattr(m, dtype))
+        e = m.full(shape, 0.5, dtype=getattr(m, dtype))
+        out.append((str(m.pow(x, e).tolist()), str((x**0.5).tolist())))
+    assert out[0] == out[1]

@@ -1428,6 +1428,13 @@ def pow(input, exponent):  # noqa: A001
         ad, bd = _operands(input, exponent)
         with np.errstate(all="ignore"):
             out = broadcasting(np.power, ad, bd)
+            if out.dtype.kind == "f":
+                # NOTE: numpy's loop takes a broadcast (stride-0) exponent of 0.5 as sqrt, whose
+                # sqrt(-inf) is NaN and sqrt(-0.) is -0.; pow, as PyTorch's tensor exponent
+                # computes it, gives inf and 0. there
+                half = (bd == 0.5) & ((ad == -np.inf) | (ad == 0))
+                if half.any():
+                    out = np.where(half, np.abs(ad).astype(out.dtype), out)
         if _state.record and (input.requires_grad or exponent.requires_grad):
             node = PowBackward1((edge(input), edge(exponent)))
             r = result(out, node)
