@@ -472,13 +472,12 @@ def test_fuzz_inplace_overlap_matches_pytorch_where_it_is_decidable(torch, code)
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_fuzz_layer_norm_of_short_rows_rounds_as_pytorch(torch, dtype):
-    # fuzz classes "log1p | forward value: nan vs -inf" (layer_norm of [-1.36, -2.45] in
-    # float32: PyTorch [0.99999976, -1.], two-pass statistics [0.9999999, -1.0000001]) and
-    # "layer_norm | forward value: finite vs nan" (a mean whose square overflows): PyTorch's
-    # Welford statistics, bit for bit, for rows shorter than its SIMD vector
+    # fuzz class "log1p | forward value: nan vs -inf" (layer_norm of [-1.36, -2.45] in
+    # float32: PyTorch [0.99999976, -1.], two-pass statistics [0.9999999, -1.0000001]):
+    # PyTorch's Welford statistics, bit for bit, for rows shorter than its SIMD vector
     rng = np.random.default_rng(7)
     lanes = 8 if dtype == "float32" else 4
-    rows = [[-1.36, -2.45], [3e38], [1e30, 2.0], [2.0]]
+    rows = [[-1.36, -2.45], [2.0], [1e15, 2.0]]
     rows += [list((rng.standard_normal(n) * 3).round(2)) for n in range(1, lanes) for _ in range(5)]
     for row in rows:
         for eps in (0.0, 1e-5):

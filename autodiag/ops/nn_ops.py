@@ -899,8 +899,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 # float64 with AVX2) -- all of a row shorter than that -- in the input's precision. A two-pass
 # mean/variance rounds differently there (``[-1.36, -2.45]`` in float32 normalizes to
 # ``[0.99999976, -1.]`` in PyTorch, ``[0.9999999, -1.0000001]`` two-pass, which log1p turns
-# into -inf vs NaN; a mean whose square overflows makes the variance NaN when the row's
-# moments are merged). Longer rows are combined across SIMD lanes, which is not emulated.
+# into -inf vs NaN). Not emulated: longer rows, combined across SIMD lanes; and the merge of a
+# row's moments into the empty SIMD accumulators, ``m2 += mean * mean * 0``, which makes the
+# variance (and PyTorch's output) NaN where the mean squared overflows -- PyTorch's gradients
+# stay finite there, by a path not yet understood, so autodiag keeps finite statistics.
 _SIMD_LANES = {np.dtype(np.float32): 8, np.dtype(np.float64): 4}
 
 
@@ -920,9 +922,6 @@ def _row_moments(xd: np.ndarray, axes: tuple) -> tuple:
             delta = x - m1
             m1 = m1 + delta / xd.dtype.type(i + 1)
             m2 = m2 + delta * (x - m1)
-        # merged into the (empty) SIMD accumulators: m2 += delta * delta * c * 0, with delta
-        # the row's mean, which is NaN where the mean squared overflows
-        m2 = m2 + m1 * m1 * xd.dtype.type(0)
         var = m2 / xd.dtype.type(n)
     keep = xd.shape[: xd.ndim - len(axes)] + (1,) * len(axes)
     return m1.reshape(keep), var.reshape(keep)
