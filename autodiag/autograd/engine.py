@@ -34,6 +34,7 @@ from autodiag.core.graph import (
     last_write,
     mark_needed,
 )
+from autodiag.core.zeros import ZeroArray, materialize, materialize_grad
 from autodiag.ops._core import ARRAY, TENSOR, edge, fix_shapes, wrap
 from autodiag.size import Size
 from autodiag.tensor import Tensor
@@ -100,6 +101,16 @@ def _count_dependencies(roots) -> dict:
                 seen.add(child)
                 stack.append(child)
     return deps
+
+
+def _sum_with_zero(old, g):
+    """Two gradient arrays for one input, one an efficient zero (NOTE [Efficient zero
+    gradients] in core/zeros.py), summed as PyTorch's InputBuffer does outside grad mode: in
+    place into the ordinary one, which computes ``x + 0.`` (``-0.`` becomes ``0.``). Under
+    create_graph the gradients are Tensors, added out of place: ``zero + x`` is ``x``."""
+    if old.__class__ is ZeroArray and g.__class__ is ZeroArray:
+        return old + g
+    return materialize(old) + materialize(g)
 
 
 def _add(a, b):
@@ -188,7 +199,13 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                     buf = buffers.get(child)
                     if buf is None:
                         buf = buffers[child] = [None] * child._num_outputs
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                    old = buf[nr]
+                    if old is None:
+                        buf[nr] = g
+                    elif old.__class__ is ZeroArray or g.__class__ is ZeroArray:
+                        buf[nr] = _sum_with_zero(old, g)
+                    else:
+                        buf[nr] = old + g
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0 and (needed is None or child in needed):
@@ -373,7 +390,7 @@ def grad(
         if g is None:
             result.append(None)
         elif isinstance(g, Tensor):
-            result.append(g)
+            result.append(_leaving(g))
         else:
             result.append(wrap(np.array(g, dtype=t._data.dtype)))
     return tuple(result)
@@ -467,7 +484,13 @@ def _capture(task: GraphTask, node, grads) -> None:
                 task.captured[slot] = _add(task.captured[slot], g)
 
 
+# A gradient as the user may hold it: an efficient zero one (NOTE [Efficient zero gradients]
+# in core/zeros.py) becomes ordinary zeros.
+_leaving = materialize_grad
+
+
 def _wrap_for_hook(g):
+    g = _leaving(g)
     return g if g is None or isinstance(g, Tensor) else wrap(g)
 
 
@@ -491,7 +514,7 @@ def _run_tensor_hooks(hooks, grads, task):
     for nr, ref in hooks.retain.items():
         t = ref()
         if t is not None and grads[nr] is not None:
-            g = grads[nr]
+            g = _leaving(grads[nr])
             # As PyTorch's retain_grad hook: clone the first gradient, add later ones; under
             # create_graph both are recorded (CloneBackward0 / AddBackward0).
             if task.create_graph:
@@ -544,6 +567,7 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
     var = node.variable
     if g is None:
         return
+    g = _leaving(g)
     if var._hooks:
         for fn in list(var._hooks.values()):
             r = fn(_wrap_for_hook(g))

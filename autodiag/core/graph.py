@@ -51,6 +51,7 @@ import weakref
 from collections import OrderedDict
 
 from autodiag.core import bindings
+from autodiag.core.zeros import MATERIALIZED_BY, materializing
 
 __all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
 
@@ -471,6 +472,8 @@ class Node:
                     f"{cls.__name__} defines {attr}: an edge to a node must always "
                     f"be true (NOTE [Backward vocabulary])"
                 )
+        if cls.__name__ in MATERIALIZED_BY:  # NOTE [Efficient zero gradients]
+            cls._apply = materializing(cls._apply)
         names = cls.__dict__.get("_saved_names")
         if names is None:
             return  # the readers of the base's names serve

@@ -19,6 +19,8 @@ import numpy as np
 from autodiag import dtypes
 from autodiag.core import grad_mode
 from autodiag.core.graph import Node, SavedTensor, _saved_hooks_stack
+from autodiag.core.zeros import ZeroArray
+from autodiag.core.zeros import zeros_like as zero_array_like
 from autodiag.ops._erf import erf_array
 from autodiag.size import normalize_dims, wrap_dim  # noqa: F401 - the ops import them from here
 from autodiag.tensor import Tensor, _init, _new
@@ -143,7 +145,7 @@ def _numpy_names(fn):
 
 def wrap(data: np.ndarray, grad_fn=None, requires_grad: bool = False) -> Tensor:
     """A new Tensor owning ``data`` (numpy scalars are turned into 0-d arrays)."""
-    if data.__class__ is not np.ndarray:
+    if data.__class__ is not np.ndarray and data.__class__ is not ZeroArray:
         data = np.asarray(data)
     t = _new(Tensor)
     _init(t, data, grad_fn, requires_grad, None, 0)
@@ -204,7 +206,7 @@ INFERENCE_SAVE_ERROR = (
 
 def result(data: np.ndarray, node: Node | None) -> Tensor:
     """The op's output tensor; ``node`` None means nothing is recorded."""
-    if data.__class__ is not np.ndarray:
+    if data.__class__ is not np.ndarray and data.__class__ is not ZeroArray:
         data = np.asarray(data)
     t = _new(Tensor)
     _init(t, data, node, node is not None, None, 0)
@@ -378,6 +380,12 @@ class _ArrayOps:
         return np.zeros_like(g)
 
     @staticmethod
+    def efficient_zeros_like(g):
+        """PyTorch's ``_efficientzerotensor``: zeros that stay zero through later products and
+        quotients (NOTE [Efficient zero gradients] in core/zeros.py)."""
+        return zero_array_like(g)
+
+    @staticmethod
     def div_floor(a, b):
         """``div(a, b, rounding_mode="floor")`` (values only: its gradient is zero)."""
         from autodiag.ops.pointwise import div_floor_array
@@ -414,11 +422,11 @@ class _ArrayOps:
         """Undo a reduction over ``dims`` (without keepdim): reinsert them, then broadcast."""
         if dims:
             g = np.expand_dims(g, dims)
-        return np.broadcast_to(g, shape)
+        return np.broadcast_to(g, shape, subok=True)  # subok: an efficient zero stays one
 
     @staticmethod
     def broadcast_to(g, shape):
-        return np.broadcast_to(g, shape)
+        return np.broadcast_to(g, shape, subok=True)
 
     @staticmethod
     def reshape(g, shape):
@@ -460,6 +468,10 @@ class _TensorOps:
     def zeros_like(g):
         # PyTorch's zeros_like(grad): a constant, so nothing flows back through it
         return wrap(np.zeros_like(g._data))
+
+    @staticmethod
+    def efficient_zeros_like(g):
+        return wrap(zero_array_like(g._data))
 
     def div_floor(self, a, b):
         return self.div(a, b, rounding_mode="floor")

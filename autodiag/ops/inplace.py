@@ -76,13 +76,17 @@ PARTIAL_OVERLAP_ERROR = (
 )
 
 
-def check_overlap(t: Tensor, others) -> None:
+def check_overlap(t: Tensor, others) -> tuple:
     """An input that shares some, not all, of the written memory (``x.sub_(x[0])``): PyTorch's
-    partial-overlap error. Only tensors sharing ``t``'s version counter can share its memory."""
+    partial-overlap error, where its get_overlap_status can tell (both layouts dense). Returns
+    the inputs it cannot tell about (``x.sub_(x[:, 0])``): PyTorch's loop then reads elements it
+    has already written, so ``apply_inplace`` checks that the result does not depend on that
+    order. Only tensors sharing ``t``'s version counter can share its memory."""
     vc = t._vc
     if vc is None:
-        return
+        return ()
     d = t._data
+    too_hard = []
     for o in others:
         if isinstance(o, Tensor) and o is not t and o._vc is vc:
             od = o._data
@@ -92,11 +96,12 @@ def check_overlap(t: Tensor, others) -> None:
                 and all(n == 1 or a == b for n, a, b in zip(d.shape, od.strides, d.strides))
             ):
                 continue  # the same memory, element for element
-            # NOTE: PyTorch checks only two contiguous tensors and otherwise reads what its loop
-            # has already written (x.add_(x[:, :1]) differs by loop order); autodiag computes
-            # out of place, so it refuses every partial overlap rather than differ silently
-            if np.shares_memory(od, d):
+            status = _overlap(d, od, od.shape, _strides(od))
+            if status == _PARTIAL:
                 raise RuntimeError(PARTIAL_OVERLAP_ERROR)
+            if status == _TOO_HARD:
+                too_hard.append(o)
+    return tuple(too_hard)
 
 
 def bump_version(t: Tensor, op_name: str) -> None:
@@ -106,8 +111,12 @@ def bump_version(t: Tensor, op_name: str) -> None:
         events.emit_inplace(t, op_name)
 
 
-def apply_inplace(t: Tensor, op_name: str, compute, *others, fills: bool = False) -> Tensor:
-    """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``."""
+def apply_inplace(
+    t: Tensor, op_name: str, compute, *others, fills: bool = False, loop_read: tuple = ()
+) -> Tensor:
+    """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``.
+    ``loop_read``: inputs overlapping ``t`` in a way PyTorch does not analyse (check_overlap);
+    the result must not depend on the order its loop reads them in."""
     base = t._base
     # a view requires grad when its base does (PyTorch), also one made in no_grad mode
     recording = _state.record and (
@@ -118,6 +127,9 @@ def apply_inplace(t: Tensor, op_name: str, compute, *others, fills: bool = False
     check_inplace(t, op_name, recording)
     r = compute(t)
     rd = r._data
+    for o in loop_read:
+        if rd.shape == t._data.shape:
+            _check_order_free(t, t._data, o._data, rd, op_name)
     if rd.dtype != t._data.dtype:
         if not np.can_cast(rd.dtype, t._data.dtype, casting="same_kind") or (
             rd.dtype.kind == "f" and t._data.dtype.kind in "biu"
@@ -227,8 +239,10 @@ def _method(name: str, fn):
     def inplace(self, *args, **kwargs):
         # tensors given by keyword (clamp_(min=t)) are inputs too: overlap, grad recording
         others = (*args, *kwargs.values()) if kwargs else args
-        check_overlap(self, others)
-        return apply_inplace(self, name, lambda t: raw(t, *args, **kwargs), *others)
+        loop_read = check_overlap(self, others)
+        return apply_inplace(
+            self, name, lambda t: raw(t, *args, **kwargs), *others, loop_read=loop_read
+        )
 
     inplace.__name__ = name
     inplace.__doc__ = f"In-place version of ``{fn.__name__}``."
@@ -349,8 +363,8 @@ def _copy_result(t: Tensor, src) -> Tensor:
 
 
 def copy_(self, src, non_blocking: bool = False):
-    check_overlap(self, (src,))
-    return apply_inplace(self, "copy_", lambda t: _copy_result(t, src), src)
+    loop_read = check_overlap(self, (src,))
+    return apply_inplace(self, "copy_", lambda t: _copy_result(t, src), src, loop_read=loop_read)
 
 
 Tensor.copy_ = events.traced("copy_", copy_)
@@ -650,7 +664,9 @@ def _overlap(a: np.ndarray, b: np.ndarray, b_shape: tuple, b_st: tuple) -> int:
     return _PARTIAL if a0 < b1 and b0 < a1 else _NO
 
 
-def _check_order_free(t: Tensor, dst: np.ndarray, src: np.ndarray, written: np.ndarray) -> None:
+def _check_order_free(
+    t: Tensor, dst: np.ndarray, src: np.ndarray, written: np.ndarray, op_name: str = "__setitem__"
+) -> None:
     """PyTorch copies overlapping memory it cannot analyse element by element, so its result
     then depends on its loop order. Computed out of place here, the result is the same when no
     element read is also written with another value; otherwise refuse rather than differ."""
@@ -661,7 +677,8 @@ def _check_order_free(t: Tensor, dst: np.ndarray, src: np.ndarray, written: np.n
     new[views.positions(root, dst).ravel()] = np.broadcast_to(written, dst.shape).ravel()
     if not np.array_equal(new[ps], flat[ps], equal_nan=new.dtype.kind in "fc"):
         raise NotImplementedError(
-            "__setitem__: the value shares memory with the elements written, and PyTorch's "
+            f"{op_name}: {'the value' if op_name == '__setitem__' else 'an input'} shares "
+            "memory with the elements written, and PyTorch's "
             "result then depends on its loop order; clone() the value first"
         )
 

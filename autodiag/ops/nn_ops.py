@@ -895,9 +895,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
                     f"{input.dtype.scalar_name}"
                 )
     axes = tuple(range(xd.ndim - k, xd.ndim))
-    mean = xd.mean(axis=axes, keepdims=True)
+    mean, var = _row_moments(xd, axes)
     xc = xd - mean
-    var = (xc * xc).mean(axis=axes, keepdims=True)
     rstd = (1 / np.sqrt(var + eps)).astype(xd.dtype, copy=False)
     out = xc * rstd
     if weight is not None:
@@ -928,6 +927,39 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         )
         return _record(node, out)
     return result(out, None)
+
+
+# NOTE: PyTorch's CPU layer_norm takes a row's mean and variance with RowwiseMoments: Welford's
+# update, one element at a time, for the elements past the last full SIMD vector (8 float32, 4
+# float64 with AVX2) -- all of a row shorter than that -- in the input's precision. A two-pass
+# mean/variance rounds differently there (``[-1.36, -2.45]`` in float32 normalizes to
+# ``[0.99999976, -1.]`` in PyTorch, ``[0.9999999, -1.0000001]`` two-pass, which log1p turns
+# into -inf vs NaN). Not emulated: longer rows, combined across SIMD lanes; and the merge of a
+# row's moments into the empty SIMD accumulators, ``m2 += mean * mean * 0``, which makes the
+# variance (and PyTorch's output) NaN where the mean squared overflows -- PyTorch's gradients
+# stay finite there, by a path not yet understood, so autodiag keeps finite statistics.
+_SIMD_LANES = {np.dtype(np.float32): 8, np.dtype(np.float64): 4}
+
+
+def _row_moments(xd: np.ndarray, axes: tuple) -> tuple:
+    """Mean and (biased) variance over ``axes``, kept as dims, as PyTorch's kernel rounds them."""
+    n = int(np.prod([xd.shape[a] for a in axes], dtype=np.int64))
+    if not 0 < n < _SIMD_LANES.get(xd.dtype, 0):
+        mean = xd.mean(axis=axes, keepdims=True)
+        xc = xd - mean
+        return mean, (xc * xc).mean(axis=axes, keepdims=True)
+    rows = xd.reshape(xd.shape[: xd.ndim - len(axes)] + (n,))
+    m1 = np.zeros(rows.shape[:-1], dtype=xd.dtype)
+    m2 = np.zeros_like(m1)
+    with np.errstate(all="ignore"):  # inf/NaN rows give PyTorch's inf/NaN statistics
+        for i in range(n):  # a row's few columns, each step vectorised over the rows
+            x = rows[..., i]
+            delta = x - m1
+            m1 = m1 + delta / xd.dtype.type(i + 1)
+            m2 = m2 + delta * (x - m1)
+        var = m2 / xd.dtype.type(n)
+    keep = xd.shape[: xd.ndim - len(axes)] + (1,) * len(axes)
+    return m1.reshape(keep), var.reshape(keep)
 
 
 # ---------------------------------------------------------------------------------------------

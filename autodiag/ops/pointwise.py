@@ -785,14 +785,21 @@ def _zero_grad_node(name: str):
 RoundBackward0 = _zero_grad_node("RoundBackward0")
 RoundBackward1 = _zero_grad_node("RoundBackward1")  # round(x, decimals=...)
 SignBackward0 = _zero_grad_node("SignBackward0")
-# NOTE: PyTorch's sgn of a real tensor is its sign, but a node of its own; abs's and norm's
-# backward use sgn, so their double-backward graphs hold SgnBackward0. PyTorch's SgnBackward0
-# returns an "efficient zero tensor" that stays zero through later products and quotients
-# (0 / 0 and 0 * inf give 0); ours returns ordinary zeros, so such a chain gives NaN there
-# (issue 17: an engine-wide zero-gradient kind, not a formula, would be needed).
-SgnBackward0 = type(
-    "SgnBackward0", (SignBackward0,), {"__slots__": (), "_saved_names": ("self", "result")}
-)
+
+
+class SgnBackward0(Node):
+    """PyTorch's sgn of a real tensor is its sign, but a node of its own; abs's and norm's
+    backward use sgn, so their double-backward graphs hold SgnBackward0. Its gradient is
+    PyTorch's efficient zero tensor, which stays zero through the products and quotients of
+    later formulas (NOTE [Efficient zero gradients] in core/zeros.py)."""
+
+    __slots__ = ()
+    _saved_names = ("self", "result")
+
+    def backward(self, xp, g):
+        return (xp.efficient_zeros_like(g),)
+
+
 FloorBackward0 = _zero_grad_node("FloorBackward0")
 CeilBackward0 = _zero_grad_node("CeilBackward0")
 TruncBackward0 = _zero_grad_node("TruncBackward0")
@@ -1458,6 +1465,13 @@ def pow(input, exponent):  # noqa: A001
         ad, bd = _operands(input, exponent)
         with np.errstate(all="ignore"):
             out = broadcasting(np.power, ad, bd)
+            if out.dtype.kind == "f":
+                # NOTE: numpy's loop takes a broadcast (stride-0) exponent of 0.5 as sqrt, whose
+                # sqrt(-inf) is NaN and sqrt(-0.) is -0.; pow, as PyTorch's tensor exponent
+                # computes it, gives inf and 0. there
+                half = (bd == 0.5) & ((ad == -np.inf) | (ad == 0))
+                if half.any():
+                    out = np.where(half, np.abs(ad).astype(out.dtype), out)
         if _state.record and (input.requires_grad or exponent.requires_grad):
             node = PowBackward1((edge(input), edge(exponent)))
             r = result(out, node)

@@ -424,7 +424,7 @@ def expand(input, *sizes):
     if _state.record and input.requires_grad:
         node = ExpandBackward0((edge(input),))
         node.in_shape = d.shape
-    return _make_view(input, np.broadcast_to(d, shape), node)
+    return _make_view(input, np.broadcast_to(d, shape, subok=True), node)
 
 
 # --- diagonal and movedim (einsum's repeated labels) -----------------------------------------
