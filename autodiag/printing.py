@@ -8,20 +8,19 @@ from autodiag import dtypes
 
 
 def _format_floats(a: np.ndarray):
-    finite = a[np.isfinite(a)]
-    if finite.size == 0:
-        return lambda v: _special(v)
-    amax = np.abs(finite).max()
-    amin = np.abs(finite).min()
-    integral = bool(np.all(finite == np.round(finite)))
-    if integral and amax < 1e8:
+    """PyTorch's ``_Formatter`` choice: integral values print as ``1.``, and scientific notation
+    is chosen from the nonzero finite values (their largest above 1e8, a ratio of largest to
+    smallest above 1000, or — for non-integral values — the smallest below 1e-4)."""
+    nonzero = np.abs(a[np.isfinite(a) & (a != 0)].astype(np.float64))  # compared in double
+    if nonzero.size == 0:
         return lambda v: _special(v) if not np.isfinite(v) else f"{v:.0f}."
-    if (
-        amax >= 1e8
-        or (amin < 1e-4 and amin != 0)
-        or (amax / max(amin, 1e-300) > 1e3 and amin != 0 and amax > 1e3)
-    ):
+    amax, amin = nonzero.max(), nonzero.min()
+    integral = bool(np.all(nonzero == np.ceil(nonzero)))
+    sci = amax / amin > 1000.0 or amax > 1.0e8 or (not integral and amin < 1.0e-4)
+    if sci:
         return lambda v: _special(v) if not np.isfinite(v) else f"{v:.4e}"
+    if integral:
+        return lambda v: _special(v) if not np.isfinite(v) else f"{v:.0f}."
     return lambda v: _special(v) if not np.isfinite(v) else f"{v:.4f}"
 
 
@@ -31,14 +30,39 @@ def _special(v) -> str:
     return "inf" if v > 0 else "-inf"
 
 
+def _summarized(a: np.ndarray, edge: int = 3) -> np.ndarray:
+    """The elements a summarised repr shows (the first and last ``edge`` along every dim)."""
+    for dim, n in enumerate(a.shape):
+        if n > 2 * edge:
+            a = np.concatenate(
+                [
+                    a[(slice(None),) * dim + (slice(0, edge),)],
+                    a[(slice(None),) * dim + (slice(n - edge, n),)],
+                ],
+                axis=dim,
+            )
+    return a
+
+
+def _padded(fmt, shown: np.ndarray):
+    """PyTorch pads every element to the widest one shown: ``tensor([ 1.5000, -1.5000])``."""
+    if shown.dtype.kind == "f":  # only nonzero finite values set the width (PyTorch's _Formatter)
+        shown = shown[np.isfinite(shown) & (shown != 0)]
+    width = max((len(fmt(v)) for v in shown.flat), default=0)
+    return lambda v: fmt(v).rjust(width)
+
+
 def tensor_repr(t) -> str:
     a = t._data
+    shown = _summarized(a) if a.size > 1000 else a  # what PyTorch's formatter looks at
     if a.dtype.kind == "f":
-        fmt = _format_floats(a) if a.size else str
+        fmt = _format_floats(shown) if a.size else str
     elif a.dtype.kind == "b":
         fmt = lambda v: "True" if v else "False"
     else:
         fmt = lambda v: str(int(v))
+    if a.ndim and a.size:
+        fmt = _padded(fmt, shown)
     if a.size == 0:
         body = "[]" if a.ndim == 1 else f"[], size=({', '.join(map(str, a.shape))})"
     elif a.ndim == 0:
@@ -52,7 +76,7 @@ def tensor_repr(t) -> str:
             threshold=1000,
             edgeitems=3,
             max_line_width=80,
-        )
+        ).replace(", ..., ", ",  ..., ")  # PyTorch's summary mark is " ..." after the comma
     extras = []
     default = dtypes.get_default_dtype()
     d = t.dtype
@@ -73,4 +97,19 @@ def tensor_repr(t) -> str:
         pass
     elif t.requires_grad:
         extras.append("requires_grad=True")
-    return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+    return _add_suffixes("tensor(" + body, extras)
+
+
+def _add_suffixes(text: str, suffixes: list, indent: int = 7, linewidth: int = 80) -> str:
+    """``, dtype=...`` after the values, or on a line of its own where the last line would pass
+    80 columns (PyTorch's ``_add_suffixes``, its line-length arithmetic included)."""
+    parts = [text]
+    last_line_len = len(text) - text.rfind("\n") + 1
+    for suffix in suffixes:
+        if last_line_len + len(suffix) + 2 > linewidth:
+            parts.append(",\n" + " " * indent + suffix)
+            last_line_len = indent + len(suffix)
+        else:
+            parts.append(", " + suffix)
+            last_line_len += len(suffix) + 2
+    return "".join(parts) + ")"

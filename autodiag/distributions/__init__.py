@@ -10,7 +10,7 @@ streams] in ``distribution.py``).
 >>> action = torch.tensor(2)
 >>> (-d.log_prob(action)).backward()
 >>> logits.grad
-tensor([0.0900, 0.2447, -0.3348])
+tensor([ 0.0900,  0.2447, -0.3348])
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Each constraint's ``check(value)`` gives a boolean tensor (one entry per batch e
 >>> import autodiag as torch
 >>> from autodiag.distributions import constraints
 >>> constraints.positive.check(torch.tensor([1.0, -1.0]))
-tensor([True, False])
+tensor([ True, False])
 >>> constraints.unit_interval
 Interval(lower_bound=0.0, upper_bound=1.0)
 """

@@ -233,7 +233,7 @@ def grad(func, argnums=0, has_aux: bool = False):
     >>> import autodiag as torch
     >>> from autodiag.func import grad
     >>> grad(lambda x: (x ** 3).sum())(torch.tensor([1.0, 2.0]))
-    tensor([3., 12.])
+    tensor([ 3., 12.])
     >>> grad(grad(lambda x: x ** 3))(torch.tensor(2.0))
     tensor(12.)
     """
@@ -473,7 +473,7 @@ def hessian(func, argnums=0):
     >>> import autodiag as torch
     >>> from autodiag.func import hessian
     >>> hessian(lambda x: (x ** 3).sum())(torch.tensor([1.0, 2.0]))
-    tensor([[6., 0.],
-            [0., 12.]])
+    tensor([[ 6.,  0.],
+            [ 0., 12.]])
     """
     return jacfwd(jacrev(func, argnums), argnums)

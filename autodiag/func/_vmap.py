@@ -194,7 +194,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
     >>> import autodiag as torch
     >>> from autodiag.func import vmap, grad
     >>> vmap(torch.dot)(torch.ones(2, 3), torch.arange(6.0).reshape(2, 3))
-    tensor([3., 12.])
+    tensor([ 3., 12.])
     >>> vmap(grad(lambda w, x: (w * x).sum()), in_dims=(None, 0))(torch.ones(2), torch.eye(2))
     tensor([[1., 0.],
             [0., 1.]])

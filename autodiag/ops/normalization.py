@@ -141,7 +141,7 @@ def batch_norm(
     >>> rm, rv = torch.zeros(2), torch.ones(2)
     >>> torch.nn.functional.batch_norm(x, rm, rv, training=True)
     tensor([[-1.0000, -1.0000],
-            [1.0000, 1.0000]], grad_fn=<NativeBatchNormBackward0>)
+            [ 1.0000,  1.0000]], grad_fn=<NativeBatchNormBackward0>)
     >>> rm
     tensor([0.2000, 0.4000])
     """

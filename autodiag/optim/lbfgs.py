@@ -163,7 +163,7 @@ class LBFGS(Optimizer):
     >>> _ = opt.step(closure)
     >>> w
     Parameter containing:
-    tensor([1., 1.], requires_grad=True)
+    tensor([1.0000, 1.0000], requires_grad=True)
     """
 
     def __init__(
