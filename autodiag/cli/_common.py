@@ -295,6 +295,8 @@ class Command:
         self.failure: AutodiagError | None = None  # the last failure reported by fail()
         self.ci_done = False
         self.after_close: list = []  # called once the report is delivered (graph --open)
+        # a command's own output files ("--plot", path): checked and refused like -o
+        self.extra_outputs: list = []
 
     def make_target(self) -> Target:
         """The command's TARGET, checked (``make_target``); remembered for the envelope."""
@@ -313,6 +315,7 @@ class Command:
         """Refuse output files that cannot or must not be written (before the target runs)."""
         self.output_ok = False
         outputs = [("--output", self.output), ("--junit-xml", self.junit_xml)]
+        outputs += self.extra_outputs
         for option, path in outputs:
             check_writable(path, option)
         refuse_same_file(outputs)
@@ -322,7 +325,8 @@ class Command:
         self.output_ok = True
 
     def _refuse_protected(self) -> None:
-        for option, path in (("--output", self.output), ("--junit-xml", self.junit_xml)):
+        outputs = [("--output", self.output), ("--junit-xml", self.junit_xml)]
+        for option, path in outputs + self.extra_outputs:
             try:
                 self.protected.refuse(path, option, self.force)
             except BadInvocation:
