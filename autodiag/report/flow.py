@@ -101,13 +101,18 @@ def _num(v) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
+def worth_plotting(flow: dict | None) -> bool:
+    """Whether some parameter has ``MIN_STEPS`` steps or more: a series worth a picture."""
+    return any(p["steps"] >= MIN_STEPS for p in (flow or {}).get("parameters", ()))
+
+
 def table_lines(flow: dict, findings: list[dict], width: int) -> list[Text]:
     """The text report's gradient-flow table (no lines when no parameter has ``MIN_STEPS``
     steps): a heading, then per parameter its name, sparkline, first and last norm and what
     the findings say about it; fits ``width`` columns (names longer than their column are
     shortened from the left, ``…0.weight``)."""
     params = flow.get("parameters") or []
-    if not params or max(p["steps"] for p in params) < MIN_STEPS:
+    if not worth_plotting(flow):
         return []
     table = rows(flow, findings)
     shown, left = table[:MAX_ROWS], max(0, len(table) - MAX_ROWS)
@@ -367,7 +372,7 @@ JS = r"""
 (function () {
   "use strict";
   var NS = "http://www.w3.org/2000/svg";
-  var M = { l: 62, r: 14, t: 10, b: 30 };
+  var M = { l: 62, r: 14, t: 10, b: 36 };
   var MAX_TIP = 12;  // rows in the tooltip: the lines nearest the pointer
   document.querySelectorAll("section.flow").forEach(function (sec) {
     var data = JSON.parse(sec.querySelector("script.flow-data").textContent);
@@ -441,7 +446,7 @@ JS = r"""
         }
         svgEl("line", { x1: M.l, x2: W - M.r, y1: H - M.b, y2: H - M.b, "class": "domain" },
           axis);
-        var unit = svgEl("text", { x: M.l, y: H - M.b + 16, "text-anchor": "start" }, axis);
+        var unit = svgEl("text", { x: M.l + pw / 2, y: H - 3, "text-anchor": "middle" }, axis);
         unit.textContent = data.per;
         svgEl("line", { x1: M.l, x2: M.l, y1: M.t, y2: H - M.b, "class": "domain" }, axis);
         data.series.forEach(function (s, k) {
