@@ -117,10 +117,26 @@ def module_of(name: str) -> str | None:
     return head if dot and head and attr.isidentifier() and "[" not in head else None
 
 
+def _module_order(namespaces) -> dict:
+    """id(parameter) -> its rank in the ``named_parameters()`` of the modules the namespaces
+    hold (the order of the forum recipe's ``for name, p in model.named_parameters()``)."""
+    from autodiag._look import is_a, look, static_attr, variables
+    from autodiag.analysis.graph import _named_parameters
+
+    rank: dict = {}
+    for namespace in namespaces:
+        for _, v in variables(namespace or {}):
+            if not is_a(v, type) and static_attr(v, "named_parameters") is not None:
+                for _, p in look(_named_parameters, v, default=()):
+                    rank.setdefault(id(p), len(rank))
+    return rank
+
+
 def grad_flow(health, findings: list, *namespaces: dict) -> dict:
-    """The ``"grad_flow"`` of a ``GradHealth`` run: each trained parameter's series, in the
-    order ops first used them, with the kinds of the ``findings`` (Finding objects) about it.
-    ``namespaces`` name the parameters as the findings do (``Run.scopes``)."""
+    """The ``"grad_flow"`` of a ``GradHealth`` run: each trained parameter's series, with the
+    kinds of the ``findings`` (Finding objects) about it. ``namespaces`` name the parameters as
+    the findings do (``Run.scopes``); parameters of the modules they hold come in the modules'
+    ``named_parameters()`` order, the others after them in the order ops first used them."""
     from autodiag.analysis.health import GradNorms
 
     try:
@@ -132,8 +148,11 @@ def grad_flow(health, findings: list, *namespaces: dict) -> dict:
         p = f.extra.get("parameter") if f.extra else None
         if isinstance(p, str) and f.kind not in marks.setdefault(p, []):
             marks[p].append(f.kind)
+    rank = _module_order(namespaces)
+    named = health.parameters(*namespaces)
+    order = [rank.get(id(rec.ref()), len(rank) + k) for k, (rec, _) in enumerate(named)]
     out = []
-    for rec, name in health.parameters(*namespaces):
+    for _, (rec, name) in sorted(zip(order, named), key=lambda t: t[0]):
         s = rec.state.get(norms)
         series = (s.step_norms or s.bwd_norms) if s is not None else None
         if series is None or series.flow.n == 0:

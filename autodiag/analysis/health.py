@@ -783,13 +783,15 @@ class GradNorms(HealthDetector):
             and before[1].shape == value.shape
             and before[2] > 0
         ):
-            ratio = _norm(value - before[1]) / before[2]
-            # the update made after the last step (optimizer step or backward call) measured
+            moved = _norm(value - before[1])
+            ratio = moved / before[2]
+            # the plot's update/weight ratio: the forum recipe's, against the weight the update
+            # started from, for the last step (optimizer step or backward call) before now
             series = s.step_norms if health.stepping else s.bwd_norms
-            if series is not None:
-                series.flow.add_ratio(
-                    health.steps if health.stepping else health.backward_calls, ratio
-                )
+            start = _norm(before[1])
+            if series is not None and start > 0:
+                x = health.steps if health.stepping else health.backward_calls
+                series.flow.add_ratio(x, moved / start)
             u = s.updates
             if u is None:
                 u = s.updates = [0, 0, None, 0.0]
