@@ -294,3 +294,14 @@ def test_plot_and_a_closed_pipe(tmp_path, script):
     assert proc.stdout.strip() == "vanishing_grad (2)"
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
     assert plot.exists()
+
+
+def test_a_target_that_fails_still_gets_the_plot_of_what_ran(tmp_path, script):
+    path = script(LOOP.format(steps=5) + "raise ValueError('data ran out')\n")
+    plot = tmp_path / "grads.html"
+    r = cli("check", path, "--plot", str(plot), "-f", "json", "-q")
+    assert r.exit_code == 3
+    doc = json.loads(r.stdout)
+    assert doc["error"]["kind"] == "target_failed"
+    assert doc["grad_flow"]["parameters"][0]["steps"] == 5
+    assert "Every one of the 5 optimizer steps is shown" in plot.read_text()

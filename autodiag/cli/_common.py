@@ -255,7 +255,8 @@ class Command:
     """One run of a command: holds the sink, writes the CI outputs and turns outcomes into exit
     codes. With ``fmt`` json, ``guarded`` makes sure a JSON envelope is written on every exit.
 
-    Output files (-o, --junit-xml): ``start()`` refuses, before the target runs, a path that is
+    Output files (-o, --junit-xml, and a command's own in ``extra_outputs``, such as check's
+    --plot): ``start()`` refuses, before the target runs, a path that is
     not writable, the target script or a module it imports, an existing .py file (without
     --force), or the same file for both; ``run_target`` refuses, before anything is written, a
     path that is a file the run opened (``cli/_files.py``).

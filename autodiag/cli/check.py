@@ -107,7 +107,7 @@ def check(
     info["grad_flow"] = grad_flow(health, findings, *result.scopes)
     notes = []
     if plot is not None:
-        doc = json_envelope_of(cmd, result, findings, info)
+        doc = _document(cmd, result, findings, info)
         write_atomic(plot, flow_page.page(doc, f"autodiag check {t.label}"), "--plot")
         notes.append(f"[dim]gradient-flow plot: {escape(plot)}[/]")
     explained = any(f.severity == "error" for f in findings)
@@ -127,8 +127,8 @@ def check(
     )
 
 
-def json_envelope_of(cmd, result, findings, info) -> dict:
-    """The document ``--format json`` would write (the plot page embeds it)."""
+def _document(cmd, result, findings, info) -> dict:
+    """The document ``--format json`` writes (the plot page embeds it, as the html page does)."""
     return envelope(
         "check",
         cmd.label,
