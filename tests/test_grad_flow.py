@@ -305,3 +305,41 @@ def test_a_target_that_fails_still_gets_the_plot_of_what_ran(tmp_path, script):
     assert doc["error"]["kind"] == "target_failed"
     assert doc["grad_flow"]["parameters"][0]["steps"] == 5
     assert "Every one of the 5 optimizer steps is shown" in plot.read_text()
+
+
+def test_nan_and_inf_norms_are_null_and_counted():
+    f = Flow(max_points=2)
+    for x, v in enumerate([1.0, float("nan"), 2.0, float("inf"), 0.5], start=1):
+        f.add(x, v)
+    assert f.nonfinite == 2 and f.nonfinite_at == 2
+    assert f.stride == 4 and f.norm == [1.0, 0.5] and f.lo == [1.0, 0.5] and f.hi == [2.0, 0.5]
+    f.add_ratio(5, float("nan"))
+    assert f.ratio == [None, None]
+    g = Flow()
+    g.add(1, float("nan"))
+    doc = g.to_json()
+    assert doc["first"] is None and doc["norm"] == [None] and doc["max"] is None
+
+
+def _strict(text: str) -> dict:
+    def refuse(name):
+        raise AssertionError(f"{name} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_run_with_nan_gradients_gives_valid_json(tmp_path):
+    nan_log = os.path.join(ROOT, "samples", "nan_log.py")
+    r = cli("check", nan_log, "-f", "json", "-q")
+    assert r.exit_code == 1
+    params = _strict(r.stdout)["grad_flow"]["parameters"]
+    assert params and any(p["nonfinite"] for p in params)
+    bad = next(p for p in params if p["nonfinite"])
+    assert bad["first_nonfinite"] == bad["x"][bad["norm"].index(None)]
+    plot = tmp_path / "grads.html"
+    assert cli("check", nan_log, "--plot", str(plot), "-q").exit_code == 1
+    page = plot.read_text()
+    data = page.split('id="autodiag-data">')[1].split("</script>")[0]
+    _strict(data)
+    series = _strict(page.split('class="flow-data">')[1].split("</script>")[0])["series"]
+    assert any(None in s["norm"] for s in series)

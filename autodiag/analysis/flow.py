@@ -6,6 +6,7 @@ only, never prints.
 points merge in pairs and the stride (steps per point) doubles, so a run of any length is
 sampled evenly. A merged point keeps its first step's value (even downsampling) and the
 smallest and largest norm of its steps, so a spike or a collapse between samples still shows.
+A NaN or infinite norm is kept as None (JSON has no NaN), and counted (``nonfinite``).
 
 >>> f = Flow(max_points=4)
 >>> for step in range(1, 11):
@@ -18,6 +19,8 @@ smallest and largest norm of its steps, so a spike or a collapse between samples
 
 from __future__ import annotations
 
+import math
+
 MAX_POINTS = 256  # points kept per parameter (even): past that, each stands for several steps
 
 
@@ -26,7 +29,20 @@ class Flow:
     gradient norm then), ``lo``/``hi`` (the smallest/largest norm of the point's steps) and
     ``ratio`` (the largest update/weight ratio measured among them, or None)."""
 
-    __slots__ = ("x", "norm", "lo", "hi", "ratio", "stride", "n", "first", "last", "max_points")
+    __slots__ = (
+        "x",
+        "norm",
+        "lo",
+        "hi",
+        "ratio",
+        "stride",
+        "n",
+        "first",
+        "last",
+        "max_points",
+        "nonfinite",
+        "nonfinite_at",
+    )
 
     def __init__(self, max_points: int = MAX_POINTS):
         if max_points < 2 or max_points % 2:
@@ -41,9 +57,16 @@ class Flow:
         self.n = 0  # samples seen
         self.first = None  # the first and the last norm of the run
         self.last = None
+        self.nonfinite = 0  # NaN or infinite norms (kept as None), and the first one's step
+        self.nonfinite_at = None
 
     def add(self, x: int, norm: float) -> None:
         """The gradient norm at step ``x``."""
+        if not math.isfinite(norm):
+            self.nonfinite += 1
+            if self.nonfinite_at is None:
+                self.nonfinite_at = x
+            norm = None
         if self.n % self.stride == 0:  # a new point
             if len(self.x) == self.max_points:
                 self._halve()
@@ -53,17 +76,17 @@ class Flow:
             self.hi.append(norm)
             self.ratio.append(None)
         else:  # one more sample of the last point
-            self.lo[-1] = min(self.lo[-1], norm)
-            self.hi[-1] = max(self.hi[-1], norm)
-        self.n += 1
-        if self.first is None:
+            self.lo[-1] = _min_known(self.lo[-1], norm)
+            self.hi[-1] = _max_known(self.hi[-1], norm)
+        if self.n == 0:
             self.first = norm
+        self.n += 1
         self.last = norm
 
     def add_ratio(self, x: int, ratio: float) -> None:
         """The update/weight ratio of the update made after step ``x``: it belongs to the last
         point (its norm came first); an update before any norm is dropped."""
-        if self.x and self.x[-1] <= x:
+        if self.x and self.x[-1] <= x and math.isfinite(ratio):
             r = self.ratio[-1]
             self.ratio[-1] = ratio if r is None else max(r, ratio)
 
@@ -75,8 +98,8 @@ class Flow:
 
         self.x = self.x[::2]
         self.norm = self.norm[::2]
-        self.lo = pairs(self.lo, min)
-        self.hi = pairs(self.hi, max)
+        self.lo = pairs(self.lo, _min_known)
+        self.hi = pairs(self.hi, _max_known)
         self.ratio = pairs(self.ratio, _max_known)
         self.stride *= 2
 
@@ -87,13 +110,21 @@ class Flow:
             "stride": self.stride,
             "first": _short(self.first),
             "last": _short(self.last),
-            "max": _short(max(self.hi)) if self.hi else None,
+            "max": _short(max((v for v in self.hi if v is not None), default=None)),
+            "nonfinite": self.nonfinite,
+            "first_nonfinite": self.nonfinite_at,
             "x": list(self.x),
             "norm": [_short(v) for v in self.norm],
             "norm_min": [_short(v) for v in self.lo],
             "norm_max": [_short(v) for v in self.hi],
             "update_ratio": [_short(v) for v in self.ratio],
         }
+
+
+def _min_known(a, b):
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def _max_known(a, b):

@@ -120,7 +120,10 @@ def table_lines(flow: dict, findings: list[dict], width: int) -> list[Text]:
     for kind, r in shown:
         if kind == "param":
             names.append(r["name"])
-            notes.append(", ".join(MARKS.get(k, k) for k in r["marks"]))
+            marks = [MARKS.get(k, k) for k in r["marks"]]
+            if r.get("nonfinite"):
+                marks.append(f"nan/inf from {r['first_nonfinite']}")
+            notes.append(", ".join(marks))
         else:
             names.append(f"{r['module']} (ReLU)")
             notes.append(f"{r['dead']} of {r['width']} dead")
@@ -251,10 +254,13 @@ def section(doc: dict) -> str:
         label = r["name"]
         if r.get("module"):
             label = "." + r["name"][len(r["module"]) + 1 :]
-        badges = "".join(f'<span class="badge">{escape(m)}</span>' for m in r["marks"])
+        marks = list(r["marks"])
+        if r.get("nonfinite"):
+            marks.append(f"nan/inf norm at {r['nonfinite']} {per}s from {r['first_nonfinite']}")
+        badges = "".join(f'<span class="badge">{escape(m)}</span>' for m in marks)
         shape = "×".join(map(str, r["shape"])) or "scalar"
         legend.append(
-            f'<div class="row{" marked" if r["marks"] else ""}" data-index="{k}" '
+            f'<div class="row{" marked" if marks else ""}" data-index="{k}" '
             f'title="{escape(r["name"])}">{swatch}<span class="name">{escape(label)}</span>'
             f'<span class="shape">{escape(shape)}</span>'
             f'<span class="vals">{_num(r["first"])} → {_num(r["last"])}</span>{badges}</div>'
