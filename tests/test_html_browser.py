@@ -12,7 +12,9 @@ chromium-driver, so CI runs it."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -208,3 +210,64 @@ def test_check_page_shows_findings_on_their_nodes(browser, tmp_path):
     shot = os.path.join(artifacts(), "check-html.png")
     browser.screenshot(shot)
     print(f"screenshot: {shot}")
+
+
+FLOW_SHOT = os.path.join(ROOT, "tests", "screenshots", "flow-html.png")
+
+
+def test_gradient_flow_plot_hover_shows_values(browser, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    plot = tmp_path / "grads.html"
+    r = cli("check", os.path.join("samples", "train.py"), "--plot", str(plot), "-q")
+    assert r.exit_code == 0, r.output
+    browser.open(plot.resolve().as_uri())
+    assert errors(browser) == []
+    # one line per parameter on each chart, the dead ReLUs marked in the legend
+    assert browser.run("return document.querySelectorAll('figure svg path.line').length") == 12
+    legend = browser.text(".flow-legend")
+    assert "model.1 (ReLU)\ndead_relu: 1 of 32 units" in legend
+    assert "model.3 (ReLU)\ndead_relu: 6 of 32 units" in legend
+    # hovering the middle of the norm chart: the step and each parameter's value there
+    tip = browser.run(
+        "var s = document.querySelector('figure[data-key=norm] svg');"
+        "var r = s.getBoundingClientRect();"
+        "s.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + 62 + (r.width - 76) / 2,"
+        "  clientY: r.top + r.height / 2, bubbles: true}));"
+        "var t = document.querySelector('.flow-tip');"
+        "return [t.hidden, t.textContent, document.querySelector('.guide').getAttribute('x1')];"
+    )
+    step = re.match(r"optimizer step (\d+) · gradient norm", tip[1])
+    assert tip[0] is False and step and 70 <= int(step[1]) <= 80, tip
+    doc = json.loads(cli("check", os.path.join("samples", "train.py"), "-f", "json", "-q").stdout)
+    w = doc["grad_flow"]["parameters"][0]
+    assert w["name"] == "model.0.weight"
+    shown = f"model.0.weight  {w['norm'][w['x'].index(int(step[1]))]:.3g}"
+    assert shown in tip[1] and tip[2] is not None
+    # a click on a legend row hides that parameter's lines; a second click shows them again
+    browser.click('.flow-legend .row[data-index="0"]')
+    assert browser.run("return document.querySelectorAll('g.off').length") == 2
+    browser.click('.flow-legend .row[data-index="0"]')
+    assert browser.run("return document.querySelectorAll('g.off').length") == 0
+    assert errors(browser) == []
+    shot = os.path.join(artifacts(), "flow-html.png")
+    browser.run(
+        "var s = document.querySelector('figure[data-key=norm] svg');"
+        "var r = s.getBoundingClientRect();"
+        "s.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width * 0.3,"
+        "  clientY: r.top + r.height * 0.35, bubbles: true})); return 1;"
+    )
+    browser.screenshot(shot)
+    print(f"screenshot: {shot}")
+    assert os.path.getsize(shot) > 10_000
+    if os.environ.get("AUTODIAG_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(shot, FLOW_SHOT)
+
+
+def test_check_page_includes_the_gradient_flow(browser, tmp_path):
+    out = tmp_path / "check.html"
+    r = cli("check", os.path.join(ROOT, "samples", "train.py"), "-f", "html", "-o", str(out))
+    assert r.exit_code == 0
+    browser.open(out.resolve().as_uri())
+    assert errors(browser) == []
+    assert browser.run("return document.querySelectorAll('section.flow path.line').length") == 12
+    assert browser.run("return document.querySelectorAll('section.graph g.node').length") > 0

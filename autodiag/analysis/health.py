@@ -46,6 +46,7 @@ from autodiag import inspect
 from autodiag._interrupts import callback
 from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
+from autodiag.analysis.flow import Flow
 from autodiag.nn.parameter import Parameter
 from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer
@@ -312,6 +313,21 @@ class GradHealth(Tracer):
         for d in self.detectors:
             out += d.findings(self, every, records, names)
         return out
+
+    def parameters(self, *namespaces: dict) -> list:
+        """``(record, name)`` of each parameter the script trained (the candidates of
+        ``findings``: neither frozen nor handled), named as the findings name them, in the
+        order ops first used them."""
+        from autodiag.analysis.graph import names_by_id
+
+        for namespace in namespaces:
+            self._adopt_namespace(namespace or {}, with_self=True)
+        names = names_by_id(*[ns for ns in namespaces if ns])
+        return [
+            (r, _name(r, names))
+            for r in self._records()
+            if r.candidate and not r.handled and not r.frozen
+        ]
 
     def _records(self) -> list:
         """Every leaf record, of live and of dead tensors (what they said is copied in), with a
@@ -661,9 +677,10 @@ class UnplannedAccumulation(HealthDetector):
 
 
 class _Norms:
-    """A norm series, judged as it grows (no list of every norm is kept)."""
+    """A norm series, judged as it grows (no list of every norm is kept: ``flow`` holds it
+    downsampled, for the gradient-flow plot)."""
 
-    __slots__ = ("n", "first", "recent", "below", "growth_at", "max")
+    __slots__ = ("n", "first", "recent", "below", "growth_at", "max", "flow")
 
     def __init__(self):
         self.n = 0
@@ -672,8 +689,11 @@ class _Norms:
         self.below = []
         self.growth_at = None
         self.max = 0.0
+        self.flow = Flow()
 
-    def add(self, norm: float, th: Thresholds) -> None:
+    def add(self, norm: float, th: Thresholds, x: int) -> None:
+        """The norm at step ``x`` (optimizer step or backward call of the run)."""
+        self.flow.add(x, norm)
         self.n += 1
         self.recent.append(norm)
         self.max = max(self.max, norm)
@@ -746,7 +766,7 @@ class GradNorms(HealthDetector):
         if not health.stepping:  # no optimizer (yet): norms per backward call
             if s.bwd_norms is None:
                 s.bwd_norms = _Norms()
-            s.bwd_norms.add(_norm(data), health.th)
+            s.bwd_norms.add(_norm(data), health.th, health.backward_calls + 1)
 
     def _measure_update(self, health, rec: _Leaf, s: _Sizes, var: Tensor, grad) -> None:
         """How far the parameter moved since its last accumulation, relative to its norm (the
@@ -763,7 +783,15 @@ class GradNorms(HealthDetector):
             and before[1].shape == value.shape
             and before[2] > 0
         ):
-            ratio = _norm(value - before[1]) / before[2]
+            moved = _norm(value - before[1])
+            ratio = moved / before[2]
+            # the plot's update/weight ratio: the forum recipe's, against the weight the update
+            # started from, for the last step (optimizer step or backward call) before now
+            series = s.step_norms if health.stepping else s.bwd_norms
+            start = _norm(before[1])
+            if series is not None and start > 0:
+                x = health.steps if health.stepping else health.backward_calls
+                series.flow.add_ratio(x, moved / start)
             u = s.updates
             if u is None:
                 u = s.updates = [0, 0, None, 0.0]
@@ -783,7 +811,7 @@ class GradNorms(HealthDetector):
         s = self.of(rec)
         if s.step_norms is None:
             s.step_norms = _Norms()
-        s.step_norms.add(_norm(inspect.array(p.grad)), health.th)
+        s.step_norms.add(_norm(inspect.array(p.grad)), health.th, health.steps)
 
     def findings(self, health, every, records, names):
         out = []

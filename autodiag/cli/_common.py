@@ -255,7 +255,8 @@ class Command:
     """One run of a command: holds the sink, writes the CI outputs and turns outcomes into exit
     codes. With ``fmt`` json, ``guarded`` makes sure a JSON envelope is written on every exit.
 
-    Output files (-o, --junit-xml): ``start()`` refuses, before the target runs, a path that is
+    Output files (-o, --junit-xml, and a command's own in ``extra_outputs``, such as check's
+    --plot): ``start()`` refuses, before the target runs, a path that is
     not writable, the target script or a module it imports, an existing .py file (without
     --force), or the same file for both; ``run_target`` refuses, before anything is written, a
     path that is a file the run opened (``cli/_files.py``).
@@ -295,6 +296,8 @@ class Command:
         self.failure: AutodiagError | None = None  # the last failure reported by fail()
         self.ci_done = False
         self.after_close: list = []  # called once the report is delivered (graph --open)
+        # a command's own output files ("--plot", path): checked and refused like -o
+        self.extra_outputs: list = []
 
     def make_target(self) -> Target:
         """The command's TARGET, checked (``make_target``); remembered for the envelope."""
@@ -313,6 +316,7 @@ class Command:
         """Refuse output files that cannot or must not be written (before the target runs)."""
         self.output_ok = False
         outputs = [("--output", self.output), ("--junit-xml", self.junit_xml)]
+        outputs += self.extra_outputs
         for option, path in outputs:
             check_writable(path, option)
         refuse_same_file(outputs)
@@ -322,7 +326,8 @@ class Command:
         self.output_ok = True
 
     def _refuse_protected(self) -> None:
-        for option, path in (("--output", self.output), ("--junit-xml", self.junit_xml)):
+        outputs = [("--output", self.output), ("--junit-xml", self.junit_xml)]
+        for option, path in outputs + self.extra_outputs:
             try:
                 self.protected.refuse(path, option, self.force)
             except BadInvocation:

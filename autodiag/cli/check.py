@@ -6,15 +6,19 @@ import contextlib
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from autodiag.analysis import check as detectors
 from autodiag.analysis import gradcheck as checks
 from autodiag.analysis.findings import KINDS
+from autodiag.analysis.flow import grad_flow
 from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
 from autodiag.cli._common import Command, Spec
 from autodiag.report import check as render
+from autodiag.report import flow as flow_page
 from autodiag.report import html, junit
 from autodiag.report.outcome import Outcome, json_envelope
+from autodiag.report.output import envelope, write_atomic
 from autodiag.target.errors import BadInvocation
 
 
@@ -41,6 +45,16 @@ def check(
             help="Also gradcheck the script's autograd.Functions and its own gradcheck calls.",
         ),
     ] = False,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            help="Also write the gradient-flow plot to FILE (HTML): per layer, gradient "
+            "norm and update/weight ratio over the steps.",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
 ) -> Outcome:
     """Run every detector in one run: NaN/Inf, in-place hazards, gradient health.
 
@@ -51,11 +65,15 @@ def check(
     Exit 1 on an error-severity finding left after --ignore/--warn-only; warnings exit 0.
 
     Example: [bold]autodiag check train.py --warn-only none_grad[/bold]
+
+    Gradient flow: [bold]autodiag check train.py --plot grads.html[/bold]
     """
     bad = detectors.unknown_kinds(list(ignore or []) + list(warn_only or []))
     if bad:
         raise BadInvocation(f"unknown finding kind {bad[0]!r}", f"Kinds: {', '.join(KINDS)}.")
     t = cmd.make_target()
+    if plot is not None:
+        cmd.extra_outputs.append(("--plot", plot))
     cmd.start()
     tracers = [d.make() for d in detectors.DETECTORS]
     # the page draws the graph of the last backward call with the findings on it
@@ -86,6 +104,12 @@ def check(
     }
     if recorder is not None:
         info["gradchecks"] = checks.totals(cases)
+    info["grad_flow"] = grad_flow(health, findings, *result.scopes)
+    notes = []
+    if plot is not None:
+        doc = _document(cmd, result, findings, info)
+        write_atomic(plot, flow_page.page(doc, f"autodiag check {t.label}"), "--plot")
+        notes.append(f"[dim]gradient-flow plot: {escape(plot)}[/]")
     explained = any(f.severity == "error" for f in findings)
     tests = junit.from_findings(
         findings, "autodiag.check", passed_name=f"check {t.label}", warnings_fail=False
@@ -99,6 +123,19 @@ def check(
         explained=explained,
         cases=tests,
         data=_graphs(graph, result) if graph is not None else None,
+        notes=notes,
+    )
+
+
+def _document(cmd, result, findings, info) -> dict:
+    """The document ``--format json`` writes (the plot page embeds it, as the html page does)."""
+    return envelope(
+        "check",
+        cmd.label,
+        findings,
+        error=result.error,
+        interrupted=result.interrupted,
+        **info,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from autodiag.report import anomaly
+from autodiag.report import anomaly, flow
 from autodiag.report.findings import header, source_lines, stack_line, where
 
 
@@ -20,6 +20,7 @@ def render(console, findings: list[dict], target: str, info: dict, failed: bool)
         for line in _finding(f, target, info):
             console.print(line)
         console.print()
+    flow.render_table(console, info.get("grad_flow"), findings)
     console.print(summary(findings, target, info, failed))
 
 

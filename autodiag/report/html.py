@@ -41,10 +41,13 @@ def page(
     title: str,
     note: str | None = None,
     intro: str = "",
+    extra: tuple[str, str, str] | None = None,
 ) -> str:
     """The page: ``doc`` is the JSON report, ``graphs`` its graph models (each with its
     ``"layout"`` added), ``pictures`` their SVG elements (``picture.svg(standalone=False)``).
-    ``intro``: HTML (escaped already) shown in the panel before a node is clicked."""
+    ``intro``: HTML (escaped already) shown in the panel before a node is clicked. ``extra``:
+    (HTML, CSS, JavaScript) of a section shown after the graphs (check's gradient flow)."""
+    more_html, more_css, more_js = extra or ("", "", "")
     sections = []
     for k, (g, svg) in enumerate(zip(graphs, pictures)):
         heading = _heading(g, len(graphs))
@@ -64,7 +67,7 @@ def page(
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{escape(title)}</title>\n"
-        f"<style>{picture.SVG_CSS}{PAGE_CSS}</style>\n</head>\n<body>\n"
+        f"<style>{picture.SVG_CSS}{PAGE_CSS}{more_css}</style>\n</head>\n<body>\n"
         '<header><span class="brand">autodiag</span> '
         f'<span class="title">{escape(title)}</span>'
         '<input type="search" class="search" placeholder="search: name, variable, module or line" '
@@ -75,9 +78,11 @@ def page(
         "modules</button>"
         '<span class="legend"><i class="k leaf"></i>leaf <i class="k root"></i>root '
         '<i class="k finding"></i>finding <i class="k plain"></i>op</span>'
-        f"</header>\n{banner}\n{''.join(sections)}"
+        f"</header>\n{banner}\n{''.join(sections)}{more_html}"
         f'<script type="application/json" id="autodiag-data">{script_json(doc)}</script>\n'
-        f"<script>{PAGE_JS}</script>\n</body>\n</html>\n"
+        f"<script>{PAGE_JS}</script>\n"
+        + (f"<script>{more_js}</script>\n" if more_js else "")
+        + "</body>\n</html>\n"
     )
 
 
@@ -367,8 +372,21 @@ def check_report(sink, outcome) -> None:
         notes.append("the target made no graph to draw")
     marked = {i for g in graphs for ids in g.get("node_findings", {}).values() for i in ids}
     title = f"autodiag check {outcome.label}"
+    from autodiag.report import flow
+
+    extra = None
+    if flow.worth_plotting(doc.get("grad_flow")):  # below the graph: the gradient-flow plot
+        extra = (flow.section(doc), flow.CSS, flow.JS)
     sink.write_text(
-        page(doc, graphs, svgs, title, "; ".join(notes) or None, _findings_html(findings, marked))
+        page(
+            doc,
+            graphs,
+            svgs,
+            title,
+            "; ".join(notes) or None,
+            _findings_html(findings, marked),
+            extra,
+        )
     )
 
 
