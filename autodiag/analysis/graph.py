@@ -18,7 +18,6 @@ from autodiag import inspect
 from autodiag._look import is_a, look, static_attr, variables
 from autodiag.analysis.summary import summarize
 from autodiag.inspect import children
-from autodiag.tensor import Tensor
 from autodiag.trace import Tracer
 
 _NO_SAVED: tuple = ()
@@ -352,12 +351,12 @@ def _node_of(t):
     return None if e is None else e[0]
 
 
-def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
+def module_level_roots(namespace: dict) -> list[tuple[str, object]]:
     """Module-level tensors with a grad_fn that feed no other such tensor, as (name, tensor)."""
     cands = [
         (k, v, look(_grad_fn, v))
         for k, v in variables(namespace)
-        if is_a(v, Tensor) and not k.startswith("_")
+        if inspect.is_tensor(v) and not k.startswith("_")
     ]
     cands = [c for c in cands if c[2] is not None]
     if not cands:
@@ -377,7 +376,7 @@ def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
     return out
 
 
-def _grad_fn(t: Tensor):
+def _grad_fn(t):
     return t.grad_fn
 
 
@@ -389,7 +388,7 @@ def names_by_id(*namespaces: dict) -> dict:
     out: dict = {}
     for namespace in namespaces:
         for k, v in variables(namespace):
-            if is_a(v, Tensor):
+            if inspect.is_tensor(v):
                 out.setdefault(id(v), k)
             elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
                 for pname, p in look(_named_parameters, v, default=()):

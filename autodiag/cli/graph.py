@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from autodiag._look import is_a, type_name
+from autodiag import inspect
+from autodiag._look import type_name
 from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
 from autodiag.cli._common import Command, Spec, target_failure
 from autodiag.report import graph as render
 from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, NothingToShow
-from autodiag.tensor import Tensor
 
 
 class Order(str, enum.Enum):
@@ -109,6 +109,11 @@ def graph(
             "--format svg needs Graphviz's dot program, which is not on PATH",
             "Install Graphviz, or use --format dot and render the file elsewhere.",
         )
+    if t.engine == "torch" and (values or grads):
+        raise BadInvocation(
+            f"--{'values' if values else 'grads'} is not available with --engine torch yet",
+            "Drop it to see the graph of the PyTorch run, or run on autodiag's engine.",
+        )
     cmd.start()
     cap = GraphCapture(call=call, keep_all=all_calls, values=values, grads=grads)
     result = cmd.run_target(t, [cap])
@@ -148,7 +153,7 @@ def _select(cap: GraphCapture, result, call: int | None, root: str | None):
                 f"Module-level tensors with a grad_fn: {cands}.",
             )
         v = ns[root]
-        if not is_a(v, Tensor):  # its type only: a user object's __class__ may raise
+        if not inspect.is_tensor(v):  # its type only: a user object's __class__ may raise
             raise BadInvocation(
                 f"--root {root}: {root!r} is a {type_name(v)}, not a tensor",
                 "Name a tensor variable.",
