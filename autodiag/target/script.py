@@ -293,8 +293,9 @@ def run_script(
     (``frame_locals``), the status of an ``os._exit`` (``hard_exit``), and ``stopped`` when a
     tracer's ``StopRun`` ended the run (normally: the globals are returned).
 
-    ``on``: the engine, "autodiag" gives the script autodiag for ``import torch``; "torch" runs it on
-    real PyTorch, observed through its extension points (``autodiag.engines.torch.observe``)."""
+    ``on``: the engine. "autodiag" gives the script autodiag for ``import torch``; "torch" runs
+    it on real PyTorch, observed through its extension points
+    (``autodiag.engines.torch.observe``)."""
     code = load(path)
     abspath = os.path.abspath(path)
     folder = os.path.dirname(abspath)

@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from autodiag import inspect
 from autodiag.engines.torch import seam
 from autodiag.trace import events, sites
-from autodiag.trace.sites import capture_stack
+from autodiag.trace.sites import Stack, capture_stack
 
 _is_compiling = torch.compiler.is_compiling
 _Tensor = torch.Tensor
@@ -123,6 +123,7 @@ class Observer:
     def __init__(self):
         self.sinks = [t for t in events.TRACERS if hasattr(type(t), "note_hazard")]
         self.last_seq = -1  # the newest node sequence number tagged so far
+        self.last_stack = None  # the stack of the last op that ran with grad disabled
         self.pending: list = []  # saves packed during the op in progress
         self.saves: dict = {}  # storage data_ptr -> WeakSet of _Packed still held by a node
         self.calls: list = []  # backward calls in progress, innermost last
@@ -143,6 +144,10 @@ class Observer:
             if seq > before:
                 stack = capture_stack(3)
                 self.tag(node, stack, before)
+        elif node is None and not torch.is_grad_enabled():
+            # perhaps inside a custom Function's forward, whose apply() no mode sees: its node
+            # is found later, and named after the line that called apply (``_apply_site``)
+            self.last_stack = stack = capture_stack(3)
         pending = self.pending
         if len(pending) > n0:
             if node is not None and stack is not None:
@@ -169,7 +174,7 @@ class Observer:
             md = n.metadata
             if _SITE in md:
                 continue
-            md[_SITE] = stack
+            md[_SITE] = stack if n is node else self._apply_site(n) or stack
             s = n._sequence_nr()
             if s > newest:
                 newest = s
@@ -177,6 +182,21 @@ class Observer:
                 if c is not None and type(c) is not _ACCUMULATE and c._sequence_nr() > before:
                     todo.append(c)
         self.last_seq = newest
+
+    def _apply_site(self, node):
+        """The user's stack at the ``apply()`` that made a custom Function's ``node``: the frames
+        outside its ``forward`` in the stack of the last op that ran inside it; None when that
+        is not known (then the op that found the node names it)."""
+        fwd = getattr(getattr(node, "_forward_cls", None), "forward", None)
+        code = getattr(fwd, "__code__", None)
+        last = self.last_stack
+        if code is None or last is None:
+            return None
+        frames = last.sites
+        for k in range(len(frames) - 1, 0, -1):
+            if frames[k][0] is code:
+                return Stack(frames[:k])
+        return None
 
     def wrote(self, op: str, t, stack) -> None:
         box = self.saves.get(_key(t))
