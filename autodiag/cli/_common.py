@@ -338,7 +338,9 @@ class Command:
 
         result = self.result
         if result is not None:
-            result.namespace.clear()
+            ns = result.namespace
+            for k in [k for k in ns if not (type(k) is str and k.startswith("__"))]:
+                del ns[k]  # its own names; torch.compile's guards still look at __builtins__
             result.frame_locals.clear()
             seen: set = set()
             for failure in (result.error, self.failure):

@@ -139,21 +139,30 @@ class Observer:
             node = _node_of(written[0])  # x[i] = v returns None; x's CopySlices is new
         stack = None
         before = self.last_seq
+        made = None
         if node is not None and type(node) is not _ACCUMULATE:
             seq = node._sequence_nr()
             if seq > before:
                 stack = capture_stack(3)
-                self.tag(node, stack, before)
-        elif node is None and not torch.is_grad_enabled():
+                made = self.tag(node, stack, before)
+        elif node is None and written is None and not torch.is_grad_enabled():
             # perhaps inside a custom Function's forward, whose apply() no mode sees: its node
             # is found later, and named after the line that called apply (``_apply_site``)
             self.last_stack = stack = capture_stack(3)
         pending = self.pending
         if len(pending) > n0:
-            if node is not None and stack is not None:
-                node_name = node.name()
+            if made is not None:
+                node_name, node_seq = node.name(), node._sequence_nr()
                 for p in pending[n0:]:
-                    p.node_name, p.site, p.output = node_name, stack, p.out_seq > before
+                    # NOTE: a pack hook is not told which node saves; a tensor this op made
+                    # whose node saves its own result (log_softmax inside cross_entropy) was
+                    # saved by that node, any other by the node of the op's output
+                    maker = made.get(p.out_seq)
+                    if maker is not None and maker is not node and _saves_result(maker):
+                        p.node_name, p.output = maker.name(), True
+                    else:
+                        p.node_name, p.output = node_name, p.out_seq == node_seq
+                    p.site = stack
                     box = self.saves.get(p.key)
                     if box is None:
                         box = self.saves[p.key] = weakref.WeakSet()
@@ -164,24 +173,27 @@ class Observer:
                 if t.__class__ is _Tensor or isinstance(t, _Tensor):
                     self.wrote(name, t, stack)
 
-    def tag(self, node, stack, before: int) -> None:
+    def tag(self, node, stack, before: int, own: bool = True) -> dict:
         """Give ``node`` and the other nodes this op made (numbered above ``before``; a composite
-        such as ``cross_entropy`` makes several) the user's stack."""
+        such as ``cross_entropy`` makes several) the user's stack; those nodes by number."""
         todo = [node]
         newest = before
+        made = {}
         while todo:
             n = todo.pop()
             md = n.metadata
             if _SITE in md:
                 continue
-            md[_SITE] = stack if n is node else self._apply_site(n) or stack
+            md[_SITE] = stack if own and n is node else self._apply_site(n) or stack
             s = n._sequence_nr()
+            made[s] = n
             if s > newest:
                 newest = s
             for c, _ in n.next_functions:
                 if c is not None and type(c) is not _ACCUMULATE and c._sequence_nr() > before:
                     todo.append(c)
         self.last_seq = newest
+        return made
 
     def _apply_site(self, node):
         """The user's stack at the ``apply()`` that made a custom Function's ``node``: the frames
@@ -193,6 +205,13 @@ class Observer:
         if code is None or last is None:
             return None
         frames = last.sites
+        if not sites._user(code):
+            # a forward of torch's own (a compiled region's CompiledFunction): the last op ran
+            # inside it. A frame Dynamo runs compiled reports its ``def`` line: the region is
+            # the function of that frame, and its call the frame outside it
+            if len(frames) > 1 and frames[-1][1] == frames[-1][0].co_firstlineno:
+                return Stack(frames[:-1])
+            return last
         for k in range(len(frames) - 1, 0, -1):
             if frames[k][0] is code:
                 return Stack(frames[:k])
@@ -284,6 +303,10 @@ class Observer:
             self.ncalls,
         )
         del self.pending[:]
+        for r in call.roots:  # a custom Function's output, say, that no later op reached
+            fn = r.grad_fn
+            if fn is not None and fn._sequence_nr() > self.last_seq:
+                self.tag(fn, call.stack, self.last_seq, own=False)
         events.REPORTED[1] += 1
         for t in events.LISTENERS["on_backward_begin"]:
             t.on_backward_begin(call)
@@ -364,6 +387,10 @@ def _written(name: str, args, kwargs) -> tuple | None:
         if kwargs.get("inplace") is True and args and isinstance(args[0], _Tensor):
             return (args[0],)
     return None
+
+
+def _saves_result(node) -> bool:
+    return "result" in seam._saved_names(node)
 
 
 def _key(t) -> int:

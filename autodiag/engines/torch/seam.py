@@ -108,8 +108,10 @@ def saved_entries(node, values: bool = False) -> tuple:
     return tuple([SavedEntry(*t) for t in out]) if out else ()
 
 
-# The ``_saved_*`` names of each node type (``dir`` is slow: once per type).
+# The ``_saved_*`` names of each node type (``dir`` is slow: once per type), without those
+# found to hold a constant (``alpha``, ``mat1_sym_sizes``: never a tensor for that type).
 _NAMES: dict = {}
+_CONSTANT = (int, float, bool, str, torch.dtype, torch.device)
 
 
 def _saved_names(node) -> tuple:
@@ -118,6 +120,11 @@ def _saved_names(node) -> tuple:
     if names is None:
         names = _NAMES[t] = tuple(a[7:] for a in dir(node) if a.startswith("_saved_"))
     return names
+
+
+def _forget_constant(node, name: str) -> None:
+    t = type(node)
+    _NAMES[t] = tuple(n for n in _NAMES[t] if n != name)
 
 
 def _saved_tuples(node, values: bool):
@@ -141,9 +148,13 @@ def _saved_tuples(node, values: bool):
         if isinstance(v, _Tensor):
             out.append(_entry(name, v, values))
         elif isinstance(v, (tuple, list)):
-            for k, x in enumerate(v):
-                if isinstance(x, _Tensor):
-                    out.append(_entry(f"{name}[{k}]", x, values))
+            tensors = [(k, x) for k, x in enumerate(v) if isinstance(x, _Tensor)]
+            if not tensors and all(isinstance(x, _CONSTANT) for x in v):
+                _forget_constant(node, name)  # sizes, strides: read no more
+            for k, x in tensors:
+                out.append(_entry(f"{name}[{k}]", x, values))
+        elif isinstance(v, _CONSTANT):
+            _forget_constant(node, name)
     return tuple(out)
 
 
@@ -162,7 +173,7 @@ def _described(text: str) -> tuple:
 
 def _entry(name: str, t, values: bool) -> tuple:
     version = t._version
-    e = (name, tuple(t.shape), dtype_name(t), t.element_size() * t.numel(), version, version)
+    e = (name, tuple(t.shape), dtype_name(t), t.nbytes, version, version)
     return e + (t.detach().numpy(),) if values else e
 
 
@@ -180,8 +191,15 @@ def shape(t) -> tuple:
     return tuple(t.shape)
 
 
+_DTYPE_NAMES: dict = {}
+
+
 def dtype_name(t) -> str:
-    return str(t.dtype)[6:]  # "torch.float32" -> "float32"
+    dt = t.dtype
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = str(dt)[6:]  # "torch.float32" -> "float32"
+    return name
 
 
 def version_counter(t, create: bool = False):
