@@ -361,3 +361,18 @@ def test_timeout_on_the_worker_thread(script):
     path = script("import torch\nx = torch.ones(1, requires_grad=True)\nwhile True:\n    x * 2\n")
     r = cli("inplace", path, "--engine", "torch", "--timeout", "1")
     assert r.exit_code == 3 and "did not finish within --timeout 1 s" in r.stderr
+
+
+def test_tensors_without_storage_are_not_watched_and_never_break_the_script():
+    from autodiag.analysis.inplace import InplaceWatcher
+    from autodiag.engines.torch import observe
+    from autodiag.trace import tracing
+
+    assert observe._key(torch.ones(2).to_sparse()) is None
+    x = torch.ones(3, requires_grad=True)
+    with tracing(InplaceWatcher()), observe.observing() as obs:
+        for _ in range(3):
+            (x.to_sparse() * 2).to_dense().sum().backward()
+        obs.sweep()
+        assert obs.saves == {}  # every save's node ran and freed it: nothing left to watch
+    assert x.grad.tolist() == [6.0, 6.0, 6.0]

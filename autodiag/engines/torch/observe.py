@@ -49,6 +49,7 @@ _BACKWARD = {
     torch.autograd.grad: "grad",
 }
 _SIGNATURES = {f: _pyinspect.signature(f) for f in _BACKWARD}
+SWEEP_EVERY = 10_000  # watched saves between sweeps of the storages whose saves are all gone
 
 # Names ending in "_" that do not write the tensor's values.
 _NOT_WRITES = frozenset(
@@ -128,6 +129,7 @@ class Observer:
         self.saves: dict = {}  # storage data_ptr -> WeakSet of _Packed still held by a node
         self.calls: list = []  # backward calls in progress, innermost last
         self.ncalls = 0
+        self.nsaves = 0  # saves watched since the last sweep
         self.mode = _Mode(self)
 
     # --- ops ------------------------------------------------------------------------------
@@ -163,15 +165,26 @@ class Observer:
                     else:
                         p.node_name, p.output = node_name, p.out_seq == node_seq
                     p.site = stack
+                    if p.key is None:
+                        continue  # a tensor without storage (sparse, meta): not watched
                     box = self.saves.get(p.key)
                     if box is None:
                         box = self.saves[p.key] = weakref.WeakSet()
                     box.add(p)
+                self.nsaves += len(pending) - n0
+                if self.nsaves > SWEEP_EVERY:
+                    self.sweep()
             del pending[n0:]
         if written and self.saves:
             for t in written:
                 if t.__class__ is _Tensor or isinstance(t, _Tensor):
                     self.wrote(name, t, stack)
+
+    def sweep(self) -> None:
+        """Forget storages whose saved tensors are all gone (their nodes ran or died)."""
+        self.nsaves = 0
+        for key in [k for k, box in self.saves.items() if not box]:
+            del self.saves[key]
 
     def tag(self, node, stack, before: int, own: bool = True) -> dict:
         """Give ``node`` and the other nodes this op made (numbered above ``before``; a composite
@@ -218,7 +231,8 @@ class Observer:
         return None
 
     def wrote(self, op: str, t, stack) -> None:
-        box = self.saves.get(_key(t))
+        key = _key(t)
+        box = self.saves.get(key) if key is not None else None
         if not box:
             return
         now = t._version
@@ -318,6 +332,7 @@ class Observer:
             raise
         finally:
             self.calls.pop()
+            del self.pending[:]  # saves of a create_graph backward: no op of the script's
             for t in events.LISTENERS["on_backward_end"]:
                 t.on_backward_end(call)
             call.roots = call.inputs = call.error = None  # hold no graph past the call
@@ -393,9 +408,13 @@ def _saves_result(node) -> bool:
     return "result" in seam._saved_names(node)
 
 
-def _key(t) -> int:
-    """Which storage ``t`` is a view of (its views share the version counter)."""
-    return t.untyped_storage().data_ptr()
+def _key(t) -> int | None:
+    """Which storage ``t`` is a view of (its views share the version counter); None for a
+    tensor without one (sparse, meta, nested), which is then not watched."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
 
 
 def _as_list(x) -> list:
