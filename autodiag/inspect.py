@@ -113,6 +113,10 @@ def register_engine(seam) -> None:
     the nodes and tensors it owns."""
     if seam not in _FOREIGN:
         _FOREIGN.append(seam)
+        # the C-level getters cannot dispatch: the Python versions that can take their place
+        globals().update(
+            sequence_nr=_any_sequence_nr, site=_any_site, children=_any_children, shape=_any_shape
+        )
 
 
 def _seam_of(obj):
@@ -156,28 +160,30 @@ class SavedEntry(NamedTuple):
 
 # NOTE: the accessors tracers call per op are C-level getters (attrgetter), not Python
 # functions: a tracer on a 1,000,000-op chain pays a C call per read, no frame.
-_sequence_nr = attrgetter("_seq")
-_site = attrgetter("_trace")
+# NOTE: the accessors tracers call per op are C-level getters (attrgetter), not Python
+# functions: a tracer on a 1,000,000-op chain pays a C call per read, no frame. Registering a
+# foreign engine (NOTE [Foreign engines]) replaces them, and ``children``/``shape``, with the
+# dispatching versions below; read them as ``inspect.site`` at call time to get those.
+sequence_nr = attrgetter("_seq")  # (node) -> int: creation order
+site = attrgetter("_trace")  # (node) -> Stack | None: where the op that recorded it ran
+children = _children  # (node) -> the nodes its edges point at, None for no gradient
 
 
-def sequence_nr(node) -> int:
-    """Creation order: a node made later has a larger number (C-level for autodiag's nodes)."""
+def _any_sequence_nr(node) -> int:
     try:
-        return _sequence_nr(node)
+        return node._seq
     except AttributeError:
         return _seam_of(node).sequence_nr(node)
 
 
-def site(node):
-    """The user's ``Stack`` where the op that recorded ``node`` ran (while tracing), or None."""
+def _any_site(node):
     try:
-        return _site(node)
+        return node._trace
     except AttributeError:
         return _seam_of(node).site(node)
 
 
-def children(node) -> tuple:
-    """The nodes ``node``'s edges point at, in input order (None for no gradient)."""
+def _any_children(node) -> tuple:
     try:
         return _children(node)
     except AttributeError:
@@ -335,13 +341,12 @@ def values(x):
 
 array = attrgetter("_data")  # (tensor) -> its array: ``values`` for a known tensor, C-level
 version = attrgetter("_version")  # (tensor) -> int: in-place writes bump it
-_shape = attrgetter("_data.shape")
+shape = attrgetter("_data.shape")  # (tensor) -> tuple
 
 
-def shape(t) -> tuple:
-    """The tensor's shape as a tuple (C-level for autodiag's tensors)."""
+def _any_shape(t) -> tuple:
     try:
-        return _shape(t)
+        return t._data.shape
     except AttributeError:
         return _seam_of(t).shape(t)
 

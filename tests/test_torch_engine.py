@@ -376,3 +376,48 @@ def test_tensors_without_storage_are_not_watched_and_never_break_the_script():
         obs.sweep()
         assert obs.saves == {}  # every save's node ran and freed it: nothing left to watch
     assert x.grad.tolist() == [6.0, 6.0, 6.0]
+
+
+def test_the_seam_answers_for_torch_graphs_as_for_autodiags():
+    """``autodiag.inspect`` hands PyTorch's nodes and tensors to the torch seam: walking the
+    same program on both engines through the seam alone gives the same answers."""
+    import autodiag
+    from autodiag import inspect
+    from autodiag.engines.torch.observe import register
+
+    register()
+
+    def program(lib):
+        x = lib.tensor([1.0, -2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([0.5, 0.25, 2.0], dtype=lib.float64, requires_grad=True)
+        y = (x * w).exp()
+        return x, (y.sum() + (x * 2.0).relu().mean())
+
+    (x1, z1), (x2, z2) = program(autodiag), program(torch)
+    assert inspect.is_tensor(x1)
+    assert inspect.is_tensor(x2) and not inspect.is_tensor(x2.tolist())
+    stack = [(inspect.gradient_edge(z1)[0], inspect.gradient_edge(z2)[0])]
+    seen = 0
+    while stack:
+        a, b = stack.pop()
+        seen += 1
+        ia, ib = inspect.node_info(a), inspect.node_info(b)
+        assert type(a).__name__ == type(b).__name__
+        assert ia[2] == ib[2] and [c is None for c in ia[1]] == [c is None for c in ib[1]]
+        assert inspect.is_leaf_node(a) == inspect.is_leaf_node(b)
+        assert inspect.edges(b) == tuple(b.next_functions)
+        if inspect.is_leaf_node(b):
+            assert inspect.leaf_variable(b) is not None
+            assert inspect.shape(inspect.leaf_variable(b)) == (3,)
+            assert inspect.dtype_name(inspect.leaf_variable(b)) == "float64"
+        else:
+            # autodiag leaves Python scalars out; PyTorch keeps some as 0-d tensors (x * 2.0)
+            assert inspect.holds_saved(b) >= bool(inspect.saved_entries(a))
+            mine = {e.name: e[1:5] for e in inspect.saved_entries(a)}
+            theirs = {e.name: e[1:5] for e in inspect.saved_entries(b)}
+            assert {k: theirs[k] for k in mine} == mine
+        stack.extend((c, d) for c, d in zip(ia[1], ib[1]) if c is not None)
+    assert seen == 10
+    z2.backward()
+    assert inspect.is_freed(z2.grad_fn.next_functions[0][0].next_functions[0][0])
+    assert inspect.saved_entries(z2.grad_fn.next_functions[0][0].next_functions[0][0]) == ()

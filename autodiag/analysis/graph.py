@@ -17,7 +17,6 @@ import weakref
 from autodiag import inspect
 from autodiag._look import is_a, look, static_attr, variables
 from autodiag.analysis.summary import summarize
-from autodiag.inspect import children
 from autodiag.trace import Tracer
 
 _NO_SAVED: tuple = ()
@@ -362,6 +361,7 @@ def module_level_roots(namespace: dict) -> list[tuple[str, object]]:
     if not cands:
         return []
     fed = set()  # nodes that feed some candidate
+    children = inspect.children  # read now: a foreign engine may have replaced it
     stack = [c for fn in {fn for _, _, fn in cands} for c in children(fn)]
     while stack:
         n = stack.pop()
