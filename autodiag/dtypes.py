@@ -129,6 +129,10 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     """The smallest dtype both ``a`` and ``b`` convert to, as ``torch.promote_types``."""
     if a is b:
         return a
+    if a.is_floating_point != b.is_floating_point:
+        # NOTE: a float with an integer is the float (float32 + int64 -> float32), not numpy's
+        # wider float that holds every integer (float64)
+        return a if a.is_floating_point else b
     return _BY_NP[np.promote_types(a.np, b.np)]
 
 

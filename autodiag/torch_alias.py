@@ -57,6 +57,8 @@ TORCH_MODULES = {
     "torch.nn.init": "autodiag.nn.init",
     "torch.nn.modules": "autodiag.nn.modules",
     "torch.nn.parameter": "autodiag.nn.parameter",
+    "torch.nn.utils": "autodiag.nn.utils",
+    "torch.nn.utils.rnn": "autodiag.nn.utils.rnn",
     "torch.optim": "autodiag.optim",
     "torch.optim.optimizer": "autodiag.optim.optimizer",
     "torch.utils": "autodiag.utils",
@@ -65,6 +67,10 @@ TORCH_MODULES = {
     "torch.utils.data.dataset": "autodiag.utils.data.dataset",
     "torch.utils.data.sampler": "autodiag.utils.data.sampler",
     "torch.utils.data.dataloader": "autodiag.utils.data.dataloader",
+    "torch.optim.lr_scheduler": "autodiag.optim.lr_scheduler",
+    "torch.nn.utils": "autodiag.nn.utils",
+    "torch.nn.utils.clip_grad": "autodiag.nn.utils.clip_grad",
+    "torch.nn.utils.convert_parameters": "autodiag.nn.utils.convert_parameters",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

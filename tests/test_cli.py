@@ -108,12 +108,6 @@ def test_graph_dot_and_mermaid(script):
     assert mm.startswith("flowchart BT") and mm.count("-->") == 5
 
 
-def test_graph_svg_needs_graphviz(script, monkeypatch):
-    monkeypatch.setenv("PATH", "")
-    r = cli("graph", script(MODEL), "-f", "svg")
-    assert r.exit_code == 2 and "Graphviz" in r.stderr
-
-
 def test_graph_extras(script):
     r = cli("graph", script(MODEL), "--show-saved", "--values", "--grads", "--no-color")
     assert r.exit_code == 0

@@ -19,6 +19,7 @@ from autodiag.target import expression
 # p, train)`` without defaults, an int ``reduction``): exporting F's op under that name would
 # be silently wrong, so ``autodiag.<name>`` does not exist.
 ATEN_BINDINGS = {"binary_cross_entropy_with_logits", "dropout", "embedding", "layer_norm"}
+ATEN_BINDINGS |= {"kl_div", "cosine_embedding_loss", "margin_ranking_loss"}  # int reduction
 
 
 def test_every_op_is_registered_once_with_one_record():

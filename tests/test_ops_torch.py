@@ -748,6 +748,10 @@ JOIN_CASES = [
     Case("split_rejoin", lambda T, x: T.cat(x.split(2)[::-1]), (I((5, 3)),), op=("split",)),
     Case("chunk", lambda T, x: x.chunk(2), (I((5, 3)),), op=("chunk",)),
     Case("chunk_dim", lambda T, x: T.chunk(x, 3, dim=1)[2], (I((2, 3)),), op=("chunk",)),
+    Case("unsafe_split", lambda T, x: T.unsafe_split(x, 2, 1), (I((4, 5)),), op=("unsafe_split",)),
+    Case(
+        "unsafe_chunk", lambda T, x: x.unsafe_chunk(4, 1)[1:3], (I((3, 8)),), op=("unsafe_chunk",)
+    ),
     Case("gather", lambda T, x: T.gather(x, 1, T.tensor(GIDX)), (I((3, 4)),), op=("gather",)),
     Case(
         "gather0", lambda T, x: x.gather(0, T.tensor(GIDX[:2, :] % 3)), (I((3, 4)),), op=("gather",)
@@ -1112,6 +1116,45 @@ NN_CASES = [
             lambda T, x: F(T).leaky_relu_(x * 1, 0.2),
             (I((4, 5), "away"),),
             ("leaky_relu_",),
+        ),
+        ("l1_loss", lambda T, x, t: F(T).l1_loss(x, t), (I((4, 5)), I((4, 5))), ("l1_loss",)),
+        (
+            "smooth_l1_loss",
+            lambda T, x, t: F(T).smooth_l1_loss(x, t, reduction="none", beta=0.5),
+            (I((4, 5)), I((4, 5))),
+            ("smooth_l1_loss",),
+        ),
+        (
+            "huber_loss",
+            lambda T, x, t: F(T).huber_loss(x, t, reduction="sum", delta=0.7),
+            (I((4, 5)), I((4, 5))),
+            ("huber_loss",),
+        ),
+        (
+            "binary_cross_entropy",
+            lambda T, x, t: F(T).binary_cross_entropy(x.sigmoid(), t.sigmoid()),
+            (I((4, 5)), I((4, 5))),
+            ("binary_cross_entropy",),
+        ),
+        (
+            "kl_div",
+            lambda T, x, t: F(T).kl_div(x.log_softmax(1), t.softmax(1), reduction="batchmean"),
+            (I((4, 5)), I((4, 5))),
+            ("kl_div",),
+        ),
+        (
+            "cosine_embedding_loss",
+            lambda T, a, b: F(T).cosine_embedding_loss(
+                a, b, T.tensor([1.0, -1.0, 1.0, -1.0]), margin=0.1
+            ),
+            (I((4, 5)), I((4, 5))),
+            ("cosine_embedding_loss",),
+        ),
+        (
+            "margin_ranking_loss",
+            lambda T, a, b: F(T).margin_ranking_loss(a, b, T.tensor([1.0, -1.0, 1.0, 1.0])),
+            (I((4,)), I((4,))),
+            ("margin_ranking_loss",),
         ),
     ]
 ]

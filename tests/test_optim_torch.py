@@ -27,6 +27,20 @@ CONFIGS = [
     ("adam_maximize", "Adam", dict(lr=0.002, maximize=True)),
     ("adamw", "AdamW", dict(lr=0.01)),
     ("adamw_amsgrad", "AdamW", dict(lr=0.02, weight_decay=0.1, amsgrad=True)),
+    ("rmsprop", "RMSprop", dict(lr=0.01)),
+    ("rmsprop_centered_momentum", "RMSprop", dict(lr=0.005, centered=True, momentum=0.9)),
+    ("rmsprop_low_alpha_wd", "RMSprop", dict(lr=0.01, alpha=0.3, weight_decay=0.1, eps=1e-4)),
+    ("rmsprop_maximize", "RMSprop", dict(lr=0.001, maximize=True, centered=True)),
+    ("adagrad", "Adagrad", dict(lr=0.1)),
+    (
+        "adagrad_decay_wd_init",
+        "Adagrad",
+        dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.5),
+    ),
+    ("adagrad_maximize", "Adagrad", dict(lr=0.01, maximize=True)),
+    ("adadelta", "Adadelta", dict()),
+    ("adadelta_rho_wd", "Adadelta", dict(lr=0.5, rho=0.7, weight_decay=0.05, eps=1e-5)),
+    ("adadelta_maximize", "Adadelta", dict(lr=0.1, maximize=True)),
 ]
 
 

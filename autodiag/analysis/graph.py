@@ -17,7 +17,7 @@ import weakref
 from autodiag import inspect
 from autodiag._look import is_a, look, static_attr, variables
 from autodiag.analysis.summary import summarize
-from autodiag.trace import Tracer
+from autodiag.trace import Tracer, events
 
 _NO_SAVED: tuple = ()
 _ZEROS = itertools.repeat(0)  # the input_nr of every edge of most nodes
@@ -48,6 +48,11 @@ class GraphSnapshot:
         self.grads: dict = {}  # id -> summaries of incoming gradients (--grads)
         self.labels: dict = {}  # id -> variable name (leaves and roots), filled by name_nodes
         self.root_labels: list = []
+        # id -> (weakref to the outermost module running, the innermost one's path in it, the
+        # class names of both) for nodes made inside an nn.Module call; named by name_nodes
+        # into ``modules`` (id -> "model.fc1 (Linear)")
+        self.module_refs: dict = {}
+        self.modules: dict = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -66,6 +71,27 @@ class GraphSnapshot:
         finally:
             if was_enabled:
                 gc.enable()
+
+    def add_modules(self, index: dict, modules) -> None:
+        """Record the module each captured node was made in (``modules``: node -> entry, for
+        the nodes ops reported). The other nodes an op made (``linear``'s ``TBackward0``) share
+        its Stack and take its entry: the snapshot holds every Stack it names, so their ids
+        are unique here."""
+        if not modules:
+            return
+        by_stack: dict = {}
+        for node, k in index.items():
+            m = modules.get(node)
+            if m is not None:
+                self.module_refs[k] = m
+                if self.sites[k] is not None:
+                    by_stack[id(self.sites[k])] = m
+        if by_stack:
+            for k, st in enumerate(self.sites):
+                if st is not None and k not in self.module_refs:
+                    m = by_stack.get(id(st))
+                    if m is not None:
+                        self.module_refs[k] = m
 
     @classmethod
     def _capture(cls, root_nodes, call, kind, values, index_out) -> GraphSnapshot:
@@ -117,8 +143,9 @@ class GraphSnapshot:
 
     # --- naming -------------------------------------------------------------------------------
 
-    def name_nodes(self, names_by_id: dict) -> None:
-        """Label leaves and roots with the variable names that refer to their tensors."""
+    def name_nodes(self, names_by_id: dict, modules: dict | None = None) -> None:
+        """Label leaves and roots with the variable names that refer to their tensors, and
+        nodes made inside a module with its path (``modules``: id(module) -> variable name)."""
         for i, lf in enumerate(self.leaf):
             if lf is not None:
                 t = lf[0]()
@@ -128,6 +155,12 @@ class GraphSnapshot:
         for ref in self.root_tensors:
             t = ref() if ref is not None else None
             self.root_labels.append(names_by_id.get(id(t)) if t is not None else None)
+        for i, (ref, path, cls, root_cls) in self.module_refs.items():
+            root = ref()
+            name = (modules or {}).get(id(root)) if root is not None else None
+            if name is None:  # gone with its function's frame, or never named: its class
+                name = root_cls
+            self.modules[i] = f"{name}.{path} ({cls})" if path else f"{name} ({cls})"
 
     # --- measures -----------------------------------------------------------------------------
 
@@ -303,12 +336,31 @@ class GraphCapture(Tracer):
         self.calls = 0
         self.snapshots: list[GraphSnapshot] = []
         self._values = weakref.WeakKeyDictionary() if values else None
+        # node -> (weakref to the outermost module, the innermost's path, class names of both)
+        self._modules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._module_paths: dict = {}  # id(outermost module) -> (weakref, {id(module): path})
         self._index: dict | None = None  # node -> id during a captured backward call
         self._current: GraphSnapshot | None = None
 
     def on_op(self, op, node, inputs, outputs, stack):
         if node is not None and self._values is not None and outputs:
             self._values[node] = summarize(outputs[0])
+        if node is not None and events.MODULES:
+            self._modules[node] = self._module_of(events.MODULES)
+
+    def _module_of(self, modules: list) -> tuple:
+        """(weakref to the outermost module running, the innermost one's path in it, its class
+        name, the outermost's class name); a module's submodules' paths are listed once."""
+        root, inner = modules[0], modules[-1]
+        known = self._module_paths.get(id(root))
+        if known is None or known[0]() is not root or id(inner) not in known[1]:
+            paths: dict = {}
+            try:
+                paths = {id(m): name for name, m in root.named_modules()}
+            except Exception:  # noqa: BLE001 - a user module with an odd named_modules
+                pass
+            known = self._module_paths[id(root)] = (weakref.ref(root), paths)
+        return (known[0], known[1].get(id(inner), ""), type(inner).__name__, type(root).__name__)
 
     def on_backward_begin(self, task):
         self.calls += 1
@@ -319,6 +371,7 @@ class GraphCapture(Tracer):
         snap = GraphSnapshot.capture(
             roots, self.calls, "backward" if task.accumulate else "grad", self._values, index
         )
+        snap.add_modules(index, self._modules)
         snap.root_tensors = [weakref.ref(t) for t in task.roots]
         if self.want_grads:
             self._index, self._current = index, snap
@@ -339,7 +392,9 @@ class GraphCapture(Tracer):
     def roots_snapshot(self, tensors) -> GraphSnapshot:
         """The graph of tensors found after the run (module-level roots, --root)."""
         roots = [_node_of(t) for t in tensors]
-        snap = GraphSnapshot.capture(roots, 0, "roots", self._values)
+        index: dict = {}
+        snap = GraphSnapshot.capture(roots, 0, "roots", self._values, index)
+        snap.add_modules(index, self._modules)
         snap.root_tensors = [weakref.ref(t) for t in tensors]
         return snap
 
@@ -393,6 +448,17 @@ def names_by_id(*namespaces: dict) -> dict:
             elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
                 for pname, p in look(_named_parameters, v, default=()):
                     out.setdefault(id(p), f"{k}.{pname}")
+    return out
+
+
+def module_names(*namespaces: dict) -> dict:
+    """id(module) -> the variable of the first of ``namespaces`` that names it (``model``)."""
+    out: dict = {}
+    for namespace in namespaces:
+        for k, v in variables(namespace):
+            if not is_a(v, type) and not inspect.is_tensor(v):
+                if static_attr(v, "named_modules") is not None:
+                    out.setdefault(id(v), k)
     return out
 
 

@@ -285,9 +285,10 @@ class LeakFinder(Tracer):
                 if c is not None:
                     referenced.add(id(c))
         tops = []
+        recorded = {id(n) for n in alive}
         for n in alive:
             if id(n) not in referenced:
-                count, spans = _reachable(n, old)
+                count, spans = _reachable(n, old, recorded)
                 if count:
                     tops.append((count, spans, n))
         tops.sort(key=lambda t: (-t[0], sequence_nr(t[2])))
@@ -413,7 +414,7 @@ class LeakFinder(Tracer):
         else:
             msg = f"{what} {held}, for the rest of the run"
         captured = re.search(r"closure variable `(\w+)`", h.path)
-        hint = _fix_hint(leak.created, captured.group(1) if captured else None)
+        hint = _fix_hint(leak.created, captured.group(1) if captured else None, h)
         loc = None
         if h.file and h.line:
             loc = {
@@ -462,9 +463,11 @@ def _bytes_of(refs: list) -> int:
     return total
 
 
-def _reachable(top, old: dict) -> tuple[int, set]:
+def _reachable(top, old: dict, recorded: set) -> tuple[int, set]:
     """How many nodes of ``old`` (id -> step) are reachable from ``top`` through
-    next_functions, and the steps they were made in."""
+    next_functions, and the steps they were made in. The walk goes through the recorded nodes
+    of the current step too: a carried state that was never detached (an RNN's hidden state)
+    reaches the old graph through this step's nodes."""
     count = 0
     steps: set = set()
     seen = set()
@@ -480,7 +483,7 @@ def _reachable(top, old: dict) -> tuple[int, set]:
             steps.add(old[i])
         for m in children(n):
             if m is not None:
-                if id(m) in old:
+                if id(m) in recorded:
                     todo.append(m)
     return count, steps
 
@@ -561,10 +564,19 @@ def _retained_finding(site, calls: list) -> Finding:
     )
 
 
-def _fix_hint(created: dict | None, captured: str | None) -> str:
+def _fix_hint(created: dict | None, captured: str | None, holder: Holder | None = None) -> str:
     """One sentence: what to store instead, in the words of the line that made the tensor
     (``captured``: the closure variable that holds it, if a closure does)."""
     target, value = _assignment((created or {}).get("code") or "")
+    if holder is not None and holder.container == "tuple" and holder.name and "," in target:
+        # a state unpacked from an op's result and fed back at the next step (an RNN's hidden
+        # state): each step's graph hangs on the previous one
+        name = holder.name
+        return (
+            f"Detach the state carried from step to step: `{name} = tuple(h.detach() for h "
+            f"in {name})` before it is used again (truncated backpropagation through time), "
+            f"or compute it under torch.no_grad() when no gradient should flow through it."
+        )
     if captured:
         return (
             f"Let the function capture `{captured}.detach()` (or `{captured}.item()`) instead "

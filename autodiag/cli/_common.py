@@ -320,6 +320,7 @@ class Command:
         self.result: Run | None = None
         self.failure: AutodiagError | None = None  # the last failure reported by fail()
         self.ci_done = False
+        self.after_close: list = []  # called once the report is delivered (graph --open)
 
     def make_target(self) -> Target:
         """The command's TARGET, checked (``make_target``); remembered for the envelope."""
@@ -529,6 +530,9 @@ def guarded(name: str, opts: Shared, body) -> None:
                 code = body(cmd)
             if cmd.sink is not None:
                 cmd.sink.close()
+                if code in (EXIT_OK, EXIT_FINDINGS):
+                    for after in cmd.after_close:
+                        after()
         except AutodiagError as e:
             code = cmd.fail(e)
         except KeyboardInterrupt:

@@ -10,9 +10,10 @@ import typer
 from autodiag.analysis import check as detectors
 from autodiag.analysis import gradcheck as checks
 from autodiag.analysis.findings import KINDS
+from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
 from autodiag.cli._common import Command, Spec
 from autodiag.report import check as render
-from autodiag.report import junit
+from autodiag.report import html, junit
 from autodiag.report.outcome import Outcome, json_envelope
 from autodiag.target.errors import BadInvocation
 
@@ -57,9 +58,11 @@ def check(
     t = cmd.make_target()
     cmd.start()
     tracers = [d.make() for d in detectors.DETECTORS]
+    # the page draws the graph of the last backward call with the findings on it
+    graph = GraphCapture() if cmd.format == "html" else None
     recorder = checks.CallRecorder() if gradcheck and t.expr is None else None
     with recorder if recorder is not None else contextlib.nullcontext():
-        result = cmd.run_target(t, tracers)
+        result = cmd.run_target(t, tracers + ([graph] if graph is not None else []))
     found = []
     for d, tracer in zip(detectors.DETECTORS, tracers):
         found += d.findings(tracer, result)
@@ -88,7 +91,32 @@ def check(
         findings, "autodiag.check", passed_name=f"check {t.label}", warnings_fail=False
     )
     # the target's failure is shown, but the error findings decide the exit code
-    return Outcome(result, findings, info=info, failing=explained, explained=explained, cases=tests)
+    return Outcome(
+        result,
+        findings,
+        info=info,
+        failing=explained,
+        explained=explained,
+        cases=tests,
+        data=_graphs(graph, result) if graph is not None else None,
+    )
 
 
-COMMAND = Spec("check", check, {"text": render.text_report, "json": json_envelope})
+def _graphs(cap: GraphCapture, result) -> list:
+    """The graph the page draws: the last backward call's, else the module-level tensors'."""
+    snaps = cap.snapshots
+    if not snaps:
+        roots = module_level_roots(result.namespace)
+        snaps = [cap.roots_snapshot([v for _, v in roots])] if roots else []
+    names, modules = names_by_id(*result.scopes), module_names(*result.scopes)
+    for s in snaps:
+        s.name_nodes(names, modules)
+    return snaps
+
+
+COMMAND = Spec(
+    "check",
+    check,
+    {"text": render.text_report, "json": json_envelope, "html": html.check_report},
+    format_help="text, json, or html (the graph with its findings marked).",
+)

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import enum
+import os
+import pathlib
+import tempfile
+import webbrowser
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from autodiag import inspect
 from autodiag._look import type_name
-from autodiag.analysis.graph import GraphCapture, module_level_roots, names_by_id
+from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
 from autodiag.cli._common import Command, Spec, target_failure
 from autodiag.report import graph as render
+from autodiag.report import html, picture
 from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, NothingToShow
+
+
+class Direction(str, enum.Enum):
+    tb = "tb"
+    lr = "lr"
 
 
 class Order(str, enum.Enum):
@@ -25,7 +36,14 @@ class Order(str, enum.Enum):
 
 # Past these sizes a format stops being useful (Mermaid refuses > 500 edges by default), so
 # they truncate unless --max-nodes says otherwise; JSON and DOT are complete by default.
-DEFAULT_MAX_NODES = {"text": 500, "mermaid": 400, "svg": 2000, "json": None, "dot": None}
+DEFAULT_MAX_NODES = {
+    "text": 500,
+    "mermaid": 400,
+    "svg": 2000,
+    "json": None,
+    "dot": None,
+    "html": 2000,
+}
 
 
 def graph(
@@ -91,6 +109,20 @@ def graph(
             show_default=False,
         ),
     ] = None,
+    direction: Annotated[
+        Direction,
+        typer.Option(
+            "--direction",
+            help="html/svg: tb (roots at the top) or lr (inputs left, roots right).",
+        ),
+    ] = Direction.tb,
+    open_page: Annotated[
+        bool,
+        typer.Option(
+            "--open",
+            help="html: open the page in the browser (written to a temporary file without -o).",
+        ),
+    ] = False,
 ) -> Outcome | int:
     """Show the grad_fn graph: of the last backward() call, or of the module-level tensors.
 
@@ -104,27 +136,26 @@ def graph(
         raise BadInvocation(
             "--root shows a variable's graph; it excludes --call and --all", "Pick one."
         )
-    if cmd.format == "svg" and not render.has_dot():
-        raise BadInvocation(
-            "--format svg needs Graphviz's dot program, which is not on PATH",
-            "Install Graphviz, or use --format dot and render the file elsewhere.",
-        )
     if t.engine == "torch" and (values or grads):
         raise BadInvocation(
             f"--{'values' if values else 'grads'} is not available with --engine torch yet",
             "Drop it to see the graph of the PyTorch run, or run on autodiag's engine.",
         )
+    if open_page:
+        _open_when_written(cmd)
     cmd.start()
     cap = GraphCapture(call=call, keep_all=all_calls, values=values, grads=grads)
     result = cmd.run_target(t, [cap])
     snaps = _select(cap, result, call, root)
     if snaps is None:  # the target failed before making any graph
         return target_failure(cmd, result)
-    names = names_by_id(*result.scopes)
+    names, modules = names_by_id(*result.scopes), module_names(*result.scopes)
     for s in snaps:
-        s.name_nodes(names)
+        s.name_nodes(names, modules)
     limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[cmd.format]
-    view = render.View(order.value, limit, max_depth, show_saved, values, grads)
+    view = render.View(
+        order.value, limit, max_depth, show_saved, values, grads, direction.value.upper()
+    )
     return Outcome(result, data=render.GraphReport(snaps, view, cap.calls, all_calls))
 
 
@@ -136,11 +167,34 @@ COMMAND = Spec(
         "json": render.json_report,
         "dot": render.dot_report,
         "mermaid": render.mermaid_report,
-        "svg": render.svg_report,
+        "svg": picture.graph_report,
+        "html": html.graph_report,
     },
-    format_help="text, json, dot, mermaid, or svg (needs Graphviz).",
+    format_help="text, json, dot, mermaid, svg, or html (an interactive page; no Graphviz).",
     placed={"order": "dtype"},
 )
+
+
+def _open_when_written(cmd: Command) -> None:
+    """--open: show the page in the browser once it is written (to -o's file, else to a new
+    temporary file, whose path goes to stderr)."""
+    if cmd.format != "html":
+        raise BadInvocation(
+            f"--open shows an HTML page; --format {cmd.format} makes none",
+            "Add --format html.",
+        )
+    if cmd.output is None:
+        fd, path = tempfile.mkstemp(prefix="autodiag-graph-", suffix=".html")
+        os.close(fd)
+        cmd.output = path
+        cmd.err.print(f"[dim]page: {escape(path)}[/]")
+
+    def show() -> None:
+        url = pathlib.Path(os.path.abspath(cmd.output)).as_uri()
+        if not webbrowser.open(url):
+            cmd.err.print(f"[yellow]note:[/] no browser could be started; open {escape(url)}")
+
+    cmd.after_close.append(show)
 
 
 def _select(cap: GraphCapture, result, call: int | None, root: str | None):

@@ -11,6 +11,15 @@ from __future__ import annotations
 
 import warnings
 
+from autodiag.ops.losses import (  # noqa: F401
+    binary_cross_entropy,
+    cosine_embedding_loss,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    margin_ranking_loss,
+    smooth_l1_loss,
+)
 from autodiag.ops.nn_ops import (  # noqa: F401
     binary_cross_entropy_with_logits,
     cross_entropy,

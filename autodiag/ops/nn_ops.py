@@ -132,6 +132,38 @@ def div_scalar(x: Tensor, s) -> Tensor:
     return _scalar_op(x, s, np.true_divide, DivBackward1)
 
 
+class AddBackward1(Node):
+    """``tensor + scalar`` from C++ code (``add.Scalar``): the gradient passes through."""
+
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        return (g,)
+
+
+class SubBackward1(AddBackward1):
+    """``tensor - scalar`` (``sub.Scalar``)."""
+
+    __slots__ = ()
+
+
+def _shift(x: Tensor, s, np_fn, cls) -> Tensor:
+    out = np.asarray(np_fn(x._data, s))
+    if out.dtype != x._data.dtype and x._data.dtype.kind == "f":
+        out = out.astype(x._data.dtype)
+    if _state.record and x.requires_grad:
+        return _record(cls((edge(x),)), out)
+    return result(out, None)
+
+
+def add_scalar(x: Tensor, s) -> Tensor:
+    return _shift(x, s, np.add, AddBackward1)
+
+
+def sub_scalar(x: Tensor, s) -> Tensor:
+    return _shift(x, s, np.subtract, SubBackward1)
+
+
 # ---------------------------------------------------------------------------------------------
 # addmm and linear
 # ---------------------------------------------------------------------------------------------
@@ -343,6 +375,9 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     if xd.dtype != td.dtype:
         dt = dtypes.promote_types(x.dtype, t.dtype).np
         xd, td = xd.astype(dt), td.astype(dt)
+    if xd.dtype.kind != "f":
+        name = dtypes.from_numpy_dtype(xd.dtype).scalar_name
+        raise NotImplementedError(f"\"mse_cpu\" not implemented for '{name}'")
     d = xd - td
     out = _reduce(d * d, r)
     if _state.record and (x.requires_grad or t.requires_grad):
@@ -577,7 +612,7 @@ def _ce_probabilities(logp, target, weight, r, label_smoothing, cdim):
     """PyTorch's cross_entropy_loss_prob_target, op for op."""
     n_classes = logp._data.shape[cdim]
     if label_smoothing > 0.0:
-        target = mul_scalar(target, 1 - label_smoothing) + label_smoothing / n_classes
+        target = add_scalar(mul_scalar(target, 1 - label_smoothing), label_smoothing / n_classes)
     prod = logp * target
     if weight is not None:
         prod = prod * _class_view(weight, logp.ndim, cdim)

@@ -1,4 +1,5 @@
-"""``autodiag.optim``: SGD, Adam, AdamW and the ``Optimizer`` base, as ``torch.optim``.
+"""``autodiag.optim``: SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, LBFGS, the ``Optimizer``
+base and ``lr_scheduler``, as ``torch.optim``.
 
 >>> import autodiag as torch
 >>> model = torch.nn.Linear(2, 1)
@@ -7,8 +8,23 @@
 >>> opt.zero_grad(); loss.backward(); opt.step()
 """
 
+from autodiag.optim import lr_scheduler
+from autodiag.optim.adadelta import Adadelta
+from autodiag.optim.adagrad import Adagrad
 from autodiag.optim.adam import Adam, AdamW
+from autodiag.optim.lbfgs import LBFGS
 from autodiag.optim.optimizer import Optimizer
+from autodiag.optim.rmsprop import RMSprop
 from autodiag.optim.sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "LBFGS",
+    "lr_scheduler",
+]

@@ -349,3 +349,32 @@ class Optimizer:
                 if key != "params":
                     s += f"    {key}: {group[key]}\n"
         return s + ")"
+
+
+def _scalar_step_dtype():
+    """The dtype of PyTorch's 0-d ``step`` counters (``_get_scalar_dtype``): float64 under a
+    float64 default dtype, float32 otherwise."""
+    from autodiag.dtypes import float64, get_default_dtype
+
+    return np.float64 if get_default_dtype() is float64 else np.float32
+
+
+def _check_hyper(name: str, value, low: float = 0.0) -> None:
+    """PyTorch's ``ValueError(f"Invalid {name}: {value}")`` for an argument below ``low``."""
+    if not low <= value:
+        raise ValueError(f"Invalid {name}: {value}")
+
+
+def _check_lr(lr) -> None:
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    _check_hyper("learning rate", lr)
+
+
+def _not_supported(opt: str, **flags) -> None:
+    """NotImplementedError naming the optimizer and every unsupported flag that is set."""
+    on = [k for k, v in flags.items() if v]
+    if on:
+        raise NotImplementedError(
+            f"autodiag: {opt}({', '.join(f'{k}=True' for k in on)}) is not supported"
+        )

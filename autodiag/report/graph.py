@@ -30,6 +30,7 @@ class View:
     show_saved: bool = False
     values: bool = False
     grads: bool = False
+    direction: str = "TB"  # the pictures' (html, svg): roots at the top, or at the right (LR)
 
 
 def visible(snap: GraphSnapshot, view: View) -> tuple[list[int], int]:
@@ -118,6 +119,8 @@ def _json_nodes(snap: GraphSnapshot, view: View, ids: list[int], shown: set | No
         }
         if snap.freed[i]:
             node["saved_freed"] = True
+        if i in snap.modules:
+            node["module"] = snap.modules[i]
         if view.values:
             node["value"] = snap.values.get(i)
         if view.grads:
@@ -156,6 +159,8 @@ def _json_node_texts(snap: GraphSnapshot, view: View, ids: list[int], shown: set
         )
         if snap.freed[i]:
             text += ', "saved_freed": true'
+        if i in snap.modules:
+            text += f', "module": {json.dumps(snap.modules[i])}'
         if view.values:
             text += f', "value": {_dumps(snap.values.get(i))}'
         if view.grads:
@@ -434,28 +439,6 @@ def table_rows(snap: GraphSnapshot, view: View) -> tuple[list[list[table.Cell]],
     return rows, left
 
 
-def has_dot() -> bool:
-    import shutil
-
-    return shutil.which("dot") is not None
-
-
-def dot_to_svg(dot_text: str) -> str:
-    import subprocess
-
-    proc = subprocess.run(
-        ["dot", "-Tsvg"],
-        input=dot_text,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ),
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr.strip() or "dot failed")
-    return proc.stdout
-
-
 # --- the renderers of ``autodiag graph``, one per --format (report/outcome.py) -----------------
 
 # JSON is indented up to this many nodes, compact beyond (10x faster for huge graphs).
@@ -495,17 +478,11 @@ def _diagrams(sink, outcome, fmt: str) -> str | None:
     rep = outcome.data
     snaps, view = rep.snaps, rep.view
     left = 0
-    if fmt in ("dot", "mermaid"):  # streamed: a 1,000,000-node graph is never held whole
-        lines = mermaid_lines if fmt == "mermaid" else dot_lines
-        for s in snaps:
-            left = max(left, visible(s, view)[1])
-            sink.write_lines(lines(s, view))
-        return _left_out(view, left)
-    parts = []
-    for s in snaps:  # svg: Graphviz needs the whole DOT text
+    # streamed: a 1,000,000-node graph is never held whole
+    lines = mermaid_lines if fmt == "mermaid" else dot_lines
+    for s in snaps:
         left = max(left, visible(s, view)[1])
-        parts.append(dot_to_svg(to_dot(s, view)))
-    sink.write_text("".join(parts))
+        sink.write_lines(lines(s, view))
     return _left_out(view, left)
 
 
@@ -515,10 +492,6 @@ def dot_report(sink, outcome) -> str | None:
 
 def mermaid_report(sink, outcome) -> str | None:
     return _diagrams(sink, outcome, "mermaid")
-
-
-def svg_report(sink, outcome) -> str | None:
-    return _diagrams(sink, outcome, "svg")
 
 
 def text_report(sink, outcome) -> str | None:

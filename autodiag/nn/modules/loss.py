@@ -1,4 +1,5 @@
-"""Loss modules: MSELoss, CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss."""
+"""Loss modules: MSELoss, CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss, L1Loss, SmoothL1Loss,
+HuberLoss, BCELoss, KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss."""
 
 from __future__ import annotations
 
@@ -104,4 +105,90 @@ class BCEWithLogitsLoss(_Loss):
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(
             input, target, self.weight, pos_weight=self.pos_weight, reduction=self.reduction
+        )
+
+
+class L1Loss(_Loss):
+    """Mean absolute error.
+
+    >>> import autodiag as torch
+    >>> torch.nn.L1Loss()(torch.tensor([1.0, -3.0]), torch.zeros(2))
+    tensor(2.)
+    """
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Quadratic below ``beta``, linear above."""
+
+    def __init__(
+        self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """Quadratic below ``delta``, ``delta``-sloped above."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class BCELoss(_WeightedLoss):
+    """Binary cross-entropy of probabilities (logs clamped to -100)."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class KLDivLoss(_Loss):
+    """KL divergence; ``input`` holds log-probabilities (``target`` too with ``log_target``)."""
+
+    def __init__(
+        self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """``1 - cos`` for target 1, ``max(0, cos - margin)`` for target -1."""
+
+    def __init__(
+        self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(
+            input1, input2, target, margin=self.margin, reduction=self.reduction
+        )
+
+
+class MarginRankingLoss(_Loss):
+    """``max(0, -target * (input1 - input2) + margin)``."""
+
+    def __init__(
+        self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(
+            input1, input2, target, margin=self.margin, reduction=self.reduction
         )
