@@ -37,6 +37,10 @@ Tensors and gradients:
 Grad mode: ``grad_mode()`` is ``"grad"``, ``"no_grad"`` or ``"inference_mode"`` for the
 calling thread.
 
+Other engines (NOTE [Foreign engines]): ``is_tensor(x)`` says whether ``x`` is a tensor of any
+engine; a node or tensor that is not autodiag's goes to the seam of the engine that owns it
+(``register_engine``), so the same analyses read PyTorch's graphs under ``--engine torch``.
+
 >>> import autodiag as torch
 >>> from autodiag import inspect
 >>> x = torch.ones(2, requires_grad=True)
@@ -57,13 +61,16 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from autodiag.core import grad_mode as _grad_mode
-from autodiag.core.graph import AccumulateGrad, Freed, SavedTensor, children
+from autodiag.core.graph import AccumulateGrad, Freed, Node, SavedTensor
+from autodiag.core.graph import children as _children
 from autodiag.ops._core import edge as _edge
 from autodiag.tensor import Tensor
 from autodiag.tensor import vc_of as _vc_of
 
 __all__ = [
     "SavedEntry",
+    "register_engine",
+    "is_tensor",
     "LEAF_SEQUENCE_NR",
     "edges",
     "children",
@@ -91,6 +98,49 @@ __all__ = [
 
 LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
 
+# NOTE [Foreign engines]
+# Another engine (``autodiag/engines/torch``) implements this seam for its own nodes and tensors
+# and registers it here when it is loaded — never before, so the default path imports nothing of
+# it. Every function below serves autodiag's objects first, as before; only an object that is
+# not autodiag's is handed to the registered seam that owns it (``seam.owns(obj)``). With no
+# foreign engine registered, the price is one failed attribute read or one type test on a path
+# that was going to fail anyway.
+_FOREIGN: list = []
+
+
+def register_engine(seam) -> None:
+    """Let ``seam`` (a module with this seam's functions and ``owns(obj) -> bool``) answer for
+    the nodes and tensors it owns."""
+    if seam not in _FOREIGN:
+        _FOREIGN.append(seam)
+        # the C-level getters cannot dispatch: the Python versions that can take their place
+        globals().update(
+            sequence_nr=_any_sequence_nr, site=_any_site, children=_any_children, shape=_any_shape
+        )
+
+
+def _seam_of(obj):
+    for seam in _FOREIGN:
+        if seam.owns(obj):
+            return seam
+    raise TypeError(
+        f"autodiag.inspect: a {type(obj).__name__} is neither a node nor a tensor of autodiag "
+        f"or of an engine autodiag observes"
+    )
+
+
+def _ours(obj) -> bool:
+    """Whether ``obj`` is one of autodiag's nodes or tensors (not a foreign engine's)."""
+    return not _FOREIGN or isinstance(obj, (Node, Tensor))
+
+
+def is_tensor(x) -> bool:
+    """Whether ``x`` is a tensor of autodiag's engine or of an engine it observes (by its real
+    type: no code of ``x`` runs)."""
+    if issubclass(type(x), Tensor):
+        return True
+    return any(seam.is_tensor(x) for seam in _FOREIGN)
+
 
 class SavedEntry(NamedTuple):
     """One tensor a node saved for backward. ``shape``/``dtype`` are None (and ``nbytes`` 0)
@@ -110,12 +160,40 @@ class SavedEntry(NamedTuple):
 
 # NOTE: the accessors tracers call per op are C-level getters (attrgetter), not Python
 # functions: a tracer on a 1,000,000-op chain pays a C call per read, no frame.
+# NOTE: the accessors tracers call per op are C-level getters (attrgetter), not Python
+# functions: a tracer on a 1,000,000-op chain pays a C call per read, no frame. Registering a
+# foreign engine (NOTE [Foreign engines]) replaces them, and ``children``/``shape``, with the
+# dispatching versions below; read them as ``inspect.site`` at call time to get those.
 sequence_nr = attrgetter("_seq")  # (node) -> int: creation order
 site = attrgetter("_trace")  # (node) -> Stack | None: where the op that recorded it ran
+children = _children  # (node) -> the nodes its edges point at, None for no gradient
+
+
+def _any_sequence_nr(node) -> int:
+    try:
+        return node._seq
+    except AttributeError:
+        return _seam_of(node).sequence_nr(node)
+
+
+def _any_site(node):
+    try:
+        return node._trace
+    except AttributeError:
+        return _seam_of(node).site(node)
+
+
+def _any_children(node) -> tuple:
+    try:
+        return _children(node)
+    except AttributeError:
+        return _seam_of(node).children(node)
 
 
 def edges(node) -> tuple:
     """``((node, input_nr), ...)`` in input order; ``(None, 0)`` for no gradient."""
+    if not _ours(node):
+        return _seam_of(node).edges(node)
     return tuple(e if e.__class__ is tuple else (e, 0) for e in node._next)
 
 
@@ -128,7 +206,10 @@ def node_info(node) -> tuple:
 
     NOTE: one call instead of five, and no pair per edge, for the walk every graph format
     pays on every node; plain tuples of numbers and strings are untracked by the cyclic GC."""
-    nx = node._next
+    try:
+        nx = node._next
+    except AttributeError:
+        return _seam_of(node).node_info(node)
     nrs = None
     for e in nx:
         if e.__class__ is tuple:
@@ -155,22 +236,30 @@ def node_info(node) -> tuple:
 
 def is_leaf_node(node) -> bool:
     """Whether ``node`` is a leaf's ``AccumulateGrad`` (it accumulates into ``.grad``)."""
-    return node.__class__ is AccumulateGrad
+    if node.__class__ is AccumulateGrad:
+        return True
+    return not _ours(node) and _seam_of(node).is_leaf_node(node)
 
 
 def leaf_variable(node):
     """The leaf tensor of an ``AccumulateGrad`` node (None for any other node, or a leaf that
     is gone)."""
-    return node.variable if node.__class__ is AccumulateGrad else None
+    if node.__class__ is AccumulateGrad:
+        return node.variable
+    return None if _ours(node) else _seam_of(node).leaf_variable(node)
 
 
 def is_freed(node) -> bool:
     """Whether a backward call without ``retain_graph`` released the node's saved tensors."""
+    if not _ours(node):
+        return _seam_of(node).is_freed(node)
     return node._saved.__class__ is Freed
 
 
 def holds_saved(node) -> bool:
     """Whether the node saved tensors for its backward and still holds them."""
+    if not _ours(node):
+        return _seam_of(node).holds_saved(node)
     s = node._saved
     return s is not None and s.__class__ is not Freed
 
@@ -179,6 +268,8 @@ def saved_entries(node, values: bool = False) -> tuple:
     """The node's saved tensors (``SavedEntry``), in the order of its ``_saved_*`` names; ()
     when it saved none or they were freed. Constants kept with them (Python scalars) are not
     tensors and are left out."""
+    if not _ours(node):
+        return _seam_of(node).saved_entries(node, values)
     saved = node._saved
     if saved.__class__ is not tuple:
         return ()
@@ -237,6 +328,8 @@ def gradient_edge(t) -> tuple | None:
     """``(node, output_nr)``: where gradient reaches ``t`` (its grad_fn and which output of it
     ``t`` is, or a leaf's ``AccumulateGrad`` and 0), as PyTorch's
     ``autograd.graph.get_gradient_edge``; None when ``t`` needs no gradient."""
+    if not _ours(t):
+        return _seam_of(t).gradient_edge(t)
     e = _edge(t)
     return None if e is None else e if e.__class__ is tuple else (e, 0)
 
@@ -251,16 +344,28 @@ version = attrgetter("_version")  # (tensor) -> int: in-place writes bump it
 shape = attrgetter("_data.shape")  # (tensor) -> tuple
 
 
+def _any_shape(t) -> tuple:
+    try:
+        return t._data.shape
+    except AttributeError:
+        return _seam_of(t).shape(t)
+
+
 def version_counter(t, create: bool = False):
     """The object that counts ``t``'s versions, shared by ``t``, its base and all its views
     (compare it by identity), or None if nothing has needed one yet (then ``t`` is at version 0
     and no tensor saved for backward shares its storage) unless ``create``."""
+    if not _ours(t):
+        return _seam_of(t).version_counter(t, create)
     return _vc_of(t) if create else t._vc
 
 
 def dtype_name(t) -> str:
     """``"float32"``, ``"int64"``, ...: the tensor's dtype as a string."""
-    return name_of_dtype(t._data.dtype)
+    try:
+        return name_of_dtype(t._data.dtype)
+    except AttributeError:
+        return _seam_of(t).dtype_name(t)
 
 
 _DTYPE_NAMES: dict = {}

@@ -62,6 +62,9 @@ LAYERS = [
         ],
     ),
     ("namespace", ["autodiag", "autodiag.torch_alias"]),
+    # other engines autodiag observes (--engine torch): their seam and observers, which feed
+    # the tracers and are run by the target runner
+    ("engines", ["autodiag.engines", "autodiag.engines.*"]),
     (
         "target/analysis",
         [

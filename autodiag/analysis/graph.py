@@ -17,8 +17,6 @@ import weakref
 from autodiag import inspect
 from autodiag._look import is_a, look, static_attr, variables
 from autodiag.analysis.summary import summarize
-from autodiag.inspect import children
-from autodiag.tensor import Tensor
 from autodiag.trace import Tracer, events
 
 _NO_SAVED: tuple = ()
@@ -407,17 +405,18 @@ def _node_of(t):
     return None if e is None else e[0]
 
 
-def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
+def module_level_roots(namespace: dict) -> list[tuple[str, object]]:
     """Module-level tensors with a grad_fn that feed no other such tensor, as (name, tensor)."""
     cands = [
         (k, v, look(_grad_fn, v))
         for k, v in variables(namespace)
-        if is_a(v, Tensor) and not k.startswith("_")
+        if inspect.is_tensor(v) and not k.startswith("_")
     ]
     cands = [c for c in cands if c[2] is not None]
     if not cands:
         return []
     fed = set()  # nodes that feed some candidate
+    children = inspect.children  # read now: a foreign engine may have replaced it
     stack = [c for fn in {fn for _, _, fn in cands} for c in children(fn)]
     while stack:
         n = stack.pop()
@@ -432,7 +431,7 @@ def module_level_roots(namespace: dict) -> list[tuple[str, Tensor]]:
     return out
 
 
-def _grad_fn(t: Tensor):
+def _grad_fn(t):
     return t.grad_fn
 
 
@@ -444,7 +443,7 @@ def names_by_id(*namespaces: dict) -> dict:
     out: dict = {}
     for namespace in namespaces:
         for k, v in variables(namespace):
-            if is_a(v, Tensor):
+            if inspect.is_tensor(v):
                 out.setdefault(id(v), k)
             elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
                 for pname, p in look(_named_parameters, v, default=()):
@@ -457,7 +456,7 @@ def module_names(*namespaces: dict) -> dict:
     out: dict = {}
     for namespace in namespaces:
         for k, v in variables(namespace):
-            if not is_a(v, type) and not is_a(v, Tensor):
+            if not is_a(v, type) and not inspect.is_tensor(v):
                 if static_attr(v, "named_modules") is not None:
                     out.setdefault(id(v), k)
     return out

@@ -131,22 +131,44 @@ class InplaceWatcher(Tracer):
     # --- bookkeeping ----------------------------------------------------------------------
 
     def _record(self, op, stack, node, saved_version, version, tensor, is_output, no_grad):
-        save_stack = inspect.site(node)
-        key = (stack.site, node.name(), save_stack.site if save_stack is not None else None)
-        h = self.hazards.get(key)
-        if h is not None:
-            h.count += 1
-            return
-        self.hazards[key] = _Hazard(
+        self.note_hazard(
             op=op,
-            write_stack=stack,
+            stack=stack,
             node_name=node.name(),
             node_ref=weakref.ref(node),
-            save_stack=save_stack,
+            save_stack=inspect.site(node),
             saved_version=saved_version,
             version=version,
             shape=list(inspect.shape(tensor)),
             dtype=inspect.dtype_name(tensor),
+            is_output=is_output,
+            no_grad=no_grad,
+        )
+
+    def note_hazard(
+        self, *, op, stack, node_name, node_ref, save_stack, saved_version, version, shape,
+        dtype, is_output, no_grad,
+    ) -> _Hazard:  # fmt: skip
+        """Record a write by ``op`` at ``stack`` to a tensor that the node ``node_name`` saved
+        at ``save_stack`` (``node_ref()``: None once the node no longer holds it) and whose
+        backward has not run; the hazard (aggregated per write site x node x saving site).
+        Observers of another engine (``--engine torch``) report through this, and mark
+        ``needed_at``/``needed_call``/``failed`` on it when that backward unpacks the tensor."""
+        key = (stack.site, node_name, save_stack.site if save_stack is not None else None)
+        h = self.hazards.get(key)
+        if h is not None:
+            h.count += 1
+            return h
+        h = self.hazards[key] = _Hazard(
+            op=op,
+            write_stack=stack,
+            node_name=node_name,
+            node_ref=node_ref,
+            save_stack=save_stack,
+            saved_version=saved_version,
+            version=version,
+            shape=shape,
+            dtype=dtype,
             count=1,
             needed_at=None,
             needed_call=None,
@@ -154,6 +176,7 @@ class InplaceWatcher(Tracer):
             no_grad=no_grad,
             is_output=is_output,
         )
+        return h
 
     def _sweep(self) -> None:
         """Forget saves whose node is gone, has run, or has freed its saved tensors."""

@@ -130,7 +130,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="autodiag: run the target on autodiag's engine, with `import torch` "
-        "resolving to it. torch (real PyTorch) is planned, not available yet.",
+        "resolving to it. torch: run it on real PyTorch, observed (graph and inplace so far).",
     ),
 ]
 
@@ -214,7 +214,14 @@ SHARED = [p.name for p in _shared(None, None)]
 
 
 def make_target(
-    target: str | None, script_args, expr, var, dtype, timeout, engine: Engine = Engine.autodiag
+    target: str | None,
+    script_args,
+    expr,
+    var,
+    dtype,
+    timeout,
+    engine: Engine = Engine.autodiag,
+    command: str = "graph",
 ) -> Target:
     if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
         raise BadInvocation(
@@ -235,12 +242,7 @@ def make_target(
             "-e '(3*x+2)**2' --var x=1.",
         )
     if engine is Engine.torch:
-        raise BadInvocation(
-            "--engine torch is not available yet: this version of autodiag "
-            "runs targets on its own engine only",
-            "Use --engine autodiag (the default): `import torch` in the script "
-            "then resolves to autodiag's engine.",
-        )
+        _check_torch_engine(command, expr)
     return Target(
         path=target,
         args=list(script_args or []),
@@ -248,7 +250,31 @@ def make_target(
         vars=list(var or []),
         dtype=dtype,
         timeout=timeout,
+        engine=engine.value,
     )
+
+
+def _check_torch_engine(command: str, expr: str | None) -> None:
+    """``--engine torch`` (issue 21, landing one command at a time): refuse what it cannot run
+    yet, and a missing PyTorch, with exit 2 — never a silent pass on the wrong engine."""
+    from autodiag.engines import torch as torch_engine
+
+    ready = " and ".join(torch_engine.COMMANDS)
+    if command not in torch_engine.COMMANDS:
+        raise BadInvocation(
+            f"`{command} --engine torch` is not available yet; {ready} are",
+            f"Run `autodiag {command}` on autodiag's engine (--engine autodiag, the default: "
+            f"`import torch` then resolves to autodiag), or use {ready} with --engine torch.",
+        )
+    if expr is not None:
+        raise BadInvocation(
+            "--engine torch runs scripts; -e EXPR is evaluated on autodiag's engine",
+            "Drop --engine torch, or put the computation in a script.",
+        )
+    if not torch_engine.available():
+        raise BadInvocation(
+            "--engine torch needs PyTorch, which is not installed", torch_engine.INSTALL_HINT
+        )
 
 
 class Command:
@@ -303,9 +329,31 @@ class Command:
         """The command's TARGET, checked (``make_target``); remembered for the envelope."""
         o = self.opts
         self.label = o.target if o.expr is None else f"-e {o.expr}"
-        t = make_target(o.target, o.script_args, o.expr, o.var, o.dtype, o.timeout, o.engine)
+        t = make_target(
+            o.target, o.script_args, o.expr, o.var, o.dtype, o.timeout, o.engine, self.name
+        )
         self.target = t
         return t
+
+    def drop_values(self) -> None:
+        """Let go of everything of the script's that can hold a graph: its globals, the locals
+        of its frames, the tracebacks of its error (the report is made by then)."""
+        import gc
+
+        result = self.result
+        if result is not None:
+            ns = result.namespace
+            for k in [k for k in ns if not (type(k) is str and k.startswith("__"))]:
+                del ns[k]  # its own names; torch.compile's guards still look at __builtins__
+            result.frame_locals.clear()
+            seen: set = set()
+            for failure in (result.error, self.failure):
+                exc = getattr(failure, "exception", None)
+                while exc is not None and id(exc) not in seen:
+                    seen.add(id(exc))
+                    exc.__traceback__ = None
+                    exc = exc.__cause__ or exc.__context__
+        gc.collect()
 
     def start(self) -> Sink:
         self.check_outputs()
@@ -479,7 +527,12 @@ def guarded(name: str, opts: Shared, body) -> None:
     cmd = Command(name, opts)
     try:
         try:
-            code = body(cmd)
+            if opts.engine is Engine.torch:
+                from autodiag.engines.torch.threads import in_big_stack
+
+                code = in_big_stack(_body_dropping_values, body, cmd)
+            else:
+                code = body(cmd)
             if cmd.sink is not None:
                 cmd.sink.close()
                 if code in (EXIT_OK, EXIT_FINDINGS):
@@ -511,6 +564,15 @@ def guarded(name: str, opts: Shared, body) -> None:
             "[bold red]autodiag: interrupted[/] while writing the report; it was completed first"
         )
     raise typer.Exit(code)
+
+
+def _body_dropping_values(body, cmd: Command) -> int:
+    """``body(cmd)``, then drop the script's values in this thread (NOTE [Deep graphs on
+    PyTorch] in autodiag/engines/torch/threads.py)."""
+    try:
+        return body(cmd)
+    finally:
+        cmd.drop_values()
 
 
 def target_failure(cmd: Command, result: Run) -> int | None:

@@ -12,14 +12,14 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from autodiag._look import is_a, type_name
+from autodiag import inspect
+from autodiag._look import type_name
 from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
 from autodiag.cli._common import Command, Spec, target_failure
 from autodiag.report import graph as render
 from autodiag.report import html, picture
 from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, NothingToShow
-from autodiag.tensor import Tensor
 
 
 class Direction(str, enum.Enum):
@@ -136,6 +136,11 @@ def graph(
         raise BadInvocation(
             "--root shows a variable's graph; it excludes --call and --all", "Pick one."
         )
+    if t.engine == "torch" and (values or grads):
+        raise BadInvocation(
+            f"--{'values' if values else 'grads'} is not available with --engine torch yet",
+            "Drop it to see the graph of the PyTorch run, or run on autodiag's engine.",
+        )
     if open_page:
         _open_when_written(cmd)
     cmd.start()
@@ -202,7 +207,7 @@ def _select(cap: GraphCapture, result, call: int | None, root: str | None):
                 f"Module-level tensors with a grad_fn: {cands}.",
             )
         v = ns[root]
-        if not is_a(v, Tensor):  # its type only: a user object's __class__ may raise
+        if not inspect.is_tensor(v):  # its type only: a user object's __class__ may raise
             raise BadInvocation(
                 f"--root {root}: {root!r} is a {type_name(v)}, not a tensor",
                 "Name a tensor variable.",

@@ -36,6 +36,7 @@ class Target:
     vars: list = dataclasses.field(default_factory=list)  # ["x=1", ...]
     dtype: str = "float64"
     timeout: float | None = None
+    engine: str = "autodiag"  # or "torch": real PyTorch, observed (autodiag/engines/torch)
 
     @property
     def label(self) -> str:
@@ -120,7 +121,9 @@ def run(target: Target, tracers=()) -> Run:
             if target.expr is None:
                 from autodiag.target.script import run_script
 
-                result.namespace = run_script(target.path, target.args, target.timeout, run=result)
+                result.namespace = run_script(
+                    target.path, target.args, target.timeout, run=result, on=target.engine
+                )
             else:
                 result.namespace = _run_expression(target, *prepared, result)
     except TargetFailed as e:

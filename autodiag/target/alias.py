@@ -30,9 +30,9 @@ def not_provided(exc: BaseException, name: str, cli: bool = True) -> NotProvided
         code = (f.line or "").strip()
     if _torch_installed():
         hint = (
-            "PyTorch itself is installed: run the script with plain python to use it. "
-            "Debugging it on PyTorch itself with `--engine torch` is planned for a later "
-            "version of autodiag; it is not available yet."
+            "PyTorch itself is installed: run the script with plain python to use it, or "
+            "debug it on PyTorch with `autodiag graph --engine torch` or `autodiag inplace "
+            "--engine torch` (the other commands on PyTorch are not available yet)."
         )
         if not cli:
             hint = "PyTorch itself is installed: run the script with plain python to use it."

@@ -281,7 +281,9 @@ def _end_child(e: BaseException | None) -> None:
 # --- running the script --------------------------------------------------------------------------
 
 
-def run_script(path: str, args: list[str], timeout: float | None = None, run=None) -> dict:
+def run_script(
+    path: str, args: list[str], timeout: float | None = None, run=None, on: str = "autodiag"
+) -> dict:
     """Run ``path`` as ``__main__`` and return its globals. Raises TargetFailed when it raises,
     exits with a non-zero status (``sys.exit`` or ``os._exit``) or times out (KeyboardInterrupt
     passes through).
@@ -289,7 +291,11 @@ def run_script(path: str, args: list[str], timeout: float | None = None, run=Non
     ``run`` (the caller's Run) gets what is known even when the script fails: its globals
     (``namespace``), the locals of its frames that were live when it stopped
     (``frame_locals``), the status of an ``os._exit`` (``hard_exit``), and ``stopped`` when a
-    tracer's ``StopRun`` ended the run (normally: the globals are returned)."""
+    tracer's ``StopRun`` ended the run (normally: the globals are returned).
+
+    ``on``: the engine. "autodiag" gives the script autodiag for ``import torch``; "torch" runs
+    it on real PyTorch, observed through its extension points
+    (``autodiag.engines.torch.observe``)."""
     code = load(path)
     abspath = os.path.abspath(path)
     folder = os.path.dirname(abspath)
@@ -309,7 +315,12 @@ def run_script(path: str, args: list[str], timeout: float | None = None, run=Non
     alarm = _Alarm(timeout)
     try:
         try:
-            with contextlib.redirect_stdout(sys.stderr), alarm, torch_alias(), deferring_sigint():
+            with (
+                contextlib.redirect_stdout(sys.stderr),
+                alarm,
+                _engine(on),
+                deferring_sigint(),
+            ):
                 _exec(code, module.__dict__)
                 if run is not None:  # which array libraries it ran with, as it saw them
                     run.libraries = _libraries()
@@ -381,6 +392,15 @@ def run_script(path: str, args: list[str], timeout: float | None = None, run=Non
         if run is not None:
             run.imported = imported
     return module.__dict__
+
+
+def _engine(engine: str):
+    """What ``import torch`` gives the script: autodiag (the alias), or real PyTorch observed."""
+    if engine == "torch":
+        from autodiag.engines.torch.observe import observing
+
+        return observing()
+    return torch_alias()
 
 
 def _frame_locals(tb) -> list[dict]:
@@ -489,7 +509,13 @@ class _Alarm:
         self.prev = None
 
     def __enter__(self):
-        if self.timeout and hasattr(signal, "setitimer"):
+        if self.timeout and threading.current_thread() is not threading.main_thread():
+            # a run on a worker thread (``--engine torch``: NOTE [Deep graphs on PyTorch]):
+            # no signals there; a timer raises Timeout in it, at its next Python instruction
+            self.prev = threading.Timer(self.timeout, _raise_in, (threading.get_ident(),))
+            self.prev.daemon = True
+            self.prev.start()
+        elif self.timeout and hasattr(signal, "setitimer"):
             self.prev = signal.signal(signal.SIGALRM, self._fire)
             signal.setitimer(signal.ITIMER_REAL, self.timeout)
         return self
@@ -499,10 +525,19 @@ class _Alarm:
         raise Timeout
 
     def __exit__(self, *exc):
-        if self.prev is not None:
+        if isinstance(self.prev, threading.Timer):
+            self.prev.cancel()
+        elif self.prev is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.prev)
         return False
+
+
+def _raise_in(thread_id: int) -> None:
+    """Raise Timeout in the thread ``thread_id`` (Python's documented asynchronous exception)."""
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(Timeout))
 
 
 @contextlib.contextmanager

@@ -36,11 +36,26 @@ class _StopCodes(set):
 STOP_CODES: set = _StopCodes()
 
 
+# Folders whose frames are not the user's either: autodiag's own, and the libraries of an engine
+# autodiag observes (``hide_library``: under ``--engine torch``, torch's Python code).
+_HIDDEN: list = [_PKG_DIR]
+
+
+def hide_library(folder: str) -> None:
+    """Treat frames of code under ``folder`` as autodiag's (never the user's line)."""
+    folder = os.path.abspath(folder) + os.sep
+    if folder not in _HIDDEN:
+        _HIDDEN.append(folder)
+        _kind.clear()
+        _interned.clear()
+        last_user[0] = None
+
+
 def _classify(code) -> int:
     if code in STOP_CODES:
         k = _STOP
     else:
-        k = _AUTODIAG if code.co_filename.startswith(_PKG_DIR) else _USER
+        k = _AUTODIAG if code.co_filename.startswith(tuple(_HIDDEN)) else _USER
     _kind[id(code)] = k
     _codes[id(code)] = code
     return k

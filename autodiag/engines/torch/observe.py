@@ -1,0 +1,454 @@
+"""Observing a PyTorch program through PyTorch's public extension points, and feeding what is seen
+to autodiag's tracers (``autodiag.trace``), so the same analyses and reports serve both engines.
+
+* A ``TorchFunctionMode`` sees every outermost torch call of the script: it writes the user's
+  ``Stack`` into the ``metadata`` of each graph node the call made (``seam.SITE``: the creation
+  line ``graph`` shows), notices in-place writes (``mul_``, ``x[i] = ...``, ``out=``,
+  ``inplace=True``, ``_foreach_*_``) and wraps ``backward()``/``autograd.backward``/
+  ``autograd.grad`` in the ``on_backward_begin``/``on_backward_end`` events.
+* ``saved_tensors_hooks``, only when an in-place analysis listens (``InplaceWatcher``): each
+  saved tensor is packed as ``_Packed(t.detach(), version at save)``. NOTE [Two pitfalls]
+  (reference/torch_backend.md, both verified): (1) while such hooks are installed PyTorch does
+  not check versions at unpack, so a modified saved tensor would silently give a wrong gradient:
+  ``_unpack`` redoes the check and raises PyTorch's own error; (2) a pack hook that returns the
+  tensor itself makes a reference cycle through C++ for a node that saves its own output, and
+  leaks the graph: ``detach()`` shares the version counter without the cycle.
+
+Every hook steps aside under ``torch.compiler.is_compiling()``: a compiled region is traced as
+plain PyTorch and shows as one node at the line that called it. Ops of other threads, inside
+``torch.func`` transforms and inside ``checkpoint``/``save_on_cpu`` regions (only the innermost
+saved-tensor hooks apply) are not seen; nor are writes that C++ kernels make themselves
+(BatchNorm's running statistics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect as _pyinspect
+import os
+import weakref
+
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+from torch.overrides import TorchFunctionMode
+
+from autodiag import inspect
+from autodiag.engines.torch import seam
+from autodiag.trace import events, sites
+from autodiag.trace.sites import Stack, capture_stack
+
+_is_compiling = torch.compiler.is_compiling
+_Tensor = torch.Tensor
+_SITE = seam.SITE
+_ACCUMULATE = seam._ACCUMULATE
+
+# The calls that run a backward pass, and what each is.
+_BACKWARD = {
+    torch.Tensor.backward: "backward",
+    torch.autograd.backward: "backward",
+    torch.autograd.grad: "grad",
+}
+_SIGNATURES = {f: _pyinspect.signature(f) for f in _BACKWARD}
+SWEEP_EVERY = 10_000  # watched saves between sweeps of the storages whose saves are all gone
+
+# Names ending in "_" that do not write the tensor's values.
+_NOT_WRITES = frozenset(
+    {"requires_grad_", "retain_grad_", "detach_", "share_memory_", "pin_memory_", "rename_"}
+)
+_OPERATOR_WRITES = frozenset(
+    {
+        "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+        "__ipow__", "__imatmul__", "__iand__", "__ior__", "__ixor__", "__ilshift__",
+        "__irshift__", "__setitem__",
+    }
+)  # fmt: skip
+
+
+def register() -> None:
+    """Make ``autodiag.inspect`` answer for PyTorch's nodes and tensors, and keep torch's own
+    Python frames out of the user's stacks (a line in ``torch/nn/modules/linear.py`` is not
+    where the user's op ran)."""
+    inspect.register_engine(seam)
+    sites.hide_library(os.path.dirname(torch.__file__))
+
+
+class BackwardCall:
+    """A ``backward()``/``autograd.grad()`` call, as the ``on_backward_*`` events describe it
+    (``autodiag.trace``). ``roots``/``inputs`` are dropped when the call ends."""
+
+    __slots__ = (
+        "roots", "inputs", "accumulate", "retain_graph", "create_graph", "error", "stack",
+        "number",
+    )  # fmt: skip
+
+    def __init__(self, roots, inputs, accumulate, retain_graph, create_graph, stack, number):
+        self.roots, self.inputs = roots, inputs
+        self.accumulate, self.retain_graph, self.create_graph = (
+            accumulate,
+            retain_graph,
+            create_graph,
+        )
+        self.error = None
+        self.stack, self.number = stack, number
+
+
+class _Packed:
+    """A saved tensor as the pack hook keeps it: ``detach()`` of it (same storage and version
+    counter, no graph) and its version then. It lives exactly as long as the node holds the
+    saved tensor (PyTorch frees it with the node's saved variables), so a weak reference to it
+    says whether a pending backward still needs it."""
+
+    __slots__ = (
+        "tensor", "version", "producer", "out_seq", "key", "node_name", "site", "output",
+        "ran", "hazards", "__weakref__",
+    )  # fmt: skip
+
+    def __init__(self, tensor, version, producer, out_seq, key):
+        self.tensor, self.version, self.producer, self.out_seq, self.key = (
+            tensor,
+            version,
+            producer,
+            out_seq,
+            key,
+        )
+        self.node_name = None
+        self.site = None
+        self.output = False
+        self.ran = False
+        self.hazards = None
+
+
+class Observer:
+    """What one run of a script on PyTorch is watched with."""
+
+    def __init__(self):
+        self.sinks = [t for t in events.TRACERS if hasattr(type(t), "note_hazard")]
+        self.last_seq = -1  # the newest node sequence number tagged so far
+        self.last_stack = None  # the stack of the last op that ran with grad disabled
+        self.pending: list = []  # saves packed during the op in progress
+        self.saves: dict = {}  # storage data_ptr -> WeakSet of _Packed still held by a node
+        self.calls: list = []  # backward calls in progress, innermost last
+        self.ncalls = 0
+        self.nsaves = 0  # saves watched since the last sweep
+        self.mode = _Mode(self)
+
+    # --- ops ------------------------------------------------------------------------------
+
+    def after_op(self, name: str, args, kwargs, out, n0: int, written) -> None:
+        events.REPORTED[0] += 1
+        node = _node_of(out)
+        if node is None and written:
+            node = _node_of(written[0])  # x[i] = v returns None; x's CopySlices is new
+        stack = None
+        before = self.last_seq
+        made = None
+        if node is not None and type(node) is not _ACCUMULATE:
+            seq = node._sequence_nr()
+            if seq > before:
+                stack = capture_stack(3)
+                made = self.tag(node, stack, before)
+        elif node is None and written is None and not torch.is_grad_enabled():
+            # perhaps inside a custom Function's forward, whose apply() no mode sees: its node
+            # is found later, and named after the line that called apply (``_apply_site``)
+            self.last_stack = stack = capture_stack(3)
+        pending = self.pending
+        if len(pending) > n0:
+            if made is not None:
+                node_name, node_seq = node.name(), node._sequence_nr()
+                for p in pending[n0:]:
+                    # NOTE: a pack hook is not told which node saves; a tensor this op made
+                    # whose node saves its own result (log_softmax inside cross_entropy) was
+                    # saved by that node, any other by the node of the op's output
+                    maker = made.get(p.out_seq)
+                    if maker is not None and maker is not node and _saves_result(maker):
+                        p.node_name, p.output = maker.name(), True
+                    else:
+                        p.node_name, p.output = node_name, p.out_seq == node_seq
+                    p.site = stack
+                    if p.key is None:
+                        continue  # a tensor without storage (sparse, meta): not watched
+                    box = self.saves.get(p.key)
+                    if box is None:
+                        box = self.saves[p.key] = weakref.WeakSet()
+                    box.add(p)
+                self.nsaves += len(pending) - n0
+                if self.nsaves > SWEEP_EVERY:
+                    self.sweep()
+            del pending[n0:]
+        if written and self.saves:
+            for t in written:
+                if t.__class__ is _Tensor or isinstance(t, _Tensor):
+                    self.wrote(name, t, stack)
+
+    def sweep(self) -> None:
+        """Forget storages whose saved tensors are all gone (their nodes ran or died)."""
+        self.nsaves = 0
+        for key in [k for k, box in self.saves.items() if not box]:
+            del self.saves[key]
+
+    def tag(self, node, stack, before: int, own: bool = True) -> dict:
+        """Give ``node`` and the other nodes this op made (numbered above ``before``; a composite
+        such as ``cross_entropy`` makes several) the user's stack; those nodes by number."""
+        todo = [node]
+        newest = before
+        made = {}
+        while todo:
+            n = todo.pop()
+            md = n.metadata
+            if _SITE in md:
+                continue
+            md[_SITE] = stack if own and n is node else self._apply_site(n) or stack
+            s = n._sequence_nr()
+            made[s] = n
+            if s > newest:
+                newest = s
+            for c, _ in n.next_functions:
+                if c is not None and type(c) is not _ACCUMULATE and c._sequence_nr() > before:
+                    todo.append(c)
+        self.last_seq = newest
+        return made
+
+    def _apply_site(self, node):
+        """The user's stack at the ``apply()`` that made a custom Function's ``node``: the frames
+        outside its ``forward`` in the stack of the last op that ran inside it; None when that
+        is not known (then the op that found the node names it)."""
+        fwd = getattr(getattr(node, "_forward_cls", None), "forward", None)
+        code = getattr(fwd, "__code__", None)
+        last = self.last_stack
+        if code is None or last is None:
+            return None
+        frames = last.sites
+        if not sites._user(code):
+            # a forward of torch's own (a compiled region's CompiledFunction): the last op ran
+            # inside it. A frame Dynamo runs compiled reports its ``def`` line: the region is
+            # the function of that frame, and its call the frame outside it
+            if len(frames) > 1 and frames[-1][1] == frames[-1][0].co_firstlineno:
+                return Stack(frames[:-1])
+            return last
+        for k in range(len(frames) - 1, 0, -1):
+            if frames[k][0] is code:
+                return Stack(frames[:k])
+        return None
+
+    def wrote(self, op: str, t, stack) -> None:
+        key = _key(t)
+        box = self.saves.get(key) if key is not None else None
+        if not box:
+            return
+        now = t._version
+        hazards = [p for p in box if not p.ran and p.version != now]
+        if not hazards:
+            return
+        if stack is None:
+            stack = capture_stack(4)
+        no_grad = not torch.is_grad_enabled()
+        for p in hazards:
+            for sink in self.sinks:
+                h = sink.note_hazard(
+                    op=op,
+                    stack=stack,
+                    node_name=p.node_name,
+                    node_ref=weakref.ref(p),
+                    save_stack=p.site,
+                    saved_version=p.version,
+                    version=now,
+                    shape=list(t.shape),
+                    dtype=seam.dtype_name(t),
+                    is_output=p.output,
+                    no_grad=no_grad,
+                )
+                if p.hazards is None:
+                    p.hazards = []
+                if h not in p.hazards:
+                    p.hazards.append(h)
+
+    # --- saved tensors (only when an in-place analysis listens) ---------------------------
+
+    def pack(self, t):
+        if _is_compiling():
+            return t
+        fn = t.grad_fn
+        p = _Packed(
+            t.detach(),  # NOTE [Two pitfalls] (2): never the tensor itself
+            t._version,
+            (fn.name(), t.output_nr) if fn is not None else None,
+            fn._sequence_nr() if fn is not None and type(fn) is not _ACCUMULATE else -1,
+            _key(t),
+        )
+        self.pending.append(p)
+        return p
+
+    def unpack(self, p):
+        if p.__class__ is not _Packed:
+            return p
+        t = p.tensor
+        call = self.calls[-1] if self.calls else None
+        bad = t._version != p.version
+        if call is not None and p.hazards:
+            for h in p.hazards:
+                if h.needed_at is None:
+                    h.needed_at, h.needed_call = call.stack, call.number
+                if bad:
+                    h.failed = True
+        if bad:  # NOTE [Two pitfalls] (1): PyTorch's own check, which the hooks turn off
+            raise RuntimeError(_version_error(p, t))
+        if call is not None and call.retain_graph:
+            p.ran = True  # its backward ran and kept it: a later write no longer matters
+        return t
+
+    # --- backward calls -------------------------------------------------------------------
+
+    def backward(self, kind: str, func, args, kwargs):
+        a = _SIGNATURES[func].bind(*args, **kwargs).arguments
+        if func is torch.Tensor.backward:
+            roots = [a["self"]]
+        else:
+            roots = _as_list(a.get("tensors", a.get("outputs")))
+        create = bool(a.get("create_graph", False))
+        retain = a.get("retain_graph")
+        self.ncalls += 1
+        call = BackwardCall(
+            [r for r in roots if isinstance(r, _Tensor)],
+            a.get("inputs"),
+            kind == "backward",
+            create if retain is None else bool(retain),
+            create,
+            capture_stack(3),
+            self.ncalls,
+        )
+        del self.pending[:]
+        for r in call.roots:  # a custom Function's output, say, that no later op reached
+            fn = r.grad_fn
+            if fn is not None and fn._sequence_nr() > self.last_seq:
+                self.tag(fn, call.stack, self.last_seq, own=False)
+        events.REPORTED[1] += 1
+        for t in events.LISTENERS["on_backward_begin"]:
+            t.on_backward_begin(call)
+        self.calls.append(call)
+        try:
+            return func(*args, **kwargs)
+        except BaseException as e:
+            call.error = e
+            raise
+        finally:
+            self.calls.pop()
+            del self.pending[:]  # saves of a create_graph backward: no op of the script's
+            for t in events.LISTENERS["on_backward_end"]:
+                t.on_backward_end(call)
+            call.roots = call.inputs = call.error = None  # hold no graph past the call
+
+    @contextlib.contextmanager
+    def installed(self):
+        """The mode, and the saved-tensor hooks when an in-place analysis listens."""
+        with contextlib.ExitStack() as stack:
+            if self.sinks:
+                stack.enter_context(saved_tensors_hooks(self.pack, self.unpack))
+            stack.enter_context(self.mode)
+            yield self
+
+
+class _Mode(TorchFunctionMode):
+    def __init__(self, observer: Observer):
+        super().__init__()
+        self.observer = observer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        if _is_compiling():
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if name == "__get__" or name == "__set__":  # attribute reads (x.grad_fn, x.shape)
+            return func(*args, **kwargs)
+        kind = _BACKWARD.get(func)
+        if kind is not None:
+            return self.observer.backward(kind, func, args, kwargs)
+        obs = self.observer
+        written = _written(name, args, kwargs)
+        n0 = len(obs.pending)
+        out = func(*args, **kwargs)
+        obs.after_op(name, args, kwargs, out, n0, written)
+        return out
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _node_of(out):
+    if isinstance(out, _Tensor):
+        return out.grad_fn
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            if isinstance(o, _Tensor) and o.grad_fn is not None:
+                return o.grad_fn
+    return None
+
+
+def _written(name: str, args, kwargs) -> tuple | None:
+    """The tensors a call writes in place, or None."""
+    if name.endswith("_") and name not in _NOT_WRITES:
+        if name.startswith("_foreach_") and args and isinstance(args[0], (list, tuple)):
+            return tuple(args[0])
+        if not name.startswith("_") and args and isinstance(args[0], _Tensor):
+            return (args[0],)
+    if name in _OPERATOR_WRITES and args and isinstance(args[0], _Tensor):
+        return (args[0],)
+    if kwargs:
+        out = kwargs.get("out")
+        if isinstance(out, _Tensor):
+            return (out,)
+        if isinstance(out, (tuple, list)):
+            return tuple(o for o in out if isinstance(o, _Tensor))
+        if kwargs.get("inplace") is True and args and isinstance(args[0], _Tensor):
+            return (args[0],)
+    return None
+
+
+def _saves_result(node) -> bool:
+    return "result" in seam._saved_names(node)
+
+
+def _key(t) -> int | None:
+    """Which storage ``t`` is a view of (its views share the version counter); None for a
+    tensor without one (sparse, meta, nested), which is then not watched."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _version_error(p: _Packed, t) -> str:
+    """PyTorch's "modified by an inplace operation" message for saved tensor ``p``."""
+    which = ""
+    if p.producer is not None:
+        which = f", which is output {p.producer[1]} of {p.producer[0]},"
+    return (
+        f"one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [{t.type()} {list(t.shape)}]{which} is at version {t._version}; "
+        f"expected version {p.version} instead. Hint: enable anomaly detection to find the "
+        f"operation that failed to compute its gradient, with "
+        f"torch.autograd.set_detect_anomaly(True)."
+    )
+
+
+@contextlib.contextmanager
+def observing():
+    """Observe the PyTorch code run inside (the calling thread's) with the installed tracers;
+    PyTorch's grad mode and default dtype are put back afterwards."""
+    register()
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    obs = Observer()
+    try:
+        with obs.installed():
+            yield obs
+    finally:
+        obs.saves.clear()
+        del obs.pending[:]
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)

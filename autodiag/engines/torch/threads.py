@@ -1,0 +1,54 @@
+"""NOTE [Deep graphs on PyTorch]
+Once Python has touched a PyTorch graph's nodes (even ``y.grad_fn``), freeing a chain of more
+than ~45k nodes recurses in C++ deep enough to overflow the default 8 MB thread stack: a segfault
+(pytorch/pytorch#109948, #155322; reference/torch_backend.md). So under ``--engine torch`` the
+whole command — the script's run, the analysis and the report — runs in a thread with a 1 GB
+stack, and every reference to the script's values (its globals, the locals of its failed
+frames, the traceback of its error) is dropped inside that thread before it ends
+(``Command.drop_values``), so the graph is freed where the stack is large enough.
+
+This module does not import torch.
+"""
+
+from __future__ import annotations
+
+import threading
+
+STACK_SIZE = 1 << 30
+
+
+def in_big_stack(fn, *args):
+    """``fn(*args)`` in a new thread with a ``STACK_SIZE`` stack: its result, or its exception
+    raised here. A KeyboardInterrupt that reaches this (main) thread while it waits is passed
+    on to the worker, which ends the run as Ctrl-C would."""
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = e
+
+    previous = threading.stack_size(STACK_SIZE)
+    try:
+        worker = threading.Thread(target=work, name="autodiag-torch", daemon=True)
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    while True:
+        try:
+            worker.join()
+            break
+        except KeyboardInterrupt:
+            _interrupt(worker)
+    if "error" in box:
+        raise box.pop("error")
+    return box.get("value")
+
+
+def _interrupt(worker: threading.Thread) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(worker.ident), ctypes.py_object(KeyboardInterrupt)
+    )
