@@ -381,6 +381,44 @@ def test_vmap_randomness_error_is_per_thread_and_restored():
     assert ad.rand(1).shape == (1,)
 
 
+def test_vmap_randomness_error_blocks_ending_out_of_order_leave_no_guard():
+    # thread A's vmap starts, then B's; A's ends first. Each block restoring what it replaced
+    # left B's restore putting A's guard back: A could never draw again.
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    after = []
+
+    def fa(x):
+        a_in.set()
+        b_in.wait(5)
+        return x * 2
+
+    def fb(x):
+        b_in.set()
+        a_out.wait(5)
+        return x * 2
+
+    def thread_a():
+        ad.func.vmap(fa)(ad.ones(1))
+        a_out.set()
+        try:
+            after.append(ad.randn(2).shape)
+        except RuntimeError as e:
+            after.append(str(e))
+
+    ta = threading.Thread(target=thread_a)
+    ta.start()
+    a_in.wait(5)
+    tb = threading.Thread(target=lambda: ad.func.vmap(fb)(ad.ones(1)))
+    tb.start()
+    ta.join(5)
+    tb.join(5)
+    assert after == [(2,)]
+    assert ad.randn(1).shape == (1,)
+    from autodiag.ops import factories
+
+    assert not type(factories._rng[0]).__name__.startswith("_Random")
+
+
 @pytest.mark.parametrize(
     "case,phrase",
     [

@@ -47,19 +47,26 @@ def check_randomness(randomness) -> None:
         )
 
 
+# Threads inside an ``'error'`` block (thread id -> nesting depth), under ``_error_lock``. One
+# guard stands in for the stream while any thread is inside such a block; it is taken out when
+# the last one leaves, whatever order the threads leave in (a guard per thread, each restoring
+# what it replaced, would leave a stale guard behind when blocks end out of order).
+_error_threads: dict[int, int] = {}
+_error_lock = threading.Lock()
+
+
 class _RandomGuard:
     """Stands in for the global random stream (``factories._rng[0]``) while a vmap in
-    ``'error'`` mode runs: any draw from the thread running the vmap raises PyTorch's error;
+    ``'error'`` mode runs: any draw from a thread running such a vmap raises PyTorch's error;
     other threads draw from the real stream as usual."""
 
-    __slots__ = ("_real", "_thread")
+    __slots__ = ("_real",)
 
-    def __init__(self, real, thread: int) -> None:
+    def __init__(self, real) -> None:
         self._real = real
-        self._thread = thread
 
     def __getattr__(self, name):
-        if threading.get_ident() == self._thread:
+        if threading.get_ident() in _error_threads:
             raise RuntimeError(_RANDOM_ERROR)
         return getattr(self._real, name)
 
@@ -72,14 +79,22 @@ def randomness_mode(randomness: str):
     if randomness != "error":
         yield
         return
-    real = factories._rng[0]
-    guard = _RandomGuard(real, threading.get_ident())
-    factories._rng[0] = guard
+    me = threading.get_ident()
+    with _error_lock:
+        _error_threads[me] = _error_threads.get(me, 0) + 1
+        if not isinstance(factories._rng[0], _RandomGuard):
+            factories._rng[0] = _RandomGuard(factories._rng[0])
     try:
         yield
     finally:
-        if factories._rng[0] is guard:  # a manual_seed inside the block replaced it: keep that
-            factories._rng[0] = real
+        with _error_lock:
+            _error_threads[me] -= 1
+            if not _error_threads[me]:
+                del _error_threads[me]
+            guard = factories._rng[0]
+            # a manual_seed inside a block replaced the guard: keep the new stream
+            if not _error_threads and isinstance(guard, _RandomGuard):
+                factories._rng[0] = guard._real
 
 
 def _fn_name(func) -> str:
