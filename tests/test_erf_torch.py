@@ -124,3 +124,20 @@ def test_gelu_float32_forward_matches_torch_closely():
     # both compute 0.5 * x * (1 + erf) in float32: an ulp of 1 + erf is carried by x / 2, and
     # torch's float32 erf is within an ulp of ours (measured: at most 4 ulp of x apart)
     assert (np.abs(got - want) <= 8 * np.spacing(np.abs(x))).all()
+
+
+def test_gelu_kept_erf_is_freed_by_the_backward_alone():
+    # the forward's erf, kept for the backward, must go with the node's reference: not linger
+    # in _unary's one-off closure (a cycle only the garbage collector frees)
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        x = ad.randn(1000, requires_grad=True)
+        y = ad.nn.functional.gelu(x)
+        kept = weakref.ref(y.grad_fn.erf)
+        y.sum().backward()
+        assert kept() is None
+    finally:
+        gc.enable()

@@ -554,8 +554,12 @@ def gelu(input, approximate: str = "none"):
         return 0.5 * a * (1 + e)
 
     r = _unary(input, fwd, GeluBackward0, _SELF)
+    # NOTE: pop, not index: _unary's one-off op is a closure cycle that ``fwd`` (and ``kept``)
+    # stay in until the garbage collector runs; an array left in ``kept`` would outlive the
+    # backward that frees the node's copy
+    e = kept.pop()
     if r.grad_fn is not None:
-        r.grad_fn.approximate, r.grad_fn.erf = approximate, kept[0]
+        r.grad_fn.approximate, r.grad_fn.erf = approximate, e
     return r
 
 
