@@ -172,6 +172,16 @@ def test_open_is_not_called_when_the_target_fails(script, monkeypatch):
     assert r.exit_code in (2, 3)
 
 
+def test_open_leaves_no_empty_page_when_nothing_was_written(script, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(webbrowser, "open", lambda *a, **k: pytest.fail("opened"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = cli("graph", script("x = 1\n"), "-f", "html", "--open")  # no op: exit 2, no page
+    assert r.exit_code == 2 and "autodiag-graph-" in r.stderr
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("autodiag-graph-")]
+
+
 def test_samples_model_page(tmp_path):
     text, r = html_of(os.path.join(ROOT, "samples", "model.py"), "--show-saved", tmp_path=tmp_path)
     assert r.exit_code == 0

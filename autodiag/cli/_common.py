@@ -324,6 +324,7 @@ class Command:
         self.after_close: list = []  # called once the report is delivered (graph --open)
         # a command's own output files ("--plot", path): checked and refused like -o
         self.extra_outputs: list = []
+        self.temporary: list = []  # files the command made itself: removed if left empty
 
     def make_target(self) -> Target:
         """The command's TARGET, checked (``make_target``); remembered for the envelope."""
@@ -558,6 +559,10 @@ def guarded(name: str, opts: Shared, body) -> None:
         code = EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - a bug in the failure handling itself
         code = cmd.fail(InternalError(e))
+    for path in cmd.temporary:  # a failure before the report was written (graph --open)
+        with contextlib.suppress(OSError):
+            if os.path.getsize(path) == 0:
+                os.unlink(path)
     if pending_interrupt() and code != EXIT_INTERRUPTED:
         # Ctrl-C came while the report was being written: it is complete, and says so
         cmd.err.print(

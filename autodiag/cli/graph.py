@@ -187,6 +187,7 @@ def _open_when_written(cmd: Command) -> None:
         fd, path = tempfile.mkstemp(prefix="autodiag-graph-", suffix=".html")
         os.close(fd)
         cmd.output = path
+        cmd.temporary.append(path)
         cmd.err.print(f"[dim]page: {escape(path)}[/]")
 
     def show() -> None:
