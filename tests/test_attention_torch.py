@@ -406,3 +406,21 @@ def test_topk_values_with_ties_match_torch(torch):
         np.testing.assert_array_equal(a.values.numpy(), t.values.numpy())
         # the indices point at those values
         np.testing.assert_array_equal(np.take_along_axis(TIES, a.indices.numpy(), 1), t.values)
+
+
+@pytest.mark.parametrize("L,S", [(2, 0), (0, 2), (0, 0)])
+@pytest.mark.parametrize("how", ["plain", "causal", "mask"])
+def test_sdpa_with_no_keys_or_no_queries_matches_torch(torch, L, S, how):
+    # no keys: every row is dead, so the output is zeros (numpy's max over an empty axis raised)
+    def run(T):
+        q = T.tensor(np.ones((1, L, 3)), requires_grad=True)
+        k = T.tensor(np.ones((1, S, 3)), requires_grad=True)
+        v = T.tensor(np.ones((1, S, 2)), requires_grad=True)
+        mask = T.ones(L, S, dtype=T.bool) if how == "mask" else None
+        o = F(T).scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=how == "causal")
+        grads = T.autograd.grad(o.sum(), [q, k, v], allow_unused=True, materialize_grads=True)
+        return [o.detach().numpy(), *(g.numpy() for g in grads)]
+
+    for a, b in zip(run(ad), run(torch), strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)

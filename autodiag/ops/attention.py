@@ -451,7 +451,8 @@ class SafeSoftmaxBackward0(Node):
 
 
 def _safe_softmax_array(d: np.ndarray, dim: int) -> np.ndarray:
-    m = d.max(axis=dim, keepdims=True)
+    # NOTE: initial=-inf: an empty row (no keys) is a dead row, whose weights are all zero
+    m = d.max(axis=dim, keepdims=True, initial=-np.inf)
     dead = np.isneginf(m)
     with np.errstate(invalid="ignore"):
         e = np.exp(d - np.where(dead, 0, m))
