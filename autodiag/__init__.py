@@ -79,6 +79,8 @@ from autodiag.compat import (
 )
 from autodiag.serialization import load, save  # noqa: E402
 from autodiag.generator import Generator, default_generator  # noqa: E402
+from autodiag import amp  # noqa: E402
+from autodiag.amp import autocast  # noqa: E402
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 

@@ -70,6 +70,8 @@ TORCH_MODULES = {
     "torch.optim.lr_scheduler": "autodiag.optim.lr_scheduler",
     "torch.nn.utils.clip_grad": "autodiag.nn.utils.clip_grad",
     "torch.nn.utils.convert_parameters": "autodiag.nn.utils.convert_parameters",
+    "torch.amp": "autodiag.amp",
+    "torch.cuda.amp": "autodiag.cuda_amp",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 
