@@ -277,3 +277,34 @@ def test_check_on_a_mingpt_style_script_reports_no_vanishing_grad(tmp_path):
     r = cli("check", str(script), "--format", "json")
     doc = json.loads(r.stdout)
     assert [f["kind"] for f in doc["findings"]] == [] and r.exit_code == 0, r.stdout
+
+
+def test_an_empty_parameter_kept_for_its_device_is_not_a_none_grad():
+    # pytorch/examples time_sequence_prediction: ``self.dummy_param = nn.Parameter(torch.empty(0))``
+    # only to read ``.device``; torch trains the model with it (LBFGS), nothing to learn in it
+    src = textwrap.dedent(
+        """\
+        import autodiag as torch
+        class Seq(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(2, 1)
+                self.dummy_param = torch.nn.Parameter(torch.empty(0))
+                self.unused = torch.nn.Parameter(torch.zeros(3))
+            def forward(self, x):
+                return self.linear(x.to(self.dummy_param.device))
+        seq = Seq()
+        opt = torch.optim.SGD(seq.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            seq(torch.ones(4, 2)).sum().backward()
+            opt.step()
+        """
+    )
+    ns: dict = {}
+    with tracing(GradHealth()) as health:
+        exec(compile(src, "snippet.py", "exec"), ns)  # noqa: S102
+    none_grad = [f.to_json()["parameter"] for f in health.findings(ns) if f.kind == "none_grad"]
+    assert none_grad == ["seq.unused"]  # a parameter with elements is still reported
+    p = torch.nn.Parameter(torch.empty(0))
+    assert p.requires_grad and p.numel() == 0  # the oracle: a trainable parameter, no elements

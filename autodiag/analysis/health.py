@@ -475,6 +475,10 @@ class NoneGrad(HealthDetector):
         return out
 
     def _none_grad(self, health, rec: _Leaf, name: str) -> Finding | None:
+        if 0 in rec.shape:
+            # no elements, nothing to learn: ``nn.Parameter(torch.empty(0))`` is the idiom that
+            # finds a module's device (pytorch/examples time_sequence_prediction), never used
+            return None
         use = self.of(rec)
         steps = health.backward_calls
         calls = f"{steps} backward call{'s' if steps != 1 else ''}"
