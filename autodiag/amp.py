@@ -14,8 +14,8 @@ numbers is refused by name: CPU autocast to a lower precision, and loss scaling 
 ...     with torch.autocast("cuda", dtype=torch.float16):
 ...         y = torch.ones(2, 2) @ torch.ones(2, 2)
 ...     scaler = torch.amp.GradScaler("cuda")
->>> y.dtype, scaler.is_enabled(), scaler.get_scale()
-(torch.float32, False, 1.0)
+>>> y.dtype == torch.float32, scaler.is_enabled(), scaler.get_scale()
+(True, False, 1.0)
 """
 
 from __future__ import annotations
