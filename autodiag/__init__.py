@@ -81,6 +81,8 @@ from autodiag.serialization import load, save  # noqa: E402
 from autodiag.generator import Generator, default_generator  # noqa: E402
 from autodiag import func  # noqa: E402 - torch.func: transforms over the engine
 from autodiag import distributions  # noqa: E402 - torch.distributions
+from autodiag import amp  # noqa: E402
+from autodiag.amp import autocast  # noqa: E402
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 

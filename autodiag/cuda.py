@@ -26,3 +26,12 @@ def manual_seed(seed: int) -> None:
 
 def manual_seed_all(seed: int) -> None:
     """As ``manual_seed``."""
+
+
+def __getattr__(name: str):
+    # ``torch.cuda.amp`` without importing it up front (it pulls in autodiag.amp)
+    if name == "amp":
+        from autodiag import cuda_amp
+
+        return cuda_amp
+    raise AttributeError(f"module 'autodiag.cuda' has no attribute {name!r}")

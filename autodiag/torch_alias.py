@@ -80,6 +80,8 @@ TORCH_MODULES = {
     "torch.distributions.normal": "autodiag.distributions.normal",
     "torch.distributions.uniform": "autodiag.distributions.uniform",
     "torch.distributions.utils": "autodiag.distributions.utils",
+    "torch.amp": "autodiag.amp",
+    "torch.cuda.amp": "autodiag.cuda_amp",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

@@ -36,6 +36,8 @@ LAYERS = [
             "autodiag.cuda",
             "autodiag.backends",
             "autodiag.backends.*",
+            "autodiag.amp",
+            "autodiag.cuda_amp",
         ],
     ),
     # the engine core and the event API the engine reports through

@@ -491,6 +491,10 @@ class NoneGrad(HealthDetector):
         return out
 
     def _none_grad(self, health, rec: _Leaf, name: str) -> Finding | None:
+        if 0 in rec.shape:
+            # no elements, nothing to learn: ``nn.Parameter(torch.empty(0))`` is the idiom that
+            # finds a module's device (pytorch/examples time_sequence_prediction), never used
+            return None
         use = self.of(rec)
         steps = health.backward_calls
         calls = f"{steps} backward call{'s' if steps != 1 else ''}"
@@ -691,15 +695,17 @@ class _Norms:
         self.max = 0.0
         self.flow = Flow()
 
-    def add(self, norm: float, th: Thresholds, x: int) -> None:
-        """The norm at step ``x`` (optimizer step or backward call of the run)."""
+    def add(self, norm: float, th: Thresholds, x: int, floor: float = 0.0) -> None:
+        """Judge the norm at step ``x`` (optimizer step or backward call of the run);
+        ``floor``, the rounding noise of the gradient that reached the parameter (NOTE
+        [Cancelled gradients]): a norm at or below it is a zero, not a vanishing gradient."""
         self.flow.add(x, norm)
         self.n += 1
         self.recent.append(norm)
         self.max = max(self.max, norm)
         if self.first is None and norm > 0:
             self.first = norm
-        if 0 < norm < th.min_norm:
+        if max(0.0, floor) < norm < th.min_norm:
             self.below = [self.below[0] + 1, self.below[1]] if self.below else [1, self.n]
         k = th.growth_steps
         if self.growth_at is None and len(self.recent) > k:
@@ -739,14 +745,25 @@ SETTLED_FLOOR = 0.1
 class _Sizes:
     """One leaf's gradient norms and how far its updates moved it."""
 
-    __slots__ = ("step_norms", "bwd_norms", "before", "updates")
+    __slots__ = ("step_norms", "bwd_norms", "before", "updates", "floor", "floor_call")
 
     def __init__(self):
         self.step_norms = None  # _Norms over optimizer steps
         self.bwd_norms = None  # _Norms over backward calls
+        self.floor = 0.0  # rounding noise of what its .grad accumulated (since it was fresh)
+        self.floor_call = 0.0  # ... of what reached it in the backward call in progress
         self.before = None  # (version, copy of the value, largest norm yet) at its last
         # accumulation
         self.updates = None  # [updates measured, above max_update, first such, max ratio]
+
+
+# The nodes whose gradient for an input (slot) is its coefficient (an attribute, or 1) times
+# the incoming gradient summed over the broadcast dimensions (NOTE [Cancelled gradients]).
+_SUMMED_SLOTS = {
+    "AddBackward0": {0: None, 1: "_saved_alpha"},
+    "SubBackward0": {0: None, 1: "_saved_alpha"},
+    "AddmmBackward0": {0: "_saved_beta"},
+}
 
 
 class GradNorms(HealthDetector):
@@ -755,18 +772,52 @@ class GradNorms(HealthDetector):
     update moved the parameter by more than ``max_update`` times its own norm (the step outgrew
     the parameter: relative, so a sum-reduced loss with a small learning rate is not flagged
     for its large raw norms), or when the norm grew more than ``growth`` times over
-    ``growth_steps`` steps of strict growth; vanishing when nonzero and below ``min_norm``."""
+    ``growth_steps`` steps of strict growth; vanishing when below ``min_norm`` and above the
+    rounding noise of the gradient that reached it (NOTE [Cancelled gradients])."""
 
     KINDS = ("exploding_grad", "vanishing_grad")
     State = _Sizes
 
+    def on_node_backward(self, health, node, grad_outputs, grad_inputs):
+        # NOTE [Cancelled gradients]: a parameter whose gradient is zero in exact arithmetic
+        # (the key bias of attention: softmax ignores a shift shared by a row of scores; a bias
+        # right before a normalisation) gets, in floating point, the rounding noise of a sum
+        # that cancels: ~eps * |the terms summed|, 1e-11 in a float32 GPT. That is a zero, not
+        # a vanishing gradient: the gradient reaching the layer is healthy. Where a node hands
+        # a leaf the plain sum of what reached it (an addend: a bias), that noise floor is
+        # known and kept per leaf; a norm at or below it is not judged vanishing. A truly
+        # vanishing gradient is small because what reaches the layer is small (or is scaled
+        # down on the way, which no node here counts as a plain sum): far above its floor.
+        slots = _SUMMED_SLOTS.get(node.__class__.__name__)
+        if slots is None:
+            return
+        arrays = [_array(g) for g in grad_outputs if g is not None]
+        if len(arrays) != 1 or arrays[0].dtype.kind != "f" or not arrays[0].size:
+            return
+        a = arrays[0]
+        noise = float(np.finfo(a.dtype).eps) * _norm(a)
+        for i, (fn, _) in enumerate(node.next_functions):
+            if i not in slots or fn is None or not inspect.is_leaf_node(fn):
+                continue
+            var = inspect.leaf_variable(fn)
+            if var is None:
+                continue
+            scale = abs(float(getattr(node, slots[i], 1.0))) if slots[i] else 1.0
+            # a sum of n rounding errors grows like sqrt(n): n terms per element of the leaf
+            terms = max(1.0, a.size / max(1, var.numel()))
+            self.of(health.leaf(var)).floor_call += scale * noise * math.sqrt(terms)
+
     def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
         s = self.of(rec)
         self._measure_update(health, rec, s, var, data)
+        # the noise adds up as .grad accumulates; a fresh .grad (or one zeroed) is this call's
+        fresh = np.array_equal(data, _array(g))
+        s.floor = s.floor_call if fresh else s.floor + s.floor_call
+        s.floor_call = 0.0
         if not health.stepping:  # no optimizer (yet): norms per backward call
             if s.bwd_norms is None:
                 s.bwd_norms = _Norms()
-            s.bwd_norms.add(_norm(data), health.th, health.backward_calls + 1)
+            s.bwd_norms.add(_norm(data), health.th, health.backward_calls + 1, s.floor)
 
     def _measure_update(self, health, rec: _Leaf, s: _Sizes, var: Tensor, grad) -> None:
         """How far the parameter moved since its last accumulation, relative to its norm (the
@@ -811,7 +862,7 @@ class GradNorms(HealthDetector):
         s = self.of(rec)
         if s.step_norms is None:
             s.step_norms = _Norms()
-        s.step_norms.add(_norm(inspect.array(p.grad)), health.th, health.steps)
+        s.step_norms.add(_norm(inspect.array(p.grad)), health.th, health.steps, s.floor)
 
     def findings(self, health, every, records, names):
         out = []
@@ -1047,6 +1098,11 @@ class DeadRelu(HealthDetector):
 # The detectors GradHealth runs, in the order their findings come; KINDS is theirs.
 DETECTORS: tuple[type[HealthDetector], ...] = (NoneGrad, UnplannedAccumulation, GradNorms, DeadRelu)
 KINDS: tuple[str, ...] = tuple(k for d in DETECTORS for k in d.KINDS)
+
+
+def _array(g) -> np.ndarray:
+    """The array of a gradient a node received (a Tensor under create_graph)."""
+    return inspect.array(g) if isinstance(g, Tensor) else np.asarray(g)
 
 
 def _norm(a: np.ndarray) -> float:

@@ -6,6 +6,11 @@ Each operator reports itself to tracers under the op's name (``a + b`` is "add",
 
 from __future__ import annotations
 
+import functools
+import numbers
+
+import numpy as np
+
 from autodiag.ops import linalg
 from autodiag.ops import pointwise as pw
 from autodiag.tensor import Tensor
@@ -38,12 +43,33 @@ Tensor.__rmatmul__ = traced_binary("matmul", _flip(_raw(linalg.matmul)))
 Tensor.__neg__ = pw.neg
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = pw.abs
-Tensor.__eq__ = traced_binary("eq", lambda self, other: Tensor.eq.__wrapped__(self, other))
-Tensor.__ne__ = traced_binary("ne", lambda self, other: Tensor.ne.__wrapped__(self, other))
-Tensor.__gt__ = traced_binary("gt", lambda self, other: Tensor.gt.__wrapped__(self, other))
-Tensor.__ge__ = traced_binary("ge", lambda self, other: Tensor.ge.__wrapped__(self, other))
-Tensor.__lt__ = traced_binary("lt", lambda self, other: Tensor.lt.__wrapped__(self, other))
-Tensor.__le__ = traced_binary("le", lambda self, other: Tensor.le.__wrapped__(self, other))
+# NOTE: a comparison with something that is not a tensor or a number (None, a list, a string)
+# is not elementwise in PyTorch: the operator returns NotImplemented, so that ``t != None`` is
+# True, ``t == [1, 2]`` False and ``t < None`` a TypeError, as Python's own fallback decides.
+# ``assert probs != None`` (nanoGPT forks) relies on it. A numpy array is compared elementwise
+# by ``==`` only (PyTorch 2.13: ``t != array`` is True, ``t < array`` a TypeError).
+_COMPARABLE = (Tensor, numbers.Number, np.generic)
+
+
+def _comparison(name: str):
+    op = getattr(Tensor, name).__wrapped__
+    traced_op = traced_binary(name, lambda self, other: op(self, other))
+    comparable = (*_COMPARABLE, np.ndarray) if name == "eq" else _COMPARABLE
+
+    def compare(self, other):
+        if not isinstance(other, comparable):
+            return NotImplemented  # nothing ran: nothing to report to tracers
+        return traced_op(self, other)
+
+    return functools.update_wrapper(compare, traced_op)
+
+
+Tensor.__eq__ = _comparison("eq")
+Tensor.__ne__ = _comparison("ne")
+Tensor.__gt__ = _comparison("gt")
+Tensor.__ge__ = _comparison("ge")
+Tensor.__lt__ = _comparison("lt")
+Tensor.__le__ = _comparison("le")
 Tensor.__and__ = traced_binary("bitwise_and", _raw(pw.bitwise_and))
 Tensor.__or__ = traced_binary("bitwise_or", _raw(pw.bitwise_or))
 Tensor.__xor__ = traced_binary("bitwise_xor", _raw(pw.bitwise_xor))

@@ -1,0 +1,310 @@
+"""What public PyTorch programs (tutorials, micrograd's tests, minGPT, nanoGPT, pytorch/examples)
+needed when run unchanged under the alias, against PyTorch (the oracle): comparisons with
+``None`` (nanoGPT forks' ``assert probs != None``), ``torch.cuda.amp`` / ``torch.amp`` on a
+machine without CUDA (minGPT's ``@autocast()`` forwards), and the gradient-health verdict on a
+transformer's attention key bias (zero in exact arithmetic: not a vanishing gradient)."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+from cli_helpers import cli
+
+import autodiag as ad
+from autodiag.analysis.health import GradHealth
+from autodiag.trace import tracing
+
+torch = pytest.importorskip("torch")
+
+
+def both():
+    return [("torch", torch), ("autodiag", ad)]
+
+
+# --- comparisons with what is not a tensor, a number or an array ------------------------------
+
+OPERANDS = [None, [1.0, 1.0, 1.0], (1,), "a", object()]
+COMPARISONS = ["==", "!=", "<", "<=", ">", ">="]
+
+
+def _compare(T, op: str, other, reflected: bool):
+    t = T.ones(3)
+    expr = f"other {op} t" if reflected else f"t {op} other"
+    try:
+        r = eval(expr, {"t": t, "other": other})  # noqa: S307 - fixed operator strings
+    except Exception as e:  # noqa: BLE001 - the exception type is what is compared
+        return ("raises", type(e).__name__)
+    if isinstance(r, (T.Tensor,)):
+        return ("tensor", r.tolist())
+    return (type(r).__name__, r)
+
+
+@pytest.mark.parametrize("reflected", [False, True])
+@pytest.mark.parametrize("op", COMPARISONS)
+@pytest.mark.parametrize("other", OPERANDS, ids=["None", "list", "tuple", "str", "object"])
+def test_comparison_with_a_non_tensor_operand_falls_back_as_torch(op, other, reflected):
+    # PyTorch returns NotImplemented: == / != fall back to identity (a bool), < raises TypeError
+    assert _compare(ad, op, other, reflected) == _compare(torch, op, other, reflected)
+
+
+@pytest.mark.parametrize(
+    "other", [1, 1.0, True, np.float64(1.0), np.ones(3)], ids=["int", "float", "bool", "np", "arr"]
+)
+@pytest.mark.parametrize("op", COMPARISONS)
+def test_comparison_with_numbers_and_arrays_stays_elementwise(op, other):
+    assert _compare(ad, op, other, False) == _compare(torch, op, other, False)
+
+
+def test_assert_probs_is_not_none_as_nanogpt_forks_write_it():
+    for _, T in both():
+        probs = T.softmax(T.tensor([[1.0, 2.0], [0.5, 0.1]]), dim=-1)
+        assert (probs != None) is True  # noqa: E711 - the spelling under test
+        assert (probs == None) is False  # noqa: E711
+
+
+# --- torch.amp / torch.cuda.amp without CUDA ---------------------------------------------------
+
+
+def _warned(fn):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = fn()
+    return out, sorted((x.category.__name__, str(x.message)) for x in w)
+
+
+def test_cuda_autocast_is_disabled_with_torchs_warnings_and_numbers():
+    results = {}
+    for name, T in both():
+
+        def run(T=T):
+            lin = T.nn.Linear(3, 2)
+            with T.no_grad():
+                lin.weight.copy_(T.tensor([[0.1, -0.2, 0.3], [0.4, 0.5, -0.6]]))
+                lin.bias.fill_(0.25)
+
+            @T.cuda.amp.autocast()
+            def forward(x):
+                return lin(x)
+
+            x = T.tensor([[1.0, 2.0, 3.0]])
+            with T.autocast("cuda", dtype=T.float16):
+                y = forward(x) * 2
+            with T.amp.autocast("cuda", enabled=False):
+                z = lin(x)
+            return y.dtype == T.float32, y.tolist(), z.tolist()
+
+        results[name] = _warned(run)
+    assert results["autodiag"] == results["torch"]
+
+
+def test_disabled_grad_scaler_is_a_pass_through_as_torch():
+    results = {}
+    for name, T in both():
+
+        def run(T=T):
+            w = T.tensor([1.0, -2.0], requires_grad=True)
+            opt = T.optim.SGD([w], lr=0.1)
+            scaler = T.cuda.amp.GradScaler(enabled=True)  # no CUDA: disabled
+            scaler2 = T.amp.GradScaler("cuda", enabled=False)
+            loss = (w * w).sum()
+            scaled = scaler.scale(loss)
+            scaled.backward()
+            scaler.unscale_(opt)
+            stepped = scaler.step(opt)
+            scaler.update()
+            scaler2.load_state_dict({})  # a no-op on a disabled scaler
+            return (
+                scaled is loss,
+                stepped,
+                scaler.is_enabled(),
+                scaler.get_scale(),
+                scaler.state_dict(),
+                w.tolist(),
+            )
+
+        results[name] = _warned(run)
+    assert results["autodiag"] == results["torch"]
+
+
+def test_cpu_autocast_and_an_enabled_cpu_scaler_are_refused_by_name():
+    # PyTorch would compute in bfloat16 / scale the loss: autodiag says so instead of ignoring it
+    with pytest.raises(NotImplementedError, match=r"autocast\(device_type='cpu'\)"):
+        ad.autocast("cpu", dtype=ad.float32)
+    with pytest.raises(NotImplementedError, match=r"GradScaler\(device='cpu'\)"):
+        ad.amp.GradScaler("cpu")
+    with ad.autocast("cpu", enabled=False):  # disabled: nothing to refuse
+        pass
+
+
+def test_torch_cuda_amp_imports_under_the_alias(tmp_path):
+    script = tmp_path / "amp_script.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import warnings
+            warnings.simplefilter("ignore")
+            import torch
+            from torch.cuda.amp import autocast, GradScaler
+            from torch.amp import GradScaler as G2
+
+            @autocast()
+            def f(x):
+                return (x * x).sum()
+
+            x = torch.tensor([1.0, 2.0], requires_grad=True)
+            y = f(x)
+            GradScaler(enabled=True).scale(y).backward()
+            print("grad", x.grad.tolist(), G2 is torch.amp.GradScaler)
+            """
+        )
+    )
+    import contextlib
+    import io
+
+    from autodiag.run import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([str(script)])
+    assert code in (0, None) and out.getvalue().strip() == "grad [2.0, 4.0] True"
+
+
+# --- gradient health: the attention key bias is zero, not vanishing ---------------------------
+
+ATTENTION = """\
+import math
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class SelfAttention(nn.Module):
+    # minGPT's CausalSelfAttention, in short: key, query and value projections with biases
+    def __init__(self, C=16, T=8, H=2):
+        super().__init__()
+        self.key, self.query, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
+        self.proj = nn.Linear(C, C)
+        self.register_buffer("mask", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+        self.n_head = H
+
+    def forward(self, x):
+        B, T, C = x.size()
+        k = self.key(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = self.query(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = self.value(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+torch.manual_seed(0)
+model = SelfAttention().to(DTYPE)
+x = torch.tensor(np.random.RandomState(0).randn(4, 8, 16)).to(DTYPE)
+target = torch.tensor(np.random.RandomState(1).randn(4, 8, 16)).to(DTYPE)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for _ in range(STEPS):
+    loss = F.mse_loss(model(x), target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+key_bias_grad = model.key.bias.grad.norm().item()
+query_bias_grad = model.query.bias.grad.norm().item()
+"""
+
+
+def _attention(T, dtype: str, steps: int = 4) -> dict:
+    ns = {"__name__": "__main__"}
+    src = ATTENTION.replace("DTYPE", f"torch.{dtype}").replace("STEPS", str(steps))
+    if T is torch:
+        exec(src, ns)  # noqa: S102 - the oracle runs the same program
+        return ns
+    from autodiag.torch_alias import torch_alias
+
+    with torch_alias(), tracing(GradHealth()) as health:
+        exec(src, ns)  # noqa: S102
+    ns["findings"] = [f.to_json() for f in health.findings(ns)]
+    return ns
+
+
+def test_the_key_bias_gradient_is_zero_in_exact_arithmetic_per_torch():
+    # the oracle: in float64 the key bias's gradient is ~1e-19 while the query bias's is ~1e-2;
+    # in float32 it is the rounding noise of a cancelling sum, ~1e-10
+    t64 = _attention(torch, "float64")
+    assert t64["key_bias_grad"] < 1e-15 < 1e-3 < t64["query_bias_grad"]
+    t32 = _attention(torch, "float32")
+    assert t32["key_bias_grad"] < 1e-7  # under the vanishing threshold: the false alarm's cause
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_check_does_not_call_the_key_bias_gradient_vanishing(dtype):
+    ad_run = _attention(ad, dtype)
+    assert ad_run["key_bias_grad"] < 1e-7  # what the detector saw
+    assert [f for f in ad_run["findings"] if f["kind"] == "vanishing_grad"] == []
+
+
+def test_a_bias_whose_incoming_gradient_is_tiny_is_still_vanishing():
+    # the same kind of node (a bias added) with a gradient that is small because what reaches
+    # the layer is small: a true finding
+    src = textwrap.dedent(
+        """\
+        import autodiag as torch
+        w = torch.ones(3, 2, requires_grad=True)
+        b = torch.zeros(2, requires_grad=True)
+        x = torch.ones(5, 3)
+        opt = torch.optim.SGD([w, b], lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            (torch.addmm(b, x, w) * 1e-9).sum().backward()
+            opt.step()
+        """
+    )
+    ns: dict = {}
+    with tracing(GradHealth()) as health:
+        exec(compile(src, "snippet.py", "exec"), ns)  # noqa: S102
+    vanishing = {f.to_json()["parameter"] for f in health.findings(ns)}
+    assert {"w", "b"} <= vanishing
+    assert math.isclose(ns["b"].grad.norm().item(), 5e-9 * math.sqrt(2), rel_tol=1e-6)
+
+
+def test_check_on_a_mingpt_style_script_reports_no_vanishing_grad(tmp_path):
+    script = tmp_path / "attn.py"
+    script.write_text(ATTENTION.replace("DTYPE", "torch.float32").replace("STEPS", "3"))
+    r = cli("check", str(script), "--format", "json")
+    doc = json.loads(r.stdout)
+    assert [f["kind"] for f in doc["findings"]] == [] and r.exit_code == 0, r.stdout
+
+
+def test_an_empty_parameter_kept_for_its_device_is_not_a_none_grad():
+    # pytorch/examples time_sequence_prediction: ``self.dummy_param = nn.Parameter(torch.empty(0))``
+    # only to read ``.device``; torch trains the model with it (LBFGS), nothing to learn in it
+    src = textwrap.dedent(
+        """\
+        import autodiag as torch
+        class Seq(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(2, 1)
+                self.dummy_param = torch.nn.Parameter(torch.empty(0))
+                self.unused = torch.nn.Parameter(torch.zeros(3))
+            def forward(self, x):
+                return self.linear(x.to(self.dummy_param.device))
+        seq = Seq()
+        opt = torch.optim.SGD(seq.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            seq(torch.ones(4, 2)).sum().backward()
+            opt.step()
+        """
+    )
+    ns: dict = {}
+    with tracing(GradHealth()) as health:
+        exec(compile(src, "snippet.py", "exec"), ns)  # noqa: S102
+    none_grad = [f.to_json()["parameter"] for f in health.findings(ns) if f.kind == "none_grad"]
+    assert none_grad == ["seq.unused"]  # a parameter with elements is still reported
+    p = torch.nn.Parameter(torch.empty(0))
+    assert p.requires_grad and p.numel() == 0  # the oracle: a trainable parameter, no elements
