@@ -1,6 +1,6 @@
 """Engine benchmark against PyTorch in the same process (not a test; prints ratios).
 
-    python tests/perf/bench_engine.py [--runs 7] [--big]
+    python tests/perf/bench_engine.py [--runs 7] [--big] [--loop] [--frozen]
 
 * chain: 10,000 elementwise ops (mul / add / sin cycling) on shape (4,) float32
 * big (--big): a 1,000,000-op scalar chain
@@ -9,7 +9,11 @@ Reports forward µs/op and backward µs/node, as the median of runs and as the m
 hides them), autodiag/torch ratios (median of the per-round ratios, and ratio of the means; the
 two libraries alternate within a round), the time the cyclic GC spent during the forward passes
 (and its share of them), and graph memory per node (tracemalloc, autodiag only). Each run starts
-after a full collection, so the collections during a run are that run's own cost.
+after a full collection, so the collections during a run are that run's own cost; with
+``--loop`` the rounds follow each other as in a user's training loop (no collection between
+them: the collections the previous rounds made due land where they land). ``--frozen`` freezes
+the heap first (``gc.freeze()``), as the CLI does for its run of a target (NOTE [Frozen heap]
+in autodiag/target).
 """
 
 from __future__ import annotations
@@ -71,14 +75,15 @@ def chain(lib, n: int, shape, dtype):
     return (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6, g1 - g0, t1 - t0
 
 
-def measure(libs: dict, n, shape, dtype_name, runs) -> dict:
+def measure(libs: dict, n, shape, dtype_name, runs, loop: bool = False) -> dict:
     """Per library: median forward µs/op, median backward µs/node, GC seconds during its runs,
     and the per-round (forward, backward) times. The libraries alternate within each round, so
     a noisy stretch of the machine falls on both."""
     out = {name: {"fw": [], "bw": [], "gc": 0.0, "fw_gc": 0.0, "fw_s": 0.0} for name in libs}
     for _ in range(runs):
         for name, lib in libs.items():
-            _collect_unmeasured()
+            if not loop:
+                _collect_unmeasured()
             before = _gc_time[0]
             f, b, fw_gc, fw_s = chain(lib, n, shape, getattr(lib, dtype_name))
             out[name]["fw"].append(f)
@@ -109,8 +114,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--big", action="store_true", help="also the 1,000,000-op scalar chain")
+    p.add_argument("--loop", action="store_true", help="no collection between rounds")
+    p.add_argument("--frozen", action="store_true", help="gc.freeze() first, as the CLI does")
     a = p.parse_args()
     gc.callbacks.append(_gc_cb)
+    if a.frozen:
+        gc.freeze()
     if torch is not None:
         torch.set_num_threads(1)
     cases = [("10k ops, (4,) float32", 10_000, (4,), "float32", a.runs)]
@@ -122,7 +131,7 @@ def main() -> None:
     )
     libs = {"autodiag": ad, **({"torch": torch} if torch is not None else {})}
     for name, n, shape, dt, runs in cases:
-        res = measure(libs, n, shape, dt, runs)
+        res = measure(libs, n, shape, dt, runs, a.loop)
         for lib_name, r in res.items():
             print(
                 f"{name:28s} {lib_name:8s} {statistics.median(r['fw']):10.2f} "
