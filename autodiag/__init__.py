@@ -77,8 +77,6 @@ from autodiag.compat import (
     set_default_device,
 )
 from autodiag.generator import Generator, default_generator  # noqa: E402
-from autodiag import func  # noqa: E402 - torch.func: transforms over the engine
-from autodiag import distributions  # noqa: E402 - torch.distributions
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
 
@@ -91,15 +89,17 @@ def is_floating_point(input) -> bool:
     return input.is_floating_point()
 
 
-# NOTE [Lazy submodules]: nn, optim, utils and load/save are imported on first use (PEP 562
-# module ``__getattr__``), as numpy does for its heavier submodules: ``import autodiag`` pays
-# for the engine and the ops only, and a CLI command that never builds a module or an
-# optimizer never imports them. ``import autodiag.nn`` and ``from autodiag import nn`` work as
-# before; the names are listed by ``dir(autodiag)``.
+# NOTE [Lazy submodules]: nn, optim, utils, func, distributions and load/save are imported on
+# first use (PEP 562 module ``__getattr__``), as numpy does for its heavier submodules:
+# ``import autodiag`` pays for the engine and the ops only, and a CLI command that never builds
+# a module or an optimizer never imports them. ``import autodiag.nn`` and ``from autodiag
+# import nn`` work as before; the names are listed by ``dir(autodiag)``.
 _LAZY = {
     "nn": ("autodiag.nn", None),
     "optim": ("autodiag.optim", None),
     "utils": ("autodiag.utils", None),
+    "func": ("autodiag.func", None),  # torch.func: transforms over the engine
+    "distributions": ("autodiag.distributions", None),
     "load": ("autodiag.serialization", "load"),
     "save": ("autodiag.serialization", "save"),
 }

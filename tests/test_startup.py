@@ -7,7 +7,14 @@ import json
 import subprocess
 import sys
 
-LAZY_MODULES = ("autodiag.nn", "autodiag.optim", "autodiag.utils", "autodiag.serialization")
+LAZY_MODULES = (
+    "autodiag.nn",
+    "autodiag.optim",
+    "autodiag.utils",
+    "autodiag.serialization",
+    "autodiag.func",
+    "autodiag.distributions",
+)
 
 
 def _run(code: str) -> dict:
@@ -28,16 +35,17 @@ def test_import_autodiag_leaves_heavy_submodules_unloaded():
 def test_lazy_names_resolve_on_first_use():
     got = _run(
         "import json, autodiag as torch\n"
-        "from autodiag import nn, optim, utils, save, load\n"
+        "from autodiag import nn, optim, utils, save, load, func, distributions\n"
         "import autodiag.nn.functional as F\n"
         "m = torch.nn.Linear(2, 1)\n"
         "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "print(json.dumps([nn is torch.nn, optim is torch.optim, utils is torch.utils,\n"
         "    save is torch.save, load is torch.load, F is torch.nn.functional,\n"
-        "    callable(torch.utils.data.DataLoader),\n"
+        "    callable(torch.utils.data.DataLoader), func is torch.func,\n"
+        "    distributions is torch.distributions, callable(torch.func.vmap),\n"
         "    all(n in dir(torch) for n in ('nn', 'optim', 'utils', 'save', 'load'))]))"
     )
-    assert got == [True] * 8
+    assert got == [True] * 11
 
 
 def test_unknown_attribute_is_a_plain_attribute_error():
