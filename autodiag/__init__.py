@@ -61,7 +61,6 @@ from autodiag.ops.factories import get_rng_state, manual_seed, seed, set_rng_sta
 globals().update(_torch_namespace())
 from autodiag.size import Size  # noqa: E402
 from autodiag.tensor import Tensor  # noqa: E402
-from autodiag import nn, optim, utils  # noqa: E402  (after the ops: they build on them)
 from autodiag import accelerator, backends, cuda  # noqa: E402 - all absent: CPU only
 from autodiag._device import device  # noqa: E402
 from autodiag.compat import (
@@ -77,10 +76,7 @@ from autodiag.compat import (
     get_default_device,
     set_default_device,
 )
-from autodiag.serialization import load, save  # noqa: E402
 from autodiag.generator import Generator, default_generator  # noqa: E402
-from autodiag import func  # noqa: E402 - torch.func: transforms over the engine
-from autodiag import distributions  # noqa: E402 - torch.distributions
 from autodiag import amp  # noqa: E402
 from autodiag.amp import autocast  # noqa: E402
 
@@ -93,3 +89,35 @@ def numel(input) -> int:
 
 def is_floating_point(input) -> bool:
     return input.is_floating_point()
+
+
+# NOTE [Lazy submodules]: nn, optim, utils, func, distributions and load/save are imported on
+# first use (PEP 562 module ``__getattr__``), as numpy does for its heavier submodules:
+# ``import autodiag`` pays for the engine and the ops only, and a CLI command that never builds
+# a module or an optimizer never imports them. ``import autodiag.nn`` and ``from autodiag
+# import nn`` work as before; the names are listed by ``dir(autodiag)``.
+_LAZY = {
+    "nn": ("autodiag.nn", None),
+    "optim": ("autodiag.optim", None),
+    "utils": ("autodiag.utils", None),
+    "func": ("autodiag.func", None),  # torch.func: transforms over the engine
+    "distributions": ("autodiag.distributions", None),
+    "load": ("autodiag.serialization", "load"),
+    "save": ("autodiag.serialization", "save"),
+}
+
+
+def __getattr__(name: str):
+    spec = _LAZY.get(name)
+    if spec is None:
+        raise AttributeError(f"module 'autodiag' has no attribute '{name}'")
+    import importlib
+
+    module = importlib.import_module(spec[0])
+    value = module if spec[1] is None else getattr(module, spec[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))

@@ -549,13 +549,56 @@ def _run_post_hooks(hooks, outs, grads, xp):
 _ENGINE_REFS = 4
 
 
+def _grad_order(like: np.ndarray) -> str:
+    """The memory order a new ``.grad`` of ``like`` takes, as PyTorch's AccumulateGrad lays it
+    out (``obeys_layout_contract`` / ``clone_obey_contract``): the parameter's own strides when
+    it is dense (a permutation of a contiguous layout), else C order. ``"K"`` means another
+    dense permutation (e.g. a permuted 3-D leaf): numpy's ``empty_like`` reproduces it."""
+    flags = like.flags
+    if flags.c_contiguous:
+        return "C"
+    if flags.f_contiguous:
+        return "F"
+    want = like.itemsize
+    for d in sorted(range(like.ndim), key=lambda d: (like.shape[d] < 2, like.strides[d])):
+        if like.shape[d] < 2:
+            break
+        if like.strides[d] != want:
+            return "C"  # overlapping or with gaps (a strided view): contiguous, as PyTorch
+        want *= like.shape[d]
+    return "K"
+
+
+def _in_layout(a: np.ndarray, like: np.ndarray, order: str) -> bool:
+    if order == "C":
+        return a.flags.c_contiguous
+    if order == "F":
+        return a.flags.f_contiguous
+    return a.strides == like.strides
+
+
+def _new_grad(g, like: np.ndarray) -> np.ndarray:
+    """A copy of ``g`` with ``like``'s dtype, in the layout of ``_grad_order(like)``.
+    NOTE: a gradient in another layout than its parameter (``x @ w.T`` hands ``w`` a
+    Fortran-ordered one through TBackward0) makes every later elementwise update of the
+    parameter (``p -= lr * p.grad``, the optimizers, accumulation) several times slower; one
+    transposing copy here is the only price, paid once, for every leaf."""
+    order = _grad_order(like)
+    if order != "K":
+        return np.array(g, dtype=like.dtype, order=order, copy=True)
+    out = np.empty_like(like)
+    np.copyto(out, g, casting="unsafe")
+    return out
+
+
 def _stealable(a: np.ndarray, like: np.ndarray) -> bool:
-    """``a`` has ``like``'s dtype, shape and layout, and its memory is visible only through it:
-    it owns its memory, or it is a view (e.g. TBackward0's transpose) of a base nothing else
-    references (the view's pointer and getrefcount's argument)."""
+    """``a`` has ``like``'s dtype, shape and gradient layout (``_grad_order``), and its memory
+    is visible only through it: it owns its memory, or it is a view (e.g. TBackward0's
+    transpose) of a base nothing else references (the view's pointer and getrefcount's
+    argument)."""
     if a.__class__ is not np.ndarray or a.dtype != like.dtype or a.shape != like.shape:
         return False
-    if not a.flags.writeable or a.flags.c_contiguous != like.flags.c_contiguous:
+    if not a.flags.writeable or not _in_layout(a, like, _grad_order(like)):
         return False
     base = a.base
     return base is None or (
@@ -595,12 +638,13 @@ def _accumulate(node: AccumulateGrad, g, task: GraphTask, xp) -> None:
             # NOTE [Gradient stealing]: as PyTorch's AccumulateGrad, take the incoming array as
             # the new .grad when nothing else can see it: it owns its memory, has the leaf's
             # dtype and layout, and the only references are the engine's (the buffer list, the
-            # argument, this frame). Otherwise copy: the same array may reach several leaves
-            # (``a + b`` hands one gradient to both) or be the user's own ``gradient=`` tensor.
+            # argument, this frame). Otherwise copy, in the leaf's layout: the same array may
+            # reach several leaves (``a + b`` hands one gradient to both) or be the user's own
+            # ``gradient=`` tensor.
             if ga is g and sys.getrefcount(g) <= _ENGINE_REFS and _stealable(ga, var._data):
                 var._grad = wrap(ga)
             else:
-                var._grad = wrap(np.array(ga, dtype=var._data.dtype, copy=True))
+                var._grad = wrap(_new_grad(ga, var._data))
         elif var._grad.grad_fn is not None or var._grad.requires_grad:
             var._grad = wrap(var._grad._data + ga)
         else:

@@ -49,18 +49,42 @@ class _Product(Node):
         return result(out, self)
 
 
+def _column_major(d: np.ndarray) -> bool:
+    """PyTorch's test in mm_mat1_backward / mm_mat2_backward: a matrix laid out column by column
+    (strides (1, rows)), e.g. the transposed view ``w.T``."""
+    return d.ndim == 2 and d.strides[0] == d.itemsize and d.strides[1] == d.shape[0] * d.itemsize
+
+
 class MmBackward0(_Product):
-    __slots__ = ()
+    __slots__ = ("column_major",)
+
+    def _record(self, a, b, out):
+        self.column_major = (_column_major(a._data), _column_major(b._data))
+        return _Product._record(self, a, b, out)
 
     def backward(self, xp, g):
         needs_self, needs_mat2 = self.needs_grad
-        ga = xp.matmul(g, xp.mT(self.saved_mat2(xp))) if needs_self else None
-        gb = xp.matmul(xp.mT(self.saved_self(xp)), g) if needs_mat2 else None
+        self_cm, mat2_cm = self.column_major
+        ga = gb = None
+        # NOTE: as PyTorch's mm_mat1_backward / mm_mat2_backward, an input in column-major
+        # layout gets its gradient computed transposed, (g^T @ self)^T, so that it comes out in
+        # that layout: after ``w.T``'s backward the leaf's gradient is C-ordered like the leaf
+        # and AccumulateGrad takes it without a transposing copy (``x @ w.T`` in every MLP).
+        if needs_self:
+            m2 = self.saved_mat2(xp)
+            ga = np.matmul(m2, g.T).T if self_cm and xp.arrays else xp.matmul(g, xp.mT(m2))
+        if needs_mat2:
+            m1 = self.saved_self(xp)
+            gb = np.matmul(g.T, m1).T if mat2_cm and xp.arrays else xp.matmul(xp.mT(m1), g)
         return (ga, gb)
 
 
 class BmmBackward0(MmBackward0):
     __slots__ = ()
+
+    def _record(self, a, b, out):
+        self.column_major = (False, False)  # batched: PyTorch's bmm backward has no such test
+        return _Product._record(self, a, b, out)
 
 
 def _product(cls, a, b, out):

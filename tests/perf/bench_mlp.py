@@ -2,11 +2,16 @@
 
     python tests/perf/bench_mlp.py [--runs 7] [--steps 50] [--threads N] [--profile]
 
-Model 784-256-256-10 with ReLU, batch 64, float32, cross-entropy, SGD(lr=0.01, momentum=0.9).
-One step = zero_grad + forward + backward + optimizer step. Each run times ``--steps`` steps
-after a warm-up; the median over ``--runs`` runs is reported in ms/step, with the ratios
-autodiag/torch and autodiag/numpy. ``--profile`` prints the cProfile top functions of the
-autodiag step.
+Model 784-256-256-10 with ReLU, batch 64, float32, cross-entropy. Two workloads:
+
+* ``nn.Linear`` + ``nn.CrossEntropyLoss`` + ``optim.SGD(lr=0.01, momentum=0.9)``; one step =
+  zero_grad + forward + backward + optimizer step (and the same step in hand-written numpy);
+* the same model with raw tensors, as the tutorials write it: ``h @ w.T + b``, ``relu``,
+  ``cross_entropy``, then ``p -= lr * p.grad; p.grad.zero_()`` under ``no_grad``.
+
+Each run times ``--steps`` consecutive steps of one contestant after a warm-up; the median and
+IQR over ``--runs`` runs are reported in ms/step, with the ratios (median of per-run ratios).
+``--profile`` prints the cProfile top functions of each autodiag step.
 
 Threads: the same budget for every contestant. ``--threads N`` (default: all cores, as a user
 would run it) sets torch's intra-op threads and, through OPENBLAS_NUM_THREADS / OMP / MKL set
@@ -101,6 +106,35 @@ def make_lib_step(lib):
     return step
 
 
+def make_raw_step(lib):
+    """The same model written with raw tensors, as the tutorials write it: ``h @ w.T + b``,
+    ``relu``, ``cross_entropy`` and a manual SGD step (no momentum) under ``no_grad``."""
+    F = lib.nn.functional
+    params = []
+    for w, b in _weights():
+        params.append((lib.tensor(w, requires_grad=True), lib.tensor(b, requires_grad=True)))
+    flat = [p for wb in params for p in wb]
+    x, y = _data()
+    X, Y = lib.tensor(x), lib.tensor(y)
+    n = len(params)
+
+    def step():
+        h = X
+        for i, (w, b) in enumerate(params):
+            h = h @ w.T + b
+            if i < n - 1:
+                h = F.relu(h)
+        loss = F.cross_entropy(h, Y)
+        loss.backward()
+        with lib.no_grad():
+            for p in flat:
+                p -= LR * p.grad
+                p.grad.zero_()
+        return loss
+
+    return step
+
+
 def make_numpy_step():
     """The same step written by hand with numpy (the floor for a numpy-backed engine)."""
     params = [(w.copy(), b.copy()) for w, b in _weights()]
@@ -147,8 +181,15 @@ def make_numpy_step():
 
 
 def measure(steps_by_name: dict, steps: int, runs: int, clock=time.perf_counter) -> dict:
-    """Median ms/step per contestant. Runs are interleaved (a, b, c, a, b, c, ...) so that a
-    load change on a shared machine affects every contestant alike."""
+    """Median ms/step per contestant (see ``measure_runs``)."""
+    times = measure_runs(steps_by_name, steps, runs, clock)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def measure_runs(steps_by_name: dict, steps: int, runs: int, clock=time.perf_counter) -> dict:
+    """Per contestant, the ms/step of each run (a block of ``steps`` consecutive steps). Runs
+    are interleaved (a, b, c, a, b, c, ...) so that a load change on a shared machine affects
+    every contestant alike."""
     for step in steps_by_name.values():
         for _ in range(5):
             step()
@@ -159,7 +200,23 @@ def measure(steps_by_name: dict, steps: int, runs: int, clock=time.perf_counter)
             for _ in range(steps):
                 step()
             times[name].append((clock() - t0) / steps * 1e3)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return times
+
+
+def _iqr(xs) -> float:
+    q = statistics.quantiles(xs, n=4)
+    return q[2] - q[0]
+
+
+def _report(title: str, times: dict) -> None:
+    """Medians with IQR, and the autodiag/torch ratio as the median of per-round ratios."""
+    print(title)
+    for name, ts in times.items():
+        print(f"  {name:9s} {statistics.median(ts):8.3f} ms/step (IQR {_iqr(ts):.3f})")
+    for a, b in (("autodiag", "torch"), ("autodiag", "numpy"), ("numpy", "torch")):
+        if a in times and b in times:
+            rs = [x / y for x, y in zip(times[a], times[b])]
+            print(f"  ratio {a}/{b}: {statistics.median(rs):.2f}x (IQR {_iqr(rs):.2f})")
 
 
 def _value(loss) -> float:
@@ -191,30 +248,33 @@ def main() -> None:
         f"autodiag): OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load "
         f"average: {os.getloadavg()[0]:.2f}"
     )
-    # the losses agree (same weights, same data): a benchmark of the same computation
-    steps = {"autodiag": make_lib_step(ad), "numpy": make_numpy_step()}
-    if torch is not None:
-        steps["torch"] = make_lib_step(torch)
-    first = {k: _value(s()) for k, s in steps.items()}
-    print("first-step loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
     clock = time.process_time if a.cpu_time else time.perf_counter
-    res = measure(steps, a.steps, a.runs, clock)
     print(f"clock: {'process CPU time' if a.cpu_time else 'wall time'}")
-    for name, ms in res.items():
-        print(f"{name:9s} {ms:8.3f} ms/step")
-    if "torch" in res:
-        print(f"ratio autodiag/torch: {res['autodiag'] / res['torch']:.2f}x")
-    print(f"ratio autodiag/numpy: {res['autodiag'] / res['numpy']:.2f}x")
-    if "torch" in res:
-        print(f"ratio numpy/torch:    {res['numpy'] / res['torch']:.2f}x")
+    # the losses agree (same weights, same data): a benchmark of the same computation
+    workloads = {
+        "nn.Linear + optim.SGD(momentum)": (make_lib_step, make_numpy_step()),
+        "raw tensors (h @ w.T + b), manual SGD": (make_raw_step, None),
+    }
+    profiled = {}
+    for title, (make, numpy_step) in workloads.items():
+        steps = {"autodiag": make(ad)}
+        if numpy_step is not None:
+            steps["numpy"] = numpy_step
+        if torch is not None:
+            steps["torch"] = make(torch)
+        first = {k: _value(s()) for k, s in steps.items()}
+        print("first-step loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
+        _report(title, measure_runs(steps, a.steps, a.runs, clock))
+        profiled[title] = steps["autodiag"]
     if a.profile:
-        step = steps["autodiag"]
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(200):
-            step()
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        for title, step in profiled.items():
+            print(f"profile: {title}")
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(200):
+                step()
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

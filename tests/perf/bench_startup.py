@@ -1,0 +1,68 @@
+"""Start-up benchmark: ``import autodiag`` against ``import numpy``, ``autodiag --help``
+against ``import autodiag`` (not a test; prints ratios).
+
+    python tests/perf/bench_startup.py [--rounds 21] [--clock cpu|wall]
+
+Each round runs every command once as a fresh ``python`` process (same interpreter, same
+environment), in turn, so that a busy stretch of the machine falls on all of them. Reported:
+the median and IQR of each command's time over the rounds, and the ratios as the median of the
+per-round ratios. ``--clock cpu`` (the default) counts the child's user + system CPU time,
+which a machine shared with other work disturbs far less than wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS = {
+    "python": [sys.executable, "-c", "pass"],
+    "import numpy": [sys.executable, "-c", "import numpy"],
+    "import autodiag": [sys.executable, "-c", "import autodiag"],
+    "autodiag --help": [sys.executable, "-m", "autodiag", "--help"],
+}
+RATIOS = (("import autodiag", "import numpy"), ("autodiag --help", "import autodiag"))
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_once(cmd: list, clock: str) -> float:
+    c0, t0 = _cpu(), time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=os.environ.copy())
+    return (_cpu() - c0) if clock == "cpu" else (time.perf_counter() - t0)
+
+
+def _iqr(xs) -> float:
+    q = statistics.quantiles(xs, n=4)
+    return q[2] - q[0]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=21)
+    p.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    a = p.parse_args()
+    for cmd in COMMANDS.values():  # warm the page cache and the bytecode caches
+        run_once(cmd, a.clock)
+    times: dict = {name: [] for name in COMMANDS}
+    for _ in range(a.rounds):
+        for name, cmd in COMMANDS.items():
+            times[name].append(run_once(cmd, a.clock))
+    print(f"{a.rounds} rounds, {a.clock} time; load average {os.getloadavg()[0]:.2f}")
+    for name, ts in times.items():
+        print(f"  {name:16s} {statistics.median(ts) * 1e3:7.0f} ms (IQR {_iqr(ts) * 1e3:.0f})")
+    for x, y in RATIOS:
+        rs = [a_ / b_ for a_, b_ in zip(times[x], times[y])]
+        print(f"  {x} / {y}: {statistics.median(rs):.2f}x (IQR {_iqr(rs):.2f})")
+
+
+if __name__ == "__main__":
+    main()

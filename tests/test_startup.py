@@ -1,0 +1,59 @@
+"""Start-up: ``import autodiag`` loads the engine and the ops, not the submodules a program
+may never use (NOTE [Lazy submodules] in autodiag/__init__.py); they load on first use."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+LAZY_MODULES = (
+    "autodiag.nn",
+    "autodiag.optim",
+    "autodiag.utils",
+    "autodiag.serialization",
+    "autodiag.func",
+    "autodiag.distributions",
+)
+
+
+def _run(code: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    return json.loads(out)
+
+
+def test_import_autodiag_leaves_heavy_submodules_unloaded():
+    loaded = _run(
+        "import sys, json, autodiag\n"
+        f"print(json.dumps([m for m in {LAZY_MODULES!r} if m in sys.modules]))"
+    )
+    assert loaded == []
+
+
+def test_lazy_names_resolve_on_first_use():
+    got = _run(
+        "import json, autodiag as torch\n"
+        "from autodiag import nn, optim, utils, save, load, func, distributions\n"
+        "import autodiag.nn.functional as F\n"
+        "m = torch.nn.Linear(2, 1)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "print(json.dumps([nn is torch.nn, optim is torch.optim, utils is torch.utils,\n"
+        "    save is torch.save, load is torch.load, F is torch.nn.functional,\n"
+        "    callable(torch.utils.data.DataLoader), func is torch.func,\n"
+        "    distributions is torch.distributions, callable(torch.func.vmap),\n"
+        "    all(n in dir(torch) for n in ('nn', 'optim', 'utils', 'save', 'load'))]))"
+    )
+    assert got == [True] * 11
+
+
+def test_unknown_attribute_is_a_plain_attribute_error():
+    got = _run(
+        "import json, autodiag\n"
+        "try:\n"
+        "    autodiag.no_such_thing\n"
+        "except AttributeError as e:\n"
+        "    print(json.dumps(str(e)))"
+    )
+    assert got == "module 'autodiag' has no attribute 'no_such_thing'"
