@@ -5,7 +5,7 @@ tensor types ``FloatTensor``, ``LongTensor``, ...
 >>> import autodiag as torch
 >>> x = torch.FloatTensor([1, 2])
 >>> x.dtype, isinstance(x, torch.FloatTensor), isinstance(x, torch.LongTensor)
-(autodiag.float32, True, False)
+(torch.float32, True, False)
 >>> v = torch.autograd.Variable(torch.ones(2), requires_grad=True)
 >>> v.requires_grad, v.is_leaf
 (True, True)

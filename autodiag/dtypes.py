@@ -34,7 +34,7 @@ __all__ = [
 
 
 class dtype:
-    """A tensor element type, e.g. ``autodiag.float32``."""
+    """A tensor element type, e.g. ``autodiag.float32`` (printed ``torch.float32``, as PyTorch)."""
 
     __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_kind", "scalar_name")
 
@@ -48,7 +48,7 @@ class dtype:
         self.itemsize = self.np.itemsize
 
     def __repr__(self) -> str:
-        return f"autodiag.{self.name}"
+        return f"torch.{self.name}"  # as PyTorch prints it (messages, print(t.dtype))
 
     @property
     def legacy_type_name(self) -> str:

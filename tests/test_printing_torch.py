@@ -47,3 +47,11 @@ def test_float_repr_is_pytorchs(values, dtype, requires_grad):
 @pytest.mark.parametrize("values", INTS, ids=range(len(INTS)))
 def test_int_and_bool_repr_is_pytorchs(values):
     assert repr(autodiag.tensor(values)) == repr(torch.tensor(values))
+
+
+@pytest.mark.parametrize(
+    "name", ["float32", "float64", "float16", "int64", "int32", "bool", "uint8"]
+)
+def test_dtype_prints_as_pytorchs(name):
+    assert repr(getattr(autodiag, name)) == repr(getattr(torch, name))
+    assert str(autodiag.ones(1, dtype=getattr(autodiag, name)).dtype) == f"torch.{name}"

@@ -442,8 +442,7 @@ def _error(fn):
         try:
             fn()
         except Exception as e:  # noqa: BLE001 - the error itself is what is compared
-            # autodiag's dtypes print as autodiag.float32 where torch's print torch.float32
-            return type(e), str(e).replace("autodiag.", "torch.")
+            return type(e), str(e)
     return None
 
 

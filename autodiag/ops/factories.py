@@ -119,7 +119,7 @@ def tensor(
 
     >>> import autodiag as torch
     >>> torch.tensor([[1, 2], [3, 4]]).dtype
-    autodiag.int64
+    torch.int64
     """
     if device is not None:
         _device.check(device)
