@@ -37,9 +37,10 @@ class _ConvNd(Module):
         groups: int = 1,
         bias: bool = True,
         padding_mode: str = "zeros",
-        output_padding=0,
         device=None,
         dtype=None,
+        *,
+        output_padding=0,
     ) -> None:
         from autodiag.ops.factories import empty
 
@@ -90,6 +91,11 @@ class _ConvNd(Module):
             self.register_parameter("bias", None)
         self.reset_parameters()
 
+    def forward(self, input):
+        return self._conv(
+            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
     def reset_parameters(self) -> None:
         # PyTorch's: kaiming_uniform_ with a = sqrt(5), the bias U(-1/sqrt(fan_in), ...)
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -128,30 +134,7 @@ class Conv1d(_ConvNd):
     """
 
     _nd = 1
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups: int = 1,
-        bias: bool = True,
-        padding_mode: str = "zeros",
-        device=None,
-        dtype=None,
-    ) -> None:
-        super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, dtype=dtype,
-        )  # fmt: skip
-
-    def forward(self, input):
-        return F.conv1d(
-            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+    _conv = staticmethod(F.conv1d)
 
 
 class Conv2d(_ConvNd):
@@ -165,30 +148,7 @@ class Conv2d(_ConvNd):
     """
 
     _nd = 2
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups: int = 1,
-        bias: bool = True,
-        padding_mode: str = "zeros",
-        device=None,
-        dtype=None,
-    ) -> None:
-        super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, dtype=dtype,
-        )  # fmt: skip
-
-    def forward(self, input):
-        return F.conv2d(
-            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+    _conv = staticmethod(F.conv2d)
 
 
 class _ConvTransposeNd(_ConvNd):
@@ -213,7 +173,14 @@ class _ConvTransposeNd(_ConvNd):
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, output_padding, dtype=dtype,
+            padding_mode, dtype=dtype, output_padding=output_padding,
+        )  # fmt: skip
+
+    def forward(self, input, output_size=None):
+        op = self._output_padding(input, output_size)
+        return self._conv(
+            input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+            self.dilation,
         )  # fmt: skip
 
     def _output_padding(self, input, output_size) -> tuple:
@@ -257,13 +224,7 @@ class ConvTranspose1d(_ConvTransposeNd):
     """
 
     _nd = 1
-
-    def forward(self, input, output_size=None):
-        op = self._output_padding(input, output_size)
-        return F.conv_transpose1d(
-            input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
-            self.dilation,
-        )  # fmt: skip
+    _conv = staticmethod(F.conv_transpose1d)
 
 
 class ConvTranspose2d(_ConvTransposeNd):
@@ -277,10 +238,4 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _nd = 2
-
-    def forward(self, input, output_size=None):
-        op = self._output_padding(input, output_size)
-        return F.conv_transpose2d(
-            input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
-            self.dilation,
-        )  # fmt: skip
+    _conv = staticmethod(F.conv_transpose2d)
