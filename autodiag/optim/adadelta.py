@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.core import grad_mode
 from autodiag.optim.optimizer import (
     Optimizer,
     ParamWriter,
     _check_hyper,
     _check_lr,
+    _closure_loss,
     _not_supported,
     _same_layout,
     _scalar_step_dtype,
     _use_grad_for_differentiable,
+    _zeros_state,
 )
 from autodiag.tensor import Tensor
 
@@ -72,10 +73,7 @@ class Adadelta(Optimizer):
     def step(self, closure=None):
         """One Adadelta update of every parameter that has a gradient; returns ``closure()``'s
         loss."""
-        loss = None
-        if closure is not None:
-            with grad_mode.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         write = ParamWriter()
         for group in self.param_groups:
             lr, rho, eps, wd = float(group["lr"]), group["rho"], group["eps"], group["weight_decay"]
@@ -85,8 +83,8 @@ class Adadelta(Optimizer):
                 state = self.state[p]
                 if not state:
                     state["step"] = Tensor._make(np.zeros((), dtype=_scalar_step_dtype()))
-                    state["square_avg"] = Tensor._make(np.zeros_like(p._data, order="C"))
-                    state["acc_delta"] = Tensor._make(np.zeros_like(p._data, order="C"))
+                    state["square_avg"] = _zeros_state(p)
+                    state["acc_delta"] = _zeros_state(p)
                 d = p._data
                 g = _same_layout(p._grad._data, d)
                 state["step"]._data += 1

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.core import grad_mode
 from autodiag.optim.optimizer import (
     Optimizer,
     ParamWriter,
     _check_hyper,
     _check_lr,
+    _closure_loss,
     _not_supported,
     _same_layout,
     _scalar_step_dtype,
@@ -89,10 +89,7 @@ class Adagrad(Optimizer):
     def step(self, closure=None):
         """One Adagrad update of every parameter that has a gradient; returns ``closure()``'s
         loss."""
-        loss = None
-        if closure is not None:
-            with grad_mode.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         write = ParamWriter()
         for group in self.param_groups:
             lr, eps = float(group["lr"]), group["eps"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.core import grad_mode
 from autodiag.optim.optimizer import (
     Optimizer,
     ParamWriter,
+    _closure_loss,
     _same_layout,
+    _scalar_step_dtype,
     _use_grad_for_differentiable,
+    _zeros_state,
 )
 from autodiag.tensor import Tensor
 
@@ -85,27 +87,21 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _init_state(self, p: Tensor, amsgrad: bool) -> dict:
-        from autodiag.dtypes import float64, get_default_dtype
 
         state = self.state[p]
         if not state:
-            # PyTorch: a float32 (float64 under a float64 default) 0-d step counter on the cpu
-            dt = np.float64 if get_default_dtype() is float64 else np.float32
-            state["step"] = Tensor._make(np.zeros((), dtype=dt))
-            state["exp_avg"] = Tensor._make(np.zeros_like(p._data, order="C"))
-            state["exp_avg_sq"] = Tensor._make(np.zeros_like(p._data, order="C"))
+            state["step"] = Tensor._make(np.zeros((), dtype=_scalar_step_dtype()))
+            state["exp_avg"] = _zeros_state(p)
+            state["exp_avg_sq"] = _zeros_state(p)
             if amsgrad:
-                state["max_exp_avg_sq"] = Tensor._make(np.zeros_like(p._data, order="C"))
+                state["max_exp_avg_sq"] = _zeros_state(p)
         return state
 
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """One Adam update of every parameter that has a gradient; returns ``closure()``'s
         loss."""
-        loss = None
-        if closure is not None:
-            with grad_mode.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         write = ParamWriter()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]

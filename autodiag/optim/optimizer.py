@@ -351,6 +351,19 @@ class Optimizer:
         return s + ")"
 
 
+def _closure_loss(closure):
+    """``closure()``'s loss, computed with grad enabled (a step runs under no_grad), or None."""
+    if closure is None:
+        return None
+    with grad_mode.enable_grad():
+        return closure()
+
+
+def _zeros_state(p) -> Tensor:
+    """A state buffer for parameter ``p``: zeros of its shape and dtype, C-ordered."""
+    return Tensor._make(np.zeros_like(p._data, order="C"))
+
+
 def _scalar_step_dtype():
     """The dtype of PyTorch's 0-d ``step`` counters (``_get_scalar_dtype``): float64 under a
     float64 default dtype, float32 otherwise."""

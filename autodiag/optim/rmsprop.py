@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from autodiag.core import grad_mode
 from autodiag.optim.adam import _lerp_
 from autodiag.optim.optimizer import (
     Optimizer,
     ParamWriter,
     _check_hyper,
     _check_lr,
+    _closure_loss,
     _not_supported,
     _same_layout,
     _scalar_step_dtype,
     _use_grad_for_differentiable,
+    _zeros_state,
 )
 from autodiag.tensor import Tensor
 
@@ -78,21 +79,18 @@ class RMSprop(Optimizer):
         state = self.state[p]
         if not state:
             state["step"] = Tensor._make(np.zeros((), dtype=_scalar_step_dtype()))
-            state["square_avg"] = Tensor._make(np.zeros_like(p._data, order="C"))
+            state["square_avg"] = _zeros_state(p)
             if group["momentum"] > 0:
-                state["momentum_buffer"] = Tensor._make(np.zeros_like(p._data, order="C"))
+                state["momentum_buffer"] = _zeros_state(p)
             if group["centered"]:
-                state["grad_avg"] = Tensor._make(np.zeros_like(p._data, order="C"))
+                state["grad_avg"] = _zeros_state(p)
         return state
 
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """One RMSprop update of every parameter that has a gradient; returns ``closure()``'s
         loss."""
-        loss = None
-        if closure is not None:
-            with grad_mode.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         write = ParamWriter()
         for group in self.param_groups:
             lr, alpha, eps = float(group["lr"]), group["alpha"], group["eps"]

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from autodiag.core import grad_mode
 from autodiag.optim.optimizer import (
     Optimizer,
     ParamWriter,
+    _closure_loss,
     _same_layout,
     _use_grad_for_differentiable,
 )
@@ -77,10 +77,7 @@ class SGD(Optimizer):
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss."""
-        loss = None
-        if closure is not None:
-            with grad_mode.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         write = ParamWriter()
         for group in self.param_groups:
             lr = float(group["lr"])
