@@ -176,23 +176,20 @@ class Col2ImBackward0(Im2ColBackward0):
 
 def unfold_op(xp, a, geom: Geometry):
     """``im2col`` in the vocabulary ``xp``: an array, or a recorded ``Im2ColBackward0``."""
-    if xp.arrays:
-        return im2col(a, geom)
-    out = im2col(a._data, geom)
-    if _state.record and a.requires_grad:
-        node = Im2ColBackward0((edge(a),))
-        node.geom = geom
-        return result(out, node)
-    return result(out, None)
+    return _window_op(xp, a, geom, im2col, Im2ColBackward0)
 
 
 def fold_op(xp, cols, geom: Geometry):
     """``col2im`` in the vocabulary ``xp``: an array, or a recorded ``Col2ImBackward0``."""
+    return _window_op(xp, cols, geom, col2im, Col2ImBackward0)
+
+
+def _window_op(xp, a, geom: Geometry, fn, node_cls):
     if xp.arrays:
-        return col2im(cols, geom)
-    out = col2im(cols._data, geom)
-    if _state.record and cols.requires_grad:
-        node = Col2ImBackward0((edge(cols),))
+        return fn(a, geom)
+    out = fn(a._data, geom)
+    if _state.record and a.requires_grad:
+        node = node_cls((edge(a),))
         node.geom = geom
         return result(out, node)
     return result(out, None)
