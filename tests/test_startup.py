@@ -57,3 +57,25 @@ def test_unknown_attribute_is_a_plain_attribute_error():
         "    print(json.dumps(str(e)))"
     )
     assert got == "module 'autodiag' has no attribute 'no_such_thing'"
+
+
+def test_the_default_engine_never_loads_pytorch_or_its_backend():
+    """PyTorch is optional: only ``--engine torch`` imports ``autodiag.engines.torch`` (whose
+    modules import torch at their top); a command on autodiag's engine loads neither."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    loaded = _run(
+        "import contextlib, io, json, sys\n"
+        "from autodiag.cli import main\n"
+        "sys.argv = ['autodiag', 'graph', "
+        + repr(os.path.join(root, "samples", "model.py"))
+        + "]\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(json.dumps([m for m in sys.modules if m == 'torch' or m.startswith('autodiag.engines')]))"
+    )
+    assert loaded == []
