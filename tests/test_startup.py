@@ -71,11 +71,13 @@ def test_the_default_engine_never_loads_pytorch_or_its_backend():
         "sys.argv = ['autodiag', 'graph', "
         + repr(os.path.join(root, "samples", "model.py"))
         + "]\n"
-        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "quiet = io.StringIO()\n"
+        "with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):\n"
         "    try:\n"
         "        main()\n"
         "    except SystemExit:\n"
         "        pass\n"
-        "print(json.dumps([m for m in sys.modules if m == 'torch' or m.startswith('autodiag.engines')]))"
+        "seen = [m for m in sys.modules if m == 'torch' or m.startswith('autodiag.engines')]\n"
+        "print(json.dumps(seen))"
     )
     assert loaded == []
