@@ -343,3 +343,32 @@ def test_a_run_with_nan_gradients_gives_valid_json(tmp_path):
     _strict(data)
     series = _strict(page.split('class="flow-data">')[1].split("</script>")[0])["series"]
     assert any(None in s["norm"] for s in series)
+
+
+def test_check_json_of_train_py_is_compact():
+    # 87,706 bytes before: every number of the six 150-step series on a line of its own, and
+    # norm_min/norm_max repeating norm at stride 1
+    r = cli("check", TRAIN, "-f", "json", "-q")
+    assert r.exit_code == 0
+    text = r.stdout
+    assert len(text.encode()) < 30_000
+    for p in json.loads(text)["grad_flow"]["parameters"]:
+        assert p["stride"] == 1 and "norm_min" not in p and "norm_max" not in p
+    lines = text.splitlines()
+    assert sum(line.strip().startswith('"norm": [') for line in lines) == 6  # a list a line
+
+
+def test_dumps_readable_is_json_dumps_with_lists_of_scalars_on_one_line():
+    from autodiag.report.output import dumps_readable
+
+    doc = {
+        "a": [1, 2.5, None, True, "x]"],
+        "b": [[1, 2], {"c": []}, {}],
+        "d": {"e": [], "f": {"g": [0.1]}},
+        "s": "line\nbreak",
+        "n": np.float64(0.5),
+    }
+    text = dumps_readable(doc)
+    assert json.loads(text) == json.loads(json.dumps(doc, default=float))
+    assert '  "a": [1, 2.5, null, true, "x]"],' in text.splitlines()
+    assert "    [1, 2]," in text.splitlines()  # a list of lists: one inner list a line

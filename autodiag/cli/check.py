@@ -17,7 +17,7 @@ from autodiag.cli._common import Command, Spec
 from autodiag.report import check as render
 from autodiag.report import flow as flow_page
 from autodiag.report import html, junit
-from autodiag.report.outcome import Outcome, json_envelope
+from autodiag.report.outcome import Outcome
 from autodiag.report.output import envelope, write_atomic
 from autodiag.target.errors import BadInvocation
 
@@ -154,6 +154,6 @@ def _graphs(cap: GraphCapture, result) -> list:
 COMMAND = Spec(
     "check",
     check,
-    {"text": render.text_report, "json": json_envelope, "html": html.check_report},
+    {"text": render.text_report, "json": render.json_report, "html": html.check_report},
     format_help="text, json, or html (the graph with its findings marked).",
 )
