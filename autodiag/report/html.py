@@ -738,7 +738,7 @@ PAGE_JS = r"""
       canvas.classList.remove("dragging");
       if (d && d.moved) return;
       var t = ev.target && ev.target.closest ? ev.target.closest("g.node") : null;
-      if (t && canvas.contains(t)) select(Number(t.dataset.id));
+      if (t && svg.contains(t)) select(Number(t.dataset.id));  // this picture's own box
     });
     canvas.addEventListener("pointerenter", function () { if (shown()) active = view; });
 

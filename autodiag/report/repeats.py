@@ -31,7 +31,7 @@ import dataclasses
 
 from autodiag.report.layout import _ranks
 
-FOLD_FROM = 200  # a graph of fewer nodes is not folded (its picture is small enough)
+FOLD_FROM = 100  # a graph of fewer nodes is not folded: its picture reads whole
 MIN_FOLDED = 8  # a run is folded when that saves at least this many boxes
 PERIODS = 12  # candidate periods tried (the most frequent gaps)
 # NOTE: a graph folded first carries every node in the page's data (search and the detail panel
