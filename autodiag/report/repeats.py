@@ -21,7 +21,9 @@ stays outside it: the folded box has one edge to it.
 >>> chain = [{"id": i, "name": "MulBackward0", "next": [[i + 1, 0]] if i < 9 else [],
 ...           "variable": None} for i in range(10)]
 >>> [(f.count, f.size) for f in find_repeats({"roots": [0], "nodes": chain}, min_nodes=0)]
-[(10, 1)]
+[(9, 1)]
+
+(The last ``MulBackward0`` has no input: its signature is not the others'.)
 """
 
 from __future__ import annotations
