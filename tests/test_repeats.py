@@ -225,3 +225,12 @@ def test_a_graph_that_does_not_fold_within_the_limit_is_cut_as_before(script, tm
     assert r.exit_code == 0 and "nodes not shown" in r.stderr
     data = page_data(text)
     assert len(data["nodes"]) == 5 and "start" not in data
+
+
+def test_the_note_says_what_was_folded():
+    fold = repeats.Fold(0, 3, 40, [[0] * 300] * 40)
+    assert repeats.note(12_000, [fold]) == (
+        "12,000 nodes: 40 repeated blocks of 300 folded; click a block to expand"
+    )
+    many = repeats.Fold(0, 1, 99_999, [[0]] * 99_999)
+    assert repeats.note(100_002, [many]).startswith("100,002 nodes: 99,999 repeated blocks of 1")

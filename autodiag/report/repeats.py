@@ -242,7 +242,7 @@ def note(total: int, folds: list[Fold]) -> str:
     300 folded; click a block to expand``."""
     parts = []
     for f in folds:
-        parts.append(f"{f.count} repeated blocks of {f.size}")
+        parts.append(f"{f.count:,} repeated blocks of {f.size:,}")
     if len(parts) > 3:
         parts = parts[:3] + [f"{len(folds) - 3} more runs"]
     return f"{total:,} nodes: {', '.join(parts)} folded; click a block to expand"
