@@ -264,6 +264,27 @@ def test_nodes_made_in_a_module_carry_its_path():
     assert set(by_module[None]) == {"NllLossBackward0", "LogSoftmaxBackward0", "AccumulateGrad"}
 
 
+def test_one_line_running_several_modules_names_each_nodes_own_module(script):
+    # a Sequential runs its Linears from one source line: the nodes each Linear made without
+    # reporting them (addmm, the transposes, the input's view) take that Linear's path, not
+    # the first Linear's (they did, via the shared Stack)
+    path = script(
+        "import autodiag as torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4))\n"
+        "y = m(m(torch.ones(2, 3, 4)))\n"
+        "y.sum().backward()\n"
+    )
+    doc = json.loads(cli("graph", path, "-f", "json").stdout)
+    by_module: dict = {}
+    for n in doc["nodes"]:
+        by_module.setdefault(n.get("module"), []).append(n["name"])
+    per_call = ["AddmmBackward0", "TBackward0", "ViewBackward0", "ViewBackward0"]
+    # the first call's input (ones) needs no grad: its view made no node
+    assert sorted(by_module["m.0 (Linear)"]) == sorted(per_call * 2)[:-1]
+    assert sorted(by_module["m.2 (Linear)"]) == sorted(per_call * 2)
+    assert by_module["m.1 (Tanh)"] == ["TanhBackward0"] * 2
+
+
 def test_module_without_a_variable_is_named_by_its_class(script):
     path = script(
         "import autodiag as torch\n"
