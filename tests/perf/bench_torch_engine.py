@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import statistics
 import time
+import warnings
 
 import torch
 
@@ -107,6 +108,7 @@ def main() -> None:
     ap.add_argument("--chain", type=int, default=10_000)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
     print(f"torch {torch.__version__}, 1 thread, median CPU time of {args.runs} runs")
     for label, work in (
         (f"chain of {args.chain} tiny ops + backward", chain(args.chain)),

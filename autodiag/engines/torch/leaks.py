@@ -150,27 +150,36 @@ class TorchLeakFinder(LeakFinder):
 
     def on_backward_begin(self, task) -> None:
         self._bw_depth += 1
-        if self._bw_depth == 1 and task.retain_graph and not task.create_graph:
+        if self._bw_depth != 1:
+            return
+        rec = None
+        if task.retain_graph and not task.create_graph:
             self._retain = rec = _RetainCall(capture_stack(3).site)
+        if rec is not None or self._retain_calls:
             self._mark_retained(task, rec)
 
-    def _mark_retained(self, task, rec: _RetainCall) -> None:
-        """Mark the nodes a ``retain_graph=True`` call runs; one already marked by another
-        such call means that call's graph was used again."""
+    def _mark_retained(self, task, rec) -> None:
+        """Mark the nodes a ``retain_graph=True`` call (``rec``) runs; a call (any call) that
+        meets a node marked by another such call used that call's retained graph."""
         todo = [r.grad_fn for r in task.roots if r.grad_fn is not None]
+        seen: set = set()
+        keep = []  # the metadata dicts whose ids are in ``seen``
         while todo:
             n = todo.pop()
             if type(n) is _ACCUMULATE:
                 continue
             md = n.metadata
-            other = md.get(_RETAINED)
-            if other is rec:
+            if id(md) in seen:
                 continue
-            if other is not None:
+            seen.add(id(md))
+            keep.append(md)
+            other = md.get(_RETAINED)
+            if other is not None and other is not rec:
                 other.reused = True
-            md[_RETAINED] = rec
-            rec.nodes += 1
-            rec.saved_bytes += sum(e.nbytes for e in seam.saved_entries(n))
+            if rec is not None:
+                md[_RETAINED] = rec
+                rec.nodes += 1
+                rec.saved_bytes += sum(e.nbytes for e in seam.saved_entries(n))
             todo.extend(c for c, _ in n.next_functions if c is not None)
 
     def finish(self) -> None:
