@@ -332,3 +332,21 @@ def test_leaks_leaves_no_optimizer_hook_behind(script):
     r = cli("leaks", path, "--engine", "torch")
     assert r.exit_code == 0, r.stderr
     assert len(hooks) == before
+
+
+def test_a_second_finder_hooks_a_graph_another_finder_hooked():
+    """Hooks stay on a retained graph's nodes after a run; a later finder adds its own."""
+    from autodiag.engines.torch.anomaly import TorchAnomalyFinder
+    from autodiag.engines.torch.observe import observing
+    from autodiag.trace import tracing
+
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    first, second = TorchAnomalyFinder(keep_going=True), TorchAnomalyFinder(keep_going=True)
+    with tracing(first), observing():
+        y = torch.where(x > 0, torch.sqrt(x), torch.zeros_like(x)).sum()
+        y.backward(retain_graph=True)
+    with tracing(second), observing():
+        y.backward()
+    for finder in (first, second):
+        assert [f.kind for f in finder.findings()] == ["nan_backward"]
+        assert finder.findings()[0].extra["node"] == "SqrtBackward0"

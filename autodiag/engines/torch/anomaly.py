@@ -133,6 +133,7 @@ class TorchAnomalyFinder(AnomalyFinder):
         super().__init__(keep_going, forward, backward)
         self._calls: list = []  # [call, number, found a NaN/Inf gradient] in progress
         self._hook = self._node_hook  # one bound method for every node
+        self._mark = object()  # node.metadata[_HOOKED]: hooked by this finder (not another's)
 
     # --- forward --------------------------------------------------------------------------
 
@@ -276,15 +277,15 @@ class TorchAnomalyFinder(AnomalyFinder):
             fn = r.grad_fn
             if fn is not None:
                 todo.append(fn)
-        hook = self._hook
+        hook, mark = self._hook, self._mark
         while todo:
             n = todo.pop()
             if type(n) is _ACCUMULATE:
                 continue
             md = n.metadata
-            if _HOOKED in md:
+            if md.get(_HOOKED) is mark:
                 continue  # hooked with everything below it
-            md[_HOOKED] = True
+            md[_HOOKED] = mark
             n.register_hook(hook)
             for c, _ in n.next_functions:
                 if c is not None:
@@ -361,6 +362,7 @@ class TorchAnomalyFinder(AnomalyFinder):
         if found and not self.keep_going and not self._calls and self.check_backward:
             # the gradients are in .grad, but the optimizer step does not run
             self.stopped_at = number
+            task.roots = task.inputs = None  # the observer's clean-up after this event is skipped
             raise StopRun
 
 

@@ -113,6 +113,8 @@ class TorchLeakFinder(LeakFinder):
         for n in made.values():
             n.metadata[_STEP] = token
         tensors = step.tensors
+        if out is None and args and isinstance(args[0], _Tensor):
+            out = args[0]  # x[i] = v returns None; x has the new node
         if out.__class__ is _Tensor or isinstance(out, _Tensor):
             tensors.append(weakref.ref(out))
         elif isinstance(out, (tuple, list)):
