@@ -194,10 +194,13 @@ class TorchLeakFinder(LeakFinder):
     # --- census and holders -----------------------------------------------------------------
 
     def _bytes_of_step(self, s) -> int:
-        """Bytes held by the step's live nodes reachable from its live tensors (or from any
-        live tensor of a later step): saved tensors and the node objects."""
+        """Bytes held by the step's live nodes reachable from its live tensors (or, when none
+        is alive, from those of the step just ended: a carried state): saved tensors and the
+        node objects."""
         token = s.token
-        starts = [t.grad_fn for st in self._steps if st.index >= s.index for t in st.live_tensors()]
+        starts = [t.grad_fn for t in s.live_tensors()]
+        if not starts:
+            starts = [t.grad_fn for t in self._steps[-1].live_tensors()]
         total = 0
         seen: set = set()
         keep = []
