@@ -227,7 +227,7 @@ def test_a_sum_that_overflows_is_no_false_alarm(tmp_path):
 
 def test_anomaly_never_changes_gradients():
     """The node hooks return None: parameters after several steps are bit-identical."""
-    from autodiag.engines.torch.anomaly import TorchAnomalyFinder
+    from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
     from autodiag.trace import tracing
 
     plain = _mlp_params_after(5, False)
@@ -336,7 +336,7 @@ def test_leaks_leaves_no_optimizer_hook_behind(script):
 
 def test_a_second_finder_hooks_a_graph_another_finder_hooked():
     """Hooks stay on a retained graph's nodes after a run; a later finder adds its own."""
-    from autodiag.engines.torch.anomaly import TorchAnomalyFinder
+    from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
     from autodiag.engines.torch.observe import observing
     from autodiag.trace import tracing
 

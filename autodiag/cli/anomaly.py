@@ -34,7 +34,7 @@ def anomaly(
     t = cmd.make_target()
     cmd.start()
     if t.engine == "torch":  # the same analysis, fed by the PyTorch observer
-        from autodiag.engines.torch.anomaly import TorchAnomalyFinder as Finder
+        from autodiag.analysis.torch_anomaly import TorchAnomalyFinder as Finder
     else:
         Finder = AnomalyFinder
     finder = Finder(keep_going=keep_going)

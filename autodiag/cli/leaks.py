@@ -30,7 +30,7 @@ def leaks(
     t = cmd.make_target()
     cmd.start()
     if t.engine == "torch":  # the same analysis, fed by the PyTorch observer
-        from autodiag.engines.torch.leaks import TorchLeakFinder as Finder
+        from autodiag.analysis.torch_leaks import TorchLeakFinder as Finder
     else:
         Finder = LeakFinder
     finder = Finder(grow_steps=grow_steps)

@@ -29,8 +29,8 @@ import torch
 
 from autodiag.analysis.graph import GraphCapture
 from autodiag.analysis.inplace import InplaceWatcher
-from autodiag.engines.torch.anomaly import TorchAnomalyFinder
-from autodiag.engines.torch.leaks import TorchLeakFinder
+from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
+from autodiag.analysis.torch_leaks import TorchLeakFinder
 from autodiag.engines.torch.observe import observing
 from autodiag.trace import tracing
 

@@ -1,6 +1,7 @@
-"""``leaks --engine torch``: graphs kept alive across training steps in a PyTorch program, found
-by the observer (``observe.py``) and reported as ``autodiag/analysis/leaks.py`` reports them on
-autodiag's engine (its steps, census, verdict and findings; only the bookkeeping differs).
+"""``leaks --engine torch``: graphs kept alive across training steps in a PyTorch program,
+found by the observer (``engines/torch/observe.py``) and reported as ``analysis/leaks.py``
+reports them on autodiag's engine (its steps, census, verdict and findings; only the
+bookkeeping differs).
 
 NOTE [Step tokens]
 A PyTorch node cannot be weakly referenced, so the census cannot hold weak references to nodes

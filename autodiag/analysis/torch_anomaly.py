@@ -1,5 +1,5 @@
 """``anomaly --engine torch``: NaN/Inf origins in a PyTorch program, found by the observer
-(``observe.py``) and reported as ``autodiag/analysis/anomaly.py`` reports them on autodiag's
+(``engines/torch/observe.py``) and reported as ``analysis/anomaly.py`` reports them on autodiag's
 engine (the same ``_Origin`` records, hence the same findings and JSON).
 
 *Forward*: the function mode hands every outermost call to ``torch_op``; a float output is
