@@ -50,6 +50,13 @@ from autodiag.nn.modules.normalization import (
 from autodiag.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool1d, MaxPool2d
 from autodiag.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from autodiag.nn.modules.sparse import Embedding
+from autodiag.nn.modules.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "Module",
@@ -108,4 +115,9 @@ __all__ = [
     "Dropout1d",
     "Dropout2d",
     "Unflatten",
+    "Transformer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
 ]
