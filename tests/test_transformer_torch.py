@@ -280,3 +280,125 @@ def test_errors_match_torch(fn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert _error(ad, fn) == _error(torch, fn)
+
+
+# A word-level language model in the shape of pytorch/examples' word_language_model
+# (a subclass of nn.Transformer whose encoder is all it uses, a sin/cos positional buffer, a
+# causal mask built by masked_fill, clip_grad_norm_ and the deprecated ``add_(-lr, grad)``
+# update, ``import torch.onnx`` at the top), run unchanged on both engines. torch's run saves
+# its initial weights; autodiag's loads them.
+LM_SCRIPT = """\
+import math, os, sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.onnx
+
+class Positions(nn.Module):
+    def __init__(self, d, max_len=64):
+        super().__init__()
+        pe = torch.zeros(max_len, d)
+        pos = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        div = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d))
+        pe[:, 0::2] = torch.sin(pos * div)
+        pe[:, 1::2] = torch.cos(pos * div)
+        self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+    def forward(self, x):
+        return x + self.pe[: x.size(0), :]
+
+class LM(nn.Transformer):
+    def __init__(self, ntoken, d, nhead, nhid, nlayers):
+        super().__init__(d_model=d, nhead=nhead, dim_feedforward=nhid,
+                         num_encoder_layers=nlayers, dropout=0.0)
+        self.pos = Positions(d)
+        self.emb = nn.Embedding(ntoken, d)
+        self.decoder = nn.Linear(d, ntoken)
+        self.d = d
+
+    def forward(self, src):
+        mask = (torch.triu(torch.ones(len(src), len(src))) == 1).transpose(0, 1)
+        mask = mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
+        x = self.pos(self.emb(src) * math.sqrt(self.d))
+        return F.log_softmax(self.decoder(self.encoder(x, mask=mask)), dim=-1)
+
+weights = sys.argv[1]
+model = LM(30, 16, 2, 32, 2)
+if os.path.exists(weights):
+    w = np.load(weights)
+    model.load_state_dict({k: torch.tensor(w[k]) for k in w.files})
+else:
+    np.savez(weights, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
+data = torch.tensor(np.random.default_rng(0).integers(0, 30, (41, 4)))
+criterion = nn.CrossEntropyLoss()
+losses = []
+for epoch in range(2):
+    model.train()
+    for i in range(0, 40, 8):
+        src, tgt = data[i:i + 8], data[i + 1:i + 9].reshape(-1)
+        model.zero_grad()
+        loss = criterion(model(src).view(-1, 30), tgt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        for p in model.parameters():
+            p.data.add_(-2.0, p.grad.data)
+        losses.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        losses.append(criterion(model(data[:8]).view(-1, 30), data[1:9].reshape(-1)).item())
+print(" ".join(repr(x) for x in losses))
+"""
+
+
+def test_word_language_model_shaped_script_gives_torch_losses(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    (tmp_path / "lm.py").write_text(LM_SCRIPT)
+    runs = []
+    for cmd in ([sys.executable, "lm.py"], [sys.executable, "-m", "autodiag.run", "lm.py"]):
+        p = subprocess.run(
+            [*cmd, "w.npz"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=600,
+        )
+        assert p.returncode == 0, p.stderr[-3000:]
+        runs.append([float(x) for x in p.stdout.split()])
+    assert len(runs[0]) == 12
+    np.testing.assert_allclose(runs[1], runs[0], rtol=2e-6, atol=2e-6)
+    assert runs[0][-1] < runs[0][0]  # it learns something
+
+
+def test_deprecated_alpha_first_add_and_sub_overloads_match_torch():
+    res = []
+    for T in (ad, torch):
+        a = T.tensor([1.0, 2.0])
+        b = T.tensor([0.5, 4.0])
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = [a.add(3, b), T.add(a, 2, b), a.sub(2, b), a.clone().add_(-2, b)]
+            out.append(a.clone().sub_(0.5, b))
+        assert any("This overload of add" in str(x.message) for x in w)
+        res.append([o.numpy() for o in out])
+    np.testing.assert_array_equal(np.array(res[0]), np.array(res[1]))
+    x = ad.tensor([1.0, 2.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = x.add(3.0, x * 2)
+    y.sum().backward()
+    assert x.grad.tolist() == [7.0, 7.0]
+
+
+def test_onnx_is_importable_and_export_is_refused():
+    import autodiag.onnx
+
+    assert ad.onnx.is_in_onnx_export() is False
+    with pytest.raises(NotImplementedError, match=r"torch\.onnx\.export"):
+        autodiag.onnx.export(ad.nn.Linear(2, 2), (ad.ones(1, 2),), "m.onnx")
