@@ -17,7 +17,7 @@ import numpy as np
 
 from autodiag.core.graph import Node
 from autodiag.ops._core import _state, edge, result
-from autodiag.ops.factories import full, zeros
+from autodiag.ops.factories import full, tensor, zeros
 from autodiag.ops.nn_ops import dropout, linear
 from autodiag.ops.recurrent import CELLS, _lstm_fused, _uses_fused_lstm
 from autodiag.ops.shape import cat, stack, unbind
@@ -106,8 +106,6 @@ def _pack_padded_sequence(input, lengths, batch_first: bool):
         node.input_sizes = tuple(x.shape)
         node.batch_first = bool(batch_first)
         node.batch_sizes = batch_sizes
-    from autodiag.ops.factories import tensor
-
     return result(data, node), tensor(batch_sizes)
 
 
@@ -132,8 +130,6 @@ def _pad_packed_sequence(data, batch_sizes, batch_first: bool, padding_value, to
             prev_i = i
         if b is not None:
             prev_bs = b
-    from autodiag.ops.factories import tensor
-
     if batch_first:
         out = out.transpose(0, 1)
     # a sequence's length: the number of steps whose batch includes it
