@@ -78,6 +78,7 @@ from autodiag.compat import (
 )
 from autodiag.generator import Generator, default_generator  # noqa: E402
 from autodiag import amp  # noqa: E402
+from autodiag import onnx  # noqa: E402 - importable; export refused
 from autodiag.amp import autocast  # noqa: E402
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731

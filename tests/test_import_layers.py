@@ -38,6 +38,7 @@ LAYERS = [
             "autodiag.backends.*",
             "autodiag.amp",
             "autodiag.cuda_amp",
+            "autodiag.onnx",
         ],
     ),
     # the engine core and the event API the engine reports through

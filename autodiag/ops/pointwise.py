@@ -1084,8 +1084,31 @@ def _add_sub(input, other, alpha, np_fn, cls):
 _add = binary_op("add", np.add, AddBackward0, 0, 0)
 
 
+def _deprecated_alpha_first(name: str, alpha, rest: tuple):
+    """PyTorch's deprecated ``add(input, alpha, other)`` overload (still used by older scripts,
+    e.g. ``p.data.add_(-lr, p.grad.data)``): returns ``(other, alpha)``, with PyTorch's warning."""
+    import warnings
+
+    if len(rest) != 1 or isinstance(alpha, Tensor):
+        raise TypeError(
+            f"{name}() received an invalid combination of arguments: expected (Tensor other, *, "
+            f"Number alpha) or the deprecated (Number alpha, Tensor other), got "
+            f"{1 + len(rest)} positional arguments after input"
+        )
+    warnings.warn(
+        f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
+        f"Consider using one of the following signatures instead:\n\t{name}(Tensor other, *, "
+        "Number alpha = 1)",
+        UserWarning,
+        stacklevel=3,
+    )
+    return rest[0], alpha
+
+
 @register(inplace=True)
-def add(input, other, *, alpha=1):
+def add(input, other, *deprecated, alpha=1):
+    if deprecated:
+        other, alpha = _deprecated_alpha_first("add", other, deprecated)
     if alpha == 1 and input.__class__ is Tensor:
         return _add(input, other)
     if not isinstance(input, Tensor) and alpha == 1:
@@ -1126,7 +1149,9 @@ _sub = binary_op("sub", np.subtract, SubBackward0, 0, 0)
 
 
 @register(inplace=True)
-def sub(input, other, *, alpha=1):
+def sub(input, other, *deprecated, alpha=1):
+    if deprecated:
+        other, alpha = _deprecated_alpha_first("sub", other, deprecated)
     _check_bool_sub(input, other)
     if not isinstance(input, Tensor):
         return rsub(other, input, alpha=alpha)
