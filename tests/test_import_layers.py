@@ -28,6 +28,7 @@ LAYERS = [
             "autodiag._device",
             "autodiag._look",
             "autodiag._interrupts",
+            "autodiag._warnings",
             "autodiag.dtypes",
             "autodiag.size",
             "autodiag.printing",

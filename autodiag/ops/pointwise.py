@@ -1087,7 +1087,7 @@ _add = binary_op("add", np.add, AddBackward0, 0, 0)
 def _deprecated_alpha_first(name: str, alpha, rest: tuple):
     """PyTorch's deprecated ``add(input, alpha, other)`` overload (still used by older scripts,
     e.g. ``p.data.add_(-lr, p.grad.data)``): returns ``(other, alpha)``, with PyTorch's warning."""
-    import warnings
+    from autodiag import _warnings
 
     if len(rest) != 1 or isinstance(alpha, Tensor):
         raise TypeError(
@@ -1095,12 +1095,10 @@ def _deprecated_alpha_first(name: str, alpha, rest: tuple):
             f"Number alpha) or the deprecated (Number alpha, Tensor other), got "
             f"{1 + len(rest)} positional arguments after input"
         )
-    warnings.warn(
+    _warnings.warn(
         f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
         f"Consider using one of the following signatures instead:\n\t{name}(Tensor other, *, "
-        "Number alpha = 1)",
-        UserWarning,
-        stacklevel=3,
+        "Number alpha = 1)"
     )
     return rest[0], alpha
 
