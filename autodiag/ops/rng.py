@@ -186,9 +186,10 @@ def fill(dst: np.ndarray, values: np.ndarray) -> None:
     dst.transpose(order)[...] = values.reshape([dst.shape[a] for a in order])
 
 
-def in_memory_order(arr: np.ndarray) -> np.ndarray:
-    """``arr``'s elements flat, in memory order (how ATen pairs an input with draws)."""
-    return arr.transpose(memory_order(arr)).ravel()
+def in_memory_order(layout: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` (shaped like ``layout``) flat, in ``layout``'s memory order: how ATen pairs
+    an input with the draws for an output laid out as ``layout``."""
+    return values.transpose(memory_order(layout)).ravel()
 
 
 # ---------------------------------------------------------------------------------------------
