@@ -17,6 +17,7 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.core.graph import Node
+from autodiag.ops import rng
 from autodiag.ops._core import (
     ARRAY,
     FusedBackwardLink,
@@ -31,7 +32,6 @@ from autodiag.ops._core import (
     save_output,
     wrap,
 )
-from autodiag.ops import rng
 from autodiag.ops.factories import _rng
 from autodiag.ops.inplace import apply_inplace, bump_version
 from autodiag.ops.linalg import matmul

@@ -186,6 +186,17 @@ def fill(dst: np.ndarray, values: np.ndarray) -> None:
     dst.transpose(order)[...] = values.reshape([dst.shape[a] for a in order])
 
 
+def empty_like(arr: np.ndarray) -> np.ndarray:
+    """``at::empty_like``'s layout: ``arr``'s axis order when its elements are dense in
+    memory (a transposed tensor), else C order (an expanded or sliced one)."""
+    order = memory_order(arr)
+    dense = np.empty([arr.shape[a] for a in order], dtype=arr.dtype)
+    expected = dict(zip(order, dense.strides))
+    if all(arr.strides[a] == expected[a] or arr.shape[a] <= 1 for a in range(arr.ndim)):
+        return dense.transpose(np.argsort(order))
+    return np.empty(arr.shape, dtype=arr.dtype)
+
+
 def in_memory_order(layout: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``values`` (shaped like ``layout``) flat, in ``layout``'s memory order: how ATen pairs
     an input with the draws for an output laid out as ``layout``."""

@@ -62,7 +62,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     else:
         # ATen's fast path (no replacement, or one sample): the n largest p / q, q ~ Exp(1)
         # drawn for every entry (exponential_ on a tensor shaped like the input)
-        q = np.empty_like(p)
+        q = rng.empty_like(p)
         rng.fill(q, rng.exponential(stream, q.size, 1.0).astype(p.dtype))
         keys = (p / q).reshape(rows.shape)
         if n == 1:
@@ -112,7 +112,7 @@ def _draw(like: np.ndarray, p, generator) -> np.ndarray:
     """0/1 draws shaped and typed like ``like``, in its memory order (NOTE [Draw order] in
     rng.py): ``p`` a number (a float64 uniform each) or an array broadcast to ``like``."""
     stream = _stream(generator)
-    out = np.empty_like(like)
+    out = rng.empty_like(like)
     if isinstance(p, np.ndarray):
         _check_probs(p)
         probs = np.broadcast_to(p, like.shape)
