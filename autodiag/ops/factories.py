@@ -295,7 +295,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
     >>> import autodiag as torch
     >>> _ = torch.manual_seed(0)
     >>> torch.randn(2)
-    tensor([1.5410, -0.2934])
+    tensor([ 1.5410, -0.2934])
     """
     shape = _shape(size)
     dt = _float_dtype(dtype, "normal_kernel_cpu")
@@ -366,7 +366,7 @@ def randperm(
     >>> import autodiag as torch
     >>> _ = torch.manual_seed(0)
     >>> torch.randperm(5)
-    tensor([2, 0, 1, 3, 4])
+    tensor([4, 0, 1, 3, 2])
     """
     n = int(n)
     if n < 0:
