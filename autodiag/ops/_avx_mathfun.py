@@ -46,25 +46,48 @@ _COSCOF = (_F(2.443315711809948e-005), _F(-1.388731625493765e-003), _F(4.1666645
 _TWO_PI = _F(2.0 * np.pi)
 
 
+# float64 bit patterns: the 29 bits below a float32 mantissa, and the exponent field
+_LOW29 = np.uint64((1 << 29) - 1)
+_HALF29 = np.uint64(1 << 28)
+_EXP = np.uint64(0x7FF << 52)
+_F32_NORMAL = np.uint64((1023 - 126) << 52)  # 2**-126, the smallest normal float32
+
+
 def fma32(a, b, c) -> np.ndarray:
     """``a * b + c`` on float32 values with a single rounding (NOTE [Fused multiply-add])."""
+    s = np.multiply(a, b, dtype=np.float64)  # exact: 24 x 24 bits fit in 53
+    s += np.asarray(c, dtype=np.float32)
+    out = s.astype(np.float32)
+    # a float64 sum halfway between two float32 values (its 29 low bits 100...0), or one too
+    # small for that test (a float32 subnormal): check those few exactly
+    bits = s.view(np.uint64)
+    suspect = ((bits & _LOW29) == _HALF29) | ((bits & _EXP) < _F32_NORMAL)
+    if suspect.any():
+        idx = np.flatnonzero(suspect.ravel())
+        sub = _fma32_exact(
+            np.broadcast_to(a, s.shape).ravel()[idx],
+            np.broadcast_to(b, s.shape).ravel()[idx],
+            np.broadcast_to(c, s.shape).ravel()[idx],
+        )
+        out.ravel()[idx] = sub
+    return out
+
+
+def _fma32_exact(a, b, c) -> np.ndarray:
+    """``fma32`` for any values: the float64 sum, stepped toward the exact value when it lies
+    exactly halfway between two float32 values."""
     p = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32)
     c64 = np.asarray(c, np.float32).astype(np.float64)
     s = p + c64
     out = s.astype(np.float32)
-    # a float64 sum that is exactly halfway between two float32 values: s is the average of
-    # out and its neighbour on s's side
     out64 = out.astype(np.float64)
     away = np.where(s > out64, _F(np.inf), _F(-np.inf)).astype(np.float32)
     tie = (out64 + np.nextafter(out, away).astype(np.float64)) * 0.5 == s
-    if tie.any():
-        # TwoSum: the float64 sum's rounding error, exactly
-        bv = s - p
-        err = (p - (s - bv)) + (c64 - bv)
-        fix = tie & (err != 0)
-        if fix.any():
-            s = np.where(fix, np.nextafter(s, s + err), s)
-            out = s.astype(np.float32)
+    bv = s - p
+    err = (p - (s - bv)) + (c64 - bv)  # TwoSum: the float64 sum's rounding error, exactly
+    fix = tie & (err != 0)
+    if fix.any():
+        out = np.where(fix, np.nextafter(s, s + err), s).astype(np.float32)
     return out
 
 
@@ -79,8 +102,8 @@ def log256(x: np.ndarray) -> np.ndarray:
     e = e - np.where(small, _F(1), _F(0))
     x = (x - _F(1)) + np.where(small, x, _F(0))
     z = x * x
-    y = np.full_like(x, _LOG_P[0])
-    for p in _LOG_P[1:]:
+    y = fma32(_LOG_P[0], x, _LOG_P[1])
+    for p in _LOG_P[2:]:
         y = fma32(y, x, p)
     y = y * x
     y = fma32(y, z, e * _LOG_Q1)
@@ -102,10 +125,10 @@ def sincos256(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for dp in _DP:  # extended precision modular arithmetic: x - y * pi/4
         x = fma32(y, dp, x)
     z = x * x
-    yc = fma32(fma32(np.full_like(x, _COSCOF[0]), z, _COSCOF[1]), z, _COSCOF[2])
+    yc = fma32(fma32(_COSCOF[0], z, _COSCOF[1]), z, _COSCOF[2])
     yc = yc * z
     yc = fma32(yc, z, -(z * _F(0.5))) + _F(1)
-    ys = fma32(fma32(np.full_like(x, _SINCOF[0]), z, _SINCOF[1]), z, _SINCOF[2])
+    ys = fma32(fma32(_SINCOF[0], z, _SINCOF[1]), z, _SINCOF[2])
     ys = fma32(ys * z, x, x)
     # each of sin and cos takes one polynomial, chosen by the octant
     ysin2 = np.where(poly_sin, ys, _F(0))
@@ -124,6 +147,10 @@ def box_muller_16(u: np.ndarray, mean, std) -> np.ndarray:
     s, c = sincos256(_TWO_PI * u[:, 8:])
     mean, std = _F(mean), _F(std)
     out = np.empty_like(u)
+    if std == 1 and mean == 0:  # the fused n * 1 + 0 is n (a -0 becomes +0)
+        out[:, :8] = radius * c + _F(0)
+        out[:, 8:] = radius * s + _F(0)
+        return out
     out[:, :8] = fma32(radius * c, std, mean)
     out[:, 8:] = fma32(radius * s, std, mean)
     return out

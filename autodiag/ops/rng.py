@@ -275,6 +275,8 @@ def uniform(stream: Stream, n: int, dtype: np.dtype, low=0.0, high=1.0) -> np.nd
     if dtype == np.float64:
         return fma64(x, float(high) - float(low), float(low))
     lo, hi = dtype.type(low), dtype.type(high)
+    if lo == 0 and hi == 1:  # x * 1 + 0 is x
+        return x.astype(dtype, copy=False)
     span = np.float32(hi) - np.float32(lo)
     return fma32(x, span, np.float32(lo)).astype(dtype)
 
@@ -310,12 +312,18 @@ def _normal_serial(stream: Stream, n: int, mean: float, std: float) -> np.ndarra
     return fma64(out, std, mean)
 
 
+# rows of 16 per vectorised chunk: 64k values, a few hundred kB per temporary
+_BLOCK_ROWS = 4096
+
+
 def _fill_blocks(u: np.ndarray, block, stream: Stream, dtype, mean, std) -> np.ndarray:
     """``normal_fill``: uniforms for every element, Box-Muller 16 at a time; a ragged tail
     redraws 16 fresh uniforms into the last 16 slots."""
     n = u.size
-    whole = n - n % 16
-    u[:whole] = block(u[:whole].reshape(-1, 16), mean, std).ravel()
+    rows = u[: n - n % 16].reshape(-1, 16)
+    for start in range(0, rows.shape[0], _BLOCK_ROWS):  # chunks that stay in cache
+        chunk = rows[start : start + _BLOCK_ROWS]
+        chunk[...] = block(chunk, mean, std)
     if n % 16:
         tail = uniform01(stream, 16, dtype)
         u[n - 16 :] = block(tail.reshape(1, 16), mean, std).ravel()
