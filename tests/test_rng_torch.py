@@ -391,3 +391,31 @@ def test_bad_arguments_raise_torchs_errors():
     same_error(lambda m: m.empty(3).uniform_(2, 1), torch, "from=2 > to=1")
     same_error(lambda m: m.empty(3).normal_(0, -1), torch, "std >= 0.0")
     same_error(lambda m: m.empty(3).exponential_(-1), torch, "lambda > 0.0")
+
+
+def test_dropout_inside_layers_draws_torchs_masks():
+    # recurrent dropout between layers, attention dropout: the same masks, so the outputs agree
+    # to float32 rounding (their arithmetic is not bit-exact) and the stream ends at torch's
+    x = np.random.default_rng(0).standard_normal((5, 3, 4)).astype(np.float32)
+
+    def program(m):
+        lstm = m.nn.LSTM(4, 6, num_layers=3, dropout=0.4)
+        gru = m.nn.GRU(4, 6, num_layers=2, dropout=0.3)
+        q = m.tensor(x).reshape(1, 5, 3, 4)
+        mha = m.nn.MultiheadAttention(4, 2, dropout=0.2)
+        t = m.tensor(x)
+        return [
+            lstm(m.tensor(x))[0],
+            gru(m.tensor(x))[0],
+            m.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.3),
+            mha(t, t, t)[0],
+            mha(t, t, t, need_weights=False)[0],
+        ]
+
+    torch.manual_seed(0)
+    expected = _arrays(program(torch))
+    ad.manual_seed(0)
+    got = _arrays(program(ad))
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    assert np.array_equal(ad.get_rng_state().numpy(), torch.get_rng_state().numpy())
