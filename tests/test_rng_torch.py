@@ -419,3 +419,26 @@ def test_dropout_inside_layers_draws_torchs_masks():
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
     assert np.array_equal(ad.get_rng_state().numpy(), torch.get_rng_state().numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_other_in_place_distributions(dtype):
+    def program(m):
+        dt = getattr(m, dtype)
+        return [
+            m.empty(7, dtype=dt).log_normal_(1.0, 0.5),
+            m.empty(40, dtype=dt).log_normal_(),
+            m.empty(9, dtype=dt).cauchy_(0.5, 2.0),
+            m.empty(9, dtype=dt).geometric_(0.3),
+            m.empty(5, dtype=m.int64).geometric_(0.6),
+            m.randn(3, dtype=dt),
+        ]
+
+    _same(program, 23)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_continuous_fills_refuse_integers_as_torch(dtype):
+    for fill in ("exponential_", "cauchy_", "uniform_", "normal_"):
+        same_error(lambda m: getattr(m.empty(3, dtype=getattr(m, dtype)), fill)(), torch)
+    same_error(lambda m: m.empty(3).geometric_(1.5), torch, "expects p to be in (0, 1)")

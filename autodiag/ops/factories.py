@@ -518,14 +518,51 @@ def _exponential(d, lambd=1.0, *, generator=None):
     if d.dtype.kind != "f":
         raise RuntimeError(
             "Exponential distribution is a continuous probability distribution. dtype must be "
-            f"a floating point but you specified {dtypes.from_numpy_dtype(d.dtype)}"
+            f"a floating point but you specified {dtypes.from_numpy_dtype(d.dtype).scalar_name}"
         )
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
     return rng.exponential(_stream(generator), d.size, lambd)
 
 
+def _continuous(op: str, d) -> None:
+    if d.dtype.kind != "f":
+        raise NotImplementedError(
+            f"\"{op}\" not implemented for '{dtypes.from_numpy_dtype(d.dtype).scalar_name}'"
+        )
+
+
+def _log_normal(d, mean=1.0, std=2.0, *, generator=None):
+    _continuous("log_normal_cpu", d)
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return rng.log_normal(_stream(generator), d.size, mean, std)
+
+
+# the C++ type names PyTorch's cauchy_ names an integer dtype by
+_CPP_NAMES = {"i8": "long int", "i4": "int", "i2": "short int", "i1": "signed char"}
+_CPP_NAMES.update({"u1": "unsigned char", "b1": "bool"})
+
+
+def _cauchy(d, median=0.0, sigma=1.0, *, generator=None):
+    if d.dtype.kind != "f":
+        raise RuntimeError(
+            "Cauchy distribution is a continuous probability distribution. dtype must be a "
+            f"floating point but you specified {_CPP_NAMES.get(d.dtype.str[1:], d.dtype.name)}"
+        )
+    return rng.cauchy(_stream(generator), d.size, median, sigma)
+
+
+def _geometric(d, p, *, generator=None):
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    return rng.geometric(_stream(generator), d.size, p)
+
+
 _random_inplace("uniform_", _uniform)
 _random_inplace("normal_", _normal)
 _random_inplace("random_", _random)
 _random_inplace("exponential_", _exponential)
+_random_inplace("log_normal_", _log_normal)
+_random_inplace("cauchy_", _cauchy)
+_random_inplace("geometric_", _geometric)

@@ -492,3 +492,20 @@ def multinomial_with_replacement(stream: Stream, rows: np.ndarray, n: int) -> np
         u = uniform01(stream, n, np.dtype(np.float64))
         out[r] = np.searchsorted(cum.astype(np.float64), u, side="left")
     return out
+
+
+def log_normal(stream: Stream, n: int, mean: float, std: float) -> np.ndarray:
+    """``log_normal_(mean, std)``: ``exp`` of the element-by-element normal (any size)."""
+    return np.exp(_normal_serial(stream, n, float(mean), float(std)))
+
+
+def cauchy(stream: Stream, n: int, median: float, sigma: float) -> np.ndarray:
+    """``cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 0.5))`` in float64."""
+    u = uniform01(stream, n, np.dtype(np.float64))
+    return float(median) + float(sigma) * np.tan(np.pi * (u - 0.5))
+
+
+def geometric(stream: Stream, n: int, p: float) -> np.ndarray:
+    """``geometric_(p)``: ``ceil(log(u) / log(1 - p))`` in float64."""
+    u = uniform01(stream, n, np.dtype(np.float64))
+    return np.ceil(np.log(u) / np.log(1.0 - float(p)))
