@@ -66,15 +66,6 @@ class Stream:
         self._fresh = True  # no word drawn since seeding (get_state's ``next`` is 0, not 624)
         return self
 
-    def copy(self) -> Stream:
-        new = Stream.__new__(Stream)
-        new._bg = np.random.MT19937(0)
-        new._bg.state = self._bg.state
-        new.seed, new._fresh = self.seed, self._fresh
-        new.next_double_normal = self.next_double_normal
-        new.next_float_normal = self.next_float_normal
-        return new
-
     # NOTE: samplers change a stream only through its methods: vmap's guard (func/_vmap.py)
     # stands in for the global stream and forwards method lookups, not attribute writes.
 
@@ -132,7 +123,7 @@ class Stream:
         left, seeded = left_seeded & _MASK32, left_seeded >> 32
         words = raw[24:5016].view(np.uint64)
         consistent = nxt == 625 - left or (left == 1 and nxt == 0)
-        if not seeded or not 0 < left <= _N or nxt > _N or (words > _MASK32).any():
+        if not seeded or not 0 < left <= _N or nxt > _N:  # PyTorch's mt19937::is_valid
             raise RuntimeError("Invalid mt19937 state")
         if not consistent:
             raise NotImplementedError(
@@ -141,7 +132,7 @@ class Stream:
             )
         self._bg.state = {
             "bit_generator": "MT19937",
-            "state": {"key": words.astype(np.uint32), "pos": 625 - left},
+            "state": {"key": words.astype(np.uint32), "pos": 625 - left},  # truncated, as torch
         }
         self.seed = seed
         self._fresh = nxt == 0
@@ -233,6 +224,8 @@ def fma64(a, b, c) -> np.ndarray:
     """``a * b + c`` in float64 rounded once (Boldo-Melquiond: the low parts are added with
     rounding to odd, which makes the final rounding correct)."""
     a, b, c = (np.asarray(v, np.float64) for v in (a, b, c))
+    if b.ndim == 0 and c.ndim == 0 and b == 1 and c == 0:
+        return a + 0.0  # a * 1 + 0 is a (a -0 becomes +0)
     ph, pl = _two_prod(a, b)
     sh, sl = _two_sum(c, ph)
     v, ve = _two_sum(sl, pl)
