@@ -298,8 +298,30 @@ def test_module_without_a_variable_is_named_by_its_class(script):
     assert modules == {"Sequential.0 (Linear)", "Sequential.1 (Tanh)"}
 
 
+# two ReLU layers with units that never fire, whatever the random initial weights are
+TWO_DEAD_LAYERS = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+with torch.no_grad():
+    model[0].bias[:2] = -100.0
+    model[2].bias[:3] = -100.0
+x, y = torch.randn(64, 2), torch.randint(0, 3, (64,))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(5):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
 def test_check_page_marks_each_dead_relu_on_its_own_module(tmp_path):
-    data, _, r = check_page(os.path.join(ROOT, "samples", "train.py"), tmp_path)
+    script = tmp_path / "two_dead.py"
+    script.write_text(TWO_DEAD_LAYERS)
+    data, _, r = check_page(str(script), tmp_path)
     assert r.exit_code == 0
     (g,) = data["graphs"]
     nodes = {n["id"]: n for n in g["nodes"]}

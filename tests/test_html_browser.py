@@ -225,8 +225,11 @@ def test_gradient_flow_plot_hover_shows_values(browser, tmp_path, monkeypatch):
     # one line per parameter on each chart, the dead ReLUs marked in the legend
     assert browser.run("return document.querySelectorAll('figure svg path.line').length") == 12
     legend = browser.text(".flow-legend")
-    assert "model.1 (ReLU)\ndead_relu: 1 of 32 units" in legend
-    assert "model.3 (ReLU)\ndead_relu: 6 of 32 units" in legend
+    doc = json.loads(cli("check", os.path.join("samples", "train.py"), "-f", "json", "-q").stdout)
+    dead = [f for f in doc["findings"] if f["kind"] == "dead_relu"]
+    assert dead  # train.py's initial weights leave dead units (PyTorch's, under manual_seed(0))
+    for f in dead:
+        assert f"{f['module']} (ReLU)\ndead_relu: {len(f['units'])} of 32 units" in legend
     # hovering the middle of the norm chart: the step and each parameter's value there
     tip = browser.run(
         "var s = document.querySelector('figure[data-key=norm] svg');"
@@ -238,7 +241,6 @@ def test_gradient_flow_plot_hover_shows_values(browser, tmp_path, monkeypatch):
     )
     step = re.match(r"optimizer step (\d+) · gradient norm", tip[1])
     assert tip[0] is False and step and 70 <= int(step[1]) <= 80, tip
-    doc = json.loads(cli("check", os.path.join("samples", "train.py"), "-f", "json", "-q").stdout)
     w = doc["grad_flow"]["parameters"][0]
     assert w["name"] == "model.0.weight"
     shown = f"model.0.weight  {w['norm'][w['x'].index(int(step[1]))]:.3g}"

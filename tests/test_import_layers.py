@@ -45,7 +45,16 @@ LAYERS = [
     # the engine core and the event API the engine reports through
     ("core", ["autodiag.core", "autodiag.core.*", "autodiag.trace", "autodiag.trace.events"]),
     ("tensor", ["autodiag.tensor"]),
-    ("ops", ["autodiag.ops", "autodiag.ops.*", "autodiag.compat", "autodiag.generator"]),
+    (
+        "ops",
+        [
+            "autodiag.ops",
+            "autodiag.ops.*",
+            "autodiag.compat",
+            "autodiag.generator",
+            "autodiag.random",
+        ],
+    ),
     ("autograd", ["autodiag.autograd", "autodiag.autograd.*"]),
     # the inspection seam: what analyses may read of nodes and tensors
     ("inspect", ["autodiag.inspect"]),

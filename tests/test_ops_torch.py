@@ -1646,8 +1646,7 @@ VALUE_CASES += [
 ]
 
 # Registered names that create tensors or are not ops on data: no grad_fn to compare.
-# (multinomial and bernoulli draw random numbers: tests/test_attention_torch.py compares
-# their distributions)
+# (the random ones draw PyTorch's numbers: tests/test_rng_torch.py compares them)
 NON_DIFFERENTIABLE = {
     "multinomial",
     "bernoulli",
@@ -1672,6 +1671,7 @@ NON_DIFFERENTIABLE = {
     "tensor",
     "zeros",
     "zeros_like",
+    "randint_like",
 }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.core.graph import Node
+from autodiag.ops import rng
 from autodiag.ops._core import (
     ARRAY,
     FusedBackwardLink,
@@ -1075,7 +1076,7 @@ def embedding(
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; the
     identity when ``p == 0`` or not training. Recorded as PyTorch records it on CPU: ``input *
-    noise`` (``MulBackward0``), with the noise drawn from autodiag's generator.
+    noise`` (``MulBackward0``), with the noise drawn from PyTorch's stream (``bernoulli_(1 - p)``).
 
     >>> import autodiag as torch
     >>> x = torch.ones(4, requires_grad=True)
@@ -1090,7 +1091,8 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     if p == 1:
         noise = np.zeros((), dtype=d.dtype)
     else:
-        noise = (_rng[0].random(d.shape) < 1 - p).astype(d.dtype)
+        # PyTorch's CPU dropout: empty_like(input).bernoulli_(1 - p), then div_(1 - p)
+        noise = rng.bernoulli_scalar(_rng[0], d.size, 1 - p).reshape(d.shape).astype(d.dtype)
         noise /= 1 - p
     noise_t = wrap(noise)
     return input.mul_(noise_t) if inplace else input * noise_t
