@@ -26,6 +26,7 @@ from autodiag.ops._core import (
     edge,
     register,
     result,
+    rounded_once,
     save,
     save_output,
     set_broadcast_meta,
@@ -227,7 +228,9 @@ class ExpBackward0(_UnaryResult):
         return (g * self.saved_result(xp),)
 
 
-exp = register(expr=True, inplace=True)(unary_op("exp", np.exp, ExpBackward0, _RESULT))
+exp = register(expr=True, inplace=True)(
+    unary_op("exp", rounded_once(np.exp), ExpBackward0, _RESULT)
+)
 
 
 class LogBackward0(_Unary):
@@ -322,10 +325,35 @@ class TanhBackward0(_UnaryResult):
 
     def backward(self, xp, g):
         r = self.saved_result(xp)
+        if xp.arrays and r.dtype.kind == "f":
+            return (g * _one_minus_square(r),)
         return (g * (1 - r * r),)
 
 
-tanh = register(expr=True, inplace=True)(unary_op("tanh", np.tanh, TanhBackward0, _RESULT))
+def _one_minus_square(r: np.ndarray) -> np.ndarray:
+    """``1 - r * r`` with one rounding, as PyTorch's CPU tanh_backward computes it (a fused
+    multiply-add): near saturation the plain float32 form keeps few digits (r = 0.99999833:
+    3.33786e-06 for PyTorch's 3.3378574e-06). Measured on 20,000 values: all equal (float32),
+    and float64 by Dekker's exact product."""
+    if r.dtype == np.float32:
+        return (1 - r.astype(np.float64) ** 2).astype(np.float32)  # r * r is exact in float64
+    if r.dtype != np.float64:
+        return 1 - r * r
+    with np.errstate(all="ignore"):
+        t = 134217729.0 * r  # Veltkamp's split: r = hi + lo, 26 bits each
+        hi = t - (t - r)
+        lo = r - hi
+        p = r * r
+        e = ((hi * hi - p) + 2 * hi * lo) + lo * lo  # r * r = p + e exactly
+        s = 1 - p
+        bb = s - 1
+        err = (1 - (s - bb)) + (-p - bb)  # 1 - p = s + err exactly (two-sum)
+        return s + (err - e)
+
+
+tanh = register(expr=True, inplace=True)(
+    unary_op("tanh", rounded_once(np.tanh), TanhBackward0, _RESULT)
+)
 
 
 def _np_sigmoid(a):
