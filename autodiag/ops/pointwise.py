@@ -324,10 +324,7 @@ class TanhBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved_result(xp)
-        if xp.arrays and r.dtype.kind == "f":
-            return (g * _one_minus_square(r),)
-        return (g * (1 - r * r),)
+        return (_result_backward(xp, g, self.saved_result(xp), TanhBackwardBackward0),)
 
 
 def _one_minus_square(r: np.ndarray) -> np.ndarray:
@@ -370,8 +367,70 @@ class SigmoidBackward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        r = self.saved_result(xp)
-        return (g * (r * (1 - r)),)
+        return (_result_backward(xp, g, self.saved_result(xp), SigmoidBackwardBackward0),)
+
+
+# NOTE [Recorded result backward]
+# PyTorch computes tanh's and sigmoid's gradients with ops of their own, ``tanh_backward(grad,
+# output)`` and ``sigmoid_backward(grad, output)``, recorded under create_graph as
+# TanhBackwardBackward0 / SigmoidBackwardBackward0 with their own derivatives
+# (derivatives.yaml): for ``output``, ``grad * (-2 * output * grad_output)`` and
+# ``grad * grad_output * (-2 * output + 1)``. Written as ``g * (1 - r * r)`` from recorded
+# mul/sub nodes, the derivative along r is distributed (``gg * g * r + gg * g * r``), which is
+# inf - inf = NaN where the incoming gradient is inf and PyTorch's one product is inf.
+
+
+class _ResultBackwardBackward(Node):
+    """``tanh_backward`` / ``sigmoid_backward(grad_output, output)``, recorded."""
+
+    __slots__ = ()
+    _saved_names = ("grad_output", "output")
+
+    def backward(self, xp, gg):
+        needs_grad_output, needs_output = self.needs_grad
+        go, out = self.saved_grad_output(xp), self.saved_output(xp)
+        return (
+            _result_backward(xp, gg, out, type(self)) if needs_grad_output else None,
+            self._output_gradient(gg, go, out) if needs_output else None,
+        )
+
+
+class TanhBackwardBackward0(_ResultBackwardBackward):
+    __slots__ = ()
+
+    @staticmethod
+    def _output_gradient(gg, go, out):
+        return gg * (-2 * out * go)
+
+    @staticmethod
+    def _array(g, r):
+        return g * _one_minus_square(r) if r.dtype.kind == "f" else g * (1 - r * r)
+
+
+class SigmoidBackwardBackward0(_ResultBackwardBackward):
+    __slots__ = ()
+
+    @staticmethod
+    def _output_gradient(gg, go, out):
+        return gg * go * (-2 * out + 1)
+
+    @staticmethod
+    def _array(g, r):
+        return g * (r * (1 - r))
+
+
+def _result_backward(xp, g, r, cls):
+    """``cls``'s forward (tanh_backward or sigmoid_backward of ``g`` given the output ``r``);
+    under create_graph recorded as ``cls`` (NOTE [Recorded result backward])."""
+    if xp.arrays:
+        return cls._array(g, r)
+    out = cls._array(g._data, r._data)
+    if _state.record and (g.requires_grad or r.requires_grad):
+        node = cls((edge(g), edge(r)))
+        node._saved = (save(g), save(r))
+        set_broadcast_meta(node, out, g, r)
+        return result(out, node)
+    return result(out, None)
 
 
 sigmoid = register(expr=True, inplace=True)(
