@@ -560,20 +560,15 @@ def test_fuzz_matmul_sums_in_pytorchs_order_where_a_product_overflows(torch):
     assert got[1] == got[0]
 
 
-@pytest.mark.parametrize(
-    "fn, share",
-    # the share of 20,000 values still an ulp apart (numpy's float32: 32% and 40%)
-    [("exp", 0.015), ("tanh", 0.005)],
-)
-def test_fuzz_float32_transcendentals_round_as_pytorch(torch, fn, share):
+def test_fuzz_float32_tanh_rounds_as_pytorch(torch):
     # fuzz class "matmul+tanh_ | grad2 value: finite vs 0": numpy's float32 tanh(9.147) is an ulp
     # below 1.0 where PyTorch's is 1.0, so tanh's gradient 1 - y^2 was 1.2e-7, not 0. Computed in
     # float64 and rounded once, float32 results agree with PyTorch's far more often
-    # (NOTE [float32 transcendentals])
+    # (NOTE [float32 transcendentals]): numpy's float32 tanh differs in 32% of these values
     x = np.random.default_rng(0).normal(0, 3, 20000).astype(np.float32)
-    got = getattr(ad, fn)(ad.tensor(x)).numpy()
-    want = getattr(torch, fn)(torch.from_numpy(x)).numpy()
-    assert (got != want).mean() <= share
+    got = ad.tanh(ad.tensor(x)).numpy()
+    want = torch.tanh(torch.from_numpy(x)).numpy()
+    assert (got != want).mean() <= 0.005
     np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=0)
 
 

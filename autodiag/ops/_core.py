@@ -345,15 +345,14 @@ def sign_array(a: np.ndarray) -> np.ndarray:
 
 
 # NOTE [float32 transcendentals]
-# numpy's float32 exp and tanh are its own SIMD approximations; PyTorch's (SLEEF's u10 kernels)
-# are within an ulp of the exact value, and so is the float64 result rounded once to float32:
-# measured on 100,000 normal(0, 3) float32 values, tanh differs from torch 2.13 in 124 of them
-# computed this way and in 32,297 with np.tanh in float32 (exp: 1,004 / 39,897). An ulp matters
-# where a formula cancels: tanh(9.15) is 1.0 in PyTorch, so the gradient 1 - y^2 is 0 there,
-# and 1.2e-7 from numpy's float32 tanh. It costs 3-4x numpy's float32 time, so only exp and tanh
-# (where float32 saturates) take it; log, log1p, sin and cos stay numpy's (8-17% of float32
-# values an ulp apart, 5-8% in float64 this way); float64 tanh is an ulp apart in 21% of values
-# (0.7% through long double, at 4x the time): left as numpy computes it.
+# numpy's float32 tanh is its own SIMD approximation; PyTorch's (SLEEF's u10 kernel) is within
+# an ulp of the exact value, and so is the float64 result rounded once to float32: measured on
+# 100,000 normal(0, 3) float32 values, tanh differs from torch 2.13 in 124 of them computed this
+# way and in 32,297 with np.tanh in float32. An ulp matters where tanh saturates: tanh(9.15) is
+# 1.0 in PyTorch, so the gradient 1 - y^2 is 0 there, and 1.2e-7 from numpy's float32 tanh. It
+# costs 4x numpy's float32 time, so only tanh takes it: exp (40% of values an ulp apart, 1% this
+# way), log, log1p, sin and cos (8-17%, 1-8%) stay numpy's, as float64 tanh (21% an ulp apart;
+# 0.7% through long double, at 4x the time).
 def rounded_once(fn):
     """``fn`` computed in float64 for a float32 array and rounded once to float32."""
 
@@ -381,8 +380,16 @@ class _ArrayOps:
 
     arrays = True
     # as the forward ops compute them (NOTE [float32 transcendentals])
-    exp, tanh = staticmethod(rounded_once(np.exp)), staticmethod(rounded_once(np.tanh))
-    log, sin, cos, abs, floor, isnan = np.log, np.sin, np.cos, np.abs, np.floor, np.isnan
+    tanh = staticmethod(rounded_once(np.tanh))  # as the forward (NOTE [float32 transcendentals])
+    exp, log, sin, cos, abs, floor, isnan = (
+        np.exp,
+        np.log,
+        np.sin,
+        np.cos,
+        np.abs,
+        np.floor,
+        np.isnan,
+    )
     sign = sgn = staticmethod(sign_array)  # sgn: sign of a real tensor, for PyTorch's formulas
     where = staticmethod(np.where)
 

@@ -228,9 +228,7 @@ class ExpBackward0(_UnaryResult):
         return (g * self.saved_result(xp),)
 
 
-exp = register(expr=True, inplace=True)(
-    unary_op("exp", rounded_once(np.exp), ExpBackward0, _RESULT)
-)
+exp = register(expr=True, inplace=True)(unary_op("exp", np.exp, ExpBackward0, _RESULT))
 
 
 class LogBackward0(_Unary):
