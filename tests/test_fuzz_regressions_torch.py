@@ -612,3 +612,21 @@ def test_fuzz_tanh_sigmoid_double_backward_is_one_product_as_pytorch(torch, fn):
     )
     assert got[1][1] == got[0][1]
     np.testing.assert_allclose(eval(got[1][2]), eval(got[0][2]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_fuzz_softmax_double_backward_is_pytorchs_formula(torch, fn):
+    # fuzz class "matmul+softmax | grad2 value: finite vs nan": PyTorch's softmax gradient is
+    # an op of its own (SoftmaxBackwardDataBackward0 under create_graph) differentiated by
+    # softmax_double_backward, where grad_output * grad overflows to -inf (then NaN); recorded
+    # from mul/sum nodes the derivative stayed finite (NOTE [Recorded softmax backward])
+    got = []
+    for m in (torch, ad):
+        x = m.tensor([[2.0], [2.0], [-3e38]], requires_grad=True)
+        y = getattr(m, fn)(x, dim=0)
+        (g,) = m.autograd.grad(y, x, m.tensor([[0.5], [1.0], [1.5]]), create_graph=True)
+        names = [type(g.grad_fn).__name__] + [type(f).__name__ for f, _ in g.grad_fn.next_functions]
+        (g2,) = m.autograd.grad(g, x, m.tensor([[3.0], [3.5], [-3e38]]))
+        got.append((names, str(g.tolist()), str(g2.tolist())))
+    assert got[1] == got[0]
+    assert got[0][0][0] == ("Log" if fn == "log_softmax" else "") + "SoftmaxBackwardDataBackward0"
