@@ -54,15 +54,6 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "autodiag gives the exact one (README 'Where autodiag differs')",
     ),
     KnownIssue(
-        "platform",
-        r"(^|\+)(matmul|mm|bmm|linear)(\+|$)",
-        r"^forward value: (-?inf vs nan|nan vs -?inf)$",
-        "a product that overflows beside an inf in matmul: a fused multiply-add keeps the "
-        "exact product (inf + -3e68 = inf), a plain multiply rounds it to -inf first "
-        "(NaN); PyTorch loops plainly below a size threshold and calls BLAS above it, "
-        "numpy calls BLAS sooner (README 'Where autodiag differs')",
-    ),
-    KnownIssue(
         "open",
         r"^layer_norm$",
         r"^forward value",
