@@ -630,3 +630,19 @@ def test_fuzz_softmax_double_backward_is_pytorchs_formula(torch, fn):
         got.append((names, str(g.tolist()), str(g2.tolist())))
     assert got[1] == got[0]
     assert got[0][0][0] == ("Log" if fn == "log_softmax" else "") + "SoftmaxBackwardDataBackward0"
+
+
+@pytest.mark.parametrize("code", ["m.sort(x, dim=d)", "m.argsort(x, dim=d)", "m.topk(x, 1, dim=d)"])
+@pytest.mark.parametrize("d", [-2, -1, 0, 1])
+def test_fuzz_sort_of_a_0d_tensor_checks_its_dim(torch, code, d):
+    # fuzz class "sort | forward exception: ok vs IndexError" (the fuzzer's new scan/sort ops):
+    # a 0-d tensor's dim must be -1 or 0, as everywhere in PyTorch
+    got = []
+    for m in (torch, ad):
+        x = m.tensor(1.5)
+        try:
+            r = eval(code)
+            got.append(str((r[0] if isinstance(r, tuple) else r).tolist()))
+        except IndexError as e:
+            got.append(f"IndexError {e}")
+    assert got[1] == got[0]
