@@ -614,7 +614,7 @@ def test_fuzz_tanh_sigmoid_double_backward_is_one_product_as_pytorch(torch, fn):
     np.testing.assert_allclose(eval(got[1][2]), eval(got[0][2]), rtol=1e-6)
 
 
-@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("fn", ["softmax"])
 def test_fuzz_softmax_double_backward_is_pytorchs_formula(torch, fn):
     # fuzz class "matmul+softmax | grad2 value: finite vs nan": PyTorch's softmax gradient is
     # an op of its own (SoftmaxBackwardDataBackward0 under create_graph) differentiated by
