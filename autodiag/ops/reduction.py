@@ -836,9 +836,10 @@ class LogSoftmaxBackward0(SoftmaxBackward0):
 # NOTE [Recorded softmax backward]
 # PyTorch's softmax gradient is an op of its own, ``_softmax_backward_data(grad_output, output,
 # dim)``, recorded under create_graph as SoftmaxBackwardDataBackward0 with edges (grad_output,
-# output), whose derivative along the output is FunctionsManual.cpp's softmax_double_backward. Recorded from mul/sub/sum nodes instead, the same derivative
-# comes out in other terms: other rounding, and a product that overflows in PyTorch's order
-# (grad_output * grad, -inf) stays finite in ours, where PyTorch's gradient is NaN.
+# output), whose derivative along the output is FunctionsManual.cpp's softmax_double_backward.
+# Recorded from mul/sub/sum nodes instead, the same derivative comes out in other terms: other
+# rounding, and a product that overflows in PyTorch's order (grad_output * grad, -inf) stays
+# finite in ours, where PyTorch's gradient is NaN.
 
 
 class _SoftmaxBackwardDataBackward(Node):
