@@ -55,6 +55,15 @@ KNOWN_ISSUES: list[KnownIssue] = [
     ),
     KnownIssue(
         "open",
+        r"(^|\+)div_(\+|$)",
+        r"^grad2 value: different finite values$",
+        "second derivative through in-place div_ where its exact value is 0 ((2.5 * x) / x): "
+        "float32 cancellation noise in both libraries, from other operation orders "
+        "(measured: -6.1e-05 in PyTorch, -1.2e-04 here, beside terms of 1e3 = 1/x^2); "
+        "PyTorch's in-place formula order is not emulated",
+    ),
+    KnownIssue(
+        "open",
         r"^layer_norm$",
         r"^forward value",
         "layer_norm statistics: PyTorch's are NaN where a row's mean squared overflows "
