@@ -646,3 +646,19 @@ def test_fuzz_sort_of_a_0d_tensor_checks_its_dim(torch, code, d):
         except IndexError as e:
             got.append(f"IndexError {e}")
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize(
+    "code", ["m.index_select(x, 1, i)", "x[:, i]", "x[i]", "x[:, :, i]", "x[:, [0, 1], [1, 2]]"]
+)
+def test_fuzz_advanced_index_of_a_contiguous_tensor_is_contiguous(torch, code):
+    # fuzz class "flatten | forward grad_fn: UnsafeViewBackward0 vs ViewBackward0": numpy lays
+    # out x[:, idx] with the indexed dim outermost, so flatten had to copy (UnsafeViewBackward0);
+    # PyTorch's result is contiguous and flattens as a view
+    got = []
+    for m in (torch, ad):
+        x = m.ones(2, 3, 4, dtype=m.float64, requires_grad=True)  # noqa: F841 - read by eval
+        i = m.tensor([1, 0, 1])  # noqa: F841 - read by eval(code)
+        y = eval(code)
+        got.append((y.stride(), y.is_contiguous(), type(y.flatten().grad_fn).__name__))
+    assert got[1] == got[0]
