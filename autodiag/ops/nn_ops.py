@@ -32,6 +32,7 @@ from autodiag.ops._core import (
     save_output,
     wrap,
 )
+from autodiag.ops._products import matmul_array
 from autodiag.ops.factories import _rng
 from autodiag.ops.inplace import apply_inplace, bump_version
 from autodiag.ops.linalg import matmul
@@ -207,7 +208,7 @@ class AddmmBackward0(Node):
                 # the weight's own layout, (g^T @ mat1)^T, so that after TBackward0 the weight's
                 # gradient is C-ordered like the weight. A Fortran-ordered .grad makes every
                 # elementwise update of the C-ordered parameter ~20x slower (optimizer step).
-                g2 = np.matmul(g.T, m1).T
+                g2 = matmul_array(g.T, m1).T
             else:
                 g2 = xp.matmul(xp.mT(m1), g)
             if alpha != 1:
@@ -255,7 +256,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         len(ss) > 2 or any(a != b and a != 1 for a, b in zip(ss[::-1], shape[::-1]))
     ):
         expand(s, shape)  # raises PyTorch's "The expanded size of the tensor ..." error
-    out = np.matmul(ad, bd)
+    out = matmul_array(ad, bd)
     if alpha != 1:
         out *= alpha
     if beta != 0:
