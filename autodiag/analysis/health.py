@@ -47,8 +47,6 @@ from autodiag._interrupts import callback
 from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.flow import Flow
-from autodiag.nn.parameter import Parameter
-from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer, events
@@ -206,7 +204,7 @@ class GradHealth(Tracer):
         rec = self.leaf(t)
         rec.candidate = True
         rec.needs_grad = t.requires_grad
-        rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+        rec.frozen = inspect.is_parameter(t) and not t.requires_grad
         if rec.name is None and name is not None:
             rec.name = name
 
@@ -236,7 +234,7 @@ class GradHealth(Tracer):
             hook(self, task)
         if not task.accumulate and task.inputs is not None:
             for t in task.inputs:
-                if isinstance(t, Tensor) and t.grad_fn is None:
+                if inspect.is_tensor(t) and t.grad_fn is None:
                     self.leaf(t).handled = True
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
@@ -272,7 +270,7 @@ class GradHealth(Tracer):
         if task.error is not None:
             # a call that raised: its leaves are the script's error, not unreached parameters
             for r in task.roots:
-                if isinstance(r, Tensor) and r.grad_fn is not None:
+                if inspect.is_tensor(r) and r.grad_fn is not None:
                     for v in _leaf_variables(r.grad_fn):
                         self.leaf(v).handled = True
             return
@@ -337,7 +335,7 @@ class GradHealth(Tracer):
             t = rec.ref()
             if t is not None:
                 rec.needs_grad = t.requires_grad
-                rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+                rec.frozen = inspect.is_parameter(t) and not t.requires_grad
                 rec.shape = list(t.shape)
             out.append(rec)
         return out
@@ -357,20 +355,32 @@ class GradHealth(Tracer):
     def _adopt_value(self, k: str, v) -> None:
         """Adopt what the variable ``k`` holds (a user object: the caller skips it if it
         raises)."""
-        if is_a(v, Optimizer):
+        if _is_optimizer(v):
             for gi, group in enumerate(v.param_groups):
                 for pi, p in enumerate(group["params"]):
-                    if is_a(p, Tensor):
+                    if inspect.is_tensor(p):
                         self.adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
-        elif is_a(v, Tensor):
+        elif inspect.is_tensor(v):
             if v.requires_grad and v.grad_fn is None:
                 self.adopt(v, k)
         elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
             if id(v) not in self._module_names:
                 self._module_names[id(v)] = (weakref.ref(v), k)
             for pname, p in v.named_parameters():
-                if is_a(p, Tensor) and p.requires_grad:
+                if inspect.is_tensor(p) and p.requires_grad:
                     self.adopt(p, f"{k}.{pname}")
+
+
+def _is_optimizer(v) -> bool:
+    """An optimizer of autodiag's, or of an engine it observes (PyTorch's ``torch.optim``: a
+    class with ``step`` and ``param_groups``, which ``__init__`` sets on the instance)."""
+    if is_a(v, Optimizer):
+        return True
+    return (
+        not is_a(v, type)
+        and static_attr(v, "step") is not None
+        and type(static_attr(v, "param_groups")) is list
+    )
 
 
 # --- none_grad -----------------------------------------------------------------------------
@@ -996,7 +1006,7 @@ class DeadRelu(HealthDetector):
         self._calls.append([])
 
     def on_node_backward(self, health, node, grad_outputs, grad_inputs):
-        if node.__class__ is ReluBackward0 and grad_inputs and grad_inputs[0] is not None:
+        if node.__class__.__name__ == "ReluBackward0" and grad_inputs and grad_inputs[0] is not None:
             g = grad_inputs[0]
             a = g if g.__class__ is np.ndarray else np.asarray(inspect.values(g))
             where = inspect.site(node)

@@ -33,7 +33,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.overrides import TorchFunctionMode
 
 from autodiag import inspect
-from autodiag.engines.torch import seam
+from autodiag.engines.torch import hooks, seam
 from autodiag.trace import events, sites
 from autodiag.trace.sites import Stack, capture_stack
 
@@ -78,7 +78,7 @@ class BackwardCall:
 
     __slots__ = (
         "roots", "inputs", "accumulate", "retain_graph", "create_graph", "error", "stack",
-        "number",
+        "number", "leaf_targets",
     )  # fmt: skip
 
     def __init__(self, roots, inputs, accumulate, retain_graph, create_graph, stack, number):
@@ -90,6 +90,9 @@ class BackwardCall:
         )
         self.error = None
         self.stack, self.number = stack, number
+        # backward(inputs=...): PyTorch runs only those leaves' AccumulateGrad, so no other
+        # leaf's accumulation is ever reported (autodiag's engine says which it runs)
+        self.leaf_targets = None
 
 
 class _Packed:
@@ -131,6 +134,9 @@ class Observer:
         self.ncalls = 0
         self.nsaves = 0  # saves watched since the last sweep
         self.mode = _Mode(self)
+        # analyses that listen to every op / node (check, trace): engines/torch/hooks.py
+        self.op_listeners = events.LISTENERS["on_op"]
+        self.hook_nodes = bool(events.LISTENERS["on_node_backward"])
 
     # --- ops ------------------------------------------------------------------------------
 
@@ -179,6 +185,13 @@ class Observer:
             for t in written:
                 if t.__class__ is _Tensor or isinstance(t, _Tensor):
                     self.wrote(name, t, stack)
+        if self.op_listeners:
+            if stack is None:
+                stack = capture_stack(3)
+            inputs, outputs = _tensors_in(args, kwargs), _tensors_in((out,), None)
+            new = node if made is not None else None
+            for t in self.op_listeners:
+                t.on_op(name, new, inputs, outputs, stack)
 
     def sweep(self) -> None:
         """Forget storages whose saved tensors are all gone (their nodes ran or died)."""
@@ -325,12 +338,15 @@ class Observer:
         for t in events.LISTENERS["on_backward_begin"]:
             t.on_backward_begin(call)
         self.calls.append(call)
+        handles = hooks.hook_graph(call.roots) if self.hook_nodes else None
         try:
             return func(*args, **kwargs)
         except BaseException as e:
             call.error = e
             raise
         finally:
+            if handles:
+                hooks.remove(handles)
             self.calls.pop()
             del self.pending[:]  # saves of a create_graph backward: no op of the script's
             for t in events.LISTENERS["on_backward_end"]:
@@ -343,6 +359,7 @@ class Observer:
         with contextlib.ExitStack() as stack:
             if self.sinks:
                 stack.enter_context(saved_tensors_hooks(self.pack, self.unpack))
+            stack.enter_context(hooks.installed())
             stack.enter_context(self.mode)
             yield self
 
@@ -415,6 +432,22 @@ def _key(t) -> int | None:
         return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError, TypeError):
         return None
+
+
+def _tensors_in(args, kwargs) -> tuple:
+    """The tensors among a call's arguments or results (one level into lists and tuples)."""
+    T = _Tensor
+    found = []
+    for a in args:
+        if isinstance(a, T):
+            found.append(a)
+        elif isinstance(a, (tuple, list)):
+            found.extend([x for x in a if isinstance(x, T)])
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, T):
+                found.append(a)
+    return tuple(found)
 
 
 def _as_list(x) -> list:

@@ -1,0 +1,117 @@
+"""The events ``observe.py``'s function mode does not see, for the analyses that listen to them
+(``check``'s gradient health, ``trace``'s backward walk-through), from PyTorch's public hooks:
+
+* ``on_node_backward(node, grad_outputs, grad_inputs)``: at each ``backward()``/
+  ``autograd.grad()`` call, ``Node.register_hook`` on every node of the call's graph (an
+  iterative walk from its roots), removed when the call ends, so a graph kept with
+  ``retain_graph`` never reports twice. A node's post hook runs after it ran: for a leaf's
+  ``AccumulateGrad``, once ``.grad`` holds the sum. Gradients are handed on as numpy arrays, as
+  autodiag's engine hands them (``seam.array``: a view, no copy, of a CPU tensor).
+* ``on_optimizer_step(optimizer)``: the global optimizer step post hook
+  (``torch.optim.optimizer.register_optimizer_step_post_hook``): every optimizer, built in or
+  the script's own subclass.
+* ``events.MODULES``: the ``nn.Module`` calls in progress, from the global module forward hooks
+  (``register_module_forward_pre_hook``/``register_module_forward_hook(always_call=True)``), so
+  an analysis names a relu by its module path (``model.1``) as on autodiag's engine.
+
+Each is installed only when some tracer listens (``installed``); each steps aside while
+``torch.compile`` traces (a compiled region is one node at the line that called it).
+
+What a hook cannot see: nodes of graphs that C++ runs without the Python hooks (the backward of a
+compiled region runs as its one ``CompiledFunctionBackward`` node), and gradients that
+``torch.func`` transforms compute (no autograd nodes run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+from torch.nn.modules import module as _module
+from torch.optim import optimizer as _optimizer
+
+from autodiag.engines.torch import seam
+from autodiag.trace import events
+
+_is_compiling = torch.compiler.is_compiling
+
+
+def _arrays(grads) -> tuple:
+    array = seam.array
+    return tuple([None if g is None else array(g) for g in grads])
+
+
+def _fire(node, grad_inputs, grad_outputs) -> None:
+    # PyTorch's hook names the node's view: grad_inputs are what it sends to its inputs,
+    # grad_outputs what it received; the tracer event takes them the other way round
+    if _is_compiling():
+        return
+    received, sent = _arrays(grad_outputs), _arrays(grad_inputs)
+    for t in events.LISTENERS["on_node_backward"]:
+        t.on_node_backward(node, received, sent)
+
+
+def hook_graph(roots) -> list:
+    """Hook every node of the graph under ``roots`` (tensors); the handles, to remove when the
+    backward call ends. Iterative: a 1,000,000-node chain walks like a small graph."""
+    handles = []
+    seen = set()
+    todo = []
+    for r in roots:
+        e = seam.gradient_edge(r)
+        if e is not None:
+            todo.append(e[0])
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        # NOTE: the partial holds the node and the node holds the partial until the handle is
+        # removed (at the end of the call, whatever happens): no cycle outlives the call
+        handles.append(node.register_hook(functools.partial(_fire, node)))
+        todo.extend([c for c, _ in node.next_functions if c is not None and c not in seen])
+    return handles
+
+
+def remove(handles: list) -> None:
+    for h in handles:
+        h.remove()
+    handles.clear()
+
+
+def _optimizer_stepped(optimizer, args, kwargs) -> None:
+    if _is_compiling():
+        return
+    events.emit_optimizer_step(optimizer)
+
+
+def _module_entered(module, args) -> None:
+    if not _is_compiling():
+        events.MODULES.append(module)
+
+
+def _module_left(module, args, out) -> None:
+    if _is_compiling():
+        return
+    stack = events.MODULES
+    for i in range(len(stack) - 1, -1, -1):  # the innermost call of it (always_call: after a
+        if stack[i] is module:  # forward that raised too)
+            del stack[i:]
+            break
+
+
+@contextlib.contextmanager
+def installed():
+    """The global hooks the installed tracers listen to, for the ``with`` block."""
+    handles = []
+    try:
+        if events.LISTENERS["on_optimizer_step"]:
+            handles.append(_optimizer.register_optimizer_step_post_hook(_optimizer_stepped))
+        if events.LISTENERS["on_op"]:
+            handles.append(_module.register_module_forward_pre_hook(_module_entered))
+            handles.append(_module.register_module_forward_hook(_module_left, always_call=True))
+        yield
+    finally:
+        remove(handles)
+        del events.MODULES[:]
