@@ -27,6 +27,16 @@ from autodiag.trace import Tracer
 _seq, _site, _children = inspect.sequence_nr, inspect.site, inspect.children
 _values, _leaf_variable = inspect.values, inspect.leaf_variable
 
+
+def bind_seam() -> None:
+    """Bind the seam's accessors again: registering another engine replaces some of them
+    (NOTE [Foreign engines] in autodiag/inspect.py); ``--engine torch`` calls this once the
+    torch seam is registered."""
+    global _seq, _site, _children, _values, _leaf_variable
+    _seq, _site, _children = inspect.sequence_nr, inspect.site, inspect.children
+    _values, _leaf_variable = inspect.values, inspect.leaf_variable
+
+
 _ndarray = np.ndarray
 
 
@@ -73,6 +83,8 @@ class BackwardTrace(Tracer):
     """Records the rows of one backward call (the ``call``-th, or the last): all of them, or
     the first ``limit`` (``steps`` counts them all)."""
 
+    Values = _ForwardValues  # where forward values are kept until their node runs
+
     def __init__(self, call: int | None = None, limit: int | None = None):
         self.want_call = call
         self.limit = limit
@@ -81,7 +93,7 @@ class BackwardTrace(Tracer):
         self.steps = 0  # rows of the recorded call, kept or not
         self._recording = False
         self._codec = Summaries()
-        self._forward = _ForwardValues(self._codec)
+        self._forward = self.Values(self._codec)
         self._rounding: dict = {}  # code -> "d", "f" or "" (_add_local)
         self._f32 = array("f", [0.0])  # rounds a float to float32 (_add_local)
         self._reset()
@@ -246,7 +258,7 @@ class BackwardTrace(Tracer):
 
     def on_backward_end(self, task):
         if self._recording and self.want_call is not None:
-            self._forward = _ForwardValues(self._codec)  # the wanted call is done: no more
+            self._forward = self.Values(self._codec)  # the wanted call is done: no more
         self._recording = False
 
     # --- results ------------------------------------------------------------------------------

@@ -1006,7 +1006,8 @@ class DeadRelu(HealthDetector):
         self._calls.append([])
 
     def on_node_backward(self, health, node, grad_outputs, grad_inputs):
-        if node.__class__.__name__ == "ReluBackward0" and grad_inputs and grad_inputs[0] is not None:
+        relu = node.__class__.__name__ == "ReluBackward0"  # either engine's node
+        if relu and grad_inputs and grad_inputs[0] is not None:
             g = grad_inputs[0]
             a = g if g.__class__ is np.ndarray else np.asarray(inspect.values(g))
             where = inspect.site(node)

@@ -45,7 +45,10 @@ def trace(
     t = cmd.make_target()
     cmd.start()
     limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[cmd.format]
-    rec = BackwardTrace(call, limit)
+    recorder = BackwardTrace
+    if t.engine == "torch":
+        from autodiag.engines.torch.trace import TorchBackwardTrace as recorder
+    rec = recorder(call, limit)
     result = cmd.run_target(t, [rec])
     if rec.calls == 0 or (call is not None and rec.calls < call):
         failed = target_failure(cmd, result)

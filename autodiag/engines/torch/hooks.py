@@ -42,19 +42,20 @@ def _arrays(grads) -> tuple:
     return tuple([None if g is None else array(g) for g in grads])
 
 
-def _fire(node, grad_inputs, grad_outputs) -> None:
+def _fire(listeners, node, grad_inputs, grad_outputs) -> None:
     # PyTorch's hook names the node's view: grad_inputs are what it sends to its inputs,
     # grad_outputs what it received; the tracer event takes them the other way round
     if _is_compiling():
         return
     received, sent = _arrays(grad_outputs), _arrays(grad_inputs)
-    for t in events.LISTENERS["on_node_backward"]:
+    for t in listeners:
         t.on_node_backward(node, received, sent)
 
 
-def hook_graph(roots) -> list:
-    """Hook every node of the graph under ``roots`` (tensors); the handles, to remove when the
-    backward call ends. Iterative: a 1,000,000-node chain walks like a small graph."""
+def hook_graph(roots, listeners: tuple) -> list:
+    """Hook every node of the graph under ``roots`` (tensors) to report to ``listeners``; the
+    handles, to remove when the backward call ends. Iterative: a 1,000,000-node chain walks
+    like a small graph."""
     handles = []
     seen = set()
     todo = []
@@ -69,7 +70,7 @@ def hook_graph(roots) -> list:
         seen.add(node)
         # NOTE: the partial holds the node and the node holds the partial until the handle is
         # removed (at the end of the call, whatever happens): no cycle outlives the call
-        handles.append(node.register_hook(functools.partial(_fire, node)))
+        handles.append(node.register_hook(functools.partial(_fire, listeners, node)))
         todo.extend([c for c, _ in node.next_functions if c is not None and c not in seen])
     return handles
 

@@ -136,7 +136,10 @@ class Observer:
         self.mode = _Mode(self)
         # analyses that listen to every op / node (check, trace): engines/torch/hooks.py
         self.op_listeners = events.LISTENERS["on_op"]
-        self.hook_nodes = bool(events.LISTENERS["on_node_backward"])
+        # (not the in-place sinks: the unpack hook tells them which saves a backward used)
+        self.node_listeners = tuple(
+            t for t in events.LISTENERS["on_node_backward"] if t not in self.sinks
+        )
 
     # --- ops ------------------------------------------------------------------------------
 
@@ -338,7 +341,7 @@ class Observer:
         for t in events.LISTENERS["on_backward_begin"]:
             t.on_backward_begin(call)
         self.calls.append(call)
-        handles = hooks.hook_graph(call.roots) if self.hook_nodes else None
+        handles = hooks.hook_graph(call.roots, self.node_listeners) if self.node_listeners else None
         try:
             return func(*args, **kwargs)
         except BaseException as e:
