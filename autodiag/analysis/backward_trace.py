@@ -48,7 +48,7 @@ class _ForwardValues:
         self.base: int | None = None  # sequence number of position 0
         self.values = array("d")
         self.codes = array("H")
-        self.others: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.others = _NodeValues()
 
     def put(self, node, out) -> None:
         cv = self.codec.encode(out)
@@ -79,11 +79,35 @@ class _ForwardValues:
         return self.others.get(node)
 
 
+class _NodeValues:
+    """node -> a summary, kept as long as the node lives: in a weak-keyed table, or, for a node
+    that cannot be weakly referenced (PyTorch's wrappers, ``--engine torch``), in its
+    ``metadata``, which lives and dies with the node."""
+
+    KEY = "autodiag.value"
+
+    def __init__(self):
+        self.weak: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __setitem__(self, node, summary) -> None:
+        try:
+            self.weak[node] = summary
+        except TypeError:
+            node.metadata[self.KEY] = summary
+
+    def get(self, node):
+        try:
+            return self.weak.get(node)
+        except TypeError:
+            md = node.metadata
+            return md.get(self.KEY) if md else None
+
+
 class BackwardTrace(Tracer):
     """Records the rows of one backward call (the ``call``-th, or the last): all of them, or
     the first ``limit`` (``steps`` counts them all)."""
 
-    Values = _ForwardValues  # where forward values are kept until their node runs
+    observes_torch = True  # reads nodes and tensors through the seam alone (engines/torch)
 
     def __init__(self, call: int | None = None, limit: int | None = None):
         self.want_call = call
@@ -93,7 +117,7 @@ class BackwardTrace(Tracer):
         self.steps = 0  # rows of the recorded call, kept or not
         self._recording = False
         self._codec = Summaries()
-        self._forward = self.Values(self._codec)
+        self._forward = _ForwardValues(self._codec)
         self._rounding: dict = {}  # code -> "d", "f" or "" (_add_local)
         self._f32 = array("f", [0.0])  # rounds a float to float32 (_add_local)
         self._reset()
@@ -258,7 +282,7 @@ class BackwardTrace(Tracer):
 
     def on_backward_end(self, task):
         if self._recording and self.want_call is not None:
-            self._forward = self.Values(self._codec)  # the wanted call is done: no more
+            self._forward = _ForwardValues(self._codec)  # the wanted call is done: no more
         self._recording = False
 
     # --- results ------------------------------------------------------------------------------

@@ -150,6 +150,8 @@ class GradHealth(Tracer):
     """Watches a run's gradients; ``findings(namespace)`` returns the health findings of its
     ``detectors`` (classes; all of ``DETECTORS`` unless given), in their order."""
 
+    observes_torch = True  # reads nodes and tensors through the seam alone (engines/torch)
+
     def __init__(self, thresholds: Thresholds | None = None, detectors=None):
         self.th = thresholds or Thresholds()
         self.detectors = [d() for d in (DETECTORS if detectors is None else detectors)]

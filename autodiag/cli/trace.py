@@ -45,10 +45,13 @@ def trace(
     t = cmd.make_target()
     cmd.start()
     limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[cmd.format]
-    recorder = BackwardTrace
     if t.engine == "torch":
-        from autodiag.engines.torch.trace import TorchBackwardTrace as recorder
-    rec = recorder(call, limit)
+        from autodiag.analysis import backward_trace
+        from autodiag.engines.torch.observe import register
+
+        register()
+        backward_trace.bind_seam()  # the seam's accessors that answer for PyTorch's nodes too
+    rec = BackwardTrace(call, limit)
     result = cmd.run_target(t, [rec])
     if rec.calls == 0 or (call is not None and rec.calls < call):
         failed = target_failure(cmd, result)

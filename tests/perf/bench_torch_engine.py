@@ -1,5 +1,5 @@
-"""``--engine torch`` overhead: ``graph`` and ``inplace`` observers on real PyTorch, as ratios
-to the same workload on plain PyTorch in the same process (issue 21).
+"""``--engine torch`` overhead: ``graph``, ``inplace``, ``check`` and ``trace`` observers on
+real PyTorch, as ratios to the same workload on plain PyTorch in the same process (issue 21).
 
     python tests/perf/bench_torch_engine.py [--runs 7] [--steps 20] [--chain 10000]
 
@@ -10,7 +10,9 @@ mode and ``GraphCapture`` (which copies the graph at every backward call); ``inp
 function mode, the saved-tensor hooks and ``InplaceWatcher`` — and the median CPU time over
 ``--runs`` runs is compared with plain PyTorch's ("empty mode": a TorchFunctionMode that only
 calls the op, the floor of any observer of this kind). One intra-op thread, so that CPU time is
-the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x.
+the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x, check <= 1.5x
+(``check``: gradient health and the in-place watcher, what check runs on PyTorch; ``trace``:
+the backward trace, which hooks every node of each backward call).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ import time
 
 import torch
 
+from autodiag.analysis import backward_trace
+from autodiag.analysis.backward_trace import BackwardTrace
 from autodiag.analysis.graph import GraphCapture
+from autodiag.analysis.health import GradHealth
 from autodiag.analysis.inplace import InplaceWatcher
-from autodiag.engines.torch.observe import observing
+from autodiag.engines.torch.observe import observing, register
 from autodiag.trace import tracing
 
 
@@ -61,8 +66,8 @@ def mlp(steps: int):
 
 
 @contextlib.contextmanager
-def _observed(tracer):
-    with tracing(tracer), observing():
+def _observed(*tracers):
+    with tracing(*tracers), observing():
         yield
 
 
@@ -76,6 +81,9 @@ CONTESTANTS = {
     "empty mode": _EmptyMode,  # the floor: what any TorchFunctionMode costs
     "graph": lambda: _observed(GraphCapture()),
     "inplace": lambda: _observed(InplaceWatcher()),
+    # check's detectors on PyTorch (engines/torch CHECK_DETECTORS): health and in-place
+    "check": lambda: _observed(GradHealth(), InplaceWatcher()),
+    "trace": lambda: _observed(BackwardTrace()),
 }
 
 
@@ -98,6 +106,8 @@ def main() -> None:
     ap.add_argument("--chain", type=int, default=10_000)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    register()
+    backward_trace.bind_seam()  # as cli/trace.py does for --engine torch
     print(f"torch {torch.__version__}, 1 thread, median CPU time of {args.runs} runs")
     for label, work in (
         (f"chain of {args.chain} tiny ops + backward", chain(args.chain)),

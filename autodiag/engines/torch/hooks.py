@@ -81,10 +81,12 @@ def remove(handles: list) -> None:
     handles.clear()
 
 
-def _optimizer_stepped(optimizer, args, kwargs) -> None:
+def _optimizer_stepped(listeners, optimizer, args, kwargs) -> None:
     if _is_compiling():
         return
-    events.emit_optimizer_step(optimizer)
+    events.REPORTED[2] += 1
+    for t in listeners:
+        t.on_optimizer_step(optimizer)
 
 
 def _module_entered(module, args) -> None:
@@ -103,13 +105,15 @@ def _module_left(module, args, out) -> None:
 
 
 @contextlib.contextmanager
-def installed():
-    """The global hooks the installed tracers listen to, for the ``with`` block."""
+def installed(op_listeners: tuple, step_listeners: tuple):
+    """The global hooks for the ``with`` block: the optimizer step hook when ``step_listeners``
+    listen, the module hooks when ``op_listeners`` do (``observe.ready``)."""
     handles = []
     try:
-        if events.LISTENERS["on_optimizer_step"]:
-            handles.append(_optimizer.register_optimizer_step_post_hook(_optimizer_stepped))
-        if events.LISTENERS["on_op"]:
+        if step_listeners:
+            stepped = functools.partial(_optimizer_stepped, step_listeners)
+            handles.append(_optimizer.register_optimizer_step_post_hook(stepped))
+        if op_listeners:
             handles.append(_module.register_module_forward_pre_hook(_module_entered))
             handles.append(_module.register_module_forward_hook(_module_left, always_call=True))
         yield

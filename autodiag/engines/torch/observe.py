@@ -134,12 +134,9 @@ class Observer:
         self.ncalls = 0
         self.nsaves = 0  # saves watched since the last sweep
         self.mode = _Mode(self)
-        # analyses that listen to every op / node (check, trace): engines/torch/hooks.py
-        self.op_listeners = events.LISTENERS["on_op"]
-        # (not the in-place sinks: the unpack hook tells them which saves a backward used)
-        self.node_listeners = tuple(
-            t for t in events.LISTENERS["on_node_backward"] if t not in self.sinks
-        )
+        # the analyses that listen to every op / node (check, trace): engines/torch/hooks.py
+        self.op_listeners = ready("on_op")
+        self.node_listeners = ready("on_node_backward")
 
     # --- ops ------------------------------------------------------------------------------
 
@@ -362,7 +359,7 @@ class Observer:
         with contextlib.ExitStack() as stack:
             if self.sinks:
                 stack.enter_context(saved_tensors_hooks(self.pack, self.unpack))
-            stack.enter_context(hooks.installed())
+            stack.enter_context(hooks.installed(ready("on_op"), ready("on_optimizer_step")))
             stack.enter_context(self.mode)
             yield self
 
@@ -435,6 +432,13 @@ def _key(t) -> int | None:
         return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError, TypeError):
         return None
+
+
+def ready(event: str) -> tuple:
+    """The installed tracers listening to ``event`` that read PyTorch's objects through the seam
+    alone (their class says ``observes_torch = True``): only they get the op, node and
+    optimizer events of a PyTorch run. (The in-place analysis gets its own: ``note_hazard``.)"""
+    return tuple(t for t in events.LISTENERS[event] if getattr(type(t), "observes_torch", False))
 
 
 def _tensors_in(args, kwargs) -> tuple:
