@@ -365,7 +365,7 @@ class GradHealth(Tracer):
         elif inspect.is_tensor(v):
             if v.requires_grad and v.grad_fn is None:
                 self.adopt(v, k)
-        elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
+        elif not is_a(v, type) and _has_method(v, "named_parameters"):
             if id(v) not in self._module_names:
                 self._module_names[id(v)] = (weakref.ref(v), k)
             for pname, p in v.named_parameters():
@@ -375,14 +375,28 @@ class GradHealth(Tracer):
 
 def _is_optimizer(v) -> bool:
     """An optimizer of autodiag's, or of an engine it observes (PyTorch's ``torch.optim``: a
-    class with ``step`` and ``param_groups``, which ``__init__`` sets on the instance)."""
+    class with ``step``, an instance with a ``param_groups`` list)."""
     if is_a(v, Optimizer):
         return True
-    return (
-        not is_a(v, type)
-        and static_attr(v, "step") is not None
-        and type(static_attr(v, "param_groups")) is list
-    )
+    t = type(v)
+    stepper = _STEPPERS.get(t)
+    if stepper is None:  # NOTE: asked of every variable of the frames at each backward call
+        stepper = _STEPPERS[t] = not issubclass(t, type) and static_attr(v, "step") is not None
+    return stepper and type(attributes(v).get("param_groups")) is list
+
+
+_STEPPERS: dict = {}  # type -> whether its instances have a step method
+_METHODS: dict = {}  # (type, name) -> whether the type has that method
+
+
+def _has_method(v, name: str) -> bool:
+    """Whether ``v``'s class defines ``name`` (asked once per class: the frames' variables are
+    looked at at every backward call)."""
+    key = (type(v), name)
+    has = _METHODS.get(key)
+    if has is None:
+        has = _METHODS[key] = static_attr(type(v), name) is not None
+    return has
 
 
 # --- none_grad -----------------------------------------------------------------------------
@@ -641,7 +655,7 @@ class UnplannedAccumulation(HealthDetector):
         elif s.grad_ref is not None:
             # NOTE [Telling accumulation from clearing]
             ga = inspect.values(g)
-            if s.grad_ref() is not grad or data is ga or np.array_equal(data, ga):
+            if s.grad_ref() is not grad or _same_values(data, ga):
                 s.cleared = True
             elif s.version != inspect.version(var):
                 s.stale += 1
@@ -823,7 +837,7 @@ class GradNorms(HealthDetector):
         s = self.of(rec)
         self._measure_update(health, rec, s, var, data)
         # the noise adds up as .grad accumulates; a fresh .grad (or one zeroed) is this call's
-        fresh = np.array_equal(data, _array(g))
+        fresh = _same_values(data, _array(g))
         s.floor = s.floor_call if fresh else s.floor + s.floor_call
         s.floor_call = 0.0
         if not health.stepping:  # no optimizer (yet): norms per backward call
@@ -839,19 +853,28 @@ class GradNorms(HealthDetector):
         before = s.before
         # NOTE: against the largest norm the parameter has had, not its last one: a scalar
         # crossing zero on its way to the optimum moves by many times its (tiny) current norm
-        size = max(before[2], _norm(value)) if before is not None else _norm(value)
+        norm = _norm(value)
+        size = max(before[2], norm) if before is not None else norm
+        buffer = None  # the copy of the value before, once it holds the difference
         if (
             before is not None
             and before[0] != inspect.version(var)
             and before[1].shape == value.shape
             and before[2] > 0
         ):
-            moved = _norm(value - before[1])
+            # NOTE: the difference is written over the copy, which is refreshed below: no new
+            # array per parameter and step (a training step on PyTorch is fast enough for
+            # allocating them to show, tests/perf/bench_torch_engine.py)
+            if before[1].dtype == value.dtype:
+                buffer = np.subtract(value, before[1], out=before[1])
+                moved = _norm(buffer)
+            else:
+                moved = _norm(value - before[1])
             ratio = moved / before[2]
             # the plot's update/weight ratio: the forum recipe's, against the weight the update
             # started from, for the last step (optimizer step or backward call) before now
             series = s.step_norms if health.stepping else s.bwd_norms
-            start = _norm(before[1])
+            start = before[3]
             if series is not None and start > 0:
                 x = health.steps if health.stepping else health.backward_calls
                 series.flow.add_ratio(x, moved / start)
@@ -868,7 +891,13 @@ class GradNorms(HealthDetector):
             # NOTE: copies only of parameters (adopted at the end of each backward call; the
             # first call's are not known yet): a loop that makes a fresh input leaf with
             # requires_grad each step must not keep a copy of every one
-            s.before = (inspect.version(var), value.copy(), size)
+            if buffer is not None:
+                np.copyto(buffer, value)
+            else:
+                buffer = value.copy()
+            s.before = (inspect.version(var), buffer, size, norm)
+        elif buffer is not None:
+            s.before = None  # its copy holds the difference now
 
     def on_parameter_step(self, health, rec, p, stack):
         s = self.of(rec)
@@ -1108,14 +1137,32 @@ class DeadRelu(HealthDetector):
         return out
 
 
+# The nodes whose backward the detectors read (``on_node_backward``): an engine that must hook
+# each node to report it (PyTorch's, engines/torch/hooks.py) hooks only these.
+GradHealth.torch_nodes = frozenset({"AccumulateGrad", "ReluBackward0", *_SUMMED_SLOTS})
+
 # The detectors GradHealth runs, in the order their findings come; KINDS is theirs.
 DETECTORS: tuple[type[HealthDetector], ...] = (NoneGrad, UnplannedAccumulation, GradNorms, DeadRelu)
 KINDS: tuple[str, ...] = tuple(k for d in DETECTORS for k in d.KINDS)
 
 
 def _array(g) -> np.ndarray:
-    """The array of a gradient a node received (a Tensor under create_graph)."""
-    return inspect.array(g) if isinstance(g, Tensor) else np.asarray(g)
+    """The array of a gradient a node received (a Tensor under create_graph, or another
+    engine's tensor)."""
+    return inspect.array(g) if isinstance(g, Tensor) else np.asarray(inspect.values(g))
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal(a, b)``, at once when both view the same memory the same way (a fresh
+    ``.grad`` that is the incoming gradient itself, as PyTorch stores it)."""
+    if (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.shape == b.shape
+        and a.strides == b.strides
+        and a.dtype == b.dtype
+    ):
+        return True
+    return np.array_equal(a, b)
 
 
 def _norm(a: np.ndarray) -> float:

@@ -5,8 +5,9 @@
   ``autograd.grad()`` call, ``Node.register_hook`` on every node of the call's graph (an
   iterative walk from its roots), removed when the call ends, so a graph kept with
   ``retain_graph`` never reports twice. A node's post hook runs after it ran: for a leaf's
-  ``AccumulateGrad``, once ``.grad`` holds the sum. Gradients are handed on as numpy arrays, as
-  autodiag's engine hands them (``seam.array``: a view, no copy, of a CPU tensor).
+  ``AccumulateGrad``, once ``.grad`` holds the sum. Gradients are handed on as the tensors they
+  are, as autodiag's engine hands them under ``create_graph`` (an analysis reads their values
+  through ``inspect.values``: a view of a CPU tensor's memory, made only if it looks).
 * ``on_optimizer_step(optimizer)``: the global optimizer step post hook
   (``torch.optim.optimizer.register_optimizer_step_post_hook``): every optimizer, built in or
   the script's own subclass.
@@ -37,25 +38,30 @@ from autodiag.trace import events
 _is_compiling = torch.compiler.is_compiling
 
 
-def _arrays(grads) -> tuple:
-    array = seam.array
-    return tuple([None if g is None else array(g) for g in grads])
-
-
 def _fire(listeners, node, grad_inputs, grad_outputs) -> None:
     # PyTorch's hook names the node's view: grad_inputs are what it sends to its inputs,
     # grad_outputs what it received; the tracer event takes them the other way round
     if _is_compiling():
         return
-    received, sent = _arrays(grad_outputs), _arrays(grad_inputs)
     for t in listeners:
-        t.on_node_backward(node, received, sent)
+        t.on_node_backward(node, grad_outputs, grad_inputs)
 
 
-def hook_graph(roots, listeners: tuple) -> list:
-    """Hook every node of the graph under ``roots`` (tensors) to report to ``listeners``; the
-    handles, to remove when the backward call ends. Iterative: a 1,000,000-node chain walks
-    like a small graph."""
+def wanted_nodes(listeners: tuple) -> frozenset | None:
+    """The node class names ``listeners`` read (a tracer's ``torch_nodes``), None for all."""
+    names: set = set()
+    for t in listeners:
+        mine = getattr(type(t), "torch_nodes", None)
+        if mine is None:
+            return None
+        names |= mine
+    return frozenset(names)
+
+
+def hook_graph(roots, listeners: tuple, wanted: frozenset | None = None) -> list:
+    """Hook the nodes of the graph under ``roots`` (tensors) to report to ``listeners``: all
+    of them, or those whose class name is in ``wanted``; the handles, to remove when the
+    backward call ends. Iterative: a 1,000,000-node chain walks like a small graph."""
     handles = []
     seen = set()
     todo = []
@@ -70,7 +76,8 @@ def hook_graph(roots, listeners: tuple) -> list:
         seen.add(node)
         # NOTE: the partial holds the node and the node holds the partial until the handle is
         # removed (at the end of the call, whatever happens): no cycle outlives the call
-        handles.append(node.register_hook(functools.partial(_fire, listeners, node)))
+        if wanted is None or type(node).__name__ in wanted:
+            handles.append(node.register_hook(functools.partial(_fire, listeners, node)))
         todo.extend([c for c, _ in node.next_functions if c is not None and c not in seen])
     return handles
 
@@ -81,9 +88,25 @@ def remove(handles: list) -> None:
     handles.clear()
 
 
+# NOTE [Optimizer internals]: the ops an optimizer's step() runs on its parameters (``p.add_``,
+# ``buf.mul_``, under no_grad) are not the script's: autodiag's engine does not report its
+# optimizers' arithmetic either, and an analysis would take ``p.add_`` for a use of ``p`` under
+# no_grad. While a step runs (``STEPPING``, from the global step pre and post hooks), ops with
+# grad disabled are not reported; a closure's forward and backward (LBFGS runs it under
+# enable_grad) still are. A step that raises skips the post hook: the count stays up, and no-grad
+# ops stay unreported until the run ends (the script has failed by then, as a rule).
+STEPPING = [0]
+
+
+def _optimizer_stepping(optimizer, args, kwargs) -> None:
+    if not _is_compiling():
+        STEPPING[0] += 1
+
+
 def _optimizer_stepped(listeners, optimizer, args, kwargs) -> None:
     if _is_compiling():
         return
+    STEPPING[0] = max(0, STEPPING[0] - 1)
     events.REPORTED[2] += 1
     for t in listeners:
         t.on_optimizer_step(optimizer)
@@ -112,6 +135,7 @@ def installed(op_listeners: tuple, step_listeners: tuple):
     try:
         if step_listeners:
             stepped = functools.partial(_optimizer_stepped, step_listeners)
+            handles.append(_optimizer.register_optimizer_step_pre_hook(_optimizer_stepping))
             handles.append(_optimizer.register_optimizer_step_post_hook(stepped))
         if op_listeners:
             handles.append(_module.register_module_forward_pre_hook(_module_entered))
@@ -120,3 +144,4 @@ def installed(op_listeners: tuple, step_listeners: tuple):
     finally:
         remove(handles)
         del events.MODULES[:]
+        STEPPING[0] = 0

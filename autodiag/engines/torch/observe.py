@@ -137,6 +137,7 @@ class Observer:
         # the analyses that listen to every op / node (check, trace): engines/torch/hooks.py
         self.op_listeners = ready("on_op")
         self.node_listeners = ready("on_node_backward")
+        self.wanted_nodes = hooks.wanted_nodes(self.node_listeners)
 
     # --- ops ------------------------------------------------------------------------------
 
@@ -185,7 +186,8 @@ class Observer:
             for t in written:
                 if t.__class__ is _Tensor or isinstance(t, _Tensor):
                     self.wrote(name, t, stack)
-        if self.op_listeners:
+        if self.op_listeners and not (hooks.STEPPING[0] and not torch.is_grad_enabled()):
+            # (not an optimizer's own arithmetic: NOTE [Optimizer internals] in hooks.py)
             if stack is None:
                 stack = capture_stack(3)
             inputs, outputs = _tensors_in(args, kwargs), _tensors_in((out,), None)
@@ -338,7 +340,11 @@ class Observer:
         for t in events.LISTENERS["on_backward_begin"]:
             t.on_backward_begin(call)
         self.calls.append(call)
-        handles = hooks.hook_graph(call.roots, self.node_listeners) if self.node_listeners else None
+        handles = (
+            hooks.hook_graph(call.roots, self.node_listeners, self.wanted_nodes)
+            if self.node_listeners
+            else None
+        )
         try:
             return func(*args, **kwargs)
         except BaseException as e:
