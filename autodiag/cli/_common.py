@@ -130,7 +130,8 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="autodiag: run the target on autodiag's engine, with `import torch` "
-        "resolving to it. torch: run it on real PyTorch, observed (graph and inplace so far).",
+        "resolving to it. torch: run it on real PyTorch, observed (graph, inplace, check and "
+        "trace so far).",
     ),
 ]
 
@@ -259,7 +260,7 @@ def _check_torch_engine(command: str, expr: str | None) -> None:
     yet, and a missing PyTorch, with exit 2 — never a silent pass on the wrong engine."""
     from autodiag.engines import torch as torch_engine
 
-    ready = " and ".join(torch_engine.COMMANDS)
+    ready = torch_engine.ready_list()
     if command not in torch_engine.COMMANDS:
         raise BadInvocation(
             f"`{command} --engine torch` is not available yet; {ready} are",

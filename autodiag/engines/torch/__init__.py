@@ -22,6 +22,12 @@ CHECK_DETECTORS = ("health", "inplace")
 INSTALL_HINT = 'Install it with: pip install "autodiag[torch]" (PyTorch 2.13).'
 
 
+def ready_list() -> str:
+    """``COMMANDS`` as a message lists them: "graph, inplace, check and trace"."""
+    *first, last = COMMANDS
+    return f"{', '.join(first)} and {last}" if first else last
+
+
 def available() -> bool:
     """Is real PyTorch importable? Asked without importing it."""
     try:
