@@ -94,7 +94,7 @@ __all__ = [
     "dtype_name",
     "grad",
     "grad_mode",
-    "is_parameter",
+    "foreign_parameter",
 ]
 
 LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
@@ -421,11 +421,7 @@ def _any_grad_mode() -> str:
     return mode
 
 
-def is_parameter(x) -> bool:
-    """Whether ``x`` is an ``nn.Parameter`` of autodiag or of an engine it observes (by its
-    real type: no code of ``x`` runs)."""
-    from autodiag.nn.parameter import Parameter
-
-    if issubclass(type(x), Parameter):
-        return True
+def foreign_parameter(x) -> bool:
+    """Whether ``x`` is an ``nn.Parameter`` of an engine autodiag observes, by its real type
+    (autodiag's own are ``autodiag.nn.Parameter``, a layer above this one)."""
     return any(seam.is_parameter(x) for seam in _FOREIGN)

@@ -202,12 +202,8 @@ def test_engine_option(script):
     for command in ("gradcheck", "anomaly", "leaks"):
         r = cli(command, path, "--engine", "torch")
         assert r.exit_code == 2, command
-        assert (
-            f"`{command} --engine torch` is not available yet; graph, inplace, check and "(
-                "trace are"
-            )
-            in r.stderr
-        )
+        ready = "graph, inplace, check and trace are"
+        assert f"`{command} --engine torch` is not available yet; {ready}" in r.stderr
     r = cli("graph", path, "--engine", "jax")
     assert r.exit_code == 2
 

@@ -47,6 +47,7 @@ from autodiag._interrupts import callback
 from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.flow import Flow
+from autodiag.nn.parameter import Parameter
 from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer, events
@@ -206,7 +207,7 @@ class GradHealth(Tracer):
         rec = self.leaf(t)
         rec.candidate = True
         rec.needs_grad = t.requires_grad
-        rec.frozen = inspect.is_parameter(t) and not t.requires_grad
+        rec.frozen = _is_parameter(t) and not t.requires_grad
         if rec.name is None and name is not None:
             rec.name = name
 
@@ -337,7 +338,7 @@ class GradHealth(Tracer):
             t = rec.ref()
             if t is not None:
                 rec.needs_grad = t.requires_grad
-                rec.frozen = inspect.is_parameter(t) and not t.requires_grad
+                rec.frozen = _is_parameter(t) and not t.requires_grad
                 rec.shape = list(t.shape)
             out.append(rec)
         return out
@@ -371,6 +372,11 @@ class GradHealth(Tracer):
             for pname, p in v.named_parameters():
                 if inspect.is_tensor(p) and p.requires_grad:
                     self.adopt(p, f"{k}.{pname}")
+
+
+def _is_parameter(t) -> bool:
+    """An ``nn.Parameter`` of autodiag's, or of an engine it observes."""
+    return is_a(t, Parameter) or inspect.foreign_parameter(t)
 
 
 def _is_optimizer(v) -> bool:
