@@ -429,3 +429,24 @@ def test_readme_shows_check_on_a_pytorch_script():
     section = text[text.index("## Debugging PyTorch programs") :]
     assert "autodiag check" in section and "--engine torch" in section
     assert textwrap.dedent("unplanned_accumulation") in section
+
+
+def test_check_on_a_compiled_module(script):
+    """The compiled region is one node; autodiag's global module hooks do not make
+    torch.compile(module) warn in the user's output."""
+    path = script("""\
+        import torch
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        f = torch.compile(model, backend="aot_eager")
+        x = torch.ones(4, 3)
+        for _ in range(3):
+            opt.zero_grad()
+            f(x).pow(2).mean().backward()
+            opt.step()
+        """)
+    r = cli("check", path, "--engine", "torch", "-f", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["backward_calls"] == 3 and doc["optimizer_steps"] == 3
+    assert "global hooks on modules" not in r.stderr

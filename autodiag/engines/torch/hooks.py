@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 
 import torch
 from torch.nn.modules import module as _module
@@ -133,14 +134,19 @@ def installed(op_listeners: tuple, step_listeners: tuple):
     listen, the module hooks when ``op_listeners`` do (``observe.ready``)."""
     handles = []
     try:
-        if step_listeners:
-            stepped = functools.partial(_optimizer_stepped, step_listeners)
-            handles.append(_optimizer.register_optimizer_step_pre_hook(_optimizer_stepping))
-            handles.append(_optimizer.register_optimizer_step_post_hook(stepped))
-        if op_listeners:
-            handles.append(_module.register_module_forward_pre_hook(_module_entered))
-            handles.append(_module.register_module_forward_hook(_module_left, always_call=True))
-        yield
+        with contextlib.ExitStack() as stack:
+            if step_listeners:
+                stepped = functools.partial(_optimizer_stepped, step_listeners)
+                handles.append(_optimizer.register_optimizer_step_pre_hook(_optimizer_stepping))
+                handles.append(_optimizer.register_optimizer_step_post_hook(stepped))
+            if op_listeners:
+                # torch.compile(module) warns about global module hooks: they are autodiag's,
+                # and only name modules (the compiled module's call is one more entry here)
+                stack.enter_context(warnings.catch_warnings())
+                warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when")
+                handles.append(_module.register_module_forward_pre_hook(_module_entered))
+                handles.append(_module.register_module_forward_hook(_module_left, always_call=True))
+            yield
     finally:
         remove(handles)
         del events.MODULES[:]
