@@ -94,6 +94,7 @@ __all__ = [
     "dtype_name",
     "grad",
     "grad_mode",
+    "foreign_parameter",
 ]
 
 LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
@@ -117,6 +118,7 @@ def register_engine(seam) -> None:
         globals().update(
             sequence_nr=_any_sequence_nr, site=_any_site, children=_any_children, shape=_any_shape
         )
+        globals().update(array=_any_array, values=_any_values, grad_mode=_any_grad_mode)
 
 
 def _seam_of(obj):
@@ -311,6 +313,8 @@ def _saved_tuples(node, saved: tuple, values: bool) -> list:
 
 def has_hooks(obj) -> bool:
     """Whether a node or a tensor has gradient hooks registered (they may change gradients)."""
+    if not _ours(obj):
+        return _seam_of(obj).has_hooks(obj)
     if isinstance(obj, Tensor):
         return bool(obj._hooks)
     return obj._hooks is not None
@@ -342,6 +346,19 @@ def values(x):
 array = attrgetter("_data")  # (tensor) -> its array: ``values`` for a known tensor, C-level
 version = attrgetter("_version")  # (tensor) -> int: in-place writes bump it
 shape = attrgetter("_data.shape")  # (tensor) -> tuple
+
+
+def _any_array(t):
+    try:
+        return t._data
+    except AttributeError:
+        return _seam_of(t).array(t)
+
+
+def _any_values(x):
+    if isinstance(x, Tensor):
+        return x._data
+    return _seam_of(x).array(x) if any(seam.is_tensor(x) for seam in _FOREIGN) else x
 
 
 def _any_shape(t) -> tuple:
@@ -389,3 +406,22 @@ def grad_mode() -> str:
     if _grad_mode.is_inference_mode_enabled():
         return "inference_mode"
     return "grad" if _grad_mode.is_grad_enabled() else "no_grad"
+
+
+def _any_grad_mode() -> str:
+    """``grad_mode`` once another engine is observed: the first engine (autodiag's, then the
+    registered ones) whose grad mode is not ``"grad"`` says it."""
+    if _grad_mode.is_inference_mode_enabled():
+        return "inference_mode"
+    mode = "grad" if _grad_mode.is_grad_enabled() else "no_grad"
+    for seam in _FOREIGN:
+        if mode != "grad":
+            break
+        mode = seam.grad_mode()
+    return mode
+
+
+def foreign_parameter(x) -> bool:
+    """Whether ``x`` is an ``nn.Parameter`` of an engine autodiag observes, by its real type
+    (autodiag's own are ``autodiag.nn.Parameter``, a layer above this one)."""
+    return any(seam.is_parameter(x) for seam in _FOREIGN)

@@ -196,16 +196,13 @@ def test_a_later_real_import_torch_is_unaffected(tmp_path):
 def test_engine_option(script):
     path = script("import torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n")
     assert cli("graph", path, "--engine", "autodiag").exit_code == 0
-    for command in ("graph", "inplace", "anomaly", "leaks"):  # on real PyTorch
-        r = cli(command, path, "--engine", "torch")
+    for command in ("graph", "inplace", "anomaly", "leaks", "check", "trace"):  # on real PyTorch
+        r = cli(command, path, "--engine", "torch")  # (tests/test_torch_engine*.py)
         assert r.exit_code == 0, (command, r.stderr)
-    for command in ("trace", "gradcheck", "check"):
-        r = cli(command, path, "--engine", "torch")
-        assert r.exit_code == 2, command
-        assert (
-            f"`{command} --engine torch` is not available yet; graph, inplace, anomaly and "
-            "leaks are" in r.stderr
-        )
+    r = cli("gradcheck", path, "--engine", "torch")
+    assert r.exit_code == 2
+    ready = "graph, inplace, anomaly, leaks, check and trace are"
+    assert f"`gradcheck --engine torch` is not available yet; {ready}" in r.stderr
     r = cli("graph", path, "--engine", "jax")
     assert r.exit_code == 2
 

@@ -27,6 +27,16 @@ from autodiag.trace import Tracer
 _seq, _site, _children = inspect.sequence_nr, inspect.site, inspect.children
 _values, _leaf_variable = inspect.values, inspect.leaf_variable
 
+
+def bind_seam() -> None:
+    """Bind the seam's accessors again: registering another engine replaces some of them
+    (NOTE [Foreign engines] in autodiag/inspect.py); ``--engine torch`` calls this once the
+    torch seam is registered."""
+    global _seq, _site, _children, _values, _leaf_variable
+    _seq, _site, _children = inspect.sequence_nr, inspect.site, inspect.children
+    _values, _leaf_variable = inspect.values, inspect.leaf_variable
+
+
 _ndarray = np.ndarray
 
 
@@ -38,7 +48,7 @@ class _ForwardValues:
         self.base: int | None = None  # sequence number of position 0
         self.values = array("d")
         self.codes = array("H")
-        self.others: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.others = _NodeValues()
 
     def put(self, node, out) -> None:
         cv = self.codec.encode(out)
@@ -69,9 +79,35 @@ class _ForwardValues:
         return self.others.get(node)
 
 
+class _NodeValues:
+    """node -> a summary, kept as long as the node lives: in a weak-keyed table, or, for a node
+    that cannot be weakly referenced (PyTorch's wrappers, ``--engine torch``), in its
+    ``metadata``, which lives and dies with the node."""
+
+    KEY = "autodiag.value"
+
+    def __init__(self):
+        self.weak: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __setitem__(self, node, summary) -> None:
+        try:
+            self.weak[node] = summary
+        except TypeError:
+            node.metadata[self.KEY] = summary
+
+    def get(self, node):
+        try:
+            return self.weak.get(node)
+        except TypeError:
+            md = node.metadata
+            return md.get(self.KEY) if md else None
+
+
 class BackwardTrace(Tracer):
     """Records the rows of one backward call (the ``call``-th, or the last): all of them, or
     the first ``limit`` (``steps`` counts them all)."""
+
+    observes_torch = True  # reads nodes and tensors through the seam alone (engines/torch)
 
     def __init__(self, call: int | None = None, limit: int | None = None):
         self.want_call = call

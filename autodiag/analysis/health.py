@@ -48,7 +48,6 @@ from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.flow import Flow
 from autodiag.nn.parameter import Parameter
-from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer, events
@@ -152,6 +151,8 @@ class GradHealth(Tracer):
     """Watches a run's gradients; ``findings(namespace)`` returns the health findings of its
     ``detectors`` (classes; all of ``DETECTORS`` unless given), in their order."""
 
+    observes_torch = True  # reads nodes and tensors through the seam alone (engines/torch)
+
     def __init__(self, thresholds: Thresholds | None = None, detectors=None):
         self.th = thresholds or Thresholds()
         self.detectors = [d() for d in (DETECTORS if detectors is None else detectors)]
@@ -206,7 +207,7 @@ class GradHealth(Tracer):
         rec = self.leaf(t)
         rec.candidate = True
         rec.needs_grad = t.requires_grad
-        rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+        rec.frozen = _is_parameter(t) and not t.requires_grad
         if rec.name is None and name is not None:
             rec.name = name
 
@@ -236,7 +237,7 @@ class GradHealth(Tracer):
             hook(self, task)
         if not task.accumulate and task.inputs is not None:
             for t in task.inputs:
-                if isinstance(t, Tensor) and t.grad_fn is None:
+                if inspect.is_tensor(t) and t.grad_fn is None:
                     self.leaf(t).handled = True
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
@@ -272,7 +273,7 @@ class GradHealth(Tracer):
         if task.error is not None:
             # a call that raised: its leaves are the script's error, not unreached parameters
             for r in task.roots:
-                if isinstance(r, Tensor) and r.grad_fn is not None:
+                if inspect.is_tensor(r) and r.grad_fn is not None:
                     for v in _leaf_variables(r.grad_fn):
                         self.leaf(v).handled = True
             return
@@ -337,7 +338,7 @@ class GradHealth(Tracer):
             t = rec.ref()
             if t is not None:
                 rec.needs_grad = t.requires_grad
-                rec.frozen = isinstance(t, Parameter) and not t.requires_grad
+                rec.frozen = _is_parameter(t) and not t.requires_grad
                 rec.shape = list(t.shape)
             out.append(rec)
         return out
@@ -357,20 +358,51 @@ class GradHealth(Tracer):
     def _adopt_value(self, k: str, v) -> None:
         """Adopt what the variable ``k`` holds (a user object: the caller skips it if it
         raises)."""
-        if is_a(v, Optimizer):
+        if _is_optimizer(v):
             for gi, group in enumerate(v.param_groups):
                 for pi, p in enumerate(group["params"]):
-                    if is_a(p, Tensor):
+                    if inspect.is_tensor(p):
                         self.adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
-        elif is_a(v, Tensor):
+        elif inspect.is_tensor(v):
             if v.requires_grad and v.grad_fn is None:
                 self.adopt(v, k)
-        elif not is_a(v, type) and static_attr(v, "named_parameters") is not None:
+        elif not is_a(v, type) and _has_method(v, "named_parameters"):
             if id(v) not in self._module_names:
                 self._module_names[id(v)] = (weakref.ref(v), k)
             for pname, p in v.named_parameters():
-                if is_a(p, Tensor) and p.requires_grad:
+                if inspect.is_tensor(p) and p.requires_grad:
                     self.adopt(p, f"{k}.{pname}")
+
+
+def _is_parameter(t) -> bool:
+    """An ``nn.Parameter`` of autodiag's, or of an engine it observes."""
+    return is_a(t, Parameter) or inspect.foreign_parameter(t)
+
+
+def _is_optimizer(v) -> bool:
+    """An optimizer of autodiag's, or of an engine it observes (PyTorch's ``torch.optim``: a
+    class with ``step``, an instance with a ``param_groups`` list)."""
+    if is_a(v, Optimizer):
+        return True
+    t = type(v)
+    stepper = _STEPPERS.get(t)
+    if stepper is None:  # NOTE: asked of every variable of the frames at each backward call
+        stepper = _STEPPERS[t] = not issubclass(t, type) and static_attr(v, "step") is not None
+    return stepper and type(attributes(v).get("param_groups")) is list
+
+
+_STEPPERS: dict = {}  # type -> whether its instances have a step method
+_METHODS: dict = {}  # (type, name) -> whether the type has that method
+
+
+def _has_method(v, name: str) -> bool:
+    """Whether ``v``'s class defines ``name`` (asked once per class: the frames' variables are
+    looked at at every backward call)."""
+    key = (type(v), name)
+    has = _METHODS.get(key)
+    if has is None:
+        has = _METHODS[key] = static_attr(type(v), name) is not None
+    return has
 
 
 # --- none_grad -----------------------------------------------------------------------------
@@ -629,7 +661,7 @@ class UnplannedAccumulation(HealthDetector):
         elif s.grad_ref is not None:
             # NOTE [Telling accumulation from clearing]
             ga = inspect.values(g)
-            if s.grad_ref() is not grad or data is ga or np.array_equal(data, ga):
+            if s.grad_ref() is not grad or _same_values(data, ga):
                 s.cleared = True
             elif s.version != inspect.version(var):
                 s.stale += 1
@@ -811,7 +843,7 @@ class GradNorms(HealthDetector):
         s = self.of(rec)
         self._measure_update(health, rec, s, var, data)
         # the noise adds up as .grad accumulates; a fresh .grad (or one zeroed) is this call's
-        fresh = np.array_equal(data, _array(g))
+        fresh = _same_values(data, _array(g))
         s.floor = s.floor_call if fresh else s.floor + s.floor_call
         s.floor_call = 0.0
         if not health.stepping:  # no optimizer (yet): norms per backward call
@@ -827,19 +859,28 @@ class GradNorms(HealthDetector):
         before = s.before
         # NOTE: against the largest norm the parameter has had, not its last one: a scalar
         # crossing zero on its way to the optimum moves by many times its (tiny) current norm
-        size = max(before[2], _norm(value)) if before is not None else _norm(value)
+        norm = _norm(value)
+        size = max(before[2], norm) if before is not None else norm
+        buffer = None  # the copy of the value before, once it holds the difference
         if (
             before is not None
             and before[0] != inspect.version(var)
             and before[1].shape == value.shape
             and before[2] > 0
         ):
-            moved = _norm(value - before[1])
+            # NOTE: the difference is written over the copy, which is refreshed below: no new
+            # array per parameter and step (a training step on PyTorch is fast enough for
+            # allocating them to show, tests/perf/bench_torch_engine.py)
+            if before[1].dtype == value.dtype:
+                buffer = np.subtract(value, before[1], out=before[1])
+                moved = _norm(buffer)
+            else:
+                moved = _norm(value - before[1])
             ratio = moved / before[2]
             # the plot's update/weight ratio: the forum recipe's, against the weight the update
             # started from, for the last step (optimizer step or backward call) before now
             series = s.step_norms if health.stepping else s.bwd_norms
-            start = _norm(before[1])
+            start = before[3]
             if series is not None and start > 0:
                 x = health.steps if health.stepping else health.backward_calls
                 series.flow.add_ratio(x, moved / start)
@@ -856,7 +897,13 @@ class GradNorms(HealthDetector):
             # NOTE: copies only of parameters (adopted at the end of each backward call; the
             # first call's are not known yet): a loop that makes a fresh input leaf with
             # requires_grad each step must not keep a copy of every one
-            s.before = (inspect.version(var), value.copy(), size)
+            if buffer is not None:
+                np.copyto(buffer, value)
+            else:
+                buffer = value.copy()
+            s.before = (inspect.version(var), buffer, size, norm)
+        elif buffer is not None:
+            s.before = None  # its copy holds the difference now
 
     def on_parameter_step(self, health, rec, p, stack):
         s = self.of(rec)
@@ -996,7 +1043,8 @@ class DeadRelu(HealthDetector):
         self._calls.append([])
 
     def on_node_backward(self, health, node, grad_outputs, grad_inputs):
-        if node.__class__ is ReluBackward0 and grad_inputs and grad_inputs[0] is not None:
+        relu = node.__class__.__name__ == "ReluBackward0"  # either engine's node
+        if relu and grad_inputs and grad_inputs[0] is not None:
             g = grad_inputs[0]
             a = g if g.__class__ is np.ndarray else np.asarray(inspect.values(g))
             where = inspect.site(node)
@@ -1095,14 +1143,32 @@ class DeadRelu(HealthDetector):
         return out
 
 
+# The nodes whose backward the detectors read (``on_node_backward``): an engine that must hook
+# each node to report it (PyTorch's, engines/torch/hooks.py) hooks only these.
+GradHealth.torch_nodes = frozenset({"AccumulateGrad", "ReluBackward0", *_SUMMED_SLOTS})
+
 # The detectors GradHealth runs, in the order their findings come; KINDS is theirs.
 DETECTORS: tuple[type[HealthDetector], ...] = (NoneGrad, UnplannedAccumulation, GradNorms, DeadRelu)
 KINDS: tuple[str, ...] = tuple(k for d in DETECTORS for k in d.KINDS)
 
 
 def _array(g) -> np.ndarray:
-    """The array of a gradient a node received (a Tensor under create_graph)."""
-    return inspect.array(g) if isinstance(g, Tensor) else np.asarray(g)
+    """The array of a gradient a node received (a Tensor under create_graph, or another
+    engine's tensor)."""
+    return inspect.array(g) if isinstance(g, Tensor) else np.asarray(inspect.values(g))
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal(a, b)``, at once when both view the same memory the same way (a fresh
+    ``.grad`` that is the incoming gradient itself, as PyTorch stores it)."""
+    if (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.shape == b.shape
+        and a.strides == b.strides
+        and a.dtype == b.dtype
+    ):
+        return True
+    return np.array_equal(a, b)
 
 
 def _norm(a: np.ndarray) -> float:

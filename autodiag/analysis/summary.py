@@ -7,8 +7,8 @@ from array import array
 
 import numpy as np
 
+from autodiag import inspect
 from autodiag.inspect import name_of_dtype as dtype_name
-from autodiag.inspect import values
 
 SMALL = 8  # tensors with at most this many elements are shown in full
 
@@ -18,7 +18,7 @@ def summarize(a) -> dict | None:
     (a numpy array or a Tensor); None for None."""
     if a is None:
         return None
-    data = np.asarray(values(a))
+    data = np.asarray(inspect.values(a))  # read at call time: another engine may answer
     out = {"shape": list(data.shape), "dtype": dtype_name(data.dtype)}
     if data.size == 0:
         return out
@@ -74,7 +74,7 @@ class Summaries:
     def encode(self, a) -> tuple[int, float] | None:
         """(code, value) of a one-element float array (a Tensor's data counts), None for
         anything else."""
-        data = a if a.__class__ is _ndarray else values(a)
+        data = a if a.__class__ is _ndarray else inspect.values(a)
         if data.__class__ is _ndarray and data.size == 1:
             dt = data.dtype
             # NOTE: a one-element array's shape is all ones: its dimension count says it. A

@@ -75,14 +75,19 @@ def check(
     if plot is not None:
         cmd.extra_outputs.append(("--plot", plot))
     cmd.start()
-    tracers = [d.make() for d in detectors.DETECTORS]
+    chosen = detectors.DETECTORS
+    if t.engine == "torch":
+        from autodiag.engines import torch as torch_engine
+
+        chosen = [d for d in chosen if d.name in torch_engine.CHECK_DETECTORS]
+    tracers = [d.make() for d in chosen]
     # the page draws the graph of the last backward call with the findings on it
     graph = GraphCapture() if cmd.format == "html" else None
     recorder = checks.CallRecorder() if gradcheck and t.expr is None else None
     with recorder if recorder is not None else contextlib.nullcontext():
         result = cmd.run_target(t, tracers + ([graph] if graph is not None else []))
     found = []
-    for d, tracer in zip(detectors.DETECTORS, tracers):
+    for d, tracer in zip(chosen, tracers):
         found += d.findings(tracer, result)
     cases = []
     if recorder is not None:
@@ -106,6 +111,14 @@ def check(
         info["gradchecks"] = checks.totals(cases)
     info["grad_flow"] = grad_flow(health, findings, *result.scopes)
     notes = []
+    unseen = [d.name for d in detectors.DETECTORS if d not in chosen]
+    if unseen:
+        # what this engine cannot check yet is said, never passed over in silence
+        info["not_checked"] = unseen
+        notes.append(
+            f"[yellow]note:[/] with --engine {t.engine}, check does not run these detectors "
+            f"yet: {', '.join(unseen)}"
+        )
     if plot is not None:
         doc = _document(cmd, result, findings, info)
         write_atomic(plot, flow_page.page(doc, f"autodiag check {t.label}"), "--plot")

@@ -45,6 +45,12 @@ def trace(
     t = cmd.make_target()
     cmd.start()
     limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[cmd.format]
+    if t.engine == "torch":
+        from autodiag.analysis import backward_trace
+        from autodiag.engines.torch.observe import register
+
+        register()
+        backward_trace.bind_seam()  # the seam's accessors that answer for PyTorch's nodes too
     rec = BackwardTrace(call, limit)
     result = cmd.run_target(t, [rec])
     if rec.calls == 0 or (call is not None and rec.calls < call):

@@ -1,5 +1,6 @@
-"""``--engine torch`` overhead: ``graph``, ``inplace``, ``anomaly`` and ``leaks`` observers on real
-PyTorch, as ratios to the same workload on plain PyTorch in the same process (issue 21).
+"""``--engine torch`` overhead: ``graph``, ``inplace``, ``anomaly``, ``leaks``, ``check`` and
+``trace`` observers on real PyTorch, as ratios to the same workload on plain PyTorch in the same
+process (issue 21).
 
     python tests/perf/bench_torch_engine.py [--runs 7] [--steps 20] [--chain 10000]
 
@@ -13,8 +14,10 @@ finiteness test per float output and a hook per backward node (``TorchAnomalyFin
 ``leaks``: the function mode and ``TorchLeakFinder`` — and the median CPU time over
 ``--runs`` runs is compared with plain PyTorch's ("empty mode": a TorchFunctionMode that only
 calls the op, the floor of any observer of this kind). One intra-op thread, so that CPU time is
-the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x, anomaly <= 1.5x (below
-detect_anomaly), leaks <= 1.3x.
+the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x, anomaly <= 1.5x
+(below detect_anomaly), leaks <= 1.3x, check <= 1.5x (``check``: gradient health and the
+in-place watcher, what check runs on PyTorch; ``trace``: the backward trace, which hooks
+every node of each backward call).
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ import warnings
 
 import torch
 
+from autodiag.analysis import backward_trace
+from autodiag.analysis.backward_trace import BackwardTrace
 from autodiag.analysis.graph import GraphCapture
+from autodiag.analysis.health import GradHealth
 from autodiag.analysis.inplace import InplaceWatcher
 from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
 from autodiag.analysis.torch_leaks import TorchLeakFinder
-from autodiag.engines.torch.observe import observing
+from autodiag.engines.torch.observe import observing, register
 from autodiag.trace import tracing
 
 
@@ -68,8 +74,8 @@ def mlp(steps: int):
 
 
 @contextlib.contextmanager
-def _observed(tracer):
-    with tracing(tracer), observing():
+def _observed(*tracers):
+    with tracing(*tracers), observing():
         yield
 
 
@@ -86,6 +92,9 @@ CONTESTANTS = {
     "anomaly": lambda: _observed(TorchAnomalyFinder(keep_going=True)),
     "detect_anomaly": lambda: torch.autograd.detect_anomaly(),  # PyTorch's own, for comparison
     "leaks": lambda: _observed(TorchLeakFinder()),
+    # check's detectors on PyTorch (engines/torch CHECK_DETECTORS): health and in-place
+    "check": lambda: _observed(GradHealth(), InplaceWatcher()),
+    "trace": lambda: _observed(BackwardTrace()),
 }
 
 
@@ -109,6 +118,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
+    register()
+    backward_trace.bind_seam()  # as cli/trace.py does for --engine torch
     print(f"torch {torch.__version__}, 1 thread, median CPU time of {args.runs} runs")
     for label, work in (
         (f"chain of {args.chain} tiny ops + backward", chain(args.chain)),

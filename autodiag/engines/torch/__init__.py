@@ -6,8 +6,8 @@ graph's own ``next_functions``/``metadata``/``name()``. No torch internals are p
 Importing this package does not import torch: ``available()`` asks whether it is installed, and
 the modules below (``seam``, ``observe``) import it when the engine is used.
 
-What this increment covers: ``graph``, ``inplace``, ``anomaly`` and ``leaks``. The other
-commands refuse ``--engine torch`` with exit 2 (``cli/_common.make_target``).
+What is covered so far: ``COMMANDS``. The other commands refuse
+``--engine torch`` with exit 2 (``cli/_common.make_target``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,17 @@ from __future__ import annotations
 import importlib.util
 
 # The commands that run on real PyTorch so far (issue 21 lands one command at a time).
-COMMANDS = ("graph", "inplace", "anomaly", "leaks")
+COMMANDS = ("graph", "inplace", "anomaly", "leaks", "check", "trace")
+# The detectors of ``autodiag check`` (analysis/check.DETECTORS, by name) that run on PyTorch;
+# check names the others in its report.
+CHECK_DETECTORS = ("health", "inplace")
 INSTALL_HINT = 'Install it with: pip install "autodiag[torch]" (PyTorch 2.13).'
+
+
+def ready_list() -> str:
+    """``COMMANDS`` as a message lists them: "graph, inplace, check and trace"."""
+    *first, last = COMMANDS
+    return f"{', '.join(first)} and {last}" if first else last
 
 
 def available() -> bool:

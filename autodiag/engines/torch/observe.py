@@ -33,7 +33,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.overrides import TorchFunctionMode
 
 from autodiag import inspect
-from autodiag.engines.torch import seam
+from autodiag.engines.torch import hooks, seam
 from autodiag.trace import events, sites
 from autodiag.trace.sites import Stack, capture_stack
 
@@ -78,7 +78,7 @@ class BackwardCall:
 
     __slots__ = (
         "roots", "inputs", "accumulate", "retain_graph", "create_graph", "error", "stack",
-        "number",
+        "number", "leaf_targets",
     )  # fmt: skip
 
     def __init__(self, roots, inputs, accumulate, retain_graph, create_graph, stack, number):
@@ -90,6 +90,9 @@ class BackwardCall:
         )
         self.error = None
         self.stack, self.number = stack, number
+        # backward(inputs=...): PyTorch runs only those leaves' AccumulateGrad, so no other
+        # leaf's accumulation is ever reported (autodiag's engine says which it runs)
+        self.leaf_targets = None
 
 
 class _Packed:
@@ -133,6 +136,10 @@ class Observer:
         self.ncalls = 0
         self.nsaves = 0  # saves watched since the last sweep
         self.mode = _Mode(self)
+        # the analyses that listen to every op / node (check, trace): engines/torch/hooks.py
+        self.op_listeners = ready("on_op")
+        self.node_listeners = ready("on_node_backward")
+        self.wanted_nodes = hooks.wanted_nodes(self.node_listeners)
 
     # --- ops ------------------------------------------------------------------------------
 
@@ -183,6 +190,14 @@ class Observer:
                     self.wrote(name, t, stack)
         for w in self.op_watchers:
             w.torch_op(name, args, kwargs, out, made)
+        if self.op_listeners and not (hooks.STEPPING[0] and not torch.is_grad_enabled()):
+            # (not an optimizer's own arithmetic: NOTE [Optimizer internals] in hooks.py)
+            if stack is None:
+                stack = capture_stack(3)
+            inputs, outputs = _tensors_in(args, kwargs), _tensors_in((out,), None)
+            new = node if made is not None else None
+            for t in self.op_listeners:
+                t.on_op(name, new, inputs, outputs, stack)
 
     def sweep(self) -> None:
         """Forget storages whose saved tensors are all gone (their nodes ran or died)."""
@@ -329,12 +344,19 @@ class Observer:
         for t in events.LISTENERS["on_backward_begin"]:
             t.on_backward_begin(call)
         self.calls.append(call)
+        handles = (
+            hooks.hook_graph(call.roots, self.node_listeners, self.wanted_nodes)
+            if self.node_listeners
+            else None
+        )
         try:
             return func(*args, **kwargs)
         except BaseException as e:
             call.error = e
             raise
         finally:
+            if handles:
+                hooks.remove(handles)
             self.calls.pop()
             del self.pending[:]  # saves of a create_graph backward: no op of the script's
             for t in events.LISTENERS["on_backward_end"]:
@@ -347,6 +369,7 @@ class Observer:
         with contextlib.ExitStack() as stack:
             if self.sinks:
                 stack.enter_context(saved_tensors_hooks(self.pack, self.unpack))
+            stack.enter_context(hooks.installed(ready("on_op"), ready("on_optimizer_step")))
             stack.enter_context(self.mode)
             yield self
 
@@ -419,6 +442,29 @@ def _key(t) -> int | None:
         return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError, TypeError):
         return None
+
+
+def ready(event: str) -> tuple:
+    """The installed tracers listening to ``event`` that read PyTorch's objects through the seam
+    alone (their class says ``observes_torch = True``): only they get the op, node and
+    optimizer events of a PyTorch run. (The in-place analysis gets its own: ``note_hazard``.)"""
+    return tuple(t for t in events.LISTENERS[event] if getattr(type(t), "observes_torch", False))
+
+
+def _tensors_in(args, kwargs) -> tuple:
+    """The tensors among a call's arguments or results (one level into lists and tuples)."""
+    T = _Tensor
+    found = []
+    for a in args:
+        if isinstance(a, T):
+            found.append(a)
+        elif isinstance(a, (tuple, list)):
+            found.extend([x for x in a if isinstance(x, T)])
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, T):
+                found.append(a)
+    return tuple(found)
 
 
 def _as_list(x) -> list:

@@ -205,3 +205,35 @@ def dtype_name(t) -> str:
 def version_counter(t, create: bool = False):
     """An object shared by ``t`` and every view of it (compared by identity): its storage."""
     return t.untyped_storage()
+
+
+def is_parameter(x) -> bool:
+    return issubclass(type(x), torch.nn.Parameter)
+
+
+def array(t):
+    """The values of tensor ``t`` as a numpy array: a view of a CPU tensor's memory (no copy);
+    a copy for what numpy cannot view (another device, bfloat16, a sparse layout)."""
+    t = t.detach()
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError):
+        if t.layout != torch.strided:
+            t = t.to_dense()
+        t = t.cpu()
+        if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+            t = t.float()  # bfloat16, float8: numpy has no such dtype
+        return t.resolve_conj().resolve_neg().numpy()
+
+
+def has_hooks(obj) -> bool:
+    """Whether a tensor has gradient hooks of the script's (PyTorch does not list a node's)."""
+    if isinstance(obj, _Tensor):
+        return bool(obj._backward_hooks) or bool(getattr(obj, "_post_accumulate_grad_hooks", None))
+    return False
+
+
+def grad_mode() -> str:
+    if torch.is_inference_mode_enabled():
+        return "inference_mode"
+    return "grad" if torch.is_grad_enabled() else "no_grad"

@@ -1,0 +1,153 @@
+"""The events ``observe.py``'s function mode does not see, for the analyses that listen to them
+(``check``'s gradient health, ``trace``'s backward walk-through), from PyTorch's public hooks:
+
+* ``on_node_backward(node, grad_outputs, grad_inputs)``: at each ``backward()``/
+  ``autograd.grad()`` call, ``Node.register_hook`` on every node of the call's graph (an
+  iterative walk from its roots), removed when the call ends, so a graph kept with
+  ``retain_graph`` never reports twice. A node's post hook runs after it ran: for a leaf's
+  ``AccumulateGrad``, once ``.grad`` holds the sum. Gradients are handed on as the tensors they
+  are, as autodiag's engine hands them under ``create_graph`` (an analysis reads their values
+  through ``inspect.values``: a view of a CPU tensor's memory, made only if it looks).
+* ``on_optimizer_step(optimizer)``: the global optimizer step post hook
+  (``torch.optim.optimizer.register_optimizer_step_post_hook``): every optimizer, built in or
+  the script's own subclass.
+* ``events.MODULES``: the ``nn.Module`` calls in progress, from the global module forward hooks
+  (``register_module_forward_pre_hook``/``register_module_forward_hook(always_call=True)``), so
+  an analysis names a relu by its module path (``model.1``) as on autodiag's engine.
+
+Each is installed only when some tracer listens (``installed``); each steps aside while
+``torch.compile`` traces (a compiled region is one node at the line that called it).
+
+What a hook cannot see: nodes of graphs that C++ runs without the Python hooks (the backward of a
+compiled region runs as its one ``CompiledFunctionBackward`` node), and gradients that
+``torch.func`` transforms compute (no autograd nodes run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+
+import torch
+from torch.nn.modules import module as _module
+from torch.optim import optimizer as _optimizer
+
+from autodiag.engines.torch import seam
+from autodiag.trace import events
+
+_is_compiling = torch.compiler.is_compiling
+
+
+def _fire(listeners, node, grad_inputs, grad_outputs) -> None:
+    # PyTorch's hook names the node's view: grad_inputs are what it sends to its inputs,
+    # grad_outputs what it received; the tracer event takes them the other way round
+    if _is_compiling():
+        return
+    for t in listeners:
+        t.on_node_backward(node, grad_outputs, grad_inputs)
+
+
+def wanted_nodes(listeners: tuple) -> frozenset | None:
+    """The node class names ``listeners`` read (a tracer's ``torch_nodes``), None for all."""
+    names: set = set()
+    for t in listeners:
+        mine = getattr(type(t), "torch_nodes", None)
+        if mine is None:
+            return None
+        names |= mine
+    return frozenset(names)
+
+
+def hook_graph(roots, listeners: tuple, wanted: frozenset | None = None) -> list:
+    """Hook the nodes of the graph under ``roots`` (tensors) to report to ``listeners``: all
+    of them, or those whose class name is in ``wanted``; the handles, to remove when the
+    backward call ends. Iterative: a 1,000,000-node chain walks like a small graph."""
+    handles = []
+    seen = set()
+    todo = []
+    for r in roots:
+        e = seam.gradient_edge(r)
+        if e is not None:
+            todo.append(e[0])
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        # NOTE: the partial holds the node and the node holds the partial until the handle is
+        # removed (at the end of the call, whatever happens): no cycle outlives the call
+        if wanted is None or type(node).__name__ in wanted:
+            handles.append(node.register_hook(functools.partial(_fire, listeners, node)))
+        todo.extend([c for c, _ in node.next_functions if c is not None and c not in seen])
+    return handles
+
+
+def remove(handles: list) -> None:
+    for h in handles:
+        h.remove()
+    handles.clear()
+
+
+# NOTE [Optimizer internals]: the ops an optimizer's step() runs on its parameters (``p.add_``,
+# ``buf.mul_``, under no_grad) are not the script's: autodiag's engine does not report its
+# optimizers' arithmetic either, and an analysis would take ``p.add_`` for a use of ``p`` under
+# no_grad. While a step runs (``STEPPING``, from the global step pre and post hooks), ops with
+# grad disabled are not reported; a closure's forward and backward (LBFGS runs it under
+# enable_grad) still are. A step that raises skips the post hook: the count stays up, and no-grad
+# ops stay unreported until the run ends (the script has failed by then, as a rule).
+STEPPING = [0]
+
+
+def _optimizer_stepping(optimizer, args, kwargs) -> None:
+    if not _is_compiling():
+        STEPPING[0] += 1
+
+
+def _optimizer_stepped(listeners, optimizer, args, kwargs) -> None:
+    if _is_compiling():
+        return
+    STEPPING[0] = max(0, STEPPING[0] - 1)
+    events.REPORTED[2] += 1
+    for t in listeners:
+        t.on_optimizer_step(optimizer)
+
+
+def _module_entered(module, args) -> None:
+    if not _is_compiling():
+        events.MODULES.append(module)
+
+
+def _module_left(module, args, out) -> None:
+    if _is_compiling():
+        return
+    stack = events.MODULES
+    for i in range(len(stack) - 1, -1, -1):  # the innermost call of it (always_call: after a
+        if stack[i] is module:  # forward that raised too)
+            del stack[i:]
+            break
+
+
+@contextlib.contextmanager
+def installed(op_listeners: tuple, step_listeners: tuple):
+    """The global hooks for the ``with`` block: the optimizer step hook when ``step_listeners``
+    listen, the module hooks when ``op_listeners`` do (``observe.ready``)."""
+    handles = []
+    try:
+        with contextlib.ExitStack() as stack:
+            if step_listeners:
+                stepped = functools.partial(_optimizer_stepped, step_listeners)
+                handles.append(_optimizer.register_optimizer_step_pre_hook(_optimizer_stepping))
+                handles.append(_optimizer.register_optimizer_step_post_hook(stepped))
+            if op_listeners:
+                # torch.compile(module) warns about global module hooks: they are autodiag's,
+                # and only name modules (the compiled module's call is one more entry here)
+                stack.enter_context(warnings.catch_warnings())
+                warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when")
+                handles.append(_module.register_module_forward_pre_hook(_module_entered))
+                handles.append(_module.register_module_forward_hook(_module_left, always_call=True))
+            yield
+    finally:
+        remove(handles)
+        del events.MODULES[:]
+        STEPPING[0] = 0
