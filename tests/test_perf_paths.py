@@ -1,0 +1,65 @@
+"""Performance rewrites that must not change a single number or name (issue 22, issue 20)."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+from autodiag.ops import _erf
+from autodiag.ops._core import OPS, _parameter_names
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_erf_in_blocks_is_erf_elementwise(dtype):
+    # more than one block, a ragged last block, every interval of Cody's forms, NaN and ±inf
+    rng = np.random.default_rng(0)
+    n = 2 * _erf._BLOCK + 123
+    x = (rng.standard_normal(n) * 3).astype(dtype)
+    x[:6] = [0.0, np.nan, np.inf, -np.inf, 5.5, -4.5]
+    got = _erf.erf_array(x.reshape(n // 1, 1))
+    assert got.dtype == dtype and got.shape == (n, 1)
+    want = np.array([math.erf(v) if not math.isnan(v) else v for v in x.astype(np.float64)])
+    finite = ~np.isnan(want)
+    assert np.isnan(got.ravel()[~finite]).all()
+    # within 1 ulp of math.erf in float64, as erf_array promises; narrower dtypes round once
+    ulp = 1 if dtype == np.float64 else 0
+    np.testing.assert_array_max_ulp(got.ravel()[finite], want[finite].astype(dtype), ulp)
+    # one block at a time gives the same array as the whole
+    pieces = [_erf.erf_array(x[i : i + 1000]) for i in range(0, n, 1000)]
+    np.testing.assert_array_equal(got.ravel(), np.concatenate(pieces))
+
+
+def test_erf_0d_keeps_shape_and_dtype():
+    got = _erf.erf_array(np.array(0.5, dtype=np.float32))
+    assert got.shape == () and got.dtype == np.float32
+    assert got == np.float32(math.erf(0.5))
+
+
+def test_parameter_names_agree_with_inspect_for_every_op():
+    for name, info in OPS.items():
+        fn = inspect.unwrap(info.op)
+        try:
+            want = set(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            want = None
+        got = _parameter_names(fn)
+        assert (None if got is None else set(got)) == want, name
+
+
+def test_parameter_names_of_odd_callables():
+    def f(a, b=1, *rest, dim=None, **kw):
+        c = a  # a local is not a parameter
+        return c
+
+    assert _parameter_names(f) == ("a", "b", "dim", "rest", "kw")
+    assert "c" not in _parameter_names(f)
+    assert _parameter_names(print) is None or "dim" not in _parameter_names(print)
+
+    class Callable:
+        def __call__(self, x, dim=0):
+            return x
+
+    assert set(_parameter_names(Callable())) == {"x", "dim"}
