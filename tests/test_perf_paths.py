@@ -63,3 +63,44 @@ def test_parameter_names_of_odd_callables():
             return x
 
     assert set(_parameter_names(Callable())) == {"x", "dim"}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_grad_in_place_is_the_formula(dtype):
+    from autodiag.ops.pointwise import _gelu_grad_array
+
+    rng = np.random.default_rng(1)
+    x, g = (rng.standard_normal((2, 3000)).astype(dtype) for _ in range(2))
+    e = _erf.erf_array(x / np.sqrt(2).astype(dtype))
+    cdf = 0.5 * (1 + e)
+    pdf = np.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
+    want = g * (cdf + x * pdf)
+    got = _gelu_grad_array(g, x, e)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_in_place_is_the_formula(dtype):
+    from autodiag.ops.attention import _flash_backward, _safe_softmax_array
+
+    rng = np.random.default_rng(2)
+    q, k, v, g = (rng.standard_normal((2, 3, 5, 4)).astype(dtype) for _ in range(4))
+    bias = np.where(np.tril(np.ones((5, 5), dtype=bool)), 0, -np.inf).astype(dtype)
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * 0.5 + bias
+    m = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - m)
+    p = e / e.sum(axis=-1, keepdims=True)
+    np.testing.assert_array_equal(_safe_softmax_array(s, 3), p)
+    gp = np.matmul(g, np.swapaxes(v, -1, -2))
+    gs = p * (gp - (gp * p).sum(axis=-1, keepdims=True))
+    want = (np.matmul(gs, k) * 0.5, np.matmul(np.swapaxes(gs, -1, -2), q) * 0.5)
+    got = _flash_backward(g, q, k, v, 0.5, bias)
+    for a, b in zip(got, want):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b)
+    # a dead row (every key masked) has zero weights, as before
+    dead = s.copy()
+    dead[0, 0, 0] = -np.inf
+    out = _safe_softmax_array(dead, 3)
+    assert (out[0, 0, 0] == 0).all() and np.array_equal(out[1], p[1])
