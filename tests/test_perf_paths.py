@@ -104,3 +104,15 @@ def test_attention_in_place_is_the_formula(dtype):
     dead[0, 0, 0] = -np.inf
     out = _safe_softmax_array(dead, 3)
     assert (out[0, 0, 0] == 0).all() and np.array_equal(out[1], p[1])
+
+
+def test_gelu_0d_keeps_the_formula():
+    import autodiag
+
+    x = autodiag.tensor(0.7, dtype=autodiag.float64, requires_grad=True)
+    y = autodiag.nn.functional.gelu(x)
+    y.backward()
+    cdf = 0.5 * (1 + math.erf(0.7 / math.sqrt(2)))
+    assert tuple(y.shape) == () and math.isclose(y.item(), 0.7 * cdf, rel_tol=1e-15)
+    pdf = math.exp(-0.5 * 0.7 * 0.7) / math.sqrt(2 * math.pi)
+    assert math.isclose(x.grad.item(), cdf + 0.7 * pdf, rel_tol=1e-15)

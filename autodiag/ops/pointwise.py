@@ -510,9 +510,10 @@ def _gelu_forward(a, approximate):
 
 
 def _same_arrays(*arrays) -> bool:
-    """All plain ndarrays of one dtype (so in-place arithmetic keeps every result's dtype)."""
+    """All plain ndarrays of one dtype, none 0-d (so in-place arithmetic keeps every result's
+    dtype, and numpy's arithmetic on them gives arrays, not scalars)."""
     dt = arrays[0].dtype
-    return all(a.__class__ is np.ndarray and a.dtype == dt for a in arrays)
+    return all(a.__class__ is np.ndarray and a.dtype == dt and a.ndim for a in arrays)
 
 
 def _gelu_grad_array(g, x, e):
