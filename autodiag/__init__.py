@@ -54,7 +54,13 @@ from autodiag.dtypes import (
     uint8,
 )
 from autodiag.ops import torch_namespace as _torch_namespace  # noqa: E402
-from autodiag.ops.factories import get_rng_state, manual_seed, seed, set_rng_state  # noqa: E402
+from autodiag.random import (  # noqa: E402
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
 
 # Every op registered as PyTorch's ``torch.<name>`` (``register(home="torch")`` in ops/_core.py):
 # the registration is the one place that declares an op's public name.
@@ -78,6 +84,7 @@ from autodiag.compat import (
 )
 from autodiag.generator import Generator, default_generator  # noqa: E402
 from autodiag import amp  # noqa: E402
+from autodiag import onnx  # noqa: E402 - importable; export refused
 from autodiag.amp import autocast  # noqa: E402
 
 is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731

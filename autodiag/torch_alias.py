@@ -82,6 +82,9 @@ TORCH_MODULES = {
     "torch.distributions.utils": "autodiag.distributions.utils",
     "torch.amp": "autodiag.amp",
     "torch.cuda.amp": "autodiag.cuda_amp",
+    "torch.backends.mha": "autodiag.backends.mha",
+    "torch.onnx": "autodiag.onnx",
+    "torch.nn.modules.transformer": "autodiag.nn.modules.transformer",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

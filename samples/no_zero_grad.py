@@ -13,7 +13,7 @@ import autodiag.nn as nn
 
 torch.manual_seed(0)
 model = nn.Linear(3, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
+opt = torch.optim.SGD(model.parameters(), lr=0.03)
 x = torch.randn(32, 3)
 y = x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.3
 

@@ -97,7 +97,8 @@ def test_check_junit_warnings_pass_errors_fail(tmp_path):
     r = cli("check", sample("train.py"), "--junit-xml", str(out))
     assert r.exit_code == 0  # dead_relu warnings only: the JUnit report agrees with the exit
     suite, cases = junit(out)
-    assert suite.get("failures") == "0" and len(cases) == 2
+    # one dead_relu warning (model.3) from PyTorch's initial weights under manual_seed(0)
+    assert suite.get("failures") == "0" and len(cases) == 1
     assert all(c.get("name").endswith("(warning)") for c in cases)
     r = cli("check", sample("no_zero_grad.py"), "--junit-xml", str(out))
     assert r.exit_code == 1

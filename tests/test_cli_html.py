@@ -264,6 +264,27 @@ def test_nodes_made_in_a_module_carry_its_path():
     assert set(by_module[None]) == {"NllLossBackward0", "LogSoftmaxBackward0", "AccumulateGrad"}
 
 
+def test_one_line_running_several_modules_names_each_nodes_own_module(script):
+    # a Sequential runs its Linears from one source line: the nodes each Linear made without
+    # reporting them (addmm, the transposes, the input's view) take that Linear's path, not
+    # the first Linear's (they did, via the shared Stack)
+    path = script(
+        "import autodiag as torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4))\n"
+        "y = m(m(torch.ones(2, 3, 4)))\n"
+        "y.sum().backward()\n"
+    )
+    doc = json.loads(cli("graph", path, "-f", "json").stdout)
+    by_module: dict = {}
+    for n in doc["nodes"]:
+        by_module.setdefault(n.get("module"), []).append(n["name"])
+    per_call = ["AddmmBackward0", "TBackward0", "ViewBackward0", "ViewBackward0"]
+    # the first call's input (ones) needs no grad: its view made no node
+    assert sorted(by_module["m.0 (Linear)"]) == sorted(per_call * 2)[:-1]
+    assert sorted(by_module["m.2 (Linear)"]) == sorted(per_call * 2)
+    assert by_module["m.1 (Tanh)"] == ["TanhBackward0"] * 2
+
+
 def test_module_without_a_variable_is_named_by_its_class(script):
     path = script(
         "import autodiag as torch\n"
@@ -277,8 +298,30 @@ def test_module_without_a_variable_is_named_by_its_class(script):
     assert modules == {"Sequential.0 (Linear)", "Sequential.1 (Tanh)"}
 
 
+# two ReLU layers with units that never fire, whatever the random initial weights are
+TWO_DEAD_LAYERS = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+with torch.no_grad():
+    model[0].bias[:2] = -100.0
+    model[2].bias[:3] = -100.0
+x, y = torch.randn(64, 2), torch.randint(0, 3, (64,))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(5):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
 def test_check_page_marks_each_dead_relu_on_its_own_module(tmp_path):
-    data, _, r = check_page(os.path.join(ROOT, "samples", "train.py"), tmp_path)
+    script = tmp_path / "two_dead.py"
+    script.write_text(TWO_DEAD_LAYERS)
+    data, _, r = check_page(str(script), tmp_path)
     assert r.exit_code == 0
     (g,) = data["graphs"]
     nodes = {n["id"]: n for n in g["nodes"]}

@@ -327,9 +327,11 @@ def test_clean_samples_have_no_false_positive(name):
     code, doc = check_json(os.path.join(SAMPLES, name))
     kinds = [f["kind"] for f in doc["findings"]]
     if name == "train.py":
-        # train.py's ReLUs really have dead units: the only findings, warnings (exit 0)
-        assert code == 0 and kinds == ["dead_relu", "dead_relu"]
-        assert [f["units"] for f in doc["findings"]] == _dead_units_of_train_sample()
+        # train.py's ReLUs really have dead units: the only findings, warnings (exit 0), one
+        # per layer that has any
+        expected = [units for units in _dead_units_of_train_sample() if units]
+        assert expected and code == 0 and kinds == ["dead_relu"] * len(expected)
+        assert [f["units"] for f in doc["findings"]] == expected
     elif name == "quickstart.py":
         # its in-place demo (a caught RuntimeError) is the in-place detector's true finding
         assert code == 1 and kinds == ["inplace_saved_tensor"]
@@ -496,7 +498,7 @@ TOO_HIGH = {
     # the next gradient is exactly 0: the ReLU unit died
     "relu_killed": """\
     import autodiag as torch
-    torch.manual_seed(0)
+    torch.manual_seed(1)  # PyTorch's stream: seed 0's weights do not overshoot into dead
     x = torch.randn(64, 4)
     y = x.sum(1, keepdim=True)
     lin = torch.nn.Linear(4, 1)

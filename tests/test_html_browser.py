@@ -225,8 +225,11 @@ def test_gradient_flow_plot_hover_shows_values(browser, tmp_path, monkeypatch):
     # one line per parameter on each chart, the dead ReLUs marked in the legend
     assert browser.run("return document.querySelectorAll('figure svg path.line').length") == 12
     legend = browser.text(".flow-legend")
-    assert "model.1 (ReLU)\ndead_relu: 1 of 32 units" in legend
-    assert "model.3 (ReLU)\ndead_relu: 6 of 32 units" in legend
+    doc = json.loads(cli("check", os.path.join("samples", "train.py"), "-f", "json", "-q").stdout)
+    dead = [f for f in doc["findings"] if f["kind"] == "dead_relu"]
+    assert dead  # train.py's initial weights leave dead units (PyTorch's, under manual_seed(0))
+    for f in dead:
+        assert f"{f['module']} (ReLU)\ndead_relu: {len(f['units'])} of 32 units" in legend
     # hovering the middle of the norm chart: the step and each parameter's value there
     tip = browser.run(
         "var s = document.querySelector('figure[data-key=norm] svg');"
@@ -238,7 +241,6 @@ def test_gradient_flow_plot_hover_shows_values(browser, tmp_path, monkeypatch):
     )
     step = re.match(r"optimizer step (\d+) · gradient norm", tip[1])
     assert tip[0] is False and step and 70 <= int(step[1]) <= 80, tip
-    doc = json.loads(cli("check", os.path.join("samples", "train.py"), "-f", "json", "-q").stdout)
     w = doc["grad_flow"]["parameters"][0]
     assert w["name"] == "model.0.weight"
     shown = f"model.0.weight  {w['norm'][w['x'].index(int(step[1]))]:.3g}"
@@ -271,3 +273,106 @@ def test_check_page_includes_the_gradient_flow(browser, tmp_path):
     assert errors(browser) == []
     assert browser.run("return document.querySelectorAll('section.flow path.line').length") == 12
     assert browser.run("return document.querySelectorAll('section.graph g.node').length") > 0
+
+
+REPEATS_SHOT = os.path.join(ROOT, "tests", "screenshots", "repeats-html.png")
+DEEP_MLP = """\
+import autodiag as torch
+import autodiag.nn as nn
+torch.manual_seed(0)
+layers = []
+for _ in range(420):
+    layers += [nn.Linear(8, 8), nn.ReLU()]
+model = nn.Sequential(*layers, nn.Linear(8, 1))
+loss = model(torch.randn(4, 8)).pow(2).mean()
+loss.backward()
+"""
+
+
+def test_a_graph_beyond_the_limit_opens_folded_and_a_block_expands(
+    browser, tmp_path, script, monkeypatch
+):
+    path = script(DEEP_MLP, "deep_mlp.py")
+    monkeypatch.chdir(os.path.dirname(path))  # the page names the target as given
+    url = write_page(tmp_path, "deep_mlp.py")
+    browser.open(url)
+    assert errors(browser) == []
+    note = browser.text(".note")
+    assert re.fullmatch(
+        r"2,\d{3} nodes: \d+ repeated blocks of 5 folded; click a block to expand", note
+    )
+    shown = browser.run(
+        "return Array.from(document.querySelectorAll('.canvas svg')).filter(function (s) {"
+        "  return s.style.display !== 'none'; }).map(function (s) {"
+        "  return [s.dataset.role, s.querySelectorAll('g.node').length]; })"
+    )
+    assert shown[0][0] == "repeats" and len(shown) == 1 and shown[0][1] < 20
+    assert "on" in browser.run("return document.querySelector('header .repeats').className")
+    shot = os.path.join(artifacts(), "repeats-html.png")
+    browser.click("g.node.repeat")  # the run's box: its panel, then the screenshot of it folded
+    text = browser.text("section.graph .details")
+    assert re.search(r"repeats\n\d+ blocks of 5 nodes \(2 ranks each\)", text), text
+    role = browser.run(
+        "return Array.from(document.querySelectorAll('.canvas svg')).filter(function (s) {"
+        "  return s.style.display !== 'none'; }).map(function (s) { return s.dataset.role; })"
+    )
+    assert role == ["expand"]  # the click expanded the block
+    assert (
+        browser.run(
+            "return document.querySelector('.canvas svg[data-role=\"expand\"]')"
+            ".querySelectorAll('g.node').length"
+        )
+        > 100
+    )
+    browser.click("section.graph .details a.back")  # fold it back
+    assert (
+        browser.run(
+            "return document.querySelector('.canvas svg[data-role=\"repeats\"]').style.display"
+        )
+        == ""
+    )
+    # search finds a node inside the folded run and expands it: a drawn block's weight...
+    browser.type("header .search", "model.4.weight")
+    assert browser.text("header .matches") == "1 match"
+    assert (
+        browser.run(
+            "return document.querySelectorAll("
+            "'.canvas svg[data-role=\"repeats\"] g.node.repeat.match').length"
+        )
+        == 1
+    )
+    browser.type("header .search", "\ue007")
+    assert browser.text("section.graph .details h3") == "model.4.weight"
+    sel = browser.run(
+        "var s = document.querySelector('g.node.selected');"
+        "return [s.closest('svg').dataset.role, s.textContent]"
+    )
+    assert sel[0] == "expand" and "model.4.weight" in sel[1]
+    # ... and one of a block past the drawn ones: its details, and where it is
+    browser.run(
+        "var box = document.querySelector('header .search'); box.value = '';"
+        "box.dispatchEvent(new Event('input')); return 1"
+    )
+    browser.type("header .search", "model.800.weight\ue007")
+    text = browser.text("section.graph .details")
+    assert text.startswith("model.800.weight") and "not drawn" in text and "block " in text
+    assert "leaf\nmodel.800.weight [8, 8] float32" in text
+    assert errors(browser) == []
+    # the screenshot: the graph folded, the run's box selected
+    browser.run(
+        "var box = document.querySelector('header .search'); box.value = '';"
+        "box.dispatchEvent(new Event('input')); box.blur(); return 1"
+    )
+    browser.click("header .repeats")  # the full picture (its first 2,000 nodes)...
+    browser.click("header .repeats")  # ... and back to the folded one
+    assert (
+        browser.run(
+            "return document.querySelector('.canvas svg[data-role=\"repeats\"]').style.display"
+        )
+        == ""
+    )
+    browser.screenshot(shot)
+    print(f"screenshot: {shot}")
+    assert os.path.getsize(shot) > 10_000
+    if os.environ.get("AUTODIAG_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(shot, REPEATS_SHOT)

@@ -28,6 +28,7 @@ LAYERS = [
             "autodiag._device",
             "autodiag._look",
             "autodiag._interrupts",
+            "autodiag._warnings",
             "autodiag.dtypes",
             "autodiag.size",
             "autodiag.printing",
@@ -38,12 +39,22 @@ LAYERS = [
             "autodiag.backends.*",
             "autodiag.amp",
             "autodiag.cuda_amp",
+            "autodiag.onnx",
         ],
     ),
     # the engine core and the event API the engine reports through
     ("core", ["autodiag.core", "autodiag.core.*", "autodiag.trace", "autodiag.trace.events"]),
     ("tensor", ["autodiag.tensor"]),
-    ("ops", ["autodiag.ops", "autodiag.ops.*", "autodiag.compat", "autodiag.generator"]),
+    (
+        "ops",
+        [
+            "autodiag.ops",
+            "autodiag.ops.*",
+            "autodiag.compat",
+            "autodiag.generator",
+            "autodiag.random",
+        ],
+    ),
     ("autograd", ["autodiag.autograd", "autodiag.autograd.*"]),
     # the inspection seam: what analyses may read of nodes and tensors
     ("inspect", ["autodiag.inspect"]),

@@ -84,7 +84,11 @@ def test_ranks_are_longest_paths_from_the_sources():
     r = layout([(50, 20)] * 4, [(0, 1), (1, 2), (2, 3), (0, 3)])
     assert r.ranks == [0, 1, 2, 3]
     long = r.edges[3]
-    assert len(long.points) == 4  # its two ends and one point per rank it passes (2 and 1)
+    # its two ends and two points per rank it passes (2 and 1): it crosses each band vertically
+    # (NOTE [Edges never pass through a box])
+    assert len(long.points) == 6
+    (_, _), (x2, y2), (x2b, _), (x1, _), (x1b, _), (_, _) = long.points
+    assert x2 == x2b and x1 == x1b and y2 > long.points[-1][1]
     assert r.direct == 0
 
 
@@ -204,3 +208,57 @@ def test_a_long_chain_needs_no_recursion():
         sys.setrecursionlimit(old)
     r = out["r"]
     assert r.ranks == list(range(n)) and r.crossings == 0
+
+
+def assert_no_edge_through_a_box(result) -> int:
+    """Every edge, segment by segment: the rectangle two consecutive points span (the drawn
+    curve stays inside it) meets no box's interior. Returns how many segments were checked."""
+    import numpy as np
+
+    b = np.array(
+        [(x.x - x.w / 2, x.x + x.w / 2, x.y - x.h / 2, x.y + x.h / 2) for x in result.boxes]
+    )
+    eps = 0.3  # rounding to 0.1 px; an end lies on its box's side
+    checked = 0
+    for e in result.edges:
+        for (x0, y0), (x1, y1) in zip(e.points, e.points[1:]):
+            hit = (
+                (np.minimum(x0, x1) < b[:, 1] - eps)
+                & (np.maximum(x0, x1) > b[:, 0] + eps)
+                & (np.minimum(y0, y1) < b[:, 3] - eps)
+                & (np.maximum(y0, y1) > b[:, 2] + eps)
+            )
+            assert not hit.any(), (e, [result.boxes[i] for i in np.flatnonzero(hit)])
+            checked += 1
+        # ends on their boxes' sides; the path inside the picture
+        assert all(0 <= x <= result.width and 0 <= y <= result.height for x, y in e.points)
+    return checked
+
+
+@pytest.mark.parametrize("direction", ["TB", "LR"])
+@pytest.mark.parametrize("budget", [0, 60, None])
+def test_no_edge_passes_through_a_box(direction, budget):
+    # a random DAG with far-reaching second inputs, and an RNN whose weight feeds every step:
+    # over a small budget most long edges have no dummies, and go round the boxes in lanes
+    sizes, edges = random_dag(250, 7, extra=0.5)
+    r = layout(sizes, edges, direction, dummy_budget=budget)
+    assert budget is None or r.direct > 20
+    assert assert_no_edge_through_a_box(r) > len(edges)
+    n = 60
+    rnn = [(i, i + 1) for i in range(n - 1)] + [(i, n) for i in range(n)] + [(0, n + 1)]
+    r = layout([(90, 40)] * n + [(120, 24), (60, 40)], rnn, direction, dummy_budget=budget)
+    assert budget is None or r.direct > 0
+    assert_no_edge_through_a_box(r)
+
+
+def test_long_edges_of_one_input_share_a_lane_and_lanes_are_reused():
+    # node 9 feeds 0..6 (one bus), node 10 feeds 0 and node 11 (below 10) feeds 8 only
+    edges = [(i, i + 1) for i in range(9)] + [(i, 9) for i in range(7)]
+    r = layout([(40, 20)] * 10, edges, dummy_budget=0)
+    lanes = {max(x for x, _ in e.points) for e in r.edges if len(e.points) > 4}
+    assert r.direct == 7 and len(lanes) == 1  # every long edge of node 9 up the same lane
+    assert min(lanes) > max(b.x + b.w / 2 for b in r.boxes)
+    ranks = list(range(10))
+    apart, meet = [(0, 5), (6, 9)], [(0, 5), (3, 9)]  # ranks 0..5 and 6..9; 0..5 and 3..9
+    assert lay._lanes(apart, [None] * 2, apart, ranks) == {5: 0, 9: 0}
+    assert lay._lanes(meet, [None] * 2, meet, ranks) == {5: 0, 9: 1}

@@ -1285,6 +1285,49 @@ CNN_CASES = [
             (I((2, 3, 4)),),
             ("dropout1d",),
         ),
+        # 3-d, adaptive max and instance norm (tests/test_layers2_torch.py has the wider table)
+        (
+            "conv3d",
+            lambda T, x, w, b: F(T).conv3d(x, w, b, stride=(1, 2, 1), padding=1, groups=2),
+            (I((2, 4, 3, 5, 4)), I((4, 2, 2, 3, 2)), I((4,))),
+            ("conv3d",),
+        ),
+        (
+            "conv_transpose3d",
+            lambda T, x, w: F(T).conv_transpose3d(x, w, stride=2, output_padding=1),
+            (I((1, 2, 2, 3, 2)), I((2, 3, 2, 2, 3))),
+            ("conv_transpose3d",),
+        ),
+        (
+            "max_pool3d",
+            lambda T, x: F(T).max_pool3d(x, 2, (1, 2, 2), 1, ceil_mode=True),
+            (I((2, 2, 4, 5, 4)),),
+            ("max_pool3d",),
+        ),
+        (
+            "avg_pool3d",
+            lambda T, x: F(T).avg_pool3d(x, 3, 2, 1, count_include_pad=False),
+            (I((2, 2, 4, 5, 4)),),
+            ("avg_pool3d",),
+        ),
+        (
+            "adaptive_max_pool2d",
+            lambda T, x: F(T).adaptive_max_pool2d(x, (3, 4)),
+            (I((2, 3, 7, 6)),),
+            ("adaptive_max_pool2d",),
+        ),
+        (
+            "adaptive_max_pool1d",
+            lambda T, x: T.adaptive_max_pool1d(x, 4)[0],
+            (I((2, 3, 7)),),
+            ("adaptive_max_pool1d",),
+        ),
+        (
+            "instance_norm",
+            lambda T, x, w, b: F(T).instance_norm(x, weight=w, bias=b),
+            (I((2, 3, 4)), I((3,)), I((3,))),
+            ("instance_norm",),
+        ),
     ]
 ]
 
@@ -1603,8 +1646,7 @@ VALUE_CASES += [
 ]
 
 # Registered names that create tensors or are not ops on data: no grad_fn to compare.
-# (multinomial and bernoulli draw random numbers: tests/test_attention_torch.py compares
-# their distributions)
+# (the random ones draw PyTorch's numbers: tests/test_rng_torch.py compares them)
 NON_DIFFERENTIABLE = {
     "multinomial",
     "bernoulli",
@@ -1629,6 +1671,7 @@ NON_DIFFERENTIABLE = {
     "tensor",
     "zeros",
     "zeros_like",
+    "randint_like",
 }
 
 

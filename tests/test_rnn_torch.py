@@ -598,18 +598,7 @@ def test_pad_sequence_of_a_tensor_and_errors():
         assert _error(lambda: ad.nn.utils.rnn.pad_sequence(*a_args, **kw)) == expected
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda rnn: rnn.pack_padded_sequence(ad.zeros(3, 2, 1), [3, 2]),
-        lambda rnn: rnn.pack_sequence([ad.zeros(3, 1)]),
-        lambda rnn: rnn.pad_packed_sequence(None),
-        lambda rnn: rnn.PackedSequence(ad.zeros(3), ad.tensor([2, 1])),
-    ],
-)
-def test_packing_raises_not_implemented_naming_it(call):
-    with pytest.raises(NotImplementedError, match=r"torch\.nn\.utils\.rnn\.\w+: packed sequences"):
-        call(ad.nn.utils.rnn)
+# Packed sequences (pack_padded_sequence & co. through the layers): tests/test_packed_torch.py
 
 
 def test_recurrent_layers_under_the_torch_alias():

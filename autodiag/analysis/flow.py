@@ -104,8 +104,10 @@ class Flow:
         self.stride *= 2
 
     def to_json(self) -> dict:
-        """The series as ``"grad_flow"`` holds it (numbers to 4 significant digits)."""
-        return {
+        """The series as ``"grad_flow"`` holds it (numbers to 4 significant digits).
+        ``norm_min``/``norm_max`` only when a point stands for several steps (at stride 1 they
+        would repeat ``norm``)."""
+        out = {
             "steps": self.n,
             "stride": self.stride,
             "first": _short(self.first),
@@ -115,10 +117,12 @@ class Flow:
             "first_nonfinite": self.nonfinite_at,
             "x": list(self.x),
             "norm": [_short(v) for v in self.norm],
-            "norm_min": [_short(v) for v in self.lo],
-            "norm_max": [_short(v) for v in self.hi],
             "update_ratio": [_short(v) for v in self.ratio],
         }
+        if self.stride > 1:
+            out["norm_min"] = [_short(v) for v in self.lo]
+            out["norm_max"] = [_short(v) for v in self.hi]
+        return out
 
 
 def _min_known(a, b):

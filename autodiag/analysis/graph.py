@@ -74,24 +74,31 @@ class GraphSnapshot:
 
     def add_modules(self, index: dict, modules) -> None:
         """Record the module each captured node was made in (``modules``: node -> entry, for
-        the nodes ops reported). The other nodes an op made (``linear``'s ``TBackward0``) share
-        its Stack and take its entry: the snapshot holds every Stack it names, so their ids
-        are unique here."""
+        the nodes ops reported). The other nodes an op made (``linear``'s ``AddmmBackward0``
+        and ``TBackward0``) were not reported: they are reached from the reported node it
+        returned through ``next`` edges without leaving its Stack, and take its entry. (One
+        source line can run several modules — ``nn.Sequential`` — so a Stack alone does not
+        name the module.)"""
         if not modules:
             return
-        by_stack: dict = {}
+        refs, sites, nexts = self.module_refs, self.sites, self.next
+        reported = []
         for node, k in index.items():
             m = modules.get(node)
             if m is not None:
-                self.module_refs[k] = m
-                if self.sites[k] is not None:
-                    by_stack[id(self.sites[k])] = m
-        if by_stack:
-            for k, st in enumerate(self.sites):
-                if st is not None and k not in self.module_refs:
-                    m = by_stack.get(id(st))
-                    if m is not None:
-                        self.module_refs[k] = m
+                refs[k] = m
+                if sites[k] is not None:
+                    reported.append(k)
+        for k in sorted(reported):  # breadth-first order: an op's output before its inputs
+            entry, site = refs[k], sites[k]
+            todo = [k]
+            while todo:
+                for edge in nexts[todo.pop()]:
+                    if edge is not None:
+                        j = edge[0]
+                        if j not in refs and sites[j] is site:
+                            refs[j] = entry
+                            todo.append(j)
 
     @classmethod
     def _capture(cls, root_nodes, call, kind, values, index_out) -> GraphSnapshot:

@@ -97,10 +97,12 @@ class _RetainCall:
 class LeakFinder(Tracer):
     """Finds graphs kept alive across steps; ``findings()`` after the run."""
 
+    step_type = _Step  # what records a step's nodes (another engine's finder has its own)
+
     def __init__(self, grow_steps: int = 3):
         self.grow_steps = grow_steps
         self.mode: str | None = None  # "marker", "optimizer" or "backward"
-        self._steps: list[_Step] = [_Step(1)]  # steps with live nodes, and the current one
+        self._steps: list[_Step] = [self.step_type(1)]  # steps with live nodes, and the current
         self._hi = -1  # highest sequence number recorded
         self._optimizer = None  # weakref to the optimizer whose step() ends a step
         self._bw_depth = 0
@@ -209,7 +211,7 @@ class LeakFinder(Tracer):
         nodes = total = 0
         for s in steps[:-1]:
             if s.alive and s.measured_at != s.alive:
-                s.bytes = _bytes_of(s.refs)
+                s.bytes = self._bytes_of_step(s)
                 s.measured_at = s.alive
             nodes += s.alive
             total += s.bytes if s.alive else 0
@@ -222,7 +224,7 @@ class LeakFinder(Tracer):
         for s in self._steps:
             if len(s.refs) > 2 * s.alive + 64:  # drop dead refs now and then
                 s.refs = [r for r in s.refs if r() is not None]
-        self._steps.append(_Step(current + 1))
+        self._steps.append(self.step_type(current + 1))
         if len(self._ran) > 4096:
             self._ran = {k: v for k, v in self._ran.items() if v[0]() is not None}
 
@@ -238,6 +240,9 @@ class LeakFinder(Tracer):
             self._investigate(current, growing=False)
         if self._growth == 0 and self._flat:
             self._leak_open = False  # growth stopped; a new growth is investigated again
+
+    def _bytes_of_step(self, s: _Step) -> int:
+        return _bytes_of(s.refs)
 
     def _investigate(self, step: int, growing: bool) -> None:
         """Find who holds the retained graph (while the script's frames still run). Never

@@ -8,6 +8,6 @@ False
 
 from __future__ import annotations
 
-from autodiag.backends import cudnn, mps
+from autodiag.backends import cudnn, mha, mps
 
-__all__ = ["cudnn", "mps"]
+__all__ = ["cudnn", "mps", "mha"]

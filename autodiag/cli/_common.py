@@ -131,7 +131,8 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="autodiag: run the target on autodiag's engine, with `import torch` "
-        "resolving to it. torch: run it on real PyTorch, observed (graph and inplace so far).",
+        "resolving to it. torch: run it on real PyTorch, observed (graph, inplace, anomaly "
+        "and leaks so far).",
     ),
 ]
 
@@ -260,7 +261,8 @@ def _check_torch_engine(command: str, expr: str | None) -> None:
     yet, and a missing PyTorch, with exit 2 — never a silent pass on the wrong engine."""
     from autodiag.engines import torch as torch_engine
 
-    ready = " and ".join(torch_engine.COMMANDS)
+    *others, last = torch_engine.COMMANDS
+    ready = f"{', '.join(others)} and {last}" if others else last
     if command not in torch_engine.COMMANDS:
         raise BadInvocation(
             f"`{command} --engine torch` is not available yet; {ready} are",

@@ -34,7 +34,11 @@ def anomaly(
 
     t = cmd.make_target()
     cmd.start()
-    finder = AnomalyFinder(keep_going=keep_going)
+    if t.engine == "torch":  # the same analysis, fed by the PyTorch observer
+        from autodiag.analysis.torch_anomaly import TorchAnomalyFinder as Finder
+    else:
+        Finder = AnomalyFinder
+    finder = Finder(keep_going=keep_going)
     result = cmd.run_target(t, [finder])
     findings = finder.findings(names_by_id(*result.scopes))
     # the target's failure is probably a consequence: shown, but the findings rule

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from autodiag.cli._common import Command, Spec, lazy
-from autodiag.report.outcome import Outcome, json_envelope
+from autodiag.report.outcome import Outcome
 from autodiag.report.output import envelope, write_atomic
 from autodiag.target.errors import BadInvocation
 
@@ -162,7 +162,7 @@ COMMAND = Spec(
     check,
     {
         "text": lazy("autodiag.report.check", "text_report"),
-        "json": json_envelope,
+        "json": lazy("autodiag.report.check", "json_report"),
         "html": lazy("autodiag.report.html", "check_report"),
     },
     format_help="text, json, or html (the graph with its findings marked).",

@@ -30,7 +30,11 @@ def leaks(
 
     t = cmd.make_target()
     cmd.start()
-    finder = LeakFinder(grow_steps=grow_steps)
+    if t.engine == "torch":  # the same analysis, fed by the PyTorch observer
+        from autodiag.analysis.torch_leaks import TorchLeakFinder as Finder
+    else:
+        Finder = LeakFinder
+    finder = Finder(grow_steps=grow_steps)
     result = cmd.run_target(t, [finder])
     findings = finder.findings()
     # a failed target's exit code (3) outranks the leaks found before it failed

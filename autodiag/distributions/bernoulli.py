@@ -12,7 +12,6 @@ from autodiag.distributions.utils import (
     lazy_property,
     logits_to_probs,
     probs_to_logits,
-    random_stream,
 )
 from autodiag.size import Size
 
@@ -87,13 +86,11 @@ class Bernoulli(Distribution):
         return self.probs * (1 - self.probs)
 
     def sample(self, sample_shape=_NO_SHAPE):
-        from autodiag.ops.factories import tensor
+        from autodiag.ops.sampling import bernoulli
 
         shape = tuple(self._extended_shape(sample_shape))
-        with grad_mode.no_grad():
-            p = self.probs.expand(shape).numpy()
-        draws = (random_stream().random(shape) < p).astype(p.dtype)
-        return tensor(draws, dtype=self.probs.dtype)
+        with grad_mode.no_grad():  # PyTorch's draw: torch.bernoulli(probs.expand(shape))
+            return bernoulli(self.probs.expand(shape))
 
     def log_prob(self, value):
         from autodiag.nn import functional as F

@@ -10,7 +10,6 @@ from autodiag.distributions.utils import (
     lazy_property,
     logits_to_probs,
     probs_to_logits,
-    random_stream,
 )
 from autodiag.size import Size
 
@@ -117,14 +116,15 @@ class Categorical(Distribution):
         return self.mean
 
     def sample(self, sample_shape=_NO_SHAPE):
-        from autodiag.ops.factories import tensor
+        from autodiag.ops.sampling import multinomial
 
         if not isinstance(sample_shape, Size):
             sample_shape = Size(sample_shape)
-        probs_2d = self.probs.detach().numpy().reshape(-1, self._num_events)
+        probs_2d = self.probs.detach().reshape(-1, self._num_events)
         n = int(np.prod(tuple(sample_shape), dtype=np.int64))
-        draws = draw_categories(probs_2d, n, random_stream()).T
-        return tensor(draws.reshape(tuple(self._extended_shape(sample_shape))))
+        # PyTorch's draw: torch.multinomial(probs_2d, n, True).T
+        draws = multinomial(probs_2d, n, True).T
+        return draws.reshape(tuple(self._extended_shape(sample_shape)))
 
     def log_prob(self, value):
         if self._validate_args:

@@ -2,10 +2,10 @@
 ``sample``/``rsample`` split).
 
 NOTE [Sampling streams]: samples come from the engine's global random stream, the one
-``torch.manual_seed`` seeds. It is reproducible but is not PyTorch's stream (numpy's PCG64, not
-PyTorch's Mersenne Twister), so ``torch.manual_seed(0); Normal(0, 1).sample((3,))`` gives other
-numbers than PyTorch; tests compare distributions statistically and everything that is a
-function of the sample (log_prob, entropy, KL, gradients) exactly.
+``torch.manual_seed`` seeds: PyTorch's CPU stream (ops/rng.py), drawn through the same ops
+PyTorch's distributions use (``normal_``, ``bernoulli``, ``multinomial``, ``rand``), so
+``torch.manual_seed(0); Normal(0, 1).sample((3,))`` gives PyTorch's numbers
+(tests/test_rng_torch.py).
 """
 
 from __future__ import annotations

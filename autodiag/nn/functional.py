@@ -27,6 +27,8 @@ from autodiag.ops.conv import (  # noqa: F401
     fold,
     unfold,
 )
+from autodiag.ops.conv3d import conv3d, conv_transpose3d  # noqa: F401
+from autodiag.ops.instance_norm import functional_instance_norm as instance_norm  # noqa: F401
 from autodiag.ops.losses import (  # noqa: F401
     binary_cross_entropy,
     cosine_embedding_loss,
@@ -57,6 +59,8 @@ from autodiag.ops.pooling import (  # noqa: F401
     max_pool1d,
     max_pool2d,
 )
+from autodiag.ops.pooling_nd import adaptive_max_pool1d as _adaptive_max_pool1d
+from autodiag.ops.pooling_nd import adaptive_max_pool2d, avg_pool3d, max_pool3d  # noqa: F401
 from autodiag.ops.reduction import log_softmax as _log_softmax
 from autodiag.ops.reduction import softmax as _softmax
 
@@ -92,3 +96,10 @@ def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim())
     return _log_softmax(input, dim, dtype=dtype)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices: bool = False):
+    """The maximum over ``output_size`` windows that tile each ``(N, C, L)`` row; the indices
+    too with ``return_indices`` (``torch.adaptive_max_pool1d`` always returns both)."""
+    out, indices = _adaptive_max_pool1d(input, output_size)
+    return (out, indices) if return_indices else out

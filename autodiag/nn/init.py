@@ -1,7 +1,8 @@
 """Parameter initialisation (``torch.nn.init``): in-place fills under no_grad.
 
-The formulas (gains, fans, bounds) are PyTorch's; the random numbers come from autodiag's
-generator (``manual_seed``), a different stream from PyTorch's, so tests copy weights across.
+The formulas (gains, fans, bounds) are PyTorch's, and so are the random numbers: the fills draw
+from PyTorch's stream (ops/rng.py), so ``torch.manual_seed(0); nn.Linear(4, 3)`` holds torch's
+weights.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "xavier_normal_",
     "kaiming_uniform_",
     "kaiming_normal_",
+    "trunc_normal_",
 ]
 
 
@@ -170,3 +172,73 @@ def kaiming_normal_(
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)
     return normal_(tensor, 0.0, gain / math.sqrt(fan), generator)
+
+
+def trunc_normal_(
+    tensor: Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    generator=None,
+) -> Tensor:
+    """Fill with N(mean, std**2) truncated to [a, b], drawn as torch 2.13 draws it: normals
+    redrawn where out of bounds when [a, b] holds more than 30% of the mass, else uniform
+    candidates on [a, b] accepted with probability pdf / peak (rejection sampling).
+
+    >>> import autodiag as torch
+    >>> w = torch.nn.init.trunc_normal_(torch.empty(3, 5), a=-0.5, b=0.5)
+    >>> bool(((w >= -0.5) & (w <= 0.5)).all())
+    True
+    """
+    from autodiag.ops.factories import empty_like
+    from autodiag.ops.pointwise import where
+
+    def norm_cdf(x: float) -> float:
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if (mean < a - 2 * std) or (mean > b + 2 * std):
+        warnings.warn(
+            "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+            "The distribution of values may be incorrect.",
+            stacklevel=2,
+        )
+    with no_grad():
+        p = norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std)
+        if p > 0.3:
+            # the bounds in the tensor's dtype, so the mask agrees with representable values
+            lo, hi = (tensor.new_tensor(v).item() for v in (a, b))
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                mask = (result < lo) | (result > hi)
+                if not mask.any():
+                    break
+                redraw = empty_like(result).normal_(mean, std, generator=generator)
+                result = where(mask, redraw, result)
+            if tensor is not result:
+                tensor.copy_(result)
+            return tensor
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+        candidates = empty_like(tensor)
+        accept_buf = empty_like(tensor)
+
+        def log_pdf_minus_peak(c):
+            return c.sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+
+        tensor.uniform_(a, b, generator=generator)
+        candidates.copy_(tensor)
+        log_pdf_minus_peak(candidates)
+        pending = accept_buf.uniform_(generator=generator).log_().gt(candidates)
+        if pending.any():
+            result = tensor
+            while True:
+                candidates.uniform_(a, b, generator=generator)
+                result = where(pending, candidates, result)
+                log_pdf_minus_peak(candidates)
+                accept = accept_buf.uniform_(generator=generator).log_().gt(candidates)
+                pending = where(pending, accept, pending)
+                if not pending.any():
+                    break
+            tensor.copy_(result)
+        return tensor

@@ -4,8 +4,10 @@ attaches the Tensor methods, their in-place twins and the operators."""
 from autodiag.ops import (  # noqa: F401
     attention,
     conv,
+    conv3d,
     factories,
     inplace,
+    instance_norm,
     linalg,
     losses,
     nn_ops,
@@ -13,6 +15,7 @@ from autodiag.ops import (  # noqa: F401
     operators,
     pointwise,
     pooling,
+    pooling_nd,
     recurrent,
     reduction,
     sampling,

@@ -586,7 +586,7 @@ def scaled_dot_product_attention(
     """``softmax(query @ key.T * scale + mask) @ value``, PyTorch's nodes on the CPU.
 
     ``attn_mask``: bool (True attends) or float (added); ``is_causal`` masks the future;
-    ``dropout_p`` drops attention weights with autodiag's generator.
+    ``dropout_p`` drops attention weights with PyTorch's draws (``dropout``, ops/rng.py).
 
     >>> import autodiag as torch
     >>> q = torch.ones(1, 1, 2, 4)

@@ -1,39 +1,72 @@
 """Tensor factories: tensor, as_tensor, from_numpy, zeros/ones/full/empty, eye, arange,
 linspace, random tensors and ``*_like``.
 
-Random numbers come from numpy's generator seeded by ``manual_seed``: reproducible, but not the
-same stream as PyTorch's (tests copy values across instead of relying on seeds).
+Random tensors draw from PyTorch's CPU stream (ops/rng.py): after ``manual_seed(s)``,
+``rand``/``randn``/``randint``/``randperm``/... give torch's numbers, bit for bit.
 """
 
 from __future__ import annotations
 
 import collections.abc
+import math
 import numbers
 
 import numpy as np
 
 from autodiag import _device, dtypes
-from autodiag.ops._core import register, wrap
+from autodiag.ops import rng
+from autodiag.ops._core import _state, register, wrap
 from autodiag.tensor import REQUIRES_GRAD_DTYPE_ERROR, Tensor
 
-_rng = [np.random.default_rng()]
+# the global stream (torch.default_generator's): manual_seed and set_rng_state put a new Stream
+# here rather than change the old one, so code that saved the old one can put it back
+_rng = [rng.Stream()]
+
+_MASK64 = (1 << 64) - 1
 
 
-def get_rng_state():
-    return _rng[0].bit_generator.state
+def seed_value(seed) -> int:
+    """A seed as PyTorch takes it: any int in [-2**63, 2**64), negatives wrapping to 64 bits."""
+    seed = int(seed)
+    if not -(1 << 63) <= seed <= _MASK64:
+        raise ValueError("Overflow when unpacking long long")
+    return seed & _MASK64
 
 
-def set_rng_state(state) -> None:
-    _rng[0].bit_generator.state = state
+def state_bytes(new_state) -> np.ndarray:
+    """The bytes of a ``get_rng_state()`` tensor, checked as PyTorch checks them."""
+    if not isinstance(new_state, Tensor) or new_state._data.dtype != np.uint8:
+        raise TypeError("RNG state must be a torch.ByteTensor")
+    raw = np.ascontiguousarray(new_state._data).ravel()
+    if raw.size != rng.STATE_BYTES:
+        raise RuntimeError(
+            f"Expected a CPUGeneratorImplState of size {rng.STATE_BYTES} but found the input "
+            f"RNG state size to be {raw.size}"
+        )
+    return raw
 
 
-def manual_seed(seed: int):
-    """Seed autodiag's random number generator."""
-    _rng[0] = np.random.default_rng(int(seed))
+def get_rng_state() -> Tensor:
+    """The global stream's state: PyTorch's 5056-byte ``uint8`` layout."""
+    return wrap(_rng[0].get_state())
+
+
+def set_rng_state(new_state) -> None:
+    """Restore a state from ``get_rng_state()`` (autodiag's or PyTorch's)."""
+    _rng[0] = rng.Stream.from_state(state_bytes(new_state))
+
+
+def manual_seed(seed) -> rng.Stream:
+    """Seed the global stream; returns it."""
+    _rng[0] = rng.Stream(seed_value(seed))
     return _rng[0]
 
 
-seed = manual_seed
+def seed() -> int:
+    """Seed the global stream from the operating system's entropy; returns the seed."""
+    stream = rng.Stream()
+    _rng[0] = stream
+    return stream.seed
 
 
 def _finish(data: np.ndarray, requires_grad: bool) -> Tensor:
@@ -218,25 +251,63 @@ def linspace(
     return _finish(np.linspace(start, end, steps).astype(_dt(dtype)), requires_grad)
 
 
-def _stream(generator):
-    """The numpy stream to draw from: the global one, or a ``torch.Generator``'s."""
+def _stream(generator) -> rng.Stream:
+    """The stream to draw from: the global one, or a ``torch.Generator``'s."""
     if generator is None:
         return _rng[0]
-    from autodiag.generator import rng_of
+    from autodiag.generator import stream_of
 
-    return rng_of(generator)
+    return stream_of(generator)
+
+
+def _numel(shape: tuple) -> int:
+    return math.prod(shape)
+
+
+def _float_dtype(dtype, op: str) -> np.dtype:
+    dt = _dt(dtype)
+    if dt.kind != "f":
+        raise NotImplementedError(
+            f"\"{op}\" not implemented for '{dtypes.from_numpy_dtype(dt).scalar_name}'"
+        )
+    return dt
 
 
 @register(method=False)
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(_stream(generator).random(_shape(size)).astype(_dt(dtype)), requires_grad)
+    """Uniform numbers in [0, 1), PyTorch's stream.
+
+    >>> import autodiag as torch
+    >>> _ = torch.manual_seed(0)
+    >>> torch.rand(2)
+    tensor([0.4963, 0.7682])
+    """
+    shape = _shape(size)
+    dt = _float_dtype(dtype, "check_uniform_bounds")
+    data = rng.uniform(_stream(generator), _numel(shape), dt).reshape(shape)
+    return _finish(data, requires_grad)
 
 
 @register(method=False)
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(
-        _stream(generator).standard_normal(_shape(size)).astype(_dt(dtype)), requires_grad
-    )
+    """Standard normal numbers, PyTorch's stream.
+
+    >>> import autodiag as torch
+    >>> _ = torch.manual_seed(0)
+    >>> torch.randn(2)
+    tensor([ 1.5410, -0.2934])
+    """
+    shape = _shape(size)
+    dt = _float_dtype(dtype, "normal_kernel_cpu")
+    data = rng.normal(_stream(generator), _numel(shape), dt).reshape(shape)
+    return _finish(data, requires_grad)
+
+
+def _check_range(low: int, high: int) -> None:
+    if low >= high:
+        raise RuntimeError(
+            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+        )
 
 
 @register(method=False)
@@ -250,30 +321,97 @@ def randint(
     device=None,
     requires_grad: bool = False,
 ) -> Tensor:
+    """Integers drawn uniformly from [low, high), PyTorch's stream.
+
+    >>> import autodiag as torch
+    >>> _ = torch.manual_seed(0)
+    >>> torch.randint(10, (4,))
+    tensor([4, 9, 3, 0])
+    """
     if size is None:
         low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
-    out = _stream(generator).integers(low, high, size=_shape((size,)))
-    return _finish(out.astype(_dt(dtype, np.dtype(np.int64))), requires_grad)
+    low, high = int(low), int(high)
+    _check_range(low, high)
+    shape = _shape((size,))
+    dt = _dt(dtype, np.dtype(np.int64))
+    data = rng.random_from_to(_stream(generator), _numel(shape), dt, low, high)
+    return _finish(data.reshape(shape), requires_grad)
+
+
+@register(method=False)
+def randint_like(
+    input, low=0, high=None, *, generator=None, dtype=None, device=None, requires_grad=False
+) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    dt = dtype if dtype is not None else input.dtype
+    return randint(
+        low,
+        high,
+        tuple(input._data.shape),
+        generator=generator,
+        dtype=dt,
+        requires_grad=requires_grad,
+    )
 
 
 @register(method=False)
 def randperm(
     n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False
 ) -> Tensor:
-    return _finish(
-        _stream(generator).permutation(n).astype(_dt(dtype, np.dtype(np.int64))), requires_grad
-    )
+    """A random permutation of ``range(n)``, PyTorch's stream.
+
+    >>> import autodiag as torch
+    >>> _ = torch.manual_seed(0)
+    >>> torch.randperm(5)
+    tensor([4, 0, 1, 3, 2])
+    """
+    n = int(n)
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    data = rng.randperm(_stream(generator), n)
+    return _finish(data.astype(_dt(dtype, np.dtype(np.int64))), requires_grad)
+
+
+def _normal_operand(x):
+    return x if isinstance(x, Tensor) else None
 
 
 @register(method=False)
-def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
-    return wrap(
-        _stream(generator)
-        .normal(mean, std, size=_shape((size,)))
-        .astype(dtypes.get_default_dtype().np)
-    )
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, out=None) -> Tensor:
+    """``normal(mean, std, size)`` with numbers, or with a tensor mean and/or std (one draw
+    per element of their broadcast shape), PyTorch's stream and arithmetic."""
+    tm, ts = _normal_operand(mean), _normal_operand(std)
+    if out is not None:
+        raise NotImplementedError("autodiag: normal(out=...) is not supported")
+    stream = _stream(generator)
+    if tm is None and ts is None:
+        if size is None:
+            raise TypeError("normal() missing 1 required positional argument: 'size'")
+        if std < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        shape = _shape((size,))
+        dt = _float_dtype(dtype, "normal_kernel_cpu")
+        return wrap(rng.normal(stream, _numel(shape), dt, mean, std).reshape(shape))
+    if _state.record and any(t is not None and t.requires_grad for t in (tm, ts)):
+        raise NotImplementedError(
+            "autodiag: normal with a mean or std tensor that requires grad is not supported"
+        )
+    if ts is not None and (ts._data < 0).any():
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    dt = (tm if tm is not None else ts)._data.dtype
+    if tm is not None and ts is not None:
+        dt = np.result_type(tm._data.dtype, ts._data.dtype)
+    shape = np.broadcast_shapes(*(t._data.shape for t in (tm, ts) if t is not None))
+    n = _numel(shape)
+    if ts is None:  # ATen: normal_(0, std), then + mean
+        z = rng.normal(stream, n, dt, 0.0, std).reshape(shape)
+        return wrap((z + tm._data).astype(dt))
+    z = rng.normal(stream, n, dt).reshape(shape)  # normal_(0, 1), then * std + mean
+    m = tm._data if tm is not None else np.asarray(mean, dtype=dt)
+    return wrap(((z * ts._data).astype(dt) + m).astype(dt))
 
 
 def _like(maker):
@@ -318,24 +456,113 @@ Tensor.new_full = lambda self, size, fill, dtype=None, requires_grad=False: full
 
 
 def _random_inplace(name, draw):
+    """``Tensor.<name>(...)``: fill the tensor from a stream (NOTE [Draw order] in rng.py)."""
+
     def method(self, *args, **kwargs):
         from autodiag.ops.inplace import bump_version, check_inplace
 
         check_inplace(self, name)
-        self._data[...] = draw(self._data.shape, *args, **kwargs)
+        d = self._data
+        values = draw(d, *args, **kwargs)
+        rng.fill(d, np.asarray(values).astype(d.dtype, copy=False))
         bump_version(self, name)
         return self
 
+    method.__name__ = name
     setattr(Tensor, name, method)
 
 
-_random_inplace(
-    "uniform_", lambda shape, a=0.0, b=1.0, generator=None: _stream(generator).uniform(a, b, shape)
-)
-_random_inplace(
-    "normal_",
-    lambda shape, mean=0.0, std=1.0, generator=None: _stream(generator).normal(mean, std, shape),
-)
-_random_inplace(
-    "bernoulli_", lambda shape, p=0.5, generator=None: _stream(generator).random(shape) < p
-)
+def _uniform(d, a=0.0, b=1.0, *, generator=None):
+    if d.dtype.kind != "f":
+        raise NotImplementedError(
+            f'"check_uniform_bounds" not implemented for '
+            f"'{dtypes.from_numpy_dtype(d.dtype).scalar_name}'"
+        )
+    if a > b:
+        raise RuntimeError(
+            f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}"
+        )
+    return rng.uniform(_stream(generator), d.size, d.dtype, a, b)
+
+
+def _normal(d, mean=0.0, std=1.0, *, generator=None):
+    if d.dtype.kind != "f":
+        raise NotImplementedError(
+            f'"normal_kernel_cpu" not implemented for '
+            f"'{dtypes.from_numpy_dtype(d.dtype).scalar_name}'"
+        )
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    contiguous = d.flags.c_contiguous
+    return rng.normal(_stream(generator), d.size, d.dtype, mean, std, contiguous=contiguous)
+
+
+def _random(d, *bounds, generator=None, **kw):
+    """``random_()``, ``random_(to)``, ``random_(from, to)`` (``from``/``to`` keywords too)."""
+    if "from" in kw or "to" in kw:
+        bounds = (kw.pop("from", 0), kw.pop("to", None))
+    if kw:
+        raise TypeError(f"random_() got an unexpected keyword argument '{next(iter(kw))}'")
+    if len(bounds) == 1:
+        bounds = (0, bounds[0])
+    if not bounds or bounds[1] is None:
+        if bounds and bounds[0]:
+            raise NotImplementedError("autodiag: random_(from, to=None) is not supported")
+        return rng.random_full(_stream(generator), d.size, d.dtype)
+    low, high = int(bounds[0]), int(bounds[1])
+    _check_range(low, high)
+    return rng.random_from_to(_stream(generator), d.size, d.dtype, low, high)
+
+
+def _exponential(d, lambd=1.0, *, generator=None):
+    if d.dtype.kind != "f":
+        raise RuntimeError(
+            "Exponential distribution is a continuous probability distribution. dtype must be "
+            f"a floating point but you specified {dtypes.from_numpy_dtype(d.dtype).scalar_name}"
+        )
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    return rng.exponential(_stream(generator), d.size, lambd)
+
+
+def _continuous(op: str, d) -> None:
+    if d.dtype.kind != "f":
+        raise NotImplementedError(
+            f"\"{op}\" not implemented for '{dtypes.from_numpy_dtype(d.dtype).scalar_name}'"
+        )
+
+
+def _log_normal(d, mean=1.0, std=2.0, *, generator=None):
+    _continuous("log_normal_cpu", d)
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return rng.log_normal(_stream(generator), d.size, mean, std)
+
+
+# the C++ type names PyTorch's cauchy_ names an integer dtype by
+_CPP_NAMES = {"i8": "long int", "i4": "int", "i2": "short int", "i1": "signed char"}
+_CPP_NAMES.update({"u1": "unsigned char", "b1": "bool"})
+
+
+def _cauchy(d, median=0.0, sigma=1.0, *, generator=None):
+    if d.dtype.kind != "f":
+        raise RuntimeError(
+            "Cauchy distribution is a continuous probability distribution. dtype must be a "
+            f"floating point but you specified {_CPP_NAMES.get(d.dtype.str[1:], d.dtype.name)}"
+        )
+    return rng.cauchy(_stream(generator), d.size, median, sigma)
+
+
+def _geometric(d, p, *, generator=None):
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    return rng.geometric(_stream(generator), d.size, p)
+
+
+_random_inplace("uniform_", _uniform)
+_random_inplace("normal_", _normal)
+_random_inplace("random_", _random)
+_random_inplace("exponential_", _exponential)
+_random_inplace("log_normal_", _log_normal)
+_random_inplace("cauchy_", _cauchy)
+_random_inplace("geometric_", _geometric)

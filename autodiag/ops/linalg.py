@@ -17,6 +17,7 @@ from autodiag.ops._core import (
     save,
     set_broadcast_meta,
 )
+from autodiag.ops._products import matmul_array
 from autodiag.tensor import Tensor
 
 
@@ -72,10 +73,10 @@ class MmBackward0(_Product):
         # and AccumulateGrad takes it without a transposing copy (``x @ w.T`` in every MLP).
         if needs_self:
             m2 = self.saved_mat2(xp)
-            ga = np.matmul(m2, g.T).T if self_cm and xp.arrays else xp.matmul(g, xp.mT(m2))
+            ga = matmul_array(m2, g.T).T if self_cm and xp.arrays else xp.matmul(g, xp.mT(m2))
         if needs_mat2:
             m1 = self.saved_self(xp)
-            gb = np.matmul(g.T, m1).T if mat2_cm and xp.arrays else xp.matmul(xp.mT(m1), g)
+            gb = matmul_array(g.T, m1).T if mat2_cm and xp.arrays else xp.matmul(xp.mT(m1), g)
         return (ga, gb)
 
 
@@ -107,7 +108,7 @@ def mm(input, mat2):
             f"{a._data.shape[1]} and {b._data.shape[0]}x{b._data.shape[1]})"
         )
     _dtype_check(a, b, "m1 and m2")
-    return _product(MmBackward0, a, b, a._data @ b._data)
+    return _product(MmBackward0, a, b, matmul_array(a._data, b._data))
 
 
 @register()
@@ -135,7 +136,7 @@ def bmm(input, mat2):
         raise RuntimeError(
             f"expected scalar type {a.dtype.scalar_name} but found {b.dtype.scalar_name}"
         )
-    return _product(BmmBackward0, a, b, np.matmul(a._data, b._data))
+    return _product(BmmBackward0, a, b, matmul_array(a._data, b._data))
 
 
 class MvBackward0(_Product):
@@ -163,7 +164,7 @@ def mv(input, vec):
             f"({a._data.shape[0]}x{a._data.shape[1]}), vec ({b._data.shape[0]})"
         )
     _dtype_check(a, b, "self and vec")
-    return _product(MvBackward0, a, b, a._data @ b._data)
+    return _product(MvBackward0, a, b, matmul_array(a._data, b._data))
 
 
 class DotBackward0(_Product):
@@ -190,7 +191,7 @@ def dot(input, tensor):
             f"got {a._data.shape[0]} and {b._data.shape[0]} elements respectively"
         )
     _dtype_check(a, b, "both vectors")
-    return _product(DotBackward0, a, b, np.asarray(a._data @ b._data))
+    return _product(DotBackward0, a, b, matmul_array(a._data, b._data))
 
 
 @register(expr=True)

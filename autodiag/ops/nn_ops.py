@@ -17,6 +17,7 @@ import numpy as np
 
 from autodiag import dtypes
 from autodiag.core.graph import Node
+from autodiag.ops import rng
 from autodiag.ops._core import (
     ARRAY,
     FusedBackwardLink,
@@ -31,6 +32,7 @@ from autodiag.ops._core import (
     save_output,
     wrap,
 )
+from autodiag.ops._products import matmul_array
 from autodiag.ops.factories import _rng
 from autodiag.ops.inplace import apply_inplace, bump_version
 from autodiag.ops.linalg import matmul
@@ -206,7 +208,7 @@ class AddmmBackward0(Node):
                 # the weight's own layout, (g^T @ mat1)^T, so that after TBackward0 the weight's
                 # gradient is C-ordered like the weight. A Fortran-ordered .grad makes every
                 # elementwise update of the C-ordered parameter ~20x slower (optimizer step).
-                g2 = np.matmul(g.T, m1).T
+                g2 = matmul_array(g.T, m1).T
             else:
                 g2 = xp.matmul(xp.mT(m1), g)
             if alpha != 1:
@@ -254,7 +256,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         len(ss) > 2 or any(a != b and a != 1 for a, b in zip(ss[::-1], shape[::-1]))
     ):
         expand(s, shape)  # raises PyTorch's "The expanded size of the tensor ..." error
-    out = np.matmul(ad, bd)
+    out = matmul_array(ad, bd)
     if alpha != 1:
         out *= alpha
     if beta != 0:
@@ -1075,7 +1077,7 @@ def embedding(
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; the
     identity when ``p == 0`` or not training. Recorded as PyTorch records it on CPU: ``input *
-    noise`` (``MulBackward0``), with the noise drawn from autodiag's generator.
+    noise`` (``MulBackward0``), with the noise drawn from PyTorch's stream (``bernoulli_(1 - p)``).
 
     >>> import autodiag as torch
     >>> x = torch.ones(4, requires_grad=True)
@@ -1090,7 +1092,8 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     if p == 1:
         noise = np.zeros((), dtype=d.dtype)
     else:
-        noise = (_rng[0].random(d.shape) < 1 - p).astype(d.dtype)
+        # PyTorch's CPU dropout: empty_like(input).bernoulli_(1 - p), then div_(1 - p)
+        noise = rng.bernoulli_scalar(_rng[0], d.size, 1 - p).reshape(d.shape).astype(d.dtype)
         noise /= 1 - p
     noise_t = wrap(noise)
     return input.mul_(noise_t) if inplace else input * noise_t

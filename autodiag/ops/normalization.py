@@ -349,6 +349,7 @@ def _feature_dropout(input, p: float, training: bool, inplace: bool, op: str, di
     recorded as PyTorch's ``feature_dropout`` records it (``MulBackward0``)."""
     import warnings
 
+    from autodiag.ops import rng
     from autodiag.ops.factories import _rng
 
     if p < 0.0 or p > 1.0:
@@ -379,7 +380,9 @@ def _feature_dropout(input, p: float, training: bool, inplace: bool, op: str, di
     if p == 1:
         noise = np.zeros(shape, dtype=d.dtype)
     else:
-        noise = (_rng[0].random(shape) < 1 - p).astype(d.dtype)
+        # PyTorch: the (N, C, 1, ...) noise is bernoulli_(1 - p) then div_(1 - p)
+        noise = rng.bernoulli_scalar(_rng[0], int(np.prod(shape)), 1 - p).reshape(shape)
+        noise = noise.astype(d.dtype)
         noise /= 1 - p
     noise_t = wrap(noise)
     return input.mul_(noise_t) if inplace else input * noise_t

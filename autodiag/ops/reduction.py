@@ -814,11 +814,8 @@ class SoftmaxBackward0(Node):
     _saved_names = ("result",)
 
     def backward(self, xp, g):
-        # PyTorch's _softmax_backward_data: result * (grad - sum(grad * result)), in this order
         r = self.saved_result(xp)
-        gr = g * r
-        s = gr.sum(axis=self.dim, keepdims=True) if xp.arrays else gr.sum(self.dim, keepdim=True)
-        return (r * (g - s),)
+        return (_softmax_backward_data(xp, g, r, self.dim, SoftmaxBackwardDataBackward0),)
 
     def _saved_extra(self):
         return {"dim": self.dim}
@@ -828,9 +825,68 @@ class LogSoftmaxBackward0(SoftmaxBackward0):
     __slots__ = ()
 
     def backward(self, xp, g):
+        # NOTE: recorded from sub/mul/sum nodes, not as LogSoftmaxBackwardDataBackward0: that
+        # node's derivative (log_softmax_double_backward) did not round as PyTorch's in float32
+        # (7 fuzz classes of last-bit second derivatives in 6,000 programs, from none)
         r = self.saved_result(xp)
         s = g.sum(axis=self.dim, keepdims=True) if xp.arrays else g.sum(self.dim, keepdim=True)
         return (g - xp.exp(r) * s,)
+
+
+# NOTE [Recorded softmax backward]
+# PyTorch's softmax gradient is an op of its own, ``_softmax_backward_data(grad_output, output,
+# dim)``, recorded under create_graph as SoftmaxBackwardDataBackward0 with edges (grad_output,
+# output), whose derivative along the output is FunctionsManual.cpp's softmax_double_backward.
+# Recorded from mul/sub/sum nodes instead, the same derivative comes out in other terms: other
+# rounding, and a product that overflows in PyTorch's order (grad_output * grad, -inf) stays
+# finite in ours, where PyTorch's gradient is NaN.
+
+
+class _SoftmaxBackwardDataBackward(Node):
+    __slots__ = ("dim",)
+    _saved_names = ("grad_output", "output")
+
+    def backward(self, xp, gg):
+        needs_grad_output, needs_output = self.needs_grad
+        go, out = self.saved_grad_output(xp), self.saved_output(xp)
+        return (
+            _softmax_backward_data(xp, gg, out, self.dim, type(self))
+            if needs_grad_output
+            else None,
+            self._output_gradient(xp, gg, go, out, self.dim) if needs_output else None,
+        )
+
+    def _saved_extra(self):
+        return {"dim": self.dim}
+
+
+class SoftmaxBackwardDataBackward0(_SoftmaxBackwardDataBackward):
+    __slots__ = ()
+
+    @staticmethod
+    def _array(g, r, dim):
+        # PyTorch's _softmax_backward_data: result * (grad - sum(grad * result)), in this order
+        return r * (g - (g * r).sum(axis=dim, keepdims=True))
+
+    @staticmethod
+    def _output_gradient(xp, gg, go, out, dim):
+        # softmax_double_backward(grad=gg, grad_output=go, dim, output=out)
+        return go * gg - xp.sum(out * go, dim, True) * gg - go * xp.sum(out * gg, dim, True)
+
+
+def _softmax_backward_data(xp, g, r, dim, cls):
+    """``cls``'s forward (the softmax gradient of ``g`` given the output ``r``);
+    under create_graph recorded as ``cls`` (NOTE [Recorded softmax backward])."""
+    if xp.arrays:
+        return cls._array(g, r, dim)
+    out = cls._array(g._data, r._data, dim)
+    if _state.record and (g.requires_grad or r.requires_grad):
+        node = cls((edge(g), edge(r)))
+        node.dim = dim
+        node._saved = (save(g), save(r))
+        set_broadcast_meta(node, out, g, r)
+        return result(out, node)
+    return result(out, None)
 
 
 def _softmax_like(input, dim, dtype, cls, log: bool):

@@ -1,10 +1,8 @@
 """Random sampling ops: ``multinomial`` and ``bernoulli``.
 
-They draw from autodiag's generator (the global stream ``torch.manual_seed`` seeds, or a
-``torch.Generator`` passed as ``generator=``): seeded, they repeat on autodiag, but the draws
-are not PyTorch's (NOTE in generator.py: a different bit generator and different sampling
-algorithms), so a seeded ``multinomial`` gives *a* sample with the right distribution, not
-PyTorch's sample.
+They draw from PyTorch's stream (the global one ``torch.manual_seed`` seeds, or a
+``torch.Generator`` passed as ``generator=``) with ATen's CPU algorithms (ops/rng.py), so a
+seeded ``multinomial`` or ``bernoulli`` gives PyTorch's sample.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from autodiag.core.graph import Node
+from autodiag.ops import rng
 from autodiag.ops._core import _state, as_tensor_operand, edge, register, result, wrap
 from autodiag.ops.factories import _stream
 from autodiag.ops.inplace import apply_inplace
@@ -57,23 +56,19 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     total = w.sum(axis=1)
     if (total <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    rng = _stream(generator)
-    if replacement:
-        # inverse CDF, every row at once: row r's CDF lives in [r, r + 1]
-        cdf = np.cumsum(w / total[:, None], axis=1)
-        cdf[:, -1] = 1.0  # NOTE: rounding must not leave a gap above the last category
-        offs = np.arange(rows.shape[0], dtype=np.float64)[:, None]
-        u = rng.random((rows.shape[0], n))
-        idx = np.searchsorted((cdf + offs).ravel(), (u + offs).ravel(), side="right")
-        idx = idx.reshape(rows.shape[0], n) - (np.arange(rows.shape[0]) * ncat)[:, None]
-        # a zero-weight category is never drawn, also at a CDF plateau's edge
-        idx = np.minimum(idx, ncat - 1)
+    stream = _stream(generator)
+    if replacement and n > 1:
+        idx = rng.multinomial_with_replacement(stream, rows, n)
     else:
-        # exponential race: the n smallest Exp(1) / w are a weighted sample without
-        # replacement (zero weights race at inf: drawn only once the others are exhausted)
-        with np.errstate(divide="ignore"):
-            keys = rng.exponential(size=rows.shape) / w
-        idx = np.argsort(keys, axis=1, kind="stable")[:, :n]
+        # ATen's fast path (no replacement, or one sample): the n largest p / q, q ~ Exp(1)
+        # drawn for every entry (exponential_ on a tensor shaped like the input)
+        q = rng.empty_like(p)
+        rng.fill(q, rng.exponential(stream, q.size, 1.0).astype(p.dtype))
+        keys = (p / q).reshape(rows.shape)
+        if n == 1:
+            idx = np.argmax(keys, axis=1)[:, None]
+        else:
+            idx = np.argsort(-keys, axis=1, kind="stable")[:, :n]
     idx = idx.astype(np.int64)
     return wrap(idx.reshape(n) if p.ndim == 1 else idx)
 
@@ -108,10 +103,25 @@ class BernoulliBackward2(BernoulliBackward0):
     __slots__ = ()
 
 
-def _draw(probs: np.ndarray, shape: tuple, dtype, generator) -> np.ndarray:
+def _check_probs(probs: np.ndarray) -> None:
     if probs.size and (np.isnan(probs).any() or (probs < 0).any() or (probs > 1).any()):
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
-    return (_stream(generator).random(shape) < probs).astype(dtype)
+
+
+def _draw(like: np.ndarray, p, generator) -> np.ndarray:
+    """0/1 draws shaped and typed like ``like``, in its memory order (NOTE [Draw order] in
+    rng.py): ``p`` a number (a float64 uniform each) or an array broadcast to ``like``."""
+    stream = _stream(generator)
+    out = rng.empty_like(like)
+    if isinstance(p, np.ndarray):
+        _check_probs(p)
+        probs = np.broadcast_to(p, like.shape)
+        hits = rng.bernoulli_tensor(stream, rng.in_memory_order(out, probs))
+    else:
+        _check_probs(np.asarray(p))
+        hits = rng.bernoulli_scalar(stream, like.size, p)
+    rng.fill(out, hits.astype(like.dtype))
+    return out
 
 
 @register()
@@ -128,8 +138,7 @@ def bernoulli(input, p=None, *, generator=None):
         raise NotImplementedError(
             f"\"bernoulli_tensor_cpu_p_\" not implemented for '{x.dtype.scalar_name}'"
         )
-    probs = d if p is None else np.asarray(float(p))
-    out = _draw(probs, d.shape, d.dtype, generator)
+    out = _draw(d, d if p is None else float(p), generator)
     if _state.record and x.requires_grad:
         if p is None:
             return result(out, BernoulliBackward0((edge(x),)))
@@ -145,11 +154,11 @@ def bernoulli_(self, p=0.5, *, generator=None):
     def compute(t):
         d = t._data
         if isinstance(p, Tensor):
-            out = _draw(np.broadcast_to(p._data, d.shape), d.shape, d.dtype, generator)
+            out = _draw(d, p._data, generator)
             if _state.record and (t.requires_grad or p.requires_grad):
                 return result(out, BernoulliBackward1((edge(t), edge(p))))
             return result(out, None)
-        out = _draw(np.asarray(float(p)), d.shape, d.dtype, generator)
+        out = _draw(d, float(p), generator)
         if _state.record and t.requires_grad:
             return result(out, BernoulliBackward2((edge(t),)))
         return result(out, None)

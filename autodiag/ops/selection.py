@@ -130,11 +130,11 @@ def _sorted(input, dim: int, descending: bool, k: int | None, cls, ret, name: st
     if d.dtype.kind == "c":
         raise RuntimeError(f"{name}(): complex tensors are not supported")
     if d.ndim == 0:
+        dim = wrap_dim(dim, 0)  # PyTorch's range for a 0-d tensor: [-1, 0]
         if k is not None and k > 1:
             raise RuntimeError("selected index k out of range")
         idx = np.zeros((), dtype=np.int64)
         vals = d.copy()
-        dim = 0
     else:
         dim = wrap_dim(dim, d.ndim)
         if k is not None and not 0 <= k <= d.shape[dim]:
@@ -170,6 +170,7 @@ def argsort(input, dim: int = -1, descending: bool = False, *, stable: bool = Fa
     """The indices that sort ``input`` along ``dim`` (``sort(...).indices``)."""
     d = as_tensor_operand(input)._data
     if d.ndim == 0:
+        wrap_dim(dim, 0)  # PyTorch's range for a 0-d tensor: [-1, 0]
         return wrap(np.zeros((), dtype=np.int64))
     return wrap(_order(d, wrap_dim(dim, d.ndim), descending).astype(np.int64))
 

@@ -792,6 +792,11 @@ def getitem(self: Tensor, index, _cls=None):
         out = d[full_t]
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
+    if d.flags.c_contiguous and not out.flags.c_contiguous:
+        # NOTE: numpy lays out x[:, idx] with the indexed dim outermost ((1, 3) strides for a
+        # (3, 3) result); PyTorch's index of a contiguous tensor is contiguous, so its result
+        # flattens as a view (ViewBackward0, not UnsafeViewBackward0)
+        out = np.ascontiguousarray(out)
     if _state.record and t.requires_grad:
         node = (_cls or IndexBackward0)((edge(t),))
         node.in_shape, node.index = d.shape, full_t

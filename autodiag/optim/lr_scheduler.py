@@ -22,7 +22,7 @@ import types
 import warnings
 from bisect import bisect_right
 from collections import Counter
-from functools import wraps
+from functools import partial, wraps
 from weakref import ref
 
 from autodiag.optim.optimizer import Optimizer
@@ -40,6 +40,11 @@ __all__ = [
     "CosineAnnealingLR",
     "ReduceLROnPlateau",
     "OneCycleLR",
+    "MultiplicativeLR",
+    "PolynomialLR",
+    "ChainedScheduler",
+    "CyclicLR",
+    "CosineAnnealingWarmRestarts",
 ]
 
 EPOCH_DEPRECATION_WARNING = (
@@ -790,3 +795,365 @@ def _phase(end_step, start_lr, end_lr, start_momentum, end_momentum) -> dict:
         "start_momentum": start_momentum,
         "end_momentum": end_momentum,
     }
+
+
+# --- MultiplicativeLR, PolynomialLR, ChainedScheduler, CyclicLR, CosineAnnealingWarmRestarts ----
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the lr by ``lr_lambda(epoch)`` every epoch (one function, or one per group);
+    ``state_dict`` as ``LambdaLR``'s (callable objects' ``__dict__``, never functions).
+
+    >>> import autodiag as torch
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    >>> sched = torch.optim.lr_scheduler.MultiplicativeLR(opt, lambda e: 0.5)
+    >>> opt.step(); sched.step(); sched.get_last_lr()
+    [0.5]
+    """
+
+    def __init__(self, optimizer: Optimizer, lr_lambda, last_epoch: int = -1) -> None:
+        self.optimizer = optimizer
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        else:
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(
+                    f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}"
+                )
+            self.lr_lambdas = list(lr_lambda)
+        for fn in self.lr_lambdas:
+            if not callable(fn):
+                raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+        super().__init__(optimizer, last_epoch)
+
+    # the lambdas are saved as LambdaLR saves them
+    state_dict = LambdaLR.state_dict
+    load_state_dict = LambdaLR.load_state_dict
+
+    def get_lr(self) -> list:
+        # NOTE: no closed form (PyTorch has none): step(epoch) multiplies by lr_lambda(epoch)
+        _warn_get_lr_called_within_step(self)
+        if self._is_initial:
+            return _param_groups_val_list(self.optimizer, "lr")
+        return [
+            group["lr"] * lmbda(self.last_epoch)
+            for lmbda, group in zip(self.lr_lambdas, self.optimizer.param_groups, strict=True)
+        ]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the lr polynomially (``power``) to 0 over ``total_iters`` epochs."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        total_iters: int = 5,
+        power: float = 1.0,
+        last_epoch: int = -1,
+    ) -> None:
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _param_groups_val_list(self.optimizer, "lr")
+        decay_factor = (
+            (1.0 - self.last_epoch / self.total_iters)
+            / (1.0 - (self.last_epoch - 1) / self.total_iters)
+        ) ** self.power
+        return [group["lr"] * decay_factor for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list:
+        return [
+            base_lr
+            * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+            for base_lr in self.base_lrs
+        ]
+
+
+def _check_schedulers(name: str, schedulers, optimizer) -> None:
+    """What SequentialLR and ChainedScheduler both require of their schedulers."""
+    for idx, scheduler in enumerate(schedulers):
+        if not hasattr(scheduler, "optimizer"):
+            raise TypeError(f"{name} at index {idx} should have `optimizer` as its attribute.")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ValueError(
+                f"{name} does not support `ReduceLROnPlateau` scheduler as it requires "
+                "additional kwargs to be specified when calling `step`, but got one at "
+                f"index {idx} in the given schedulers sequence."
+            )
+        if optimizer != scheduler.optimizer:
+            raise ValueError(
+                f"{name} expects all schedulers to belong to the same optimizer, but got "
+                f"scheduler {type(scheduler).__name__} at index {idx} has "
+                f"{scheduler.optimizer}, which is different from {type(optimizer).__name__}."
+            )
+
+
+class ChainedScheduler(LRScheduler):
+    """Step every scheduler of ``schedulers`` on each ``step()``, in order (their effects
+    compose on the shared ``group["lr"]``).
+
+    >>> import autodiag as torch
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    >>> s = torch.optim.lr_scheduler
+    >>> chain = s.ChainedScheduler([s.ConstantLR(opt, 0.5, 2), s.ExponentialLR(opt, 0.9)])
+    >>> chain.get_last_lr()
+    [0.5]
+    """
+
+    def __init__(self, schedulers, optimizer: Optimizer | None = None) -> None:
+        name = type(self).__name__
+        if len(schedulers) < 1:
+            raise ValueError(
+                f"{name} expects at least one scheduler to be chained, but got no scheduler."
+            )
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_schedulers(name, schedulers, optimizer)
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = _param_groups_val_list(self._schedulers[-1].optimizer, "lr")
+
+    def step(self) -> None:  # type: ignore[override] - PyTorch's takes no epoch
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = _param_groups_val_list(self._schedulers[-1].optimizer, "lr")
+
+    def state_dict(self) -> dict:
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        schedulers = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        state_dict["_schedulers"] = schedulers
+        for idx, s in enumerate(schedulers):
+            self._schedulers[idx].load_state_dict(s)
+
+
+class CyclicLR(LRScheduler):
+    """Cycle the lr between ``base_lr`` and ``max_lr`` (triangular, triangular2, exp_range or
+    a ``scale_fn``), stepped per batch; with ``cycle_momentum`` the momentum (or Adam's beta1)
+    cycles the other way between ``max_momentum`` and ``base_momentum``.
+
+    >>> import autodiag as torch
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0, momentum=0.9)
+    >>> sched = torch.optim.lr_scheduler.CyclicLR(opt, 0.1, 1.0, step_size_up=2)
+    >>> lrs = []
+    >>> for _ in range(4):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 2))
+    >>> lrs
+    [0.55, 1.0, 0.55, 0.1]
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        base_lr,
+        max_lr,
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+        scale_fn=None,
+        scale_mode: str = "cycle",
+        cycle_momentum: bool = True,
+        base_momentum: float = 0.8,
+        max_momentum: float = 0.9,
+        last_epoch: int = -1,
+    ) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups, strict=True):
+                _update_param_group_val(group, "lr", lr)
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ["triangular", "triangular2", "exp_range"] and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(
+                    "optimizer must support momentum or beta1 with `cycle_momentum` option enabled"
+                )
+            self.use_beta1 = "betas" in self.optimizer.defaults
+            self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m_momentum, b_momentum, group in zip(
+                    self.max_momentums, self.base_momentums, optimizer.param_groups, strict=True
+                ):
+                    if self.use_beta1:
+                        group["betas"] = (m_momentum, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m_momentum
+                    group["max_momentum"] = m_momentum
+                    group["base_momentum"] = b_momentum
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self) -> None:
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "triangular":
+            self._scale_fn_ref = self._triangular_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref = self._triangular2_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "exp_range":
+            self._scale_fn_ref = partial(self._exp_range_scale_fn, self.gamma)
+            self.scale_mode = "iterations"
+
+    def scale_fn(self, x) -> float:
+        """The scaling policy: the custom ``scale_fn`` or the mode's."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return self._scale_fn_ref(x)
+
+    @staticmethod
+    def _triangular_scale_fn(x: float) -> float:
+        return 1.0
+
+    @staticmethod
+    def _triangular2_scale_fn(x: float) -> float:
+        return 1 / (2.0 ** (x - 1))
+
+    @staticmethod
+    def _exp_range_scale_fn(gamma: float, x: float) -> float:
+        return gamma**x
+
+    def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        # "cycle" scales by the cycle number, "iterations" by the batch count
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = [
+            base_lr + (max_lr - base_lr) * scale_factor * self.scale_fn(at)
+            for base_lr, max_lr in zip(self.base_lrs, self.max_lrs, strict=True)
+        ]
+        if self.cycle_momentum:
+            momentums = [
+                max_m - (max_m - base_m) * scale_factor * self.scale_fn(at)
+                for base_m, max_m in zip(self.base_momentums, self.max_momentums, strict=True)
+            ]
+            for group, momentum in zip(self.optimizer.param_groups, momentums, strict=True):
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+    def state_dict(self) -> dict:
+        """As the base's, without the bound scale function; a custom ``scale_fn`` is saved
+        as its ``__dict__`` when it is a callable object (never a function)."""
+        state = super().state_dict()
+        state.pop("_scale_fn_ref", None)
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None
+        if fn is not None and not isinstance(fn, types.FunctionType):
+            state["_scale_fn_custom"] = fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        fn = state_dict.pop("_scale_fn_custom")
+        super().load_state_dict(state_dict)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the base lr to ``eta_min`` over ``T_0`` epochs, then a restart;
+    each period ``T_mult`` times the previous. ``step(epoch)`` accepts fractional epochs.
+
+    >>> import autodiag as torch
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    >>> sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2)
+    >>> lrs = []
+    >>> for _ in range(4):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 2))
+    >>> lrs
+    [0.5, 1.0, 0.5, 1.0]
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        T_0: int,
+        T_mult: int = 1,
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(
+                f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}"
+            )
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
+        return [
+            self.eta_min
+            + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+            for base_lr in self.base_lrs
+        ]
+
+    def step(self, epoch=None) -> None:
+        """Advance one epoch, or go to ``epoch`` (a float allowed: a fraction of a period)."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    # which period epoch falls in: T_0 * (T_mult**n - 1) / (T_mult - 1) <= epoch
+                    n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** (n)
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        with _flag(self, "_get_lr_called_within_step"):
+            values = self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
+            _update_param_group_val(group, "lr", lr)
+        self._last_lr = _param_groups_val_list(self.optimizer, "lr")

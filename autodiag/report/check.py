@@ -24,6 +24,15 @@ def render(console, findings: list[dict], target: str, info: dict, failed: bool)
     console.print(summary(findings, target, info, failed))
 
 
+def json_report(sink, outcome) -> None:
+    """``check -f json``: the envelope, indented, with each list of scalars on one line (the
+    gradient-flow series hold up to 256 numbers each: a line a number made a 150-step run's
+    report 87 KB)."""
+    from autodiag.report.outcome import json_envelope
+
+    json_envelope(sink, outcome, inline_lists=True)
+
+
 def _group(f: dict) -> str:
     return "NaN/Inf origins" if f["kind"] in anomaly.KINDS else f["kind"]
 

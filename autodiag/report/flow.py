@@ -414,7 +414,9 @@ JS = r"""
         var W = svg.clientWidth || 800, H = svg.clientHeight || 300;
         var xmin = Infinity, xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
         data.series.forEach(function (s) {
-          var lo = key === "norm" ? s.norm_min : s[key], hi = key === "norm" ? s.norm_max : s[key];
+          // norm_min/norm_max: only when a point stands for several steps (stride > 1)
+          var lo = key === "norm" ? s.norm_min || s.norm : s[key];
+          var hi = key === "norm" ? s.norm_max || s.norm : s[key];
           for (var i = 0; i < s.x.length; i++) {
             xmin = Math.min(xmin, s.x[i]); xmax = Math.max(xmax, s.x[i]);
             if (lo[i] > 0) ymin = Math.min(ymin, lo[i]);

@@ -12,6 +12,7 @@ line holding ``</script>``) can end it. The JavaScript builds the detail panel w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from xml.sax.saxutils import escape
 
@@ -76,6 +77,8 @@ def page(
         '<button type="button" class="fit" title="fit the graph (f)">fit</button>'
         '<button type="button" class="modules" hidden title="fold each module into one box">'
         "modules</button>"
+        '<button type="button" class="repeats" hidden '
+        'title="fold each run of repeated blocks into one box">repeats</button>'
         '<span class="legend"><i class="k leaf"></i>leaf <i class="k root"></i>root '
         '<i class="k finding"></i>finding <i class="k plain"></i>op</span>'
         f"</header>\n{banner}\n{''.join(sections)}{more_html}"
@@ -96,25 +99,90 @@ def _heading(g: dict, count: int) -> str:
     return text
 
 
-def graph_section(graph: dict, direction: str, key: str, findings: dict | None = None):
-    """Lay out a graph model: (the model with ``"layout"`` added, its SVG element). A graph
-    with modules gets a second picture with each module folded into one box (the page's
-    "modules" button): the model's ``"collapsed"``, the SVG's second ``<svg>``."""
-    out, svg = _laid_out(graph, direction, key, findings)
-    folded = collapse_modules(graph)
+def graph_section(
+    graph: dict,
+    direction: str,
+    key: str,
+    findings: dict | None = None,
+    draw: list | None = None,
+    folds: list | None = None,
+    fold_first: bool = False,
+):
+    """Lay out a graph model: (the model with ``"layout"`` added, its SVG elements). ``draw``:
+    the ids the full picture draws (default: all; a graph folded first holds more nodes than
+    it draws). A graph with modules gets a picture with each module folded into one box (the
+    page's "modules" button): the model's ``"collapsed"``. A graph with repeated blocks
+    (``folds``: ``repeats.find_repeats``, found here when None) gets a picture with each run
+    folded into one box, and one picture per run expanded: the model's ``"repeats"``, shown
+    first with ``fold_first``."""
+    from autodiag.report import repeats
+
+    drawn = graph if draw is None else _subgraph(graph, draw)
+    out, svg = _laid_out(drawn, direction, key, findings, "full")
+    if draw is not None:
+        layout, out = out["layout"], dict(graph)
+        out["layout"] = layout
+        if findings:
+            out["node_findings"] = findings
+    folded = collapse_modules(drawn)
     if folded is not None:
-        marks: dict = {}
-        for gnode in folded["nodes"]:
-            for m in gnode.get("members", (gnode["id"],)):
-                for k in (findings or {}).get(m, ()):
-                    if k not in marks.setdefault(gnode["id"], []):
-                        marks[gnode["id"]].append(k)
-        out["collapsed"], svg2 = _laid_out(folded, direction, key + "m", marks)
+        out["collapsed"], svg2 = _laid_out(
+            folded, direction, key + "m", _marks(folded, findings, "members"), "modules"
+        )
         svg += svg2
+    folds = repeats.find_repeats(graph) if folds is None else folds
+    if folds:
+        model = repeats.fold_graph(graph, folds)
+        marks = _marks(model, findings, "repeat")
+        out["repeats"], svg2 = _laid_out(model, direction, key + "r", marks, "repeats")
+        svg += svg2
+        by_id = {n["id"]: n for n in graph["nodes"]}
+        for box, fold in zip((n for n in model["nodes"] if "repeat" in n), folds):
+            ids = repeats.expansion(by_id, fold)
+            inside = set(ids)
+            part = {
+                "roots": [r for r in graph["roots"] if r in inside],
+                "nodes": [by_id[i] for i in ids],
+            }
+            mine = {i: ks for i, ks in (findings or {}).items() if i in inside}
+            got, svg2 = _laid_out(part, direction, f"{key}x{box['id']}", mine, "expand")
+            box["repeat"]["expanded"] = {"ids": ids, "layout": got["layout"]}
+            svg += svg2.replace("<svg ", f'<svg data-fold="{box["id"]}" ', 1)
+        out["repeats"]["nodes"] = model["nodes"]
+        if fold_first:
+            out["start"] = "repeats"
     return out, svg
 
 
-def _laid_out(graph: dict, direction: str, key: str, findings: dict | None):
+def _subgraph(graph: dict, ids: list) -> dict:
+    """The part of a graph model that a picture draws: the nodes ``ids`` (edges to the others
+    are not drawn)."""
+    keep = set(ids)
+    names = dict(zip(graph["roots"], graph.get("root_names") or ()))
+    roots = [r for r in graph["roots"] if r in keep]
+    return {
+        "roots": roots,
+        "root_names": [names.get(r) for r in roots],
+        "nodes": [n for n in graph["nodes"] if n["id"] in keep],
+    }
+
+
+def _marks(folded: dict, findings: dict | None, how: str) -> dict:
+    """node id -> findings of a folded picture: a box has its nodes' findings."""
+    marks: dict = {}
+    for gnode in folded["nodes"]:
+        if how == "repeat" and "repeat" in gnode:
+            members = [i for inst in gnode["repeat"]["instances"] for i in inst]
+        else:
+            members = gnode.get("members", (gnode["id"],))
+        for m in members:
+            for k in (findings or {}).get(m, ()):
+                if k not in marks.setdefault(gnode["id"], []):
+                    marks[gnode["id"]].append(k)
+    return marks
+
+
+def _laid_out(graph: dict, direction: str, key: str, findings: dict | None, role: str):
     lay, lines = picture.lay_out(graph, direction)
     out = dict(graph)
     out["layout"] = {
@@ -125,7 +193,32 @@ def _laid_out(graph: dict, direction: str, key: str, findings: dict | None):
     }
     if findings:
         out["node_findings"] = findings
-    return out, picture.svg(graph, lay, lines, findings, key=key, standalone=False)
+    svg = picture.svg(graph, lay, lines, findings, key=key, standalone=False)
+    return out, svg.replace("<svg ", f'<svg data-role="{role}" ', 1)
+
+
+def folded_first(snap, view) -> tuple[dict, list | None, list, str | None]:
+    """A page's graph: (its model, the ids its full picture draws (None: all), its runs of
+    repeated blocks, the page's note about it). A graph beyond the page's limit whose repeated
+    blocks fold it within the limit is shown folded first, every node in the page's data; any
+    other graph beyond the limit is cut there, as ``--max-nodes`` says."""
+    from autodiag.report import repeats
+    from autodiag.report.graph import to_json, visible
+
+    ids, left = visible(snap, view)
+    n = len(snap)
+    if (
+        left
+        and view.max_depth is None
+        and view.max_nodes
+        and repeats.FOLD_FROM <= n <= repeats.FOLD_MAX_NODES
+    ):
+        full = to_json(snap, dataclasses.replace(view, max_nodes=None))
+        folds = repeats.find_repeats(full)
+        if folds and repeats.folded_size(n, folds) <= view.max_nodes:
+            return full, ids, folds, repeats.note(n, folds)
+    model = to_json(snap, view)
+    return model, None, repeats.find_repeats(model), None
 
 
 # --- modules folded into one box each ------------------------------------------------------------
@@ -248,13 +341,19 @@ def _remap(nexts: list, where: dict, inside) -> list:
 
 def graph_report(sink, outcome) -> str | None:
     """The page of ``autodiag graph``: each graph's picture, its JSON model, the script."""
-    from autodiag.report.graph import _left_out, to_json, visible
+    from autodiag.report.graph import _left_out, visible
     from autodiag.report.output import envelope
 
     rep, result = outcome.data, outcome.result
     view = rep.view
-    models = [to_json(s, view) for s in rep.snaps]
-    laid = [graph_section(m, view.direction, f"g{k}") for k, m in enumerate(models)]
+    laid, notes, left = [], [], 0
+    for k, s in enumerate(rep.snaps):
+        model, draw, folds, note = folded_first(s, view)
+        laid.append(graph_section(model, view.direction, f"g{k}", None, draw, folds, bool(note)))
+        if note:
+            notes.append(note)
+        else:
+            left = max(left, visible(s, view)[1])
     extra: dict = {"calls": rep.calls}
     if rep.many:
         extra["graphs"] = [m for m, _ in laid]
@@ -263,13 +362,12 @@ def graph_report(sink, outcome) -> str | None:
     doc = envelope(
         "graph", outcome.label, [], error=result.error, interrupted=result.interrupted, **extra
     )
-    left = max(visible(s, view)[1] for s in rep.snaps)
-    note = None
     if left:
-        note = (
+        notes.append(
             f"{left} nodes not shown (--max-nodes {view.max_nodes}); use --max-nodes N to draw more"
         )
     title = f"autodiag graph {outcome.label}"
+    note = "; ".join(notes) or None
     sink.write_text(page(doc, [m for m, _ in laid], [svg for _, svg in laid], title, note))
     return _left_out(view, left)
 
@@ -343,7 +441,7 @@ def _module_path(node: dict) -> str | None:
 def check_report(sink, outcome) -> None:
     """The page of ``autodiag check``: the graph of the last backward call (or the module-level
     tensors) with the nodes the findings point at marked, and the findings."""
-    from autodiag.report.graph import View, to_json, visible
+    from autodiag.report.graph import View, visible
     from autodiag.report.output import envelope
 
     result = outcome.result
@@ -360,12 +458,15 @@ def check_report(sink, outcome) -> None:
     findings = doc["findings"]
     graphs, svgs, notes = [], [], []
     for k, snap in enumerate(snaps):
-        model = to_json(snap, view)
-        g, svg = graph_section(model, "TB", f"g{k}", mark_findings(model, findings))
+        model, draw, folds, note = folded_first(snap, view)
+        marks = mark_findings(model, findings)
+        g, svg = graph_section(model, "TB", f"g{k}", marks, draw, folds, bool(note))
         graphs.append(g)
         svgs.append(svg)
         left = visible(snap, view)[1]
-        if left:
+        if note:
+            notes.append(note)
+        elif left:
             notes.append(f"{left} nodes not shown (the page draws at most {CHECK_MAX_NODES})")
     doc["graphs"] = graphs
     if not graphs:
@@ -469,20 +570,52 @@ PAGE_JS = r"""
   var doc = JSON.parse(document.getElementById("autodiag-data").textContent);
   var graphs = doc.graphs || [doc];
   var findings = doc.findings || [];
-  var views = [], folded = [];
+  var views = [], folded = [], repeated = [];
   var sections = document.querySelectorAll("section.graph");
   for (var k = 0; k < sections.length; k++) {
-    var pics = sections[k].querySelectorAll(".canvas svg");
-    var full = setup(sections[k], pics[0], graphs[k]);
+    var sec = sections[k], g0 = graphs[k];
+    var pic = function (role) {
+      return sec.querySelector('.canvas svg[data-role="' + role + '"]');
+    };
+    // every node of the section's data, drawn or not, and who uses it
+    var ctx = { all: {}, users: {}, foldOf: {}, views: [] };
+    g0.nodes.forEach(function (n) { ctx.all[n.id] = n; ctx.users[n.id] = []; });
+    g0.nodes.forEach(function (n) {
+      n.next.forEach(function (e) { if (e && ctx.users[e[0]]) ctx.users[e[0]].push(n.id); });
+    });
+    var full = setup(sec, pic("full"), g0, ctx);
+    ctx.full = full;
     views.push(full);
-    if (pics[1] && graphs[k].collapsed) {
-      pics[1].style.display = "none";
-      var mod = setup(sections[k], pics[1], graphs[k].collapsed);
+    if (pic("modules") && g0.collapsed) {
+      var mod = setup(sec, pic("modules"), g0.collapsed, ctx);
       full.other = mod; mod.other = full;
       folded.push(full);
     }
+    if (pic("repeats") && g0.repeats) {
+      // the runs of repeated blocks folded, and each run expanded (report/repeats.py)
+      var rep = setup(sec, pic("repeats"), g0.repeats, ctx);
+      full.repeats = rep; ctx.repeats = rep;
+      repeated.push(full);
+      g0.repeats.nodes.forEach(function (n) {
+        if (!n.repeat) return;
+        var x = n.repeat.expanded, inside = {};
+        x.ids.forEach(function (id) { inside[id] = true; });
+        var part = { nodes: x.ids.map(function (id) { return ctx.all[id]; }), layout: x.layout,
+          roots: (g0.roots || []).filter(function (r) { return inside[r]; }),
+          node_findings: g0.node_findings };
+        var xv = setup(sec, sec.querySelector('.canvas svg[data-fold="' + n.id + '"]'), part,
+          ctx);
+        xv.box = n;
+        n.repeat.instances.forEach(function (inst, i) {
+          inst.forEach(function (id) { ctx.foldOf[id] = { box: n, view: xv, instance: i }; });
+        });
+      });
+    }
+    var first = g0.start === "repeats" && ctx.repeats ? ctx.repeats : full;
+    ctx.views.forEach(function (v) { if (v !== first) v.hide(); });
+    ctx.shown = first;
   }
-  var active = views[0];
+  var active = views[0].ctx.shown;
   // the modules button: each graph's picture with its modules folded, or in full
   var modulesButton = document.querySelector("header .modules");
   if (folded.length) {
@@ -490,6 +623,18 @@ PAGE_JS = r"""
     modulesButton.addEventListener("click", function () {
       var on = modulesButton.classList.toggle("on");
       folded.forEach(function (v) { (on ? v.other : v).swap(); });
+    });
+  }
+  // the repeats button: each graph with its runs of repeated blocks folded, or in full
+  var repeatsButton = document.querySelector("header .repeats");
+  if (repeated.length) {
+    repeatsButton.hidden = false;
+    repeatsButton.classList.toggle("on", views.some(function (v) {
+      return v.ctx.shown !== v && v.ctx.shown !== v.other;
+    }));
+    repeatsButton.addEventListener("click", function () {
+      var on = repeatsButton.classList.toggle("on");
+      repeated.forEach(function (v) { (on ? v.repeats : v).swap(); });
     });
   }
 
@@ -527,7 +672,7 @@ PAGE_JS = r"""
     return t;
   }
 
-  function setup(sec, svg, g) {
+  function setup(sec, svg, g, ctx) {
     var vp = svg.querySelector("g.viewport");
     var canvas = sec.querySelector(".canvas");
     var details = sec.querySelector(".details");
@@ -540,6 +685,8 @@ PAGE_JS = r"""
     (g.roots || []).forEach(function (r, i) { rootName[r] = (g.root_names || [])[i]; });
     var nodeFindings = g.node_findings || {};
     svg.querySelectorAll("g.node").forEach(function (e) { nodeEl[e.dataset.id] = e; });
+    // a node of the data: this picture's own (a folded box), else any node of the section
+    function nodeOf(id) { return byId[id] || ctx.all[id]; }
     var edges = svg.querySelectorAll("path.edge");
     var W = Number(svg.dataset.width), H = Number(svg.dataset.height);
     var s = 1, tx = 0, ty = 0;
@@ -591,7 +738,7 @@ PAGE_JS = r"""
       canvas.classList.remove("dragging");
       if (d && d.moved) return;
       var t = ev.target && ev.target.closest ? ev.target.closest("g.node") : null;
-      if (t && canvas.contains(t)) select(Number(t.dataset.id));
+      if (t && svg.contains(t)) select(Number(t.dataset.id));  // this picture's own box
     });
     canvas.addEventListener("pointerenter", function () { if (shown()) active = view; });
 
@@ -615,7 +762,8 @@ PAGE_JS = r"""
     }
     function select(id) {
       var n = byId[id];
-      if (!n) return;
+      if (n && n.repeat) { ctx.foldOf[n.repeat.instances[0][0]].view.swap(); return; }
+      if (!n || !nodeEl[id]) { ctx.reveal(id, view); return; }
       clearMarks();
       var on = pathUp(id);
       svg.classList.add("dim");
@@ -628,9 +776,9 @@ PAGE_JS = r"""
       sec.dataset.selected = String(id);
     }
     function link(id) {
-      var n = byId[id];
+      var n = nodeOf(id);
       var a = el("a", null, (n ? label(n) : "node") + " #" + id);
-      a.addEventListener("click", function () { select(id); centerOn(id); });
+      a.addEventListener("click", function () { ctx.reveal(id, view); });
       return a;
     }
     function label(n) {
@@ -644,9 +792,10 @@ PAGE_JS = r"""
       dl.appendChild(dd);
       return dd;
     }
-    function show(n) {
+    function show(n, where) {
       details.textContent = "";
       details.appendChild(el("h3", "name", label(n)));
+      if (where) details.appendChild(el("p", "hint", where));
       var dl = el("dl");
       details.appendChild(dl);
       row(dl, "node", n.name + "  (id " + n.id + ")");
@@ -675,15 +824,16 @@ PAGE_JS = r"""
       var ins = el("div");
       n.next.forEach(function (e, i) {
         if (i) ins.appendChild(document.createTextNode(", "));
-        ins.appendChild(e && byId[e[0]] ? link(e[0]) : el("span", null, "-"));
+        ins.appendChild(e && nodeOf(e[0]) ? link(e[0]) : el("span", null, "-"));
       });
       if (n.next.length) row(dl, "inputs", ins);
       var outs = el("div");
-      (consumers[n.id] || []).forEach(function (c, i) {
+      var users = byId[n.id] && !ctx.all[n.id] ? consumers[n.id] : ctx.users[n.id];
+      (users || []).forEach(function (c, i) {
         if (i) outs.appendChild(document.createTextNode(", "));
         outs.appendChild(link(c));
       });
-      if ((consumers[n.id] || []).length) row(dl, "used by", outs);
+      if ((users || []).length) row(dl, "used by", outs);
       if (n.value) row(dl, "value", summary(n.value));
       if ("grad" in n) {
         var gs = n.grad ? n.grad.map(summary).join("; ") : "-";
@@ -737,7 +887,11 @@ PAGE_JS = r"""
       q = q.trim().toLowerCase();
       if (!q) return 0;
       var line = /^(?:(.*):)?(\d+)$/.exec(q);
-      g.nodes.forEach(function (n) {
+      // every node of the data (a node inside a folded run marks its box), and this picture's
+      // own boxes
+      var pool = g.nodes.filter(function (n) { return !ctx.all[n.id]; });
+      Object.keys(ctx.all).forEach(function (k) { pool.push(ctx.all[k]); });
+      pool.forEach(function (n) {
         var hit;
         if (line) {
           var at = n.created_at;
@@ -747,34 +901,86 @@ PAGE_JS = r"""
           hit = label(n).toLowerCase().indexOf(q) >= 0 || n.name.toLowerCase().indexOf(q) >= 0 ||
             (n.module || "").toLowerCase().indexOf(q) >= 0;
         }
-        if (hit) { matches.push(n.id); nodeEl[n.id].classList.add("match"); }
+        if (!hit) return;
+        matches.push(n.id);
+        var f = ctx.foldOf[n.id];
+        var e = nodeEl[n.id] || (f && nodeEl[f.box.id]);
+        if (e) e.classList.add("match");
       });
+      matches.sort(function (a, b) { return a - b; });
       return matches.length;
     }
     function next() {
       if (!matches.length) return;
       cursor = (cursor + 1) % matches.length;
-      select(matches[cursor]);
-      centerOn(matches[cursor]);
+      ctx.reveal(matches[cursor], view);
     }
     var view = { fit: fit, search: search, next: next, clear: function () {
       clearMarks(); delete sec.dataset.selected;
-    }, select: select, shown: shown };
-    // show this picture instead of the other one (and select node ``id`` in it)
+    }, select: select, shown: shown, ctx: ctx };
+    // show this picture instead of the others (and select node ``id`` in it)
     view.swap = function (id) {
-      if (view.other) view.other.hide();
+      ctx.views.forEach(function (v) { if (v !== view) v.hide(); });
       svg.style.display = "";
       active = view;
+      ctx.shown = view;
       fit();
       if (id !== undefined) { select(id); centerOn(id); }
+      else if (view.box) {  // readable at once: zoomed on the block that ran first
+        if (s < 0.6) { s = 0.6; centerOn(view.box.repeat.expanded.ids[0]); }
+        foldPanel();
+      }
       if (modulesButton) modulesButton.classList.toggle("on", !!g.members_view);
+      if (repeatsButton) repeatsButton.classList.toggle("on", view === ctx.repeats || !!view.box);
     };
+    view.draws = function (id) { return !!nodeEl[id]; };
+    // a node this picture does not draw: its details, and where it is
+    view.detail = function (id, where) {
+      var n = nodeOf(id);
+      if (!n) return;
+      clearMarks();
+      show(n, where);
+      sec.dataset.selected = String(id);
+    };
+    // an expanded run: what it repeats, which instances are drawn, the way back
+    function foldPanel() {
+      var r = view.box.repeat, drawn = r.expanded.ids.length / r.size;
+      details.textContent = "";
+      details.appendChild(el("h3", "name", view.box.name));
+      var dl = el("dl");
+      details.appendChild(dl);
+      row(dl, "repeats", r.count + " blocks of " + r.size + " node" + (r.size > 1 ? "s" : "") +
+        " (" + r.ranks + " rank" + (r.ranks > 1 ? "s" : "") + " each)");
+      row(dl, "drawn", drawn >= r.count ? "all " + r.count : "the first " + drawn +
+        " (search finds a node of any block)");
+      var back = el("a", "back", "fold the run back");
+      back.addEventListener("click", function () { ctx.repeats.swap(); });
+      details.appendChild(back);
+    }
     view.hide = function () { svg.style.display = "none"; };
+    ctx.views.push(view);
     view.labelOf = function (id) { return byId[id] ? label(byId[id]) : "node"; };
+    view.centerOn = centerOn;
+    ctx.reveal = function (id, from) { reveal(ctx, id, from || view); };
     g.members_view = g.nodes.some(function (n) { return n.members; });
     fit();
     window.addEventListener("resize", function () { if (shown()) fit(); });
     return view;
+  }
+
+  // node ``id`` of a section: selected in the picture shown if it draws it, else in the full
+  // picture or in its run expanded; a node no picture draws gets its details and where it is
+  function reveal(ctx, id, from) {
+    var f = ctx.foldOf[id];
+    if (from.draws(id)) { if (!from.shown()) from.swap(); from.select(id); from.centerOn(id); }
+    else if (f && f.view.draws(id)) f.view.swap(id);
+    else if (ctx.full.draws(id)) ctx.full.swap(id);
+    else if (f) {
+      f.view.swap();
+      var r = f.box.repeat;
+      f.view.detail(id, "in " + f.box.name + ": block " + (f.instance + 1) + " of " + r.count +
+        " (not drawn: the picture shows the first " + r.expanded.ids.length / r.size + ")");
+    } else from.detail(id, "not drawn in this page's pictures");
   }
 
   var box = document.querySelector("header .search");
@@ -782,8 +988,8 @@ PAGE_JS = r"""
   box.addEventListener("input", function () {
     var n = 0;
     views.forEach(function (v) {
-      n += v.search(box.value);
-      if (v.other) v.other.search(box.value);
+      n += v.search(box.value);  // each node of the data once: the full picture's count
+      v.ctx.views.forEach(function (w) { if (w !== v) w.search(box.value); });
     });
     count.textContent = box.value.trim() ? n + " match" + (n === 1 ? "" : "es") : "";
   });
@@ -791,13 +997,15 @@ PAGE_JS = r"""
     if (ev.key === "Enter") { ev.preventDefault(); active.next(); }
   });
   document.querySelector("header .fit").addEventListener("click", function () {
-    views.forEach(function (v) { v.fit(); });
+    views.forEach(function (v) { v.ctx.shown.fit(); });
   });
   document.addEventListener("keydown", function (ev) {
     if (ev.target === box) { if (ev.key === "Escape") box.blur(); return; }
-    if (ev.key === "f") views.forEach(function (v) { v.fit(); });
+    if (ev.key === "f") views.forEach(function (v) { v.ctx.shown.fit(); });
     else if (ev.key === "/") { ev.preventDefault(); box.focus(); }
-    else if (ev.key === "Escape") views.forEach(function (v) { v.clear(); });
+    else if (ev.key === "Escape") {
+      views.forEach(function (v) { v.ctx.views.forEach(function (w) { w.clear(); }); });
+    }
   });
   window.autodiagViews = views;
 })();

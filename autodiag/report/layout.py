@@ -29,6 +29,7 @@ Everything is deterministic: the same graph gives the same picture, byte for byt
 from __future__ import annotations
 
 import dataclasses
+import heapq
 
 # Space between boxes: along a rank, and between ranks (top-down, left-right).
 NODE_GAP = 18.0
@@ -130,25 +131,30 @@ def layout(
     left = min((pos[i] - breadth[i] / 2 for i in range(total)), default=0.0)
     shift = MARGIN - left
     along = [p + shift for p in pos]
-    extent_along = max((along[i] + breadth[i] / 2 for i in range(total)), default=0.0) + MARGIN
+    right = max((along[i] + breadth[i] / 2 for i in range(total)), default=0.0)
+    lanes = _lanes(edges, chains, direct, ranks)
+    # the long edges over the budget run up lanes right of every box
+    extent_along = right + LANE_GAP * (max(lanes.values(), default=-1) + 1) + MARGIN
+    band = [(across[r] - rank_thick[r] / 2, across[r] + rank_thick[r] / 2) for r in range(nranks)]
 
     if direction == "TB":
 
-        def point(i: int) -> tuple:
-            return (along[i], across[rank_of[i]])
+        def xy(a: float, c: float) -> tuple:
+            return (round(a, 1), round(c, 1))
 
         width, height = extent_along, extent_across
     else:
 
-        def point(i: int) -> tuple:
-            return (extent_across - across[rank_of[i]], along[i])
+        def xy(a: float, c: float) -> tuple:
+            return (round(extent_across - c, 1), round(a, 1))
 
         width, height = extent_across, extent_along
     boxes = []
     for i in range(n):
-        x, y = point(i)
-        boxes.append(Box(round(x, 1), round(y, 1), float(sizes[i][0]), float(sizes[i][1])))
-    paths = _edge_paths(edges, chains, boxes, point, direction)
+        x, y = xy(along[i], across[ranks[i]])
+        boxes.append(Box(x, y, float(sizes[i][0]), float(sizes[i][1])))
+    geometry = _Geometry(along, breadth, thick, rank_of, band, across, right, xy)
+    paths = _edge_paths(edges, chains, lanes, boxes, geometry)
     return Layout(
         direction, round(width, 1), round(height, 1), boxes, paths, ranks, crossings, len(direct)
     )
@@ -361,12 +367,60 @@ def _pack(layer: list, want: list, breadth: list) -> list:
     return [y + o for y, o in zip(out, offsets)]
 
 
-# --- edges ----------------------------------------------------------------------------------------
+# --- edges ---------------------------------------------------------------------------------------
+
+# NOTE [Edges never pass through a box]: a box spans at most its rank's band (the band is as
+# thick as the rank's thickest box), and nothing but edges lies between two bands. So an edge
+# crosses a band only vertically, at a place kept free for it: its own end's column, or its
+# dummy node's slot (DUMMY_SIZE, with NODE_GAP on either side); it changes its place along the
+# ranks only in the gap between two bands. A long edge without dummies (over the budget) leaves
+# its input's band into the gap above it, runs along that gap to a lane right of every box, up
+# the lane, and back along the gap below its consumer's band. Consecutive points thus span a
+# rectangle that lies in a gap, or is a vertical line in a free column or lane: the drawn curve
+# (picture._curve: monotone between its points) stays inside it.
+
+LANE_GAP = 8.0  # between the lanes of long edges over the budget
 
 
-def _edge_paths(edges: list, chains: list, boxes: list, point, direction: str) -> list:
-    """Each edge from its input's box side to its consumer's, through its dummies. A node's
-    incoming ends are spread along its side in edge order (``next_functions`` order)."""
+@dataclasses.dataclass
+class _Geometry:
+    along: list  # per node (dummies included): its centre along the ranks
+    breadth: list
+    thick: list  # per real node: its thickness across the ranks
+    rank_of: list
+    band: list  # per rank: its (near-the-sources, far) edge across the ranks
+    across: list  # per rank: its centre across the ranks
+    right: float  # along: where the lanes end (they start right of every box)
+    xy: object  # (along, across) -> (x, y)
+
+
+def _lanes(edges: list, chains: list, direct: list, ranks: list) -> dict:
+    """Input node -> lane of its long edges over the budget: one lane per input (an RNN's shared
+    weight: one lane up the picture, its edges leaving it at each step), lanes reused by inputs
+    whose rank spans do not overlap (greedy interval colouring, by span start)."""
+    if not direct:
+        return {}
+    span: dict = {}
+    for u, v in direct:
+        lo, _ = span.get(v, (ranks[u], ranks[v]))
+        span[v] = (min(lo, ranks[u]), ranks[v])
+    free: list = []  # (rank where the lane is free again, lane)
+    lane: dict = {}
+    count = 0
+    for v, (lo, hi) in sorted(span.items(), key=lambda t: (t[1], t[0])):
+        if free and free[0][0] < lo:
+            _, k = heapq.heappop(free)
+        else:
+            k, count = count, count + 1
+        lane[v] = k
+        heapq.heappush(free, (hi, k))
+    return lane
+
+
+def _edge_paths(edges: list, chains: list, lanes: dict, boxes: list, geo: _Geometry) -> list:
+    """Each edge from its input's box side to its consumer's, through its dummies or up its
+    lane (NOTE [Edges never pass through a box]). A node's incoming ends are spread along its
+    side in edge order (``next_functions`` order)."""
     ins: dict = {}
     for k, (u, _v) in enumerate(edges):
         ins.setdefault(u, []).append(k)
@@ -374,20 +428,34 @@ def _edge_paths(edges: list, chains: list, boxes: list, point, direction: str) -
     for ks in ins.values():
         for j, k in enumerate(ks):
             slot[k] = (j + 1) / (len(ks) + 1)
+    along, band, rank_of, xy = geo.along, geo.band, geo.rank_of, geo.xy
     out = []
     for k, (u, v) in enumerate(edges):
         bu, bv = boxes[u], boxes[v]
-        if chains[k] is None:  # a self-loop or an edge closing a cycle: a plain line
+        chain = chains[k]
+        if chain is None:  # a self-loop or an edge closing a cycle: a plain line
             out.append(EdgePath(k, u, v, [(bv.x, bv.y), (bu.x, bu.y)]))
             continue
-        f = slot[k]
-        if direction == "TB":
-            start = (bv.x, bv.y - bv.h / 2)
-            end = (bu.x - bu.w / 2 + bu.w * f, bu.y + bu.h / 2)
+        ru, rv = rank_of[u], rank_of[v]
+        end = along[u] - geo.breadth[u] / 2 + geo.breadth[u] * slot[k]
+        # (along, across) from the input's side up to its band's edge
+        pts = [(along[v], geo.across[rv] - geo.thick[v] / 2), (along[v], band[rv][0])]
+        if len(chain) == 2 and rv - ru > 1:  # over the budget: along the gaps and up a lane
+            lane = lanes[v]
+            at = geo.right + LANE_GAP * (lane + 0.5)
+            nudge = ((lane % 5) - 2) * 3.0  # buses along one gap apart
+            g_v = (band[rv - 1][1] + band[rv][0]) / 2 + nudge
+            g_u = (band[ru][1] + band[ru + 1][0]) / 2 + nudge
+            pts += [(along[v], g_v), (at, g_v), (at, g_u), (end, g_u)]
         else:
-            start = (bv.x + bv.w / 2, bv.y)
-            end = (bu.x - bu.w / 2, bu.y - bu.h / 2 + bu.h * f)
-        mids = [point(d) for d in reversed(chains[k][1:-1])]
-        pts = [start] + [(round(x, 1), round(y, 1)) for x, y in mids] + [end]
-        out.append(EdgePath(k, u, v, [(round(x, 1), round(y, 1)) for x, y in pts]))
+            for d in reversed(chain[1:-1]):  # through each rank it passes, vertically
+                r = rank_of[d]
+                pts += [(along[d], band[r][1]), (along[d], band[r][0])]
+        pts += [(end, band[ru][1]), (end, geo.across[ru] + geo.thick[u] / 2)]
+        path = []
+        for a, c in pts:
+            p = xy(a, c)
+            if not path or path[-1] != p:
+                path.append(p)
+        out.append(EdgePath(k, u, v, path))
     return out

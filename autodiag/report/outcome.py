@@ -51,8 +51,9 @@ class Outcome:
         return self.result.error is not None or self.result.interrupted
 
 
-def json_envelope(sink, outcome: Outcome) -> None:
-    """The JSON renderer of a command whose report is its findings and ``info``."""
+def json_envelope(sink, outcome: Outcome, inline_lists: bool = False) -> None:
+    """The JSON renderer of a command whose report is its findings and ``info``.
+    ``inline_lists``: each list of scalars on one line (``output.dumps_readable``)."""
     result = outcome.result
     sink.write_json(
         envelope(
@@ -62,5 +63,6 @@ def json_envelope(sink, outcome: Outcome) -> None:
             error=result.error,
             interrupted=result.interrupted,
             **outcome.info,
-        )
+        ),
+        inline_lists=inline_lists,
     )

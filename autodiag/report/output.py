@@ -193,11 +193,14 @@ class Sink:
         else:
             write_stdout(text)
 
-    def write_json(self, data: dict, pretty: bool = True) -> None:
-        """``pretty=False`` for large documents: json's C encoder only runs without indent."""
-        self.write_text(
-            json.dumps(data, indent=2 if pretty else None, default=_json_default) + "\n"
-        )
+    def write_json(self, data: dict, pretty: bool = True, inline_lists: bool = False) -> None:
+        """``pretty=False`` for large documents: json's C encoder only runs without indent.
+        ``inline_lists``: indented, but each list of scalars on one line (``dumps_readable``)."""
+        if pretty and inline_lists:
+            text = dumps_readable(data)
+        else:
+            text = json.dumps(data, indent=2 if pretty else None, default=_json_default)
+        self.write_text(text + "\n")
         self.json_written = True
         self.delivered = self._buffer is None
 
@@ -412,6 +415,47 @@ def _remove(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def dumps_readable(obj) -> str:
+    """``json.dumps(obj, indent=2)``, except that a list of scalars (numbers, strings, booleans,
+    nulls) stays on one line: a series of 256 numbers is one line, not 256 (``check``'s
+    ``grad_flow``). Recursion follows the document's nesting (a few levels), never a graph.
+
+    >>> print(dumps_readable({"x": [1, 2, 3], "p": [{"name": "w"}]}))
+    {
+      "x": [1, 2, 3],
+      "p": [
+        {
+          "name": "w"
+        }
+      ]
+    }
+    """
+    out: list = []
+    _readable(obj, 0, out)
+    return "".join(out)
+
+
+def _readable(obj, level: int, out: list) -> None:
+    if isinstance(obj, dict):
+        items = [(json.dumps(str(k)) + ": ", v) for k, v in obj.items()]
+        ends = "{}"
+    elif isinstance(obj, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in obj):
+        items = [("", v) for v in obj]
+        ends = "[]"
+    else:
+        out.append(json.dumps(obj, default=_json_default))
+        return
+    if not items:
+        out.append(ends)
+        return
+    pad = "\n" + "  " * (level + 1)
+    out.append(ends[0])
+    for k, (key, value) in enumerate(items):
+        out.append(("," if k else "") + pad + key)
+        _readable(value, level + 1, out)
+    out.append("\n" + "  " * level + ends[1])
 
 
 def _json_default(o):

@@ -31,6 +31,7 @@ SVG_CSS = f"""
 .node.root rect {{ fill: {ROOT_COLOR}; stroke: #52be80; stroke-width: 2; }}
 .node.finding rect {{ fill: {FINDING_COLOR}; stroke: #c0392b; stroke-width: 2.5; }}
 .node.group rect {{ fill: #e8daef; stroke: #7d3c98; stroke-dasharray: 6 3; }}
+.node.repeat rect {{ fill: #fdebd0; stroke: #ca6f1e; stroke-width: 2; stroke-dasharray: 8 3; }}
 .node.modified rect {{ stroke: #c0392b; stroke-dasharray: 4 2; stroke-width: 2; }}
 .node text {{ font: 12px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace;
   fill: #111; }}
@@ -44,6 +45,10 @@ def node_lines(node: dict, root_name: str | None) -> list[str]:
     """A box's text: the leaf's variable name (or ``AccumulateGrad``) and its shape and dtype;
     else the node's name (``loss = NllLossBackward0`` for a named root) and where it was
     created (``model.py:38``: the file name only, to keep boxes small)."""
+    rep = node.get("repeat")
+    if rep is not None:  # a run of repeated blocks folded into one box (report/repeats.py)
+        each = f"{rep['size']} nodes each" if rep["size"] > 1 else "1 node each"
+        return [node["name"], f"{each} · {rep['size'] * rep['count']:,} in all · click to expand"]
     if "members" in node:  # a module folded into one box
         return [node["name"], f"{node.get('kind') or 'module'} · {len(node['members'])} nodes"]
     var = node.get("variable")
@@ -70,6 +75,8 @@ def node_classes(node: dict, roots: set, findings: dict) -> str:
         cls.append("leaf")
     if "members" in node:
         cls.append("group")
+    if "repeat" in node:
+        cls.append("repeat")
     if node["id"] in roots:
         cls.append("root")
     if findings.get(node["id"]):

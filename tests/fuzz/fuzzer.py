@@ -303,7 +303,7 @@ def _broadcastable(a, b) -> bool:
     return True
 
 
-_OP_NAMES = sorted(OPS)
+_OP_NAMES = sorted(n for n in OPS if n not in _ops.EXTENDED)  # by name or --extended only
 _OP_WEIGHTS = np.array([OPS[n].weight for n in _OP_NAMES], dtype=float)
 _OP_WEIGHTS /= _OP_WEIGHTS.sum()
 

@@ -54,13 +54,13 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "autodiag gives the exact one (README 'Where autodiag differs')",
     ),
     KnownIssue(
-        "platform",
-        r"(^|\+)(matmul|mm|bmm|linear)(\+|$)",
-        r"^forward value: (-?inf vs nan|nan vs -?inf)$",
-        "a product that overflows beside an inf in matmul: a fused multiply-add keeps the "
-        "exact product (inf + -3e68 = inf), a plain multiply rounds it to -inf first "
-        "(NaN); PyTorch loops plainly below a size threshold and calls BLAS above it, "
-        "numpy calls BLAS sooner (README 'Where autodiag differs')",
+        "open",
+        r"(^|\+)div_(\+|$)",
+        r"^grad2 value: different finite values$",
+        "second derivative through in-place div_ where its exact value is 0 ((2.5 * x) / x): "
+        "float32 cancellation noise in both libraries, from other operation orders "
+        "(measured: -6.1e-05 in PyTorch, -1.2e-04 here, beside terms of 1e3 = 1/x^2); "
+        "PyTorch's in-place formula order is not emulated",
     ),
     KnownIssue(
         "open",

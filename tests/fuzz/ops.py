@@ -739,3 +739,91 @@ def _(g):
     n = g.shape_of(w)[0]
     idx = g.rng.integers(0, n, int(g.rng.integers(0, 4))).tolist()
     return f"F.embedding(torch.tensor({idx!r}, dtype=torch.int64), {w})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Scans, sorting, clamp and where forms, more activations and losses, conv/pooling/norms
+# ---------------------------------------------------------------------------------------------
+
+for _nm in ("cumsum", "cumprod"):
+    op(_nm, "reduction", weight=0.7)(
+        lambda g, _nm=_nm: (lambda x: f"torch.{_nm}({x}, dim={g.dim(max(g.ndim(x), 1))})")(g.pick())
+    )
+
+
+@op("sort", "reduction", weight=0.5)
+def _(g):
+    x = g.pick()
+    d = g.dim(max(g.ndim(x), 1))
+    return f"torch.sort({x}, dim={d}, descending={bool(g.rng.random() < 0.5)})[0]"
+
+
+@op("topk", "reduction", weight=0.5)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 1)
+    d = g.dim(g.ndim(x))
+    k = int(g.rng.integers(0, g.size_at(x, d) + 1))
+    return f"torch.topk({x}, {k}, dim={d})[0]"
+
+
+op("flip", "view", weight=0.4)(
+    lambda g: (lambda x: f"torch.flip({x}, ({g.dim(max(g.ndim(x), 1))},))")(g.pick())
+)
+op("clamp_min", "elementwise", weight=0.5)(
+    lambda g: f"torch.clamp_min({g.pick()}, {g.lit(g.scalar())})"
+)
+op("clamp_max", "elementwise", weight=0.5)(
+    lambda g: f"torch.clamp_max({g.pick()}, {g.lit(g.scalar())})"
+)
+
+
+@op("where.scalar", "binary", weight=0.7, refuse=("where",))
+def _(g):
+    x = g.pick()
+    c = g.partner(x, "bcast", kind="bool")
+    if g.rng.random() < 0.5:
+        return f"torch.where({c}, {x}, {g.lit(g.scalar())})"
+    return f"torch.where({c}, {g.lit(g.scalar())}, {x})"
+
+
+for _nm in ("silu", "elu"):
+    op(_nm, "nn.functional", weight=0.5)(lambda g, _nm=_nm: f"F.{_nm}({g.pick()})")
+
+for _nm in ("l1_loss", "smooth_l1_loss", "huber_loss"):
+    op(_nm, "nn.functional", weight=0.5)(
+        lambda g, _nm=_nm: (
+            lambda x: f"F.{_nm}({x}, {g.partner(x, 'same')}, reduction={_reduction(g)!r})"
+        )(g.pick())
+    )
+
+
+@op("conv1d", "nn.functional", weight=0.5)
+def _(g):
+    x = g.pick(lambda t: t.ndim == 3 and 0 not in t.shape, shape=g.shape(3, 3, min_size=1))
+    n, c, length = g.shape_of(x)
+    k = int(g.rng.integers(1, length + 1))
+    w = g.new((int(g.rng.integers(1, 3)), c, k))
+    return f"F.conv1d({x}, {w}, padding={int(g.rng.integers(0, 2))})"
+
+
+@op("max_pool1d", "nn.functional", weight=0.4)
+def _(g):
+    x = g.pick(lambda t: t.ndim == 3 and 0 not in t.shape, shape=g.shape(3, 3, min_size=1))
+    k = int(g.rng.integers(1, g.shape_of(x)[2] + 1))
+    return f"F.max_pool1d({x}, {k})"
+
+
+@op("group_norm", "nn.functional", weight=0.4)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 2 and 0 not in t.shape, shape=g.shape(2, 3, min_size=1))
+    c = g.shape_of(x)[1]
+    groups = int(g.rng.choice([d for d in range(1, c + 1) if c % d == 0]))
+    return f"F.group_norm({x}, {groups})"
+
+
+# Ops of the section above whose difference classes are still open (measured with
+# ``run.py --extended --ops ...``, 600 programs: conv1d's create_graph gradients do not require
+# grad, group_norm's statistics (NaN, ValueError on size-1 groups), elu's second derivative,
+# topk's order among ties (README)): drawn only with ``--extended`` or by name, so that the CI
+# budget stays a measure of the fixed classes. An op leaves this set when its classes are fixed.
+EXTENDED = frozenset({"conv1d", "group_norm", "elu", "topk", "max_pool1d"})

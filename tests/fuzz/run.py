@@ -35,6 +35,11 @@ def main(argv=None) -> int:
         help="count the classes listed in known_issues.py apart (as CI does)",
     )
     ap.add_argument("--ops", default=None, help="comma-separated op names to draw from")
+    ap.add_argument(
+        "--extended",
+        action="store_true",
+        help="also draw the ops whose classes are open (fuzz/ops.py EXTENDED)",
+    )
     ap.add_argument("--repros", type=int, default=40, help="classes printed with a repro")
     ap.add_argument("--markdown", default=None, help="also write the table to this file")
     ap.add_argument("--replay", default=None, metavar="SEED:I", help="one program, verbosely")
@@ -46,6 +51,10 @@ def main(argv=None) -> int:
     import autodiag
 
     ops = set(args.ops.split(",")) if args.ops else None
+    if args.extended and ops is None:
+        from fuzz.ops import OPS
+
+        ops = set(OPS)
     camp = Campaign(
         torch,
         autodiag,

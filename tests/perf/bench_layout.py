@@ -1,12 +1,17 @@
 """Layout and picture benchmark (not a test; prints figures). Issue 23's target: a 2,000-node
 graph lays out in at most 2 s.
 
-    python tests/perf/bench_layout.py [--nodes 2000] [--runs 3]
+    python tests/perf/bench_layout.py [--nodes 2000] [--runs 3] [--chain 100000]
 
 For real grad_fn graphs of about ``--nodes`` nodes — a deep residual MLP (skip connections:
 long edges), an RNN (one weight shared by every step: the longest edges there are) and a random
 DAG — it prints, median of ``--runs``: the layout (``report/layout.py``), the SVG text, and the
 whole HTML page (model + layout + SVG + page), with the crossings and long edges drawn direct.
+
+Then repeated blocks (``report/repeats.py``), on a chain of ``--chain`` ops, a 50-layer MLP,
+``samples/tiny_gpt.py`` and ``samples/lstm.py``: the runs found, the time to find them, to lay
+out the folded graph, and the whole page (folded first when the graph is beyond the page's
+2,000 nodes, every node in its data), with its size.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import time
 
 import autodiag as ad
 from autodiag.analysis.graph import GraphSnapshot
-from autodiag.report import html, picture
+from autodiag.report import html, picture, repeats
 from autodiag.report.graph import View, to_json
 from autodiag.report.layout import layout
 
@@ -73,6 +78,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--chain", type=int, default=100_000)
     a = ap.parse_args()
     print(
         f"{'graph':<14}{'nodes':>7}{'edges':>7}{'layout':>10}{'svg':>9}{'page':>9}"
@@ -103,6 +109,59 @@ def main() -> None:
         f"{'random DAG':<14}{len(sizes):>7}{len(edges):>7}{t_lay:>9.3f}s{'':>9}{'':>9}"
         f"{lay.crossings:>11}{lay.direct:>8}"
     )
+    print()
+    print(
+        f"{'repeats':<14}{'nodes':>8}  {'runs (count x size)':<22}{'find':>8}"
+        f"{'layout':>9}{'page':>9}"
+    )
+    for name, snap in folded_graphs(a.chain):
+        view = View(max_nodes=2000)
+        model, _, folds, _ = html.folded_first(snap, view)
+        t_find, folds = median_time(lambda: repeats.find_repeats(model), a.runs)
+        folded = repeats.fold_graph(model, folds) if folds else model
+        t_lay, _ = median_time(lambda: picture.lay_out(folded, "TB"), a.runs)
+
+        def whole():
+            m, draw, fs, note = html.folded_first(snap, view)
+            g, svg = html.graph_section(m, "TB", "g0", None, draw, fs, bool(note))
+            return html.page(dict(g), [g], [svg], "bench", note)
+
+        t_page, text = median_time(whole, 1)
+        runs = ", ".join(f"{f.count}x{f.size}" for f in folds) or "-"
+        print(
+            f"{name:<14}{len(snap):>8}  {runs:<22}{t_find:>7.3f}s{t_lay:>8.3f}s{t_page:>8.2f}s"
+            f"   page {len(text.encode()) / 1e6:.2f} MB"
+        )
+
+
+def folded_graphs(chain: int):
+    """(name, GraphSnapshot) of graphs made of repeated blocks."""
+    import contextlib
+    import io
+    import os
+    import runpy
+
+    import autodiag.nn as nn
+    from autodiag.analysis.graph import GraphCapture
+    from autodiag.trace import tracing
+
+    x = ad.ones(3, requires_grad=True)
+    h = x
+    for _ in range(chain):
+        h = h * 1.0001
+    yield f"chain {chain // 1000}k", GraphSnapshot.capture([h.sum().grad_fn], 1, "backward")
+    ad.manual_seed(0)
+    mods = []
+    for _ in range(50):
+        mods += [nn.Linear(16, 16), nn.ReLU()]
+    loss = nn.Sequential(*mods, nn.Linear(16, 1))(ad.randn(8, 16)).pow(2).mean()
+    yield "MLP 50 layers", GraphSnapshot.capture([loss.grad_fn], 1, "backward")
+    samples = os.path.join(os.path.dirname(__file__), "..", "..", "samples")
+    for sample in ("tiny_gpt", "lstm"):
+        cap = GraphCapture()
+        with tracing(cap), contextlib.redirect_stdout(io.StringIO()):  # its loss lines
+            runpy.run_path(os.path.join(samples, f"{sample}.py"), run_name="__main__")
+        yield f"{sample}.py", cap.snapshots[-1]
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""``--engine torch`` overhead: ``graph`` and ``inplace`` observers on real PyTorch, as ratios
-to the same workload on plain PyTorch in the same process (issue 21).
+"""``--engine torch`` overhead: ``graph``, ``inplace``, ``anomaly`` and ``leaks`` observers on real
+PyTorch, as ratios to the same workload on plain PyTorch in the same process (issue 21).
 
     python tests/perf/bench_torch_engine.py [--runs 7] [--steps 20] [--chain 10000]
 
@@ -7,10 +7,14 @@ Workloads: a chain of ``--chain`` tiny ops (``y = y * 1.0001`` on a 1-element te
 backward, and the MLP 784-256-256-10 batch-64 training step (cross-entropy, SGD with momentum).
 Each contestant runs the workload under what the command installs — ``graph``: the function
 mode and ``GraphCapture`` (which copies the graph at every backward call); ``inplace``: the
-function mode, the saved-tensor hooks and ``InplaceWatcher`` — and the median CPU time over
+function mode, the saved-tensor hooks and ``InplaceWatcher``; ``anomaly``: the function mode, a
+finiteness test per float output and a hook per backward node (``TorchAnomalyFinder``);
+``detect_anomaly``: PyTorch's own ``torch.autograd.detect_anomaly()``, for comparison;
+``leaks``: the function mode and ``TorchLeakFinder`` — and the median CPU time over
 ``--runs`` runs is compared with plain PyTorch's ("empty mode": a TorchFunctionMode that only
 calls the op, the floor of any observer of this kind). One intra-op thread, so that CPU time is
-the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x.
+the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x, anomaly <= 1.5x (below
+detect_anomaly), leaks <= 1.3x.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ import argparse
 import contextlib
 import statistics
 import time
+import warnings
 
 import torch
 
 from autodiag.analysis.graph import GraphCapture
 from autodiag.analysis.inplace import InplaceWatcher
+from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
+from autodiag.analysis.torch_leaks import TorchLeakFinder
 from autodiag.engines.torch.observe import observing
 from autodiag.trace import tracing
 
@@ -76,6 +83,9 @@ CONTESTANTS = {
     "empty mode": _EmptyMode,  # the floor: what any TorchFunctionMode costs
     "graph": lambda: _observed(GraphCapture()),
     "inplace": lambda: _observed(InplaceWatcher()),
+    "anomaly": lambda: _observed(TorchAnomalyFinder(keep_going=True)),
+    "detect_anomaly": lambda: torch.autograd.detect_anomaly(),  # PyTorch's own, for comparison
+    "leaks": lambda: _observed(TorchLeakFinder()),
 }
 
 
@@ -98,6 +108,7 @@ def main() -> None:
     ap.add_argument("--chain", type=int, default=10_000)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
     print(f"torch {torch.__version__}, 1 thread, median CPU time of {args.runs} runs")
     for label, work in (
         (f"chain of {args.chain} tiny ops + backward", chain(args.chain)),

@@ -6,8 +6,8 @@ graph's own ``next_functions``/``metadata``/``name()``. No torch internals are p
 Importing this package does not import torch: ``available()`` asks whether it is installed, and
 the modules below (``seam``, ``observe``) import it when the engine is used.
 
-What this increment covers: ``graph`` and ``inplace``. The other commands refuse
-``--engine torch`` with exit 2 (``cli/_common.make_target``).
+What this increment covers: ``graph``, ``inplace``, ``anomaly`` and ``leaks``. The other
+commands refuse ``--engine torch`` with exit 2 (``cli/_common.make_target``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 
 # The commands that run on real PyTorch so far (issue 21 lands one command at a time).
-COMMANDS = ("graph", "inplace")
+COMMANDS = ("graph", "inplace", "anomaly", "leaks")
 INSTALL_HINT = 'Install it with: pip install "autodiag[torch]" (PyTorch 2.13).'
 
 

@@ -123,6 +123,8 @@ class Observer:
 
     def __init__(self):
         self.sinks = [t for t in events.TRACERS if hasattr(type(t), "note_hazard")]
+        # tracers that look at every op of the script (``torch_op``: anomaly, leaks)
+        self.op_watchers = [t for t in events.TRACERS if hasattr(type(t), "torch_op")]
         self.last_seq = -1  # the newest node sequence number tagged so far
         self.last_stack = None  # the stack of the last op that ran with grad disabled
         self.pending: list = []  # saves packed during the op in progress
@@ -179,6 +181,8 @@ class Observer:
             for t in written:
                 if t.__class__ is _Tensor or isinstance(t, _Tensor):
                     self.wrote(name, t, stack)
+        for w in self.op_watchers:
+            w.torch_op(name, args, kwargs, out, made)
 
     def sweep(self) -> None:
         """Forget storages whose saved tensors are all gone (their nodes ran or died)."""

@@ -13,7 +13,7 @@ from autodiag.nn.modules.activation import (
     Tanh,
 )
 from autodiag.nn.modules.attention import MultiheadAttention
-from autodiag.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d
+from autodiag.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from autodiag.nn.modules.container import (
     ModuleDict,
     ModuleList,
@@ -21,8 +21,16 @@ from autodiag.nn.modules.container import (
     ParameterList,
     Sequential,
 )
-from autodiag.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from autodiag.nn.modules.conv import (
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+)
 from autodiag.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
+from autodiag.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from autodiag.nn.modules.linear import (
     Flatten,
     Identity,
@@ -47,9 +55,25 @@ from autodiag.nn.modules.normalization import (
     GroupNorm,
     LayerNorm,
 )
-from autodiag.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool1d, MaxPool2d
+from autodiag.nn.modules.pooling import (
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool2d,
+    AvgPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+)
 from autodiag.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from autodiag.nn.modules.sparse import Embedding
+from autodiag.nn.modules.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "Module",
@@ -108,4 +132,19 @@ __all__ = [
     "Dropout1d",
     "Dropout2d",
     "Unflatten",
+    "Transformer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "Conv3d",
+    "ConvTranspose3d",
+    "MaxPool3d",
+    "AvgPool3d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "BatchNorm3d",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
 ]

@@ -10,9 +10,8 @@ not ported: autodiag always runs the path above, which gives the same values.
 from __future__ import annotations
 
 import math
-import warnings
 
-from autodiag import dtypes
+from autodiag import _warnings, dtypes
 from autodiag.nn import functional as F
 from autodiag.nn import init
 from autodiag.nn.modules.linear import Linear
@@ -30,10 +29,9 @@ def _canonical_mask(mask, mask_name, other_type, other_name, target_type, check_
     if mask.dtype is not dtypes.bool and not is_float:
         raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     if check_other and other_type is not None and mask.dtype != other_type:
-        warnings.warn(
+        _warnings.warn(
             f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same "
-            "type for both instead.",
-            stacklevel=3,
+            "type for both instead."
         )
     if not is_float:
         mask = zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))

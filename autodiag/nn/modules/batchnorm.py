@@ -1,5 +1,5 @@
-"""``BatchNorm1d`` and ``BatchNorm2d``: PyTorch's ``_NormBase``/``_BatchNorm`` (parameters,
-``running_mean``/``running_var``/``num_batches_tracked`` buffers, train/eval) over
+"""``BatchNorm1d``, ``BatchNorm2d`` and ``BatchNorm3d``: PyTorch's ``_NormBase``/``_BatchNorm``
+(parameters, ``running_mean``/``running_var``/``num_batches_tracked`` buffers, train/eval) over
 ``F.batch_norm`` (ops/normalization.py)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from autodiag.nn.modules.module import Module
 from autodiag.nn.parameter import Parameter
 
 
-class _BatchNorm(Module):
-    """What BatchNorm1d/2d share. In training the batch's statistics normalize and the
-    running ones are updated (``momentum=None``: their cumulative average); in eval the
-    running ones normalize (the batch's, when ``track_running_stats=False``)."""
+class _NormBase(Module):
+    """What batch and instance normalization share (PyTorch's ``_NormBase``): the optional
+    affine ``weight``/``bias`` and the ``running_mean``/``running_var``/``num_batches_tracked``
+    buffers."""
 
     def __init__(
         self,
@@ -71,6 +71,19 @@ class _BatchNorm(Module):
     def _check_input_dim(self, input) -> None:  # pragma: no cover - each subclass has one
         raise NotImplementedError
 
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, bias={self.bias is not None}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class _BatchNorm(_NormBase):
+    """What BatchNorm1d/2d/3d share. In training the batch's statistics normalize and the
+    running ones are updated (``momentum=None``: their cumulative average); in eval the
+    running ones normalize (the batch's, when ``track_running_stats=False``)."""
+
     def forward(self, input):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -92,13 +105,6 @@ class _BatchNorm(Module):
             bn_training,
             factor,
             self.eps,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-            f"affine={self.affine}, bias={self.bias is not None}, "
-            f"track_running_stats={self.track_running_stats}"
         )
 
 
@@ -127,3 +133,16 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of ``(N, C, D, H, W)`` input (as ``torch.nn.BatchNorm3d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.BatchNorm3d(4)
+    BatchNorm3d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+    """
+
+    def _check_input_dim(self, input) -> None:
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")

@@ -239,3 +239,28 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     _nd = 2
     _conv = staticmethod(F.conv_transpose2d)
+
+
+class Conv3d(_ConvNd):
+    """3-D convolution over ``(N, C_in, D, H, W)`` input (as ``torch.nn.Conv3d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.Conv3d(2, 3, 2)
+    Conv3d(2, 3, kernel_size=(2, 2, 2), stride=(1, 1, 1))
+    """
+
+    _nd = 3
+    _conv = staticmethod(F.conv3d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-D transposed convolution, weight ``(C_in, C_out / groups, kD, kH, kW)`` (as
+    ``torch.nn.ConvTranspose3d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.ConvTranspose3d(2, 3, 2)
+    ConvTranspose3d(2, 3, kernel_size=(2, 2, 2), stride=(1, 1, 1))
+    """
+
+    _nd = 3
+    _conv = staticmethod(F.conv_transpose3d)

@@ -1,4 +1,5 @@
-"""``MaxPool1d``, ``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d`` over ops/pooling.py."""
+"""``MaxPool1d/2d/3d``, ``AvgPool2d/3d``, ``AdaptiveAvgPool2d``, ``AdaptiveMaxPool1d/2d`` over
+ops/pooling.py and ops/pooling_nd.py."""
 
 from __future__ import annotations
 
@@ -114,3 +115,69 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class MaxPool3d(_MaxPoolNd):
+    """The maximum over windows of ``(N, C, D, H, W)`` input (as ``torch.nn.MaxPool3d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.MaxPool3d(2)
+    MaxPool3d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)
+    """
+
+    def forward(self, input):
+        return F.max_pool3d(
+            input, self.kernel_size, self.stride, self.padding, self.dilation,
+            ceil_mode=self.ceil_mode, return_indices=self.return_indices,
+        )  # fmt: skip
+
+
+class AvgPool3d(AvgPool2d):
+    """The mean over windows of ``(N, C, D, H, W)`` input (as ``torch.nn.AvgPool3d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.AvgPool3d(2)
+    AvgPool3d(kernel_size=2, stride=2, padding=0)
+    """
+
+    def forward(self, input):
+        return F.avg_pool3d(
+            input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+            self.count_include_pad, self.divisor_override,
+        )  # fmt: skip
+
+
+class _AdaptiveMaxPoolNd(Module):
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """The maximum over the windows that tile each row into ``output_size`` (as
+    ``torch.nn.AdaptiveMaxPool1d``).
+
+    >>> import autodiag as torch
+    >>> torch.nn.AdaptiveMaxPool1d(2)(torch.tensor([[1.0, 3.0, 2.0, 0.0, 5.0]]))
+    tensor([[3., 5.]])
+    """
+
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """The maximum over the windows that tile each plane into ``output_size`` (as
+    ``torch.nn.AdaptiveMaxPool2d``; ``None`` keeps that dim's size).
+
+    >>> import autodiag as torch
+    >>> tuple(torch.nn.AdaptiveMaxPool2d((2, None))(torch.ones(1, 3, 5, 4)).shape)
+    (1, 3, 2, 4)
+    """
+
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)

@@ -32,6 +32,14 @@ def _packed(input) -> bool:
     return isinstance(input, PackedSequence)
 
 
+def _mini_batch(module, input, batch_sizes) -> int:
+    """The batch size a recurrent layer expects its states to have (a packed batch's is its
+    first step's)."""
+    if batch_sizes is not None:
+        return int(batch_sizes[0])
+    return input.size(0) if module.batch_first else input.size(1)
+
+
 def _type_check(name: str, value, kind) -> None:
     if not isinstance(value, kind):
         raise TypeError(f"{name} should be of type {kind.__name__}, got: {type(value).__name__}")
@@ -150,8 +158,11 @@ class RNNBase(Module):
                 f"RNN input dtype ({input.dtype}) does not match weight dtype ({w.dtype}). "
                 f"Convert input: input.to({w.dtype}), or convert model: model.to({input.dtype})"
             )
-        if input.dim() != 3:
-            raise RuntimeError(f"input must have 3 dimensions, got {input.dim()}")
+        expected_input_dim = 2 if batch_sizes is not None else 3
+        if input.dim() != expected_input_dim:
+            raise RuntimeError(
+                f"input must have {expected_input_dim} dimensions, got {input.dim()}"
+            )
         if self.input_size != input.size(-1):
             raise RuntimeError(
                 "input.size(-1) must be equal to input_size. "
@@ -159,7 +170,7 @@ class RNNBase(Module):
             )
 
     def get_expected_hidden_size(self, input, batch_sizes=None) -> tuple[int, int, int]:
-        mini_batch = input.size(0) if self.batch_first else input.size(1)
+        mini_batch = _mini_batch(self, input, batch_sizes)
         num_directions = 2 if self.bidirectional else 1
         size = self.proj_size if self.proj_size > 0 else self.hidden_size
         return (self.num_layers * num_directions, mini_batch, size)
@@ -173,7 +184,10 @@ class RNNBase(Module):
         self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
 
     def permute_hidden(self, hx, permutation):
-        return hx
+        """``hx`` with its batch dim in ``permutation``'s order (a packed batch's sorting)."""
+        if permutation is None:
+            return hx
+        return hx.index_select(1, permutation)
 
     def extra_repr(self) -> str:
         s = "{input_size}, {hidden_size}"
@@ -193,12 +207,41 @@ class RNNBase(Module):
 
     # --- forward ---------------------------------------------------------------------------
 
-    def _refuse_packed(self, input) -> None:
-        if _packed(input):
-            raise NotImplementedError(
-                f"{type(self).__name__}: PackedSequence input is not supported by autodiag; "
-                "pass the padded tensor (and mask the padding in the loss) instead"
+    def _packed_forward(self, packed, hx):
+        """A PackedSequence through the layers (PyTorch's packed path): the initial states
+        permuted into the packing's order, the final ones permuted back."""
+        from autodiag.nn.utils.rnn import PackedSequence
+        from autodiag.ops.packed import rnn_packed
+
+        input, batch_sizes, sorted_indices, unsorted_indices = packed
+        is_lstm = self.mode == "LSTM"
+        if hx is None:
+            n = self.num_layers * (2 if self.bidirectional else 1)
+            max_batch_size = int(batch_sizes[0])
+            real = self.proj_size if self.proj_size > 0 else self.hidden_size
+            h = zeros(n, max_batch_size, real, dtype=input.dtype)
+            hx = (
+                (h, zeros(n, max_batch_size, self.hidden_size, dtype=input.dtype)) if is_lstm else h
             )
+        else:
+            hx = self.permute_hidden(hx, sorted_indices)
+        self.check_forward_args(input, hx, batch_sizes)
+        out = rnn_packed(
+            self.mode,
+            input,
+            batch_sizes,
+            hx,
+            self._flat_weights,
+            self.bias,
+            self.num_layers,
+            self.dropout,
+            self.training,
+            self.bidirectional,
+            proj=self.proj_size > 0,
+        )
+        hidden = (out[1], out[2]) if is_lstm else out[1]
+        output = PackedSequence(out[0], batch_sizes, sorted_indices, unsorted_indices)
+        return output, self.permute_hidden(hidden, unsorted_indices)
 
     def _batched(self, input, hx):
         """(input as 3-d, hx with a batch dim, is_batched) for the single-tensor-state
@@ -236,7 +279,8 @@ class RNNBase(Module):
         return input, hx, is_batched
 
     def _single_state_forward(self, input, hx):
-        self._refuse_packed(input)
+        if _packed(input):
+            return self._packed_forward(input, hx)
         input, hx, is_batched = self._batched(input, hx)
         self.check_forward_args(input, hx)
         output, hidden = recurrent.rnn(
@@ -324,8 +368,13 @@ class LSTM(RNNBase):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__("LSTM", *args, **kwargs)
 
+    def permute_hidden(self, hx, permutation):
+        if permutation is None:
+            return hx
+        return hx[0].index_select(1, permutation), hx[1].index_select(1, permutation)
+
     def get_expected_cell_size(self, input, batch_sizes=None) -> tuple[int, int, int]:
-        mini_batch = input.size(0) if self.batch_first else input.size(1)
+        mini_batch = _mini_batch(self, input, batch_sizes)
         num_directions = 2 if self.bidirectional else 1
         return (self.num_layers * num_directions, mini_batch, self.hidden_size)
 
@@ -343,7 +392,8 @@ class LSTM(RNNBase):
         )
 
     def forward(self, input, hx=None):
-        self._refuse_packed(input)
+        if _packed(input):
+            return self._packed_forward(input, hx)
         if input.dim() not in (2, 3):
             raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.dim()}D instead")
         is_batched = input.dim() == 3

@@ -25,7 +25,12 @@ import warnings
 
 from autodiag.utils.data._collate import default_collate, default_convert
 from autodiag.utils.data.dataset import IterableDataset
-from autodiag.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
+from autodiag.utils.data.sampler import (
+    BatchSampler,
+    RandomSampler,
+    SequentialSampler,
+    _random_int64,
+)
 
 __all__ = ["DataLoader", "get_worker_info", "default_collate", "default_convert"]
 
@@ -203,6 +208,9 @@ class DataLoader:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self):
+        # PyTorch's iterator draws a base seed for its workers as it starts (an int64
+        # random_() from the loader's generator): a seeded shuffle comes after that draw
+        _random_int64(self.generator)
         collate_fn = self.collate_fn
         if self._iterable:
             return self._iter_iterable(collate_fn)

@@ -19,7 +19,8 @@ import itertools
 import math
 import warnings
 
-from autodiag.generator import default_generator, rng_of
+from autodiag.generator import default_generator
+from autodiag.ops.factories import randperm
 
 __all__ = [
     "Dataset",
@@ -221,7 +222,7 @@ def random_split(dataset, lengths, generator=default_generator) -> list[Subset]:
                 f"integer (or all lengths fractions summing to 1), got {length!r}"
             )
     lengths = [int(n) for n in lengths]
-    indices = rng_of(generator).permutation(sum(lengths)).tolist()
+    indices = randperm(sum(lengths), generator=generator).tolist()
     return [
         Subset(dataset, indices[offset - length : offset])
         for offset, length in zip(itertools.accumulate(lengths), lengths)

@@ -2,9 +2,8 @@
 ``RandomSampler``, ``SubsetRandomSampler``, ``WeightedRandomSampler``, ``BatchSampler``.
 
 Random samplers draw from a ``torch.Generator`` (or, without one, from a generator seeded from
-the global stream at each epoch, as PyTorch does): under a seed the order repeats, and without
-replacement every index appears exactly once per epoch. The order is not PyTorch's (another
-random number generator).
+the global stream at each epoch, as PyTorch does) with PyTorch's draws (``randperm``,
+``randint``, ``multinomial``): under a seed the order is PyTorch's, index for index.
 
 >>> from autodiag.utils.data import BatchSampler, SequentialSampler
 >>> list(BatchSampler(SequentialSampler(range(10)), batch_size=3, drop_last=False))
@@ -17,7 +16,10 @@ import itertools
 
 import numpy as np
 
-from autodiag.generator import Generator, rng_of
+from autodiag.generator import Generator, stream_of
+from autodiag.ops import rng
+from autodiag.ops.factories import randint, randperm
+from autodiag.ops.sampling import multinomial
 
 __all__ = [
     "Sampler",
@@ -60,8 +62,13 @@ def _epoch_generator(generator) -> Generator:
     stream (so ``torch.manual_seed`` makes shuffling reproducible)."""
     if generator is not None:
         return generator
-    seed = int(rng_of(None).integers(0, 2**63 - 1, dtype=np.int64))
+    seed = int(_random_int64(None))
     return Generator().manual_seed(seed)
+
+
+def _random_int64(generator) -> int:
+    """``torch.empty((), dtype=torch.int64).random_(generator=generator).item()``."""
+    return int(rng.random_full(stream_of(generator), 1, np.dtype(np.int64))[0])
 
 
 class RandomSampler(Sampler):
@@ -96,12 +103,12 @@ class RandomSampler(Sampler):
         generator = _epoch_generator(self.generator)
         if self.replacement:
             for _ in range(self.num_samples // 32):
-                yield from generator._integers(n, 32).tolist()
-            yield from generator._integers(n, self.num_samples % 32).tolist()
+                yield from randint(0, n, (32,), generator=generator).tolist()
+            yield from randint(0, n, (self.num_samples % 32,), generator=generator).tolist()
         else:
             for _ in range(self.num_samples // n):
-                yield from generator._permutation(n).tolist()
-            yield from generator._permutation(n).tolist()[: self.num_samples % n]
+                yield from randperm(n, generator=generator).tolist()
+            yield from randperm(n, generator=generator).tolist()[: self.num_samples % n]
 
     def __len__(self) -> int:
         return self.num_samples
@@ -115,9 +122,8 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        # PyTorch draws torch.randperm(len, generator=None) here: the global stream itself
-        rng = rng_of(self.generator)
-        for i in rng.permutation(len(self.indices)).tolist():
+        # generator=None draws from the global stream itself, as PyTorch does
+        for i in randperm(len(self.indices), generator=self.generator).tolist():
             yield self.indices[i]
 
     def __len__(self) -> int:
@@ -161,8 +167,8 @@ class WeightedRandomSampler(Sampler):
             raise RuntimeError(
                 "cannot sample n_sample > prob_dist.size(-1) samples without replacement"
             )
-        out = rng_of(self.generator).choice(
-            len(w), size=self.num_samples, replace=self.replacement, p=w / w.sum()
+        out = multinomial(
+            self.weights, self.num_samples, self.replacement, generator=self.generator
         )
         yield from out.tolist()
 
