@@ -81,3 +81,47 @@ def test_the_default_engine_never_loads_pytorch_or_its_backend():
         "print(json.dumps(seen))"
     )
     assert loaded == []
+
+
+# What ``autodiag --help`` must not import: each command's analysis and renderers load when
+# that command runs (``lazy`` renderers in cli/_common.py), not when the CLI is built.
+CLI_LAZY_MODULES = (
+    "autodiag.analysis",
+    "autodiag.nn",
+    "autodiag.optim",
+    "autodiag.report.check",
+    "autodiag.report.graph",
+    "autodiag.report.html",
+    "autodiag.report.flow",
+    "autodiag.report.picture",
+    "autodiag.report.gradcheck",
+    "xml.sax",
+    "urllib.request",
+    "webbrowser",
+)
+
+
+def test_cli_help_leaves_each_commands_analysis_unloaded():
+    loaded = _run(
+        "import contextlib, io, json, sys\n"
+        "from autodiag.cli import app\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        "        app(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "assert 'graph' in out.getvalue()\n"
+        f"print(json.dumps([m for m in {CLI_LAZY_MODULES!r} if m in sys.modules]))"
+    )
+    assert loaded == []
+
+
+def test_lazy_renderer_imports_its_module_on_first_call():
+    got = _run(
+        "import json, sys\n"
+        "from autodiag.cli._common import lazy\n"
+        "r = lazy('cmath', 'sqrt')\n"
+        "before = 'cmath' in sys.modules\n"
+        "print(json.dumps([before, r(-4).imag, 'cmath' in sys.modules, repr(r)]))"
+    )
+    assert got == [False, 2.0, True, "<renderer cmath.sqrt>"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import importlib
 import inspect
 import os
 import sys
@@ -611,6 +612,25 @@ class Spec:
     format_help: str = "text or json."
     placed: dict = dataclasses.field(default_factory=dict)  # own option -> the shared option
     # it follows in --help (default: --quiet)
+
+
+class lazy:  # noqa: N801 - used like a function: ``lazy("autodiag.report.graph", "text_report")``
+    """A renderer named by its module and function, imported at its first call: building the
+    CLI (``autodiag --help``) then imports no report or analysis module (issue 22, start-up)."""
+
+    __slots__ = ("module", "name", "_fn")
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name, self._fn = module, name, None
+
+    def __call__(self, *args, **kwargs):
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = getattr(importlib.import_module(self.module), self.name)
+        return fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<renderer {self.module}.{self.name}>"
 
 
 def typer_command(spec: Spec):

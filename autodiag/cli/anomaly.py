@@ -6,10 +6,7 @@ from typing import Annotated
 
 import typer
 
-from autodiag.analysis.anomaly import AnomalyFinder
-from autodiag.analysis.graph import names_by_id
-from autodiag.cli._common import Command, Spec
-from autodiag.report import anomaly as render
+from autodiag.cli._common import Command, Spec, lazy
 from autodiag.report.outcome import Outcome, json_envelope
 
 
@@ -31,6 +28,10 @@ def anomaly(
 
     Example: [bold]autodiag anomaly train.py --keep-going[/bold]
     """
+    # imported here, not at the top: ``autodiag --help`` builds every command (start-up)
+    from autodiag.analysis.anomaly import AnomalyFinder
+    from autodiag.analysis.graph import names_by_id
+
     t = cmd.make_target()
     cmd.start()
     if t.engine == "torch":  # the same analysis, fed by the PyTorch observer
@@ -56,4 +57,8 @@ def anomaly(
     )
 
 
-COMMAND = Spec("anomaly", anomaly, {"text": render.text_report, "json": json_envelope})
+COMMAND = Spec(
+    "anomaly",
+    anomaly,
+    {"text": lazy("autodiag.report.anomaly", "text_report"), "json": json_envelope},
+)

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from autodiag.analysis import check as detectors
-from autodiag.analysis import gradcheck as checks
-from autodiag.analysis.findings import KINDS
-from autodiag.analysis.flow import grad_flow
-from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
-from autodiag.cli._common import Command, Spec
-from autodiag.report import check as render
-from autodiag.report import flow as flow_page
-from autodiag.report import html, junit
+from autodiag.cli._common import Command, Spec, lazy
 from autodiag.report.outcome import Outcome
 from autodiag.report.output import envelope, write_atomic
 from autodiag.target.errors import BadInvocation
+
+if TYPE_CHECKING:
+    from autodiag.analysis.graph import GraphCapture
 
 
 def check(
@@ -68,6 +63,15 @@ def check(
 
     Gradient flow: [bold]autodiag check train.py --plot grads.html[/bold]
     """
+    # imported here, not at the top: ``autodiag --help`` builds every command (start-up)
+    from autodiag.analysis import check as detectors
+    from autodiag.analysis import gradcheck as checks
+    from autodiag.analysis.findings import KINDS
+    from autodiag.analysis.flow import grad_flow
+    from autodiag.analysis.graph import GraphCapture
+    from autodiag.report import flow as flow_page
+    from autodiag.report import junit
+
     bad = detectors.unknown_kinds(list(ignore or []) + list(warn_only or []))
     if bad:
         raise BadInvocation(f"unknown finding kind {bad[0]!r}", f"Kinds: {', '.join(KINDS)}.")
@@ -154,6 +158,8 @@ def _document(cmd, result, findings, info) -> dict:
 
 def _graphs(cap: GraphCapture, result) -> list:
     """The graph the page draws: the last backward call's, else the module-level tensors'."""
+    from autodiag.analysis.graph import module_level_roots, module_names, names_by_id
+
     snaps = cap.snapshots
     if not snaps:
         roots = module_level_roots(result.namespace)
@@ -167,6 +173,10 @@ def _graphs(cap: GraphCapture, result) -> list:
 COMMAND = Spec(
     "check",
     check,
-    {"text": render.text_report, "json": render.json_report, "html": html.check_report},
+    {
+        "text": lazy("autodiag.report.check", "text_report"),
+        "json": lazy("autodiag.report.check", "json_report"),
+        "html": lazy("autodiag.report.html", "check_report"),
+    },
     format_help="text, json, or html (the graph with its findings marked).",
 )

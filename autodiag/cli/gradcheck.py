@@ -8,9 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from autodiag.analysis import gradcheck as checks
-from autodiag.cli._common import Command, Spec, target_failure
-from autodiag.report import gradcheck as render
+from autodiag.cli._common import Command, Spec, lazy, target_failure
 from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, BadTarget
 
@@ -60,6 +58,10 @@ def gradcheck(
 
     Example: [bold]autodiag gradcheck myop.py --junit-xml gradcheck.xml[/bold]
     """
+    # imported here, not at the top: ``autodiag --help`` builds every command (start-up)
+    from autodiag.analysis import gradcheck as checks
+    from autodiag.report import gradcheck as render
+
     t = cmd.make_target()
     if t.expr is not None and function:
         raise BadInvocation(
@@ -141,13 +143,18 @@ def gradcheck(
 COMMAND = Spec(
     "gradcheck",
     gradcheck,
-    {"text": render.text_report, "json": render.json_report},
+    {
+        "text": lazy("autodiag.report.gradcheck", "text_report"),
+        "json": lazy("autodiag.report.gradcheck", "json_report"),
+    },
     placed=dict.fromkeys(["eps", "atol", "rtol", "fast", "order", "function", "seed"], "timeout"),
 )
 
 
 def _plan_functions(result, recorder, settings, names: list[str] | None) -> list:
     """The checks of the script's Functions (those named by --function, if given)."""
+    from autodiag.analysis import gradcheck as checks
+
     classes = checks.functions_of_run(result, recorder.script_globals)
     if names:
         known = {c.__name__: c for c in classes}

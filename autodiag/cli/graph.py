@@ -6,20 +6,19 @@ import enum
 import os
 import pathlib
 import tempfile
-import webbrowser
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from autodiag import inspect
 from autodiag._look import type_name
-from autodiag.analysis.graph import GraphCapture, module_level_roots, module_names, names_by_id
-from autodiag.cli._common import Command, Spec, target_failure
-from autodiag.report import graph as render
-from autodiag.report import html, picture
+from autodiag.cli._common import Command, Spec, lazy, target_failure
 from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, NothingToShow
+
+if TYPE_CHECKING:
+    from autodiag.analysis.graph import GraphCapture
 
 
 class Direction(str, enum.Enum):
@@ -141,6 +140,10 @@ def graph(
             f"--{'values' if values else 'grads'} is not available with --engine torch yet",
             "Drop it to see the graph of the PyTorch run, or run on autodiag's engine.",
         )
+    # imported here, not at the top: ``autodiag --help`` builds every command (start-up)
+    from autodiag.analysis.graph import GraphCapture, module_names, names_by_id
+    from autodiag.report import graph as render
+
     if open_page:
         _open_when_written(cmd)
     cmd.start()
@@ -163,12 +166,12 @@ COMMAND = Spec(
     "graph",
     graph,
     {
-        "text": render.text_report,
-        "json": render.json_report,
-        "dot": render.dot_report,
-        "mermaid": render.mermaid_report,
-        "svg": picture.graph_report,
-        "html": html.graph_report,
+        "text": lazy("autodiag.report.graph", "text_report"),
+        "json": lazy("autodiag.report.graph", "json_report"),
+        "dot": lazy("autodiag.report.graph", "dot_report"),
+        "mermaid": lazy("autodiag.report.graph", "mermaid_report"),
+        "svg": lazy("autodiag.report.picture", "graph_report"),
+        "html": lazy("autodiag.report.html", "graph_report"),
     },
     format_help="text, json, dot, mermaid, svg, or html (an interactive page; no Graphviz).",
     placed={"order": "dtype"},
@@ -191,6 +194,8 @@ def _open_when_written(cmd: Command) -> None:
         cmd.err.print(f"[dim]page: {escape(path)}[/]")
 
     def show() -> None:
+        import webbrowser
+
         url = pathlib.Path(os.path.abspath(cmd.output)).as_uri()
         if not webbrowser.open(url):
             cmd.err.print(f"[yellow]note:[/] no browser could be started; open {escape(url)}")
@@ -199,6 +204,8 @@ def _open_when_written(cmd: Command) -> None:
 
 
 def _select(cap: GraphCapture, result, call: int | None, root: str | None):
+    from autodiag.analysis.graph import module_level_roots
+
     ns = result.namespace
     if root is not None:
         if root not in ns:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from autodiag.analysis.inplace import InplaceWatcher
-from autodiag.cli._common import Command, Spec
-from autodiag.report import inplace as render
+from autodiag.cli._common import Command, Spec, lazy
 from autodiag.report.outcome import Outcome, json_envelope
 
 
@@ -15,6 +13,9 @@ def inplace(cmd: Command) -> Outcome:
 
     Example: [bold]autodiag inplace train.py -f json[/bold]
     """
+    # imported here, not at the top: ``autodiag --help`` builds every command (start-up)
+    from autodiag.analysis.inplace import InplaceWatcher
+
     t = cmd.make_target()
     cmd.start()
     watcher = InplaceWatcher()
@@ -29,4 +30,8 @@ def inplace(cmd: Command) -> Outcome:
     )
 
 
-COMMAND = Spec("inplace", inplace, {"text": render.text_report, "json": json_envelope})
+COMMAND = Spec(
+    "inplace",
+    inplace,
+    {"text": lazy("autodiag.report.inplace", "text_report"), "json": json_envelope},
+)

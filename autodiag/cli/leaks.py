@@ -6,9 +6,7 @@ from typing import Annotated
 
 import typer
 
-from autodiag.analysis.leaks import LeakFinder
-from autodiag.cli._common import Command, Spec
-from autodiag.report import leaks as render
+from autodiag.cli._common import Command, Spec, lazy
 from autodiag.report.outcome import Outcome, json_envelope
 
 
@@ -27,6 +25,9 @@ def leaks(
 
     Example: [bold]autodiag leaks train.py[/bold]
     """
+    # imported here, not at the top: ``autodiag --help`` builds every command (start-up)
+    from autodiag.analysis.leaks import LeakFinder
+
     t = cmd.make_target()
     cmd.start()
     if t.engine == "torch":  # the same analysis, fed by the PyTorch observer
@@ -45,4 +46,6 @@ def leaks(
     )
 
 
-COMMAND = Spec("leaks", leaks, {"text": render.text_report, "json": json_envelope})
+COMMAND = Spec(
+    "leaks", leaks, {"text": lazy("autodiag.report.leaks", "text_report"), "json": json_envelope}
+)

@@ -6,10 +6,7 @@ from typing import Annotated
 
 import typer
 
-from autodiag.analysis.backward_trace import BackwardTrace
-from autodiag.analysis.graph import names_by_id
-from autodiag.cli._common import Command, Spec, target_failure
-from autodiag.report import trace as render
+from autodiag.cli._common import Command, Spec, lazy, target_failure
 from autodiag.report.outcome import Outcome
 from autodiag.target.errors import BadInvocation, NothingToShow
 
@@ -42,6 +39,11 @@ def trace(
 
     Example: [bold]autodiag trace -e '(3*x+2)**2' --var x=1[/bold]
     """
+    # imported here, not at the top: ``autodiag --help`` builds every command (start-up)
+    from autodiag.analysis.backward_trace import BackwardTrace
+    from autodiag.analysis.graph import names_by_id
+    from autodiag.report import trace as render
+
     t = cmd.make_target()
     cmd.start()
     limit = max_nodes if max_nodes is not None else DEFAULT_MAX_NODES[cmd.format]
@@ -75,4 +77,11 @@ def trace(
 # complete (and indented up to report/trace.py's PRETTY_JSON_ROWS rows, compact beyond).
 DEFAULT_MAX_NODES = {"text": 500, "json": None}
 
-COMMAND = Spec("trace", trace, {"text": render.text_report, "json": render.json_report})
+COMMAND = Spec(
+    "trace",
+    trace,
+    {
+        "text": lazy("autodiag.report.trace", "text_report"),
+        "json": lazy("autodiag.report.trace", "json_report"),
+    },
+)

@@ -455,8 +455,15 @@ def _safe_softmax_array(d: np.ndarray, dim: int) -> np.ndarray:
     m = d.max(axis=dim, keepdims=True, initial=-np.inf)
     dead = np.isneginf(m)
     with np.errstate(invalid="ignore"):
-        e = np.exp(d - np.where(dead, 0, m))
-        out = e / e.sum(axis=dim, keepdims=True)
+        e = d - np.where(dead, 0, m)
+        if e.dtype != d.dtype:
+            e = np.exp(e)
+            out = e / e.sum(axis=dim, keepdims=True)
+        else:  # the same operations in one buffer (a fresh allocation per step is a page fault)
+            out = np.exp(e, out=e)
+            out /= out.sum(axis=dim, keepdims=True)
+    if not dead.any():
+        return out.astype(d.dtype, copy=False)
     return np.where(dead, np.zeros((), dtype=d.dtype), out).astype(d.dtype, copy=False)
 
 
@@ -514,9 +521,13 @@ def _attn_bias(mask, is_causal: bool, lq: int, lk: int, dtype) -> np.ndarray | N
 
 
 def _attn_probs(q, k, scale, bias):
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s *= scale
     if bias is not None:
-        s = s + bias
+        if np.broadcast_shapes(s.shape, bias.shape) == s.shape and bias.dtype == s.dtype:
+            s += bias
+        else:
+            s = s + bias
     return _safe_softmax_array(s, s.ndim - 1)
 
 
@@ -525,9 +536,19 @@ def _flash_backward(g, q, k, v, scale, bias, p=None):
         p = _attn_probs(q, k, scale, bias)
     gv = np.matmul(np.swapaxes(p, -1, -2), g)
     gp = np.matmul(g, np.swapaxes(v, -1, -2))
-    gs = p * (gp - (gp * p).sum(axis=-1, keepdims=True))
-    gq = np.matmul(gs, k) * scale
-    gk = np.matmul(np.swapaxes(gs, -1, -2), q) * scale
+    if gp.dtype == p.dtype == q.dtype == k.dtype:
+        # the formula's operations, in place in the fresh products (each fresh allocation of
+        # this size is page faults: they cost more than the arithmetic)
+        gp -= (gp * p).sum(axis=-1, keepdims=True)
+        gp *= p
+        gq = np.matmul(gp, k)
+        gq *= scale
+        gk = np.matmul(np.swapaxes(gp, -1, -2), q)
+        gk *= scale
+    else:
+        gs = p * (gp - (gp * p).sum(axis=-1, keepdims=True))
+        gq = np.matmul(gs, k) * scale
+        gk = np.matmul(np.swapaxes(gs, -1, -2), q) * scale
     dt = q.dtype
     return (gq.astype(dt, copy=False), gk.astype(dt, copy=False), gv.astype(dt, copy=False))
 
