@@ -47,10 +47,10 @@ from autodiag.trace.sites import capture_stack
 
 _Tensor = torch.Tensor
 _isfinite = math.isfinite
-_ACCUMULATE = seam._ACCUMULATE
+_ACCUMULATE = seam.ACCUMULATE
 _HOOKED = "autodiag.anomaly"  # node.metadata key: the node has our hook
 _TAINTED = "autodiag.tainted"  # node.metadata key: its forward output held NaN/Inf
-_current_node = torch._C._current_autograd_node
+_current_node = seam.current_node
 
 # PyTorch's operator methods -> the op names autodiag's engine reports (``ops/operators.py``)
 _OPERATORS = {
@@ -249,7 +249,7 @@ class TorchAnomalyFinder(AnomalyFinder):
             rec = self._bad.get(id(t))
             if rec is not None and rec[0]() is t:
                 return rec
-            t = t._base
+            t = seam.base_of(t)
         return None
 
     def _mark_tensor(self, t, key, n_nan, n_inf) -> None:

@@ -48,7 +48,7 @@ from autodiag.trace import events
 from autodiag.trace.sites import capture_stack
 
 _Tensor = torch.Tensor
-_ACCUMULATE = seam._ACCUMULATE
+_ACCUMULATE = seam.ACCUMULATE
 _STEP = "autodiag.step"  # node.metadata key: the token of the step that made the node
 _RETAINED = "autodiag.retained"  # node.metadata key: the retain_graph=True call that ran it
 _OWN_REFS = sys.getrefcount(object()) + 1  # a token's count with only the step holding it
@@ -94,14 +94,16 @@ class TorchLeakFinder(LeakFinder):
     def __init__(self, grow_steps: int = 3):
         super().__init__(grow_steps)
         self._hook = None  # the optimizer step hooks' handles, once registered
-        self._stepping = 0  # optimizer step() calls in progress: their ops are not the script's
+        self.stepping_depth = (
+            0  # optimizer step() calls in progress: their ops are not the script's
+        )
 
     # --- events ---------------------------------------------------------------------------
 
     def torch_op(self, name, args, kwargs, out, made) -> None:
         if self._hook is None:
             self._watch_optimizers()
-        if self._stepping or not made:
+        if self.stepping_depth or not made:
             # an optimizer's update, or an op that made no node (``optimizer.step()`` runs
             # some before its hooks): a step that ended at a backward ends at the next node
             return
@@ -137,13 +139,13 @@ class TorchLeakFinder(LeakFinder):
         def stepping(optimizer, args, kwargs):
             finder = ref()
             if finder is not None and finder in events.TRACERS:
-                finder._stepping += 1
+                finder.stepping_depth += 1
 
         def stepped(optimizer, args, kwargs):
             finder = ref()
             if finder is None or finder not in events.TRACERS:
                 return  # the run is over (the hooks are removed by ``finish``)
-            finder._stepping = max(finder._stepping - 1, 0)
+            finder.stepping_depth = max(finder.stepping_depth - 1, 0)
             finder.on_optimizer_step(optimizer)
 
         self._hook = (

@@ -42,6 +42,16 @@ _TYPES = {  # the legacy type names of PyTorch's message -> (dtype, bytes per el
 _FREED = "freed"  # in PyTorch's "... access saved tensors after they have already been freed"
 
 
+# what the torch analyses (analysis/torch_*.py) read of PyTorch beyond the inspection seam
+ACCUMULATE = _ACCUMULATE  # the AccumulateGrad node class
+current_node = torch._C._current_autograd_node  # the node running in this backward thread
+
+
+def base_of(t):
+    """The tensor ``t`` is a view of (None for a tensor that owns its storage)."""
+    return t._base
+
+
 def owns(obj) -> bool:
     """Whether ``obj`` is a PyTorch tensor or graph node."""
     return isinstance(obj, (_Tensor, Node))
