@@ -1,0 +1,188 @@
+"""Verdicts on the patterns of public programs (issues 20/22): what ``autodiag check`` said
+about pytorch/examples' time_sequence_prediction (LBFGS) and the tutorial
+polynomial_custom_function was false; these scripts (ours, mimicking them) stay quiet, and
+the runs that really explode still warn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import cli
+from test_health import health
+
+# --- LBFGS: the moves between closure evaluations are the optimizer's search ------------------
+
+# A full-batch fit with LBFGS from a fixed start, as time_sequence_prediction trains: its first
+# step moves the parameters by several times their norms (model.2.bias by 6.7x between two
+# evaluations) and takes the loss from 0.339 to 0.023; PyTorch takes it on to 0.0003 at step 5.
+LBFGS_FIT = """\
+import autodiag as torch
+x = torch.linspace(-3, 3, 32).reshape(-1, 1).double()
+y = torch.sin(x)
+model = torch.nn.Sequential(torch.nn.Linear(1, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
+with torch.no_grad():  # a fixed start, as a seeded initialisation would give
+    model[0].weight.copy_(torch.linspace(-1.0, 1.0, 8).reshape(8, 1))
+    model[0].bias.copy_(torch.linspace(0.9, -0.9, 8))
+    model[2].weight.copy_(torch.linspace(-0.1, 0.1, 8).reshape(1, 8))
+    model[2].bias.fill_(-0.2)
+opt = torch.optim.LBFGS(model.parameters(), lr=0.8)
+losses = []
+for step in range(2):
+    def closure():
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+    losses.append(opt.step(closure).item())
+"""
+
+
+def test_an_lbfgs_fit_that_converges_is_not_exploding():
+    # NOTE [Closure evaluations]: before, four exploding_grad warnings (up to 6.73x)
+    assert health(LBFGS_FIT) == []
+
+
+def test_the_lbfgs_fit_converges_in_pytorch_too():
+    torch = pytest.importorskip("torch")
+    ns = {}
+    exec(LBFGS_FIT.replace("import autodiag as torch", "import torch"), ns)
+    assert ns["losses"][1] < ns["losses"][0] / 10
+    assert ns["losses"][0] == pytest.approx(0.3388205724, rel=1e-6)
+    assert torch.is_tensor(ns["x"])
+
+
+# LBFGS whose learning rate makes it overshoot: the error grows 4x at each step
+LBFGS_DIVERGES = """\
+import autodiag as torch
+w = torch.tensor([1.0, -1.0], requires_grad=True)
+opt = torch.optim.LBFGS([w], lr=3.0, max_iter=3)
+for step in range(8):
+    def closure():
+        opt.zero_grad()
+        loss = ((w - 2.0) ** 2).sum()
+        loss.backward()
+        return loss
+    opt.step(closure)
+"""
+
+
+def test_an_lbfgs_that_diverges_is_exploding():
+    found = [f for f in health(LBFGS_DIVERGES) if f["kind"] == "exploding_grad"]
+    assert [f["parameter"] for f in found] == ["w"], found
+    assert "grew more than 10x" in found[0]["message"] and found[0]["per"] == "optimizer step"
+
+
+def test_a_step_that_evaluates_its_closure_once_is_still_judged_per_update():
+    # SGD's step(closure) evaluates once: its update is lr x gradient, judged as without one
+    src = """\
+    import autodiag as torch
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr={lr})
+    x, y = torch.randn(64, 4) * 10, torch.randn(64, 1)
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+    for _ in range(5):
+        opt.step(closure)
+    """
+    assert health(src.format(lr=1e-3)) == []
+    found = [f for f in health(src.format(lr=1.0)) if f["kind"] == "exploding_grad"]
+    assert found and all("its own norm" in f["message"] for f in found), found
+
+
+def _indented(src: str, by: str) -> str:
+    return "".join(by + line if line.strip() else line for line in src.splitlines(True))
+
+
+# the LBFGS loop where scripts put it: at module level, in main(), in a function, in a method
+_BODY = LBFGS_FIT.split("opt = ", 1)[1]
+LBFGS_PLACES = {
+    "module": LBFGS_FIT,
+    "main": LBFGS_FIT.split("opt = ", 1)[0]
+    + "def main():\n    opt = "
+    + _indented(_BODY, "    ").lstrip()
+    + "\n\nif __name__ == '__main__':\n    main()\n",
+    "function": LBFGS_FIT.split("opt = ", 1)[0]
+    + "def train(model, steps):\n    opt = "
+    + _indented(_BODY.replace("range(2)", "range(steps)"), "    ").lstrip()
+    + "\n\ntrain(model, 2)\n",
+    "method": LBFGS_FIT.split("opt = ", 1)[0]
+    + "class Trainer:\n    def __init__(self, model):\n        self.model = model\n\n"
+    + "    def run(self):\n        opt = "
+    + _indented(_BODY.replace("model(x)", "self.model(x)"), "        ").lstrip()
+    + "\n\nTrainer(model).run()\n",
+}
+
+
+@pytest.mark.parametrize("place", sorted(LBFGS_PLACES))
+def test_check_on_an_lbfgs_loop_anywhere_is_clean_and_says_what_it_checked(place, script):
+    path = script(LBFGS_PLACES[place], name=f"lbfgs_{place}.py")
+    r = cli("check", path, "--no-color")
+    assert r.exit_code == 0, r.output
+    assert "no findings" in r.output and "40 backward calls, 2 optimizer steps" in r.output
+    r = cli("check", path, "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["status"] == "ok" and doc["findings"] == [], doc
+
+
+def test_check_on_a_diverging_lbfgs_warns(script):
+    path = script(LBFGS_DIVERGES)
+    r = cli("check", path, "--no-color")
+    assert r.exit_code == 0, r.output  # a warning: check fails on errors only
+    assert "1 warning" in r.output and "w: gradient norm grew more than 10x" in r.output
+
+
+# --- rounding noise: a parameter whose gradient is zero in exact arithmetic --------------------
+
+# The tutorial polynomial_custom_function: y = a + b * P3(c + d * x) fitted to sin on a grid
+# symmetric about 0. Everything is odd in x, so the gradient of `a` (a sum of 2000 terms) is
+# zero in exact arithmetic: in float32 it is 0, 6.1e-05 or 1.2e-04, at or below the rounding
+# noise of that sum (1.8e-04), and `a` moves by one such step times the learning rate
+# (3e-10) around 0: "2x its own norm" was noise moving noise.
+CUSTOM_FUNCTION = """\
+import math
+import autodiag as torch
+
+
+class LegendrePolynomial3(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return 0.5 * (5 * input ** 3 - 3 * input)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, = ctx.saved_tensors
+        return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+
+x = torch.linspace(-math.pi, math.pi, 2000)
+y = torch.sin(x)
+a = torch.full((), 0.0, requires_grad=True)
+b = torch.full((), -1.0, requires_grad=True)
+c = torch.full((), 0.0, requires_grad=True)
+d = torch.full((), 0.3, requires_grad=True)
+learning_rate = {lr}
+for t in range(60):
+    y_pred = a + b * LegendrePolynomial3.apply(c + d * x)
+    loss = (y_pred - y).pow(2).sum()
+    loss.backward()
+    with torch.no_grad():
+        for p in (a, b, c, d):
+            p -= learning_rate * p.grad
+            p.grad = None
+"""
+
+
+def test_a_parameter_moved_by_rounding_noise_is_not_exploding():
+    assert health(CUSTOM_FUNCTION.format(lr=5e-6)) == []
+
+
+def test_the_custom_function_tutorial_with_a_learning_rate_too_high_is_exploding():
+    found = [f for f in health(CUSTOM_FUNCTION.format(lr=5e-5)) if f["kind"] == "exploding_grad"]
+    # b and d carry the explosion; a and c, whose gradients stay rounding noise, are not named
+    assert sorted(f["parameter"] for f in found) == ["b", "d"], found
