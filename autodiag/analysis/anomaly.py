@@ -34,6 +34,7 @@ from numpy import ndarray
 from autodiag._interrupts import callback
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.summary import summarize
+from autodiag.core.sumsq import CHUNK, sum_of_squares
 from autodiag.inspect import array, children, leaf_variable, site, values
 from autodiag.trace import StopRun, Tracer
 
@@ -134,8 +135,7 @@ def _finite(a: np.ndarray) -> bool:
     arrays whose squares overflow: callers confirm with ``_kinds``."""
     if a.size == 1:
         return math.isfinite(a.item())  # one element: no BLAS call
-    r = a.ravel()
-    return math.isfinite(r.dot(r))
+    return math.isfinite(sum_of_squares(a.ravel()))
 
 
 def _any_big_nonfinite(grads) -> bool:
@@ -244,14 +244,18 @@ class AnomalyFinder(Tracer):
             if d.dtype.kind == "f":
                 if d.ndim == 1:
                     # a few elements: a Python sum beats a BLAS call's overhead
-                    if isfinite(sum(d.tolist()) if d.size <= 16 else d.dot(d)):
+                    if d.size <= 16:
+                        if isfinite(sum(d.tolist())):
+                            continue
+                    elif isfinite(d.dot(d) if d.size <= CHUNK else sum_of_squares(d)):
                         continue
                 elif d.size == 1:
                     if isfinite(d.item()):
                         continue
                 else:
                     r = d.ravel()
-                    if isfinite(r.dot(r)):
+                    # NOTE [BLAS threads]: a big array in chunks
+                    if isfinite(r.dot(r) if r.size <= CHUNK else sum_of_squares(r)):
                         continue
                 if self.check_forward:
                     self._forward_nonfinite(op, node, inputs, o, stack)
@@ -395,7 +399,7 @@ class AnomalyFinder(Tracer):
         if not self.check_backward:
             return
         flat = np.concatenate(arrays, axis=None) if arrays else None
-        if flat is None or isfinite(flat.dot(flat)):
+        if flat is None or isfinite(sum_of_squares(flat)):
             # the small gradients are finite; a big one was checked on arrival, and a non-finite
             # one flushed at once: it can only belong to the last node
             nodes = [n for n in nodes[-1:] if _any_big_nonfinite(n[2])]

@@ -48,6 +48,7 @@ from autodiag._interrupts import callback
 from autodiag._look import attributes, is_a, look, static_attr, variables
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.flow import Flow
+from autodiag.core.sumsq import sum_of_squares
 from autodiag.nn.parameter import Parameter
 from autodiag.ops.pointwise import ReluBackward0
 from autodiag.optim.optimizer import Optimizer, _hooked_step
@@ -1164,8 +1165,7 @@ def _array(g) -> np.ndarray:
 
 
 def _norm(a: np.ndarray) -> float:
-    r = a.ravel()
-    return math.sqrt(abs(float(np.vdot(r, r))))
+    return math.sqrt(sum_of_squares(a.ravel()))  # NOTE [BLAS threads]
 
 
 def _leaf_variables(node, limit: int | None = None) -> list:
