@@ -6,10 +6,18 @@ the runs that really explode still warn."""
 from __future__ import annotations
 
 import json
+import math
+import textwrap
 
+import numpy as np
 import pytest
 from cli_helpers import cli
 from test_health import health
+
+import autodiag
+from autodiag.analysis.anomaly import AnomalyFinder
+from autodiag.core.sumsq import CHUNK, sum_of_squares
+from autodiag.trace import tracing
 
 # --- LBFGS: the moves between closure evaluations are the optimizer's search ------------------
 
@@ -186,3 +194,52 @@ def test_the_custom_function_tutorial_with_a_learning_rate_too_high_is_exploding
     found = [f for f in health(CUSTOM_FUNCTION.format(lr=5e-5)) if f["kind"] == "exploding_grad"]
     # b and d carry the explosion; a and c, whose gradients stay rounding noise, are not named
     assert sorted(f["parameter"] for f in found) == ["b", "d"], found
+
+
+# --- big arrays: sums of squares in chunks (NOTE [BLAS threads]) ----------------------------
+
+
+@pytest.mark.parametrize("n", [1, CHUNK, CHUNK + 1, 3 * CHUNK + 5])
+def test_sum_of_squares_in_chunks_is_the_dot(n):
+    r = np.linspace(-2.0, 3.0, n)
+    assert sum_of_squares(r) == pytest.approx(float(r.dot(r)), rel=1e-12)
+    for bad in (np.nan, np.inf, -np.inf):
+        s = r.copy()
+        s[-1] = bad  # in the last chunk
+        assert not math.isfinite(sum_of_squares(s))
+
+
+@pytest.mark.parametrize("where", [0, CHUNK, 3 * CHUNK + 4])
+def test_anomaly_finds_a_nan_anywhere_in_a_big_gradient(where):
+    src = f"""\
+    import autodiag as torch
+    w = torch.ones(3 * {CHUNK} + 5, dtype=torch.float64, requires_grad=True)
+    x = torch.ones(3 * {CHUNK} + 5, dtype=torch.float64)
+    x[{where}] = 0.0
+    (w * x).sqrt().sum().backward()
+    """
+    with tracing(AnomalyFinder(keep_going=True)) as finder:
+        exec(compile(textwrap.dedent(src), "big.py", "exec"), {})
+    kinds = [f.kind for f in finder.findings()]
+    assert "nan_backward" in kinds or "inf_backward" in kinds, kinds
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+@pytest.mark.filterwarnings("ignore:Error detected in")  # the forward trace both libraries print
+@pytest.mark.parametrize("where", [0, CHUNK, 3 * CHUNK + 4])
+def test_detect_anomaly_names_a_nan_in_a_big_gradient_as_pytorch_does(where):
+    torch = pytest.importorskip("torch")
+    n = 3 * CHUNK + 5
+    messages = []
+    for lib in (torch, autodiag):
+        w = lib.ones(n, dtype=lib.float64, requires_grad=True)
+        g = lib.ones(n, dtype=lib.float64)
+        g[where] = float("nan")
+        with lib.autograd.detect_anomaly(), pytest.raises(RuntimeError) as e:
+            (w * 2.0).backward(g)
+        messages.append(str(e.value).split("\n")[0])
+    assert (
+        messages[0]
+        == messages[1]
+        == "Function 'MulBackward0' returned nan values in its 0th output."
+    )
