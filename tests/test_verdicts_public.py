@@ -243,3 +243,65 @@ def test_detect_anomaly_names_a_nan_in_a_big_gradient_as_pytorch_does(where):
         == messages[1]
         == "Function 'MulBackward0' returned nan values in its 0th output."
     )
+
+
+# --- anomaly: values the script writes as -inf, and what a softmax makes of them ------------
+
+# nanoGPT's generate(): top-k by writing -inf through a mask (t[mask] = -inf returns None),
+# then a softmax over the wrong dim: a column of -inf has no softmax, NaN
+GENERATE = """\
+import torch
+import torch.nn.functional as F
+logits = torch.tensor([[0.1, 2.0, 3.0], [0.05, 1.0, 4.0]])
+with torch.no_grad():
+    v, _ = torch.topk(logits, 2)
+    logits[logits < v[:, [-1]]] = -float("Inf")
+    probs = F.softmax(logits, dim=0)
+"""
+
+
+def test_anomaly_finds_the_nan_a_softmax_makes_of_values_written_by_setitem(script):
+    r = cli("anomaly", script(GENERATE), "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1, r.stdout
+    [f] = doc["findings"]
+    assert f["kind"] == "nan_forward" and f["location"]["line"] == 7, f
+    assert "softmax" in f["message"]
+
+
+def test_the_generate_snippet_makes_nan_in_pytorch_too():
+    torch = pytest.importorskip("torch")
+    ns = {}
+    exec(GENERATE, ns)
+    assert torch.isnan(ns["probs"]).any() and not torch.isnan(ns["logits"]).any()
+
+
+MASKED = """\
+import torch
+torch.manual_seed(0)
+s = torch.randn(2, 4, 4, requires_grad=True)
+mask = {mask}
+att = s.masked_fill(mask, float("-inf")).softmax(-1)
+att.sum().backward()
+"""
+
+
+def test_anomaly_finds_a_fully_masked_softmax_row_in_the_forward(script):
+    # before: reported as a NaN SoftmaxBackward0 made "from finite incoming gradients"
+    src = MASKED.format(mask="torch.zeros(4, 4, dtype=torch.bool)\nmask[0] = True")
+    r = cli("anomaly", script(src), "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1, r.stdout
+    assert [(f["kind"], f["location"]["line"]) for f in doc["findings"]] == [("nan_forward", 6)]
+
+
+def test_a_clean_anomaly_verdict_says_what_the_script_set_to_inf_itself(script):
+    path = script(MASKED.format(mask="torch.tril(torch.ones(4, 4)) == 0"))
+    r = cli("anomaly", path, "--no-color")
+    assert r.exit_code == 0, r.output
+    assert (
+        "every op output and every gradient of 1 backward call was finite, except what the "
+        "script set to NaN/Inf on purpose (masked_fill: 1 output)." in " ".join(r.output.split())
+    )
+    doc = json.loads(cli("anomaly", path, "--format", "json").stdout)
+    assert doc["status"] == "ok" and doc["written"] == {"masked_fill": 1}

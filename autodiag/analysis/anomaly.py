@@ -117,8 +117,8 @@ SAFE_OPS = frozenset(
         "softmax",
         "log_softmax",
         "gelu",
-        "where",
-        "masked_fill",
+        # NOTE: not where/masked_fill: their value may be a Python -inf, no input tensor
+        # (``masked_fill(mask, -inf)``: a fully masked row then makes the softmax NaN)
         "clamp",
         "clamp_min",
         "clamp_max",
@@ -217,6 +217,8 @@ class AnomalyFinder(Tracer):
         self.calls = 0  # backward/grad calls started
         self.origins: dict = {}  # key -> _Origin, in discovery order
         self.propagated_forward = 0  # ops that only carried a NaN/Inf along
+        # op name -> outputs holding NaN/Inf the script wrote on purpose (masked_fill(-inf))
+        self.written: dict = {}
         self.propagated_backward = 0
         self.stopped_at: int | None = None  # backward call at which the run was stopped
         # id(array) -> (weakref to the array, origin key or None): arrays known to hold NaN/Inf
@@ -231,6 +233,10 @@ class AnomalyFinder(Tracer):
         if self._tasks:
             return  # an op inside backward (a custom Function's, create_graph): its result is a
             # gradient, checked as the node's output
+        if not outputs and op == "__setitem__" and inputs:
+            # ``t[mask] = -inf`` returns None: the tensor it wrote is its output (nanoGPT's
+            # generate() writes -inf so, then a softmax over the wrong dim makes NaN of it)
+            outputs = inputs[:1]
         if op in SAFE_OPS:
             # finite in, finite out: only an input already known to be bad matters
             bad = self._bad
@@ -306,7 +312,9 @@ class AnomalyFinder(Tracer):
         else:
             kind = None
         if kind is not None and (op in VALUE_OPS or not inputs):
-            # a value the user wrote: neither an anomaly nor propagation
+            # a value the user wrote: neither an anomaly nor propagation (a clean report says
+            # so: "every output was finite" would not be true)
+            self.written[op] = self.written.get(op, 0) + 1
             self._mark(d, None, n_nan, n_inf)
             return
         if kind is None:
