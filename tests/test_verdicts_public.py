@@ -16,6 +16,7 @@ from test_health import health
 
 import autodiag
 from autodiag.analysis.anomaly import AnomalyFinder
+from autodiag.analysis.health import _in_optimizer_step
 from autodiag.core.sumsq import CHUNK, sum_of_squares
 from autodiag.trace import tracing
 
@@ -305,3 +306,19 @@ def test_a_clean_anomaly_verdict_says_what_the_script_set_to_inf_itself(script):
     )
     doc = json.loads(cli("anomaly", path, "--format", "json").stdout)
     assert doc["status"] == "ok" and doc["written"] == {"masked_fill": 1}
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_a_closure_knows_it_runs_inside_an_optimizer_step(engine):
+    # what NOTE [Closure evaluations] rests on, for both engines' optimizers
+    lib = autodiag if engine == "autodiag" else pytest.importorskip("torch")
+    w = lib.ones(2, requires_grad=True)
+    seen = []
+
+    def closure():
+        seen.append(_in_optimizer_step())
+        return (w * w).sum()
+
+    closure()
+    lib.optim.LBFGS([w], max_iter=1).step(closure)
+    assert seen == [False, True]

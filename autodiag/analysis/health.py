@@ -51,7 +51,7 @@ from autodiag.analysis.flow import Flow
 from autodiag.core.sumsq import sum_of_squares
 from autodiag.nn.parameter import Parameter
 from autodiag.ops.pointwise import ReluBackward0
-from autodiag.optim.optimizer import Optimizer, _hooked_step
+from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer, events
 from autodiag.trace.sites import capture_stack, live_user_frames
@@ -755,16 +755,18 @@ class _Norms:
 # more than once; such an optimizer diverging shows as gradient norms growing over its steps
 # (the growth rule) and as NaN losses (``autodiag anomaly``). A step that evaluates its
 # closure once (SGD, Adam with a closure) is judged like any other.
-_STEP_CODE = _hooked_step(lambda self: None).__code__  # every optimizer's step() wrapper
 
 
 def _in_optimizer_step() -> bool:
-    """Whether this thread is inside an ``Optimizer.step()`` (its closure, say): one walk up
-    the frames per backward call, no recursion."""
+    """Whether this thread is inside the ``step()`` of an optimizer (its closure, say): a frame
+    of a ``step`` method whose ``self`` is an ``Optimizer`` (autodiag's or, on ``--engine
+    torch``, PyTorch's: by class name). One walk up the frames per backward call."""
     f = sys._getframe(1)
     while f is not None:
-        if f.f_code is _STEP_CODE:
-            return True
+        if f.f_code.co_name == "step":
+            owner = f.f_locals.get("self")
+            if owner is not None and any(c.__name__ == "Optimizer" for c in type(owner).__mro__):
+                return True
         f = f.f_back
     return False
 
