@@ -322,3 +322,24 @@ def test_a_closure_knows_it_runs_inside_an_optimizer_step(engine):
     closure()
     lib.optim.LBFGS([w], max_iter=1).step(closure)
     assert seen == [False, True]
+
+
+def test_a_closure_with_two_backward_calls_and_no_move_between_is_still_judged():
+    # two losses backpropagated in one closure: no search, SGD's update is judged
+    src = """\
+    import autodiag as torch
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    x, y = torch.randn(64, 4) * 10, torch.randn(64, 1)
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        (0.1 * model(x).pow(2).mean()).backward()
+        return loss
+    for _ in range(5):
+        opt.step(closure)
+    """
+    found = [f for f in health(src) if f["kind"] == "exploding_grad"]
+    assert found and all("its own norm" in f["message"] for f in found), found

@@ -172,12 +172,9 @@ class GradHealth(Tracer):
         self.backward_calls = 0  # accumulating calls that finished
         self.first_backward = None  # stack of the first accumulating backward() call
         self.steps = 0  # optimizer steps
-        # NOTE [Closure evaluations]: the optimizer step (by index: ``steps`` when it began)
-        # whose closure the accumulating backward in progress runs in, or None; how many
-        # accumulating calls the step in progress has run; the steps that ran several
+        # the optimizer step (by index: ``steps`` when it began) whose closure the accumulating
+        # backward in progress runs in, or None (NOTE [Closure evaluations])
         self.evaluating: int | None = None
-        self._evaluations = 0
-        self.searching_steps: set = set()
 
     def detector(self, cls: type[HealthDetector]) -> HealthDetector:
         """The detector of class ``cls`` this tracer runs (``KeyError`` if it runs none)."""
@@ -241,7 +238,7 @@ class GradHealth(Tracer):
         stack = capture_stack(1)  # the user's backward()/grad() call
         self._tasks.append([task, stack])
         if task.accumulate:
-            self._evaluation_begins()
+            self.evaluating = self.steps if _in_optimizer_step() else None
         for hook in self._begin_hooks:
             hook(self, task)
         if not task.accumulate and task.inputs is not None:
@@ -292,19 +289,8 @@ class GradHealth(Tracer):
                 self.first_backward = stack
             self._adopt_frames()
 
-    def _evaluation_begins(self) -> None:
-        """Note whether the accumulating backward beginning runs inside an optimizer's
-        ``step(closure)``, and whether that step has evaluated its closure before (NOTE
-        [Closure evaluations])."""
-        self.evaluating = self.steps if _in_optimizer_step() else None
-        if self.evaluating is not None:
-            self._evaluations += 1
-            if self._evaluations > 1:
-                self.searching_steps.add(self.steps)
-
     def on_optimizer_step(self, optimizer):
         self.steps += 1
-        self._evaluations = 0
         known = self._optimizers.get(id(optimizer))
         if known is None or known[0]() is not optimizer:
             known = self._optimizers[id(optimizer)] = (weakref.ref(optimizer), capture_stack(1))
@@ -751,10 +737,12 @@ class _Norms:
 # norms between evaluations 3 and 5 of its first step, and 5.4x and 8.4x over that whole
 # step, while the loss falls from 0.50 to 0.0026 in that step and to 0.0010 after the next.
 # The update/weight rule (the step must stay smaller than the parameter) is a rule for
-# first-order steps, so it does not judge a move made by a step that evaluated its closure
-# more than once; such an optimizer diverging shows as gradient norms growing over its steps
-# (the growth rule) and as NaN losses (``autodiag anomaly``). A step that evaluates its
-# closure once (SGD, Adam with a closure) is judged like any other.
+# first-order steps, so it does not judge the moves of a step that moved a parameter between
+# two evaluations of its closure (``GradHealth.evaluating`` says which step a backward runs
+# in); such an optimizer diverging shows as gradient norms growing over its steps (the growth
+# rule) and as NaN losses (``autodiag anomaly``). A step whose closure runs once, or runs
+# several backward calls with no move in between (SGD, Adam with a closure), is judged like
+# any other.
 
 
 def _in_optimizer_step() -> bool:
@@ -827,6 +815,11 @@ class GradNorms(HealthDetector):
 
     KINDS = ("exploding_grad", "vanishing_grad")
     State = _Sizes
+
+    def __init__(self):
+        # optimizer steps (by index) that moved a parameter between evaluations of their
+        # closure: a search (NOTE [Closure evaluations])
+        self._searching: set = set()
 
     def on_node_backward(self, health, node, grad_outputs, grad_inputs):
         # NOTE [Cancelled gradients]: a parameter whose gradient is zero in exact arithmetic
@@ -901,9 +894,11 @@ class GradNorms(HealthDetector):
             # not judged: a move driven by a gradient that is rounding noise (zero in exact
             # arithmetic: the tutorial's `a` of an odd fit, whose every gradient is at or
             # below its noise floor, moves by float32 ulps around 0, "2x its norm"), nor one
-            # made by a step that evaluated its closure several times
-            searched = before[4] is not None and before[4] in health.searching_steps
-            if not (before[3] or searched):
+            # made by a step that moved the parameter between evaluations of its closure
+            step = before[4]
+            if step is not None and step == health.evaluating:
+                self._searching.add(step)  # NOTE [Closure evaluations]
+            if not (before[3] or step in self._searching):
                 u = s.updates
                 if u is None:
                     u = s.updates = [0, 0, None, 0.0]
