@@ -343,3 +343,11 @@ def test_a_closure_with_two_backward_calls_and_no_move_between_is_still_judged()
     """
     found = [f for f in health(src) if f["kind"] == "exploding_grad"]
     assert found and all("its own norm" in f["message"] for f in found), found
+
+
+def test_leaks_counts_an_lbfgs_run_in_optimizer_steps(script):
+    # before: "2 steps" over table rows 21 and 22 (its closure's backward calls counted first)
+    r = cli("leaks", script(LBFGS_FIT), "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["status"] == "ok", r.stdout
+    assert [c["step"] for c in doc["steps"]] == [1, 2], doc["steps"]
