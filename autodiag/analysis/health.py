@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
+import traceback
 import weakref
 from collections import deque
 
@@ -749,13 +749,11 @@ def _in_optimizer_step() -> bool:
     """Whether this thread is inside the ``step()`` of an optimizer (its closure, say): a frame
     of a ``step`` method whose ``self`` is an ``Optimizer`` (autodiag's or, on ``--engine
     torch``, PyTorch's: by class name). One walk up the frames per backward call."""
-    f = sys._getframe(1)
-    while f is not None:
+    for f, _ in traceback.walk_stack(None):
         if f.f_code.co_name == "step":
             owner = f.f_locals.get("self")
             if owner is not None and any(c.__name__ == "Optimizer" for c in type(owner).__mro__):
                 return True
-        f = f.f_back
     return False
 
 
