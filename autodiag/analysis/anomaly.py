@@ -34,6 +34,7 @@ from numpy import ndarray
 from autodiag._interrupts import callback
 from autodiag.analysis.findings import Finding
 from autodiag.analysis.summary import summarize
+from autodiag.core.sumsq import CHUNK, sum_of_squares
 from autodiag.inspect import array, children, leaf_variable, site, values
 from autodiag.trace import StopRun, Tracer
 
@@ -116,8 +117,8 @@ SAFE_OPS = frozenset(
         "softmax",
         "log_softmax",
         "gelu",
-        "where",
-        "masked_fill",
+        # NOTE: not where/masked_fill: their value may be a Python -inf, no input tensor
+        # (``masked_fill(mask, -inf)``: a fully masked row then makes the softmax NaN)
         "clamp",
         "clamp_min",
         "clamp_max",
@@ -134,8 +135,7 @@ def _finite(a: np.ndarray) -> bool:
     arrays whose squares overflow: callers confirm with ``_kinds``."""
     if a.size == 1:
         return math.isfinite(a.item())  # one element: no BLAS call
-    r = a.ravel()
-    return math.isfinite(r.dot(r))
+    return math.isfinite(sum_of_squares(a.ravel()))
 
 
 def _any_big_nonfinite(grads) -> bool:
@@ -217,6 +217,8 @@ class AnomalyFinder(Tracer):
         self.calls = 0  # backward/grad calls started
         self.origins: dict = {}  # key -> _Origin, in discovery order
         self.propagated_forward = 0  # ops that only carried a NaN/Inf along
+        # op name -> outputs holding NaN/Inf the script wrote on purpose (masked_fill(-inf))
+        self.written: dict = {}
         self.propagated_backward = 0
         self.stopped_at: int | None = None  # backward call at which the run was stopped
         # id(array) -> (weakref to the array, origin key or None): arrays known to hold NaN/Inf
@@ -231,6 +233,10 @@ class AnomalyFinder(Tracer):
         if self._tasks:
             return  # an op inside backward (a custom Function's, create_graph): its result is a
             # gradient, checked as the node's output
+        if not outputs and op == "__setitem__" and inputs:
+            # ``t[mask] = -inf`` returns None: the tensor it wrote is its output (nanoGPT's
+            # generate() writes -inf so, then a softmax over the wrong dim makes NaN of it)
+            outputs = inputs[:1]
         if op in SAFE_OPS:
             # finite in, finite out: only an input already known to be bad matters
             bad = self._bad
@@ -244,14 +250,18 @@ class AnomalyFinder(Tracer):
             if d.dtype.kind == "f":
                 if d.ndim == 1:
                     # a few elements: a Python sum beats a BLAS call's overhead
-                    if isfinite(sum(d.tolist()) if d.size <= 16 else d.dot(d)):
+                    if d.size <= 16:
+                        if isfinite(sum(d.tolist())):
+                            continue
+                    elif isfinite(d.dot(d) if d.size <= CHUNK else sum_of_squares(d)):
                         continue
                 elif d.size == 1:
                     if isfinite(d.item()):
                         continue
                 else:
                     r = d.ravel()
-                    if isfinite(r.dot(r)):
+                    # NOTE [BLAS threads]: a big array in chunks
+                    if isfinite(r.dot(r) if r.size <= CHUNK else sum_of_squares(r)):
                         continue
                 if self.check_forward:
                     self._forward_nonfinite(op, node, inputs, o, stack)
@@ -302,7 +312,9 @@ class AnomalyFinder(Tracer):
         else:
             kind = None
         if kind is not None and (op in VALUE_OPS or not inputs):
-            # a value the user wrote: neither an anomaly nor propagation
+            # a value the user wrote: neither an anomaly nor propagation (a clean report says
+            # so: "every output was finite" would not be true)
+            self.written[op] = self.written.get(op, 0) + 1
             self._mark(d, None, n_nan, n_inf)
             return
         if kind is None:
@@ -395,7 +407,7 @@ class AnomalyFinder(Tracer):
         if not self.check_backward:
             return
         flat = np.concatenate(arrays, axis=None) if arrays else None
-        if flat is None or isfinite(flat.dot(flat)):
+        if flat is None or isfinite(sum_of_squares(flat)):
             # the small gradients are finite; a big one was checked on arrival, and a non-finite
             # one flushed at once: it can only belong to the last node
             nodes = [n for n in nodes[-1:] if _any_big_nonfinite(n[2])]

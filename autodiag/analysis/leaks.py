@@ -205,6 +205,12 @@ class LeakFinder(Tracer):
     def _restart(self) -> None:
         self.census.clear()
         self._growth = self._flat = 0
+        # the steps are counted afresh: the one ending now is step 1 (LBFGS's 20 closure
+        # evaluations before its first step() returns are not 20 steps: the table said "2
+        # steps" over rows 21 and 22); earlier steps, still alive or not, count from 0 down
+        shift = self._steps[-1].index - 1
+        for st in self._steps:
+            st.index -= shift
 
     def _end_step(self) -> None:
         steps = self._steps

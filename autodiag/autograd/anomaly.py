@@ -44,6 +44,7 @@ from autodiag.core.grad_mode import (
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
 )
+from autodiag.core.sumsq import CHUNK, sum_of_squares
 from autodiag.trace import Tracer, events
 from autodiag.trace.sites import _PKG_DIR
 
@@ -206,7 +207,8 @@ def check_gradients(node, grads, check_nan: bool, check_inf: bool) -> None:
         if a.dtype.kind == "f":
             # fast path: a sum of squares is finite iff every element is (or it overflowed)
             r = a.ravel()
-            if math.isfinite(r.dot(r)):
+            # NOTE [BLAS threads]: a big array in chunks
+            if math.isfinite(r.dot(r) if r.size <= CHUNK else sum_of_squares(r)):
                 continue
         if check_nan and np.isnan(a).any():
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")

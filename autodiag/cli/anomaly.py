@@ -48,6 +48,7 @@ def anomaly(
         info={
             "backward_calls": finder.calls,
             "ops": result.ops,
+            "written": dict(finder.written),
             "stopped_at_call": finder.stopped_at,
             "propagated": {
                 "forward": finder.propagated_forward,

@@ -11,6 +11,18 @@ def render(console, findings: list[dict], info: dict) -> None:
     """``findings``: Finding.to_json() dicts; ``info``: calls, stopped_at, propagated, target."""
     if not findings:
         calls = info["calls"]
+        written = info.get("written") or {}
+        # values the script set to NaN/Inf itself (masked_fill(mask, -inf)): not anomalies,
+        # but not finite either
+        but = (
+            ", except what the script set to NaN/Inf on purpose ("
+            + ", ".join(
+                f"{escape(op)}: {n} output{'s' if n != 1 else ''}" for op, n in written.items()
+            )
+            + ")"
+            if written
+            else ""
+        )
         if info.get("failed"):
             console.print(
                 f"no NaN or Inf in {escape(info['target'])} before it stopped "
@@ -21,14 +33,14 @@ def render(console, findings: list[dict], info: dict) -> None:
             ops = info.get("ops", 0)
             console.print(
                 f"no NaN or Inf in {escape(info['target'])}: every output of its {ops} "
-                f"op{'s' if ops != 1 else ''} was finite; it made no backward() call, "
+                f"op{'s' if ops != 1 else ''} was finite{but}; it made no backward() call, "
                 f"so no gradient was checked."
             )
             return
         console.print(
             f"[bold green]✓ no NaN or Inf[/] in {escape(info['target'])}: every op "
             f"output and every gradient of {calls} backward call"
-            f"{'s' if calls != 1 else ''} was finite."
+            f"{'s' if calls != 1 else ''} was finite{but}."
         )
         return
     n = len(findings)
@@ -112,6 +124,7 @@ def text_report(sink, outcome) -> None:
             "calls": info["backward_calls"],
             "stopped_at": info["stopped_at_call"],
             "ops": info["ops"],
+            "written": info.get("written"),
             "propagated": info["propagated"],
             "failed": outcome.failed,
         },
