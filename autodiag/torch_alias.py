@@ -11,7 +11,7 @@ What the script gets are stand-in modules named ``torch``, ``torch.nn``, ... tha
 attribute to the autodiag module they stand for (classes and functions are autodiag's own, so
 ``isinstance`` and ``type(y.grad_fn).__name__`` behave). A name autodiag lacks raises
 :class:`NotProvided` (an ``AttributeError``: ``hasattr`` and ``getattr(m, name, default)`` keep
-working), ``from torch.nn import Transformer`` an ``ImportError``, ``import torch.fft``
+working), ``from torch.nn import ChannelShuffle`` an ``ImportError``, ``import torch.fft``
 :class:`ModuleNotProvided` (a ``ModuleNotFoundError``). :func:`missing_name` recognises all
 three when they escape the script, so a runner can say precisely which name is missing.
 
@@ -19,7 +19,7 @@ three when they escape the script, so a runner can say precisely which name is m
 >>> with torch_alias():
 ...     import torch
 ...     x = torch.tensor([1.0, 2.0], requires_grad=True)
-...     print(type((x * x).sum().grad_fn).__name__, hasattr(torch.nn, "Transformer"))
+...     print(type((x * x).sum().grad_fn).__name__, hasattr(torch.nn, "ChannelShuffle"))
 SumBackward0 False
 """
 
