@@ -325,31 +325,31 @@ def max_pool1d(
 
 
 def _avg_divisor(geom: Geometry, count_include_pad: bool, divisor_override, dtype):
-    """The divisor of each output (PyTorch's avg_pool2d kernel): the window's size clipped to
-    the padded image, or to the image itself without count_include_pad."""
+    """Each output's divisor (PyTorch's avg_pool kernels, any number of dims): its window's size
+    clipped to the padded input, or, without ``count_include_pad``, to the input itself."""
     if divisor_override is not None:
         return np.asarray(divisor_override, dtype=dtype)
-    sizes = []
+    out = np.ones((), dtype=np.int64)
     for n, k, s, p, o in zip(geom.size, geom.kernel, geom.stride, geom.lo, geom.out):
         start = np.arange(o) * s - p
         end = np.minimum(start + k, n + p)
-        if count_include_pad:
-            sizes.append(end - start)
-        else:
-            sizes.append(np.minimum(end, n) - np.maximum(start, 0))
-    return (sizes[0][:, None] * sizes[1][None, :]).astype(dtype)
+        size = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
+        out = np.multiply.outer(out, size)
+    return out.astype(dtype)
 
 
-class AvgPool2DBackward0(Node):
-    """Each output's gradient, divided by its divisor, spread over its window (``col2im``)."""
+class _AvgPoolBackward(Node):
+    """Each output's gradient, divided by its divisor, spread over its window (``col2im``);
+    ``_double``: the node class of its own gradient (set below each subclass)."""
 
     __slots__ = ("geom", "ceil_mode", "count_include_pad", "divisor_override", "divisor")
     _saved_names = ("self",)
+    _double: type
 
     def backward(self, xp, g):
         geom = self.geom
         gd = g if xp.arrays else g._data
-        unbatched = gd.ndim == 3
+        unbatched = gd.ndim == len(geom.kernel) + 1
         if unbatched:
             gd = gd[None]
         n, c = gd.shape[:2]
@@ -359,12 +359,7 @@ class AvgPool2DBackward0(Node):
         gx = col2im(cols, geom).astype(gd.dtype, copy=False)
         if unbatched:
             gx = gx[0]
-        return (
-            recorded_gradient(
-                xp, AvgPool2DBackwardBackward0, g, self.saved_self(xp), gx,
-                args=self._args(),
-            ),
-        )  # fmt: skip
+        return (recorded_gradient(xp, self._double, g, self.saved_self(xp), gx, args=self._args()),)
 
     def _args(self) -> tuple:
         gm = self.geom
@@ -385,6 +380,33 @@ class AvgPool2DBackward0(Node):
         }
 
 
+def _avg_pool(input, d, geom, ceil_mode, count_include_pad, divisor_override, cls):
+    """avg_pool of the planes ``d`` (``input``'s, batched) over ``geom``: the result, with a
+    ``cls`` node (a ``_AvgPoolBackward``) when it records."""
+    nd = len(geom.kernel)
+    divisor = _avg_divisor(geom, count_include_pad, divisor_override, d.dtype)
+    out = windows(d, geom).sum(axis=tuple(range(-nd, 0))) / divisor
+    if input._data.ndim == nd + 1:
+        out = out[0]
+    out = np.ascontiguousarray(out, dtype=d.dtype)
+    if _state.record and input.requires_grad:
+        node = cls((edge(input),))
+        node.geom, node.ceil_mode, node.count_include_pad = geom, bool(ceil_mode), count_include_pad
+        node.divisor_override, node.divisor = divisor_override, divisor
+        node._saved = (save(input),)
+        return result(out, node)
+    return result(out, None)
+
+
+def _check_divisor(divisor_override) -> None:
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+
+
+class AvgPool2DBackward0(_AvgPoolBackward):
+    __slots__ = ()
+
+
 class AvgPool2DBackwardBackward0(_PoolingBackwardBackward):
     """The adjoint of avg_pool2d's gradient: avg_pool2d itself."""
 
@@ -392,6 +414,9 @@ class AvgPool2DBackwardBackward0(_PoolingBackwardBackward):
 
     def _pool(self, gg):
         return avg_pool2d(gg, *self.args)
+
+
+AvgPool2DBackward0._double = AvgPool2DBackwardBackward0
 
 
 @register(method=False, home="nn.functional")
@@ -412,22 +437,12 @@ def avg_pool2d(
     [[[[2.5, 4.5], [10.5, 12.5]]]]
     """
     k, s, p, _ = _defaults(kernel_size, stride, padding, 1, 2, "avg_pool2d")
-    if divisor_override is not None and divisor_override == 0:
-        raise RuntimeError("divisor must be not zero")
+    _check_divisor(divisor_override)
     d = _planes(input, "avg_pool2d", 2)
     geom = _pool_geometry("avg_pool2d", d.shape[2:], k, s, p, (1, 1), ceil_mode, d.shape[:2])
-    divisor = _avg_divisor(geom, count_include_pad, divisor_override, d.dtype)
-    out = windows(d, geom).sum(axis=(-2, -1)) / divisor
-    if input._data.ndim == 3:
-        out = out[0]
-    out = np.ascontiguousarray(out, dtype=d.dtype)
-    if _state.record and input.requires_grad:
-        node = AvgPool2DBackward0((edge(input),))
-        node.geom, node.ceil_mode, node.count_include_pad = geom, bool(ceil_mode), count_include_pad
-        node.divisor_override, node.divisor = divisor_override, divisor
-        node._saved = (save(input),)
-        return result(out, node)
-    return result(out, None)
+    return _avg_pool(
+        input, d, geom, ceil_mode, count_include_pad, divisor_override, AvgPool2DBackward0
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,8 +16,11 @@ import numpy as np
 
 from autodiag.core.graph import Node
 from autodiag.ops._core import ARRAY, _state, edge, register, result, save, wrap
-from autodiag.ops.conv import Geometry, col2im, pad_array, windows
+from autodiag.ops.conv import Geometry, pad_array
 from autodiag.ops.pooling import (
+    _avg_pool,
+    _AvgPoolBackward,
+    _check_divisor,
     _defaults,
     _overlapping,
     _planes,
@@ -165,58 +168,8 @@ def max_pool3d(
 # ---------------------------------------------------------------------------------------------
 
 
-def _avg_divisor_nd(geom: Geometry, count_include_pad: bool, divisor_override, dtype):
-    """Each output's divisor: its window's size clipped to the padded input (or, without
-    ``count_include_pad``, to the input itself), as PyTorch's avg_pool kernels count."""
-    if divisor_override is not None:
-        return np.asarray(divisor_override, dtype=dtype)
-    out = np.ones((), dtype=np.int64)
-    for n, k, s, p, o in zip(geom.size, geom.kernel, geom.stride, geom.lo, geom.out):
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, n + p)
-        size = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
-        out = np.multiply.outer(out, size)
-    return out.astype(dtype)
-
-
-class AvgPool3DBackward0(Node):
-    """Each output's gradient, divided by its divisor, spread over its window (``col2im``)."""
-
-    __slots__ = ("geom", "ceil_mode", "count_include_pad", "divisor_override", "divisor")
-    _saved_names = ("self",)
-
-    def backward(self, xp, g):
-        geom = self.geom
-        gd = g if xp.arrays else g._data
-        unbatched = gd.ndim == 4
-        if unbatched:
-            gd = gd[None]
-        n, c = gd.shape[:2]
-        k, L = geom.numel_kernel, math.prod(geom.out)
-        share = (gd / self.divisor).reshape(n, c, 1, L)
-        cols = np.broadcast_to(share, (n, c, k, L)).reshape(n, c * k, L)
-        gx = col2im(cols, geom).astype(gd.dtype, copy=False)
-        if unbatched:
-            gx = gx[0]
-        gm = self.geom
-        args = (gm.kernel, gm.stride, gm.lo, self.ceil_mode, self.count_include_pad)
-        return (
-            recorded_gradient(
-                xp, AvgPool3DBackwardBackward0, g, self.saved_self(xp), gx,
-                args=args + (self.divisor_override,),
-            ),
-        )  # fmt: skip
-
-    def _saved_extra(self):
-        gm = self.geom
-        return {
-            "kernel_size": gm.kernel,
-            "stride": gm.stride,
-            "padding": gm.lo,
-            "ceil_mode": self.ceil_mode,
-            "count_include_pad": self.count_include_pad,
-            "divisor_override": self.divisor_override,
-        }
+class AvgPool3DBackward0(_AvgPoolBackward):
+    __slots__ = ()
 
 
 class AvgPool3DBackwardBackward0(_PoolingBackwardBackward):
@@ -226,6 +179,9 @@ class AvgPool3DBackwardBackward0(_PoolingBackwardBackward):
 
     def _pool(self, gg):
         return avg_pool3d(gg, *self.args)
+
+
+AvgPool3DBackward0._double = AvgPool3DBackwardBackward0
 
 
 @register(method=False, home="nn.functional")
@@ -246,8 +202,7 @@ def avg_pool3d(
     tensor([3.5000])
     """
     k, s, p, _ = _defaults(kernel_size, stride, padding, 1, 3, "avg_pool3d")
-    if divisor_override is not None and divisor_override == 0:
-        raise RuntimeError("divisor must be not zero")
+    _check_divisor(divisor_override)
     d = _planes(input, "avg_pool3d", 3)
     size = d.shape[2:]
     if any(n < kk for n, kk in zip(size, k)):
@@ -256,18 +211,9 @@ def avg_pool3d(
             f"(kT: {k[0]} kH: {k[1]} kW: {k[2]})"
         )
     geom = _pool_geometry("avg_pool3d", size, k, s, p, (1, 1, 1), ceil_mode, d.shape[:2])
-    divisor = _avg_divisor_nd(geom, count_include_pad, divisor_override, d.dtype)
-    out = windows(d, geom).sum(axis=(-3, -2, -1)) / divisor
-    if input._data.ndim == 4:
-        out = out[0]
-    out = np.ascontiguousarray(out, dtype=d.dtype)
-    if _state.record and input.requires_grad:
-        node = AvgPool3DBackward0((edge(input),))
-        node.geom, node.ceil_mode, node.count_include_pad = geom, bool(ceil_mode), count_include_pad
-        node.divisor_override, node.divisor = divisor_override, divisor
-        node._saved = (save(input),)
-        return result(out, node)
-    return result(out, None)
+    return _avg_pool(
+        input, d, geom, ceil_mode, count_include_pad, divisor_override, AvgPool3DBackward0
+    )
 
 
 # ---------------------------------------------------------------------------------------------
