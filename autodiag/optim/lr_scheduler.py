@@ -412,7 +412,23 @@ class ExponentialLR(LRScheduler):
         return [base_lr * self.gamma**self.last_epoch for base_lr in self.base_lrs]
 
 
-class SequentialLR(LRScheduler):
+class _Composite(LRScheduler):
+    """A scheduler made of others (``_schedulers``): its state holds theirs, as PyTorch's."""
+
+    def state_dict(self) -> dict:
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        schedulers = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        state_dict["_schedulers"] = schedulers
+        for idx, s in enumerate(schedulers):
+            self._schedulers[idx].load_state_dict(s)
+
+
+class SequentialLR(_Composite):
     """Run ``schedulers`` one after the other, switching at each of ``milestones``."""
 
     def __init__(
@@ -475,18 +491,6 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
-
-    def state_dict(self) -> dict:
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        schedulers = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        state_dict["_schedulers"] = schedulers
-        for idx, s in enumerate(schedulers):
-            self._schedulers[idx].load_state_dict(s)
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -892,7 +896,7 @@ def _check_schedulers(name: str, schedulers, optimizer) -> None:
             )
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_Composite):
     """Step every scheduler of ``schedulers`` on each ``step()``, in order (their effects
     compose on the shared ``group["lr"]``).
 
@@ -920,18 +924,6 @@ class ChainedScheduler(LRScheduler):
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = _param_groups_val_list(self._schedulers[-1].optimizer, "lr")
-
-    def state_dict(self) -> dict:
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        schedulers = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        state_dict["_schedulers"] = schedulers
-        for idx, s in enumerate(schedulers):
-            self._schedulers[idx].load_state_dict(s)
 
 
 class CyclicLR(LRScheduler):
