@@ -71,6 +71,25 @@ def test_every_sample_anomaly_is_the_same_on_both_engines(tmp_path, name):
     d1, d2 = _same("anomaly", tmp_path, name, _anomaly_facts)
     assert d2["propagated"] == d1["propagated"]
     assert d2["backward_calls"] == d1["backward_calls"]
+    assert d2.get("written") == d1.get("written")
+
+
+def test_values_the_script_wrote_are_named_on_both_engines(tmp_path):
+    # one judge for both engines (AnomalyFinder._judge): a -inf the script put in with
+    # masked_fill is neither an origin nor left out of the clean verdict on PyTorch either
+    path = tmp_path / "masked.py"
+    path.write_text(
+        "import torch\n"
+        "x = torch.randn(4, 4, requires_grad=True)\n"
+        "mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)\n"
+        "x.masked_fill(mask, float('-inf')).softmax(-1).sum().backward()\n"
+    )
+    for engine in ("autodiag", "torch"):
+        r = cli("anomaly", str(path), "--engine", engine)
+        assert r.exit_code == 0, r.stderr
+        assert "except what the script set to NaN/Inf on purpose (masked_fill: 1 output)" in (
+            r.stdout
+        ), engine
 
 
 @pytest.mark.parametrize("name", SAMPLES)

@@ -61,6 +61,11 @@ VALUE_OPS = frozenset(
         "copy_",
     }
 )
+# Ops whose output is uninitialised memory (PyTorch's ``empty``: whatever bytes were there, NaN
+# patterns included): neither an origin nor a value the script chose.
+UNINITIALISED = frozenset(
+    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+)
 # Ops whose output is finite whenever their inputs are: views, copies, bounded functions. Their
 # outputs are checked only when an input is known to hold NaN/Inf (to count propagation).
 SAFE_OPS = frozenset(
@@ -275,6 +280,29 @@ class AnomalyFinder(Tracer):
             # its backward works on non-finite values: a NaN/Inf gradient there is a
             # consequence of this forward value, not a backward origin
             self._tainted.add(node)
+        self._judge(op, inputs, out, n_nan, n_inf, lambda: stack)
+
+    # How this engine's values are read; TorchAnomalyFinder reads PyTorch's tensors instead.
+    # ``_value``: what is tested and kept in ``_bad`` for a tensor (autodiag's: its array).
+    _value = staticmethod(array)
+    _finite = staticmethod(_finite)
+    _kinds = staticmethod(_kinds)
+    _stats = staticmethod(stats)
+
+    @staticmethod
+    def _floating(a) -> bool:
+        return a.dtype.kind in "fc"
+
+    @staticmethod
+    def _base(a):
+        return a.base
+
+    def _judge(self, op, inputs, out, n_nan, n_inf, stack) -> None:
+        """``out`` of ``op`` holds ``n_nan`` NaN and ``n_inf`` ±inf: an origin (none of the
+        inputs held that kind), a value carried along from a known one, or a value the user
+        wrote (a factory, ``fill_``); ``stack()`` gives the user's stack, asked only for an
+        origin."""
+        d = self._value(out)
         inplace = (
             op.endswith("_")
             and not op.startswith("__")
@@ -284,8 +312,8 @@ class AnomalyFinder(Tracer):
         in_nan = in_inf = False
         source = None
         for t in inputs:
-            a = array(t)
-            if a.dtype.kind not in "fc":
+            a = self._value(t)
+            if not self._floating(a):
                 continue
             if inplace and a is d:
                 # the tensor written in place: its values before the write are gone; it held
@@ -297,9 +325,9 @@ class AnomalyFinder(Tracer):
                     in_inf |= k_inf
                     source = source or rec[1]
                 continue
-            if _finite(a):
+            if self._finite(a):
                 continue
-            k_nan, k_inf = _kinds(a)
+            k_nan, k_inf = self._kinds(a)
             in_nan |= bool(k_nan)
             in_inf |= bool(k_inf)
             rec = self._bad.get(id(a))
@@ -311,6 +339,9 @@ class AnomalyFinder(Tracer):
             kind = "inf_forward"
         else:
             kind = None
+        if op in UNINITIALISED:
+            self._mark(d, None, n_nan, n_inf)  # followed, never reported
+            return
         if kind is not None and (op in VALUE_OPS or not inputs):
             # a value the user wrote: neither an anomaly nor propagation (a clean report says
             # so: "every output was finite" would not be true)
@@ -323,28 +354,29 @@ class AnomalyFinder(Tracer):
                 self.origins[source].propagated += 1
             self._mark(d, source, n_nan, n_inf)
             return
+        stack = stack()
         key = (kind, op, stack.site)
         origin = self.origins.get(key)
         if origin is None:
             detail = {
                 "op": op,
-                "output": stats(out),
-                "inputs": [stats(t) for t in inputs if t is not out or not inplace],
+                "output": self._stats(out),
+                "inputs": [self._stats(t) for t in inputs if t is not out or not inplace],
                 "inplace": inplace,
             }
-            refs = tuple(weakref.ref(t) for t in inputs)
+            refs = tuple(_weak(t) for t in inputs)
             self.origins[key] = _Origin(kind, key, op, stack, self.calls + 1, detail, refs)
         else:
             origin.count += 1
         self._mark(d, key, n_nan, n_inf)
 
     def _known_bad(self, a):
-        """The record of ``a`` (or of an array it is a view of) in ``_bad``, or None."""
+        """The record of ``a`` (or of a value it is a view of) in ``_bad``, or None."""
         while a is not None:
             rec = self._bad.get(id(a))
             if rec is not None and rec[0]() is a:
                 return rec
-            a = a.base
+            a = self._base(a)
         return None
 
     def _mark(self, a, key, n_nan, n_inf) -> None:
@@ -357,7 +389,7 @@ class AnomalyFinder(Tracer):
 
         try:
             ref = weakref.ref(a, gone)
-        except TypeError:  # pragma: no cover - numpy arrays are weak-referenceable
+        except TypeError:  # a value that cannot be weakly referenced is not followed
             return
         bad[aid] = (ref, key, (bool(n_nan), bool(n_inf)))
 
@@ -607,3 +639,15 @@ def _finding(o: _Origin, names_by_id: dict) -> Finding:
         hint=_hint(o),
         extra=extra,
     )
+
+
+def _weak(t):
+    """A weak reference to ``t``, or a dead one for what cannot be weakly referenced."""
+    try:
+        return weakref.ref(t)
+    except TypeError:
+        return _dead
+
+
+def _dead():
+    return None

@@ -36,7 +36,6 @@ import torch
 
 from autodiag.analysis.anomaly import (
     SAFE_OPS,
-    VALUE_OPS,
     AnomalyFinder,
     _Origin,
     stats,
@@ -133,7 +132,7 @@ class TorchAnomalyFinder(AnomalyFinder):
         super().__init__(keep_going, forward, backward)
         self._calls: list = []  # [call, number, found a NaN/Inf gradient] in progress
         self._hook = self._node_hook  # one bound method for every node
-        self._mark = object()  # node.metadata[_HOOKED]: hooked by this finder (not another's)
+        self._token = object()  # node.metadata[_HOOKED]: hooked by this finder (not another's)
 
     # --- forward --------------------------------------------------------------------------
 
@@ -184,86 +183,21 @@ class TorchAnomalyFinder(AnomalyFinder):
         node = out.grad_fn
         if node is not None:
             node.metadata[_TAINTED] = True
-        inputs = tensors_in(args, kwargs)
-        inplace = (
-            op.endswith("_")
-            and not op.startswith("__")
-            or op.startswith("__i")
-            or op == "__setitem__"
-        )
-        in_nan = in_inf = False
-        source = None
-        for t in inputs:
-            if not t.dtype.is_floating_point and not t.dtype.is_complex:
-                continue
-            if inplace and t is out:
-                rec = self._known(t)
-                if rec is not None:
-                    k_nan, k_inf = rec[2]
-                    in_nan |= k_nan
-                    in_inf |= k_inf
-                    source = source or rec[1]
-                continue
-            if finite(t):
-                continue
-            k_nan, k_inf = kinds(t)
-            in_nan |= bool(k_nan)
-            in_inf |= bool(k_inf)
-            rec = self._bad.get(id(t))
-            if rec is not None and rec[0]() is t and source is None:
-                source = rec[1]
-        if n_nan and not in_nan:
-            kind = "nan_forward"
-        elif n_inf and not in_nan and not in_inf:
-            kind = "inf_forward"
-        else:
-            kind = None
-        if kind is not None and (op in VALUE_OPS or not inputs):
-            self._mark_tensor(out, None, n_nan, n_inf)  # a value the user wrote
-            return
-        if kind is None:
-            self.propagated_forward += 1
-            if source is not None and source in self.origins:
-                self.origins[source].propagated += 1
-            self._mark_tensor(out, source, n_nan, n_inf)
-            return
-        stack = capture_stack(3)
-        key = (kind, op, stack.site)
-        origin = self.origins.get(key)
-        if origin is None:
-            detail = {
-                "op": op,
-                "output": _tstats(out),
-                "inputs": [_tstats(t) for t in inputs if t is not out or not inplace],
-                "inplace": inplace,
-            }
-            refs = tuple(_weak(t) for t in inputs)
-            self.origins[key] = _Origin(kind, key, op, stack, self.calls + 1, detail, refs)
-        else:
-            origin.count += 1
-        self._mark_tensor(out, key, n_nan, n_inf)
+        self._judge(op, tensors_in(args, kwargs), out, n_nan, n_inf, capture_stack)
 
-    def _known(self, t):
-        """The record of ``t`` (or of the tensor it is a view of) among the known bad."""
-        while t is not None:
-            rec = self._bad.get(id(t))
-            if rec is not None and rec[0]() is t:
-                return rec
-            t = seam.base_of(t)
-        return None
+    # AnomalyFinder._judge reads PyTorch's tensors themselves
+    _finite = staticmethod(finite)
+    _kinds = staticmethod(kinds)
+    _stats = staticmethod(_tstats)
+    _base = staticmethod(seam.base_of)
 
-    def _mark_tensor(self, t, key, n_nan, n_inf) -> None:
-        tid = id(t)
-        bad = self._bad
+    @staticmethod
+    def _value(t):
+        return t
 
-        def gone(_, tid=tid):
-            bad.pop(tid, None)
-
-        try:
-            ref = weakref.ref(t, gone)
-        except TypeError:
-            return
-        bad[tid] = (ref, key, (bool(n_nan), bool(n_inf)))
+    @staticmethod
+    def _floating(t) -> bool:
+        return t.dtype.is_floating_point or t.dtype.is_complex
 
     # --- backward -------------------------------------------------------------------------
 
@@ -277,7 +211,7 @@ class TorchAnomalyFinder(AnomalyFinder):
             fn = r.grad_fn
             if fn is not None:
                 todo.append(fn)
-        hook, mark = self._hook, self._mark
+        hook, mark = self._hook, self._token
         while todo:
             n = todo.pop()
             if type(n) is _ACCUMULATE:
@@ -364,13 +298,6 @@ class TorchAnomalyFinder(AnomalyFinder):
             self.stopped_at = number
             task.roots = task.inputs = None  # the observer's clean-up after this event is skipped
             raise StopRun
-
-
-def _weak(t):
-    try:
-        return weakref.ref(t)
-    except TypeError:
-        return lambda: None
 
 
 def _outgoing(child, i: int, g) -> dict:
