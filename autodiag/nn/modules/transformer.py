@@ -85,7 +85,54 @@ def _is_relu_or_gelu(activation) -> int:
     return 0
 
 
-class TransformerEncoderLayer(Module):
+class _Layer(Module):
+    """What the encoder and decoder layers share: their submodules, in PyTorch's order (so
+    parameters and ``state_dict`` keys are PyTorch's), the self-attention block and the
+    feed-forward block. ``_blocks``: 2 (self-attention, feed-forward) or 3 (with attention over
+    the encoder's memory between them); each block has its LayerNorm and dropout."""
+
+    _blocks: int
+
+    def _build(self, d_model, nhead, dim_feedforward, dropout, layer_norm_eps,
+               batch_first, norm_first, bias, factory_kwargs) -> None:  # fmt: skip
+        def attention():
+            return MultiheadAttention(
+                d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                **factory_kwargs,
+            )  # fmt: skip
+
+        self.self_attn = attention()
+        blocks = self._blocks
+        if blocks == 3:
+            self.multihead_attn = attention()
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory_kwargs)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory_kwargs)
+        self.norm_first = norm_first
+        for i in range(1, blocks + 1):
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
+            setattr(self, f"norm{i}", norm)
+        for i in range(1, blocks + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal: bool = False):
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return getattr(self, f"dropout{self._blocks}")(x)  # the last block's
+
+
+class TransformerEncoderLayer(_Layer):
     """Self-attention then a feed-forward block, each with dropout, a residual and LayerNorm
     (after the residual by default; before the block with ``norm_first=True``).
 
@@ -96,6 +143,7 @@ class TransformerEncoderLayer(Module):
     """
 
     __constants__ = ["norm_first"]
+    _blocks = 2
 
     def __init__(
         self,
@@ -111,19 +159,10 @@ class TransformerEncoderLayer(Module):
         device=None,
         dtype=None,
     ) -> None:
-        factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
-        self.self_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory_kwargs
-        )
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory_kwargs)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory_kwargs)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
+        factory_kwargs = {"device": device, "dtype": dtype}
+        self._build(d_model, nhead, dim_feedforward, dropout, layer_norm_eps, batch_first,
+                    norm_first, bias, factory_kwargs)  # fmt: skip
         if isinstance(activation, str):
             activation = _get_activation_fn(activation)
         self.activation_relu_or_gelu = _is_relu_or_gelu(activation)
@@ -153,24 +192,8 @@ class TransformerEncoderLayer(Module):
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal: bool = False):
-        x = self.self_attn(
-            x,
-            x,
-            x,
-            attn_mask=attn_mask,
-            key_padding_mask=key_padding_mask,
-            need_weights=False,
-            is_causal=is_causal,
-        )[0]
-        return self.dropout1(x)
 
-    def _ff_block(self, x):
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        return self.dropout2(x)
-
-
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_Layer):
     """Self-attention, attention over the encoder's ``memory``, then a feed-forward block, each
     with dropout, a residual and LayerNorm (``norm_first`` as in the encoder layer).
 
@@ -181,6 +204,7 @@ class TransformerDecoderLayer(Module):
     """
 
     __constants__ = ["norm_first"]
+    _blocks = 3
 
     def __init__(
         self,
@@ -196,24 +220,10 @@ class TransformerDecoderLayer(Module):
         device=None,
         dtype=None,
     ) -> None:
-        factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
-        self.self_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias, **factory_kwargs
-        )
-        self.multihead_attn = MultiheadAttention(
-            d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias, **factory_kwargs
-        )
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory_kwargs)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory_kwargs)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
+        factory_kwargs = {"device": device, "dtype": dtype}
+        self._build(d_model, nhead, dim_feedforward, dropout, layer_norm_eps, batch_first,
+                    norm_first, bias, factory_kwargs)  # fmt: skip
         if isinstance(activation, str):
             self.activation = _get_activation_fn(activation)
         else:
@@ -251,18 +261,6 @@ class TransformerDecoderLayer(Module):
             x = self.norm3(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal: bool = False):
-        x = self.self_attn(
-            x,
-            x,
-            x,
-            attn_mask=attn_mask,
-            key_padding_mask=key_padding_mask,
-            is_causal=is_causal,
-            need_weights=False,
-        )[0]
-        return self.dropout1(x)
-
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal: bool = False):
         x = self.multihead_attn(
             x,
@@ -274,10 +272,6 @@ class TransformerDecoderLayer(Module):
             need_weights=False,
         )[0]
         return self.dropout2(x)
-
-    def _ff_block(self, x):
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        return self.dropout3(x)
 
 
 def _why_no_nested_tensor(encoder_layer) -> str:
