@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 
 # The commands that run on real PyTorch so far (issue 21 lands one command at a time).
-COMMANDS = ("graph", "inplace", "anomaly", "leaks", "check", "trace")
+COMMANDS = ("graph", "inplace", "anomaly", "leaks", "check", "trace", "gradcheck")
 # The detectors of ``autodiag check`` (analysis/check.DETECTORS, by name) that run on PyTorch;
 # check names the others in its report.
 CHECK_DETECTORS = ("health", "inplace")
