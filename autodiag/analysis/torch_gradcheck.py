@@ -21,7 +21,6 @@ import warnings
 from autodiag.analysis import gradcheck as checks
 from autodiag.engines.torch import gradcheck as engine
 
-
 # On autodiag's engine a Function without sample_inputs() is checked at its first call's inputs
 NOT_RECORDED = (
     "PyTorch's Function.apply is seen by none of its public hooks, so the script's own calls "
@@ -104,5 +103,10 @@ def _diagnose(item: checks.Planned, settings: checks.Settings, error: Exception)
             case.max_error = probe.max_error
             if probe.worst is not None:
                 case.message = checks.with_worst(head, probe.worst)
+    else:
+        case.notes.append(
+            "PyTorch's verdict only: autodiag diagnoses second derivatives on its own engine "
+            "(run without --engine torch on the autodiag twin for the likely mistake)"
+        )
     if case.source == "function":
         checks.point_at_backward(case, item.func, item.inputs)
