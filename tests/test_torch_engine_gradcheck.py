@@ -263,3 +263,35 @@ def test_a_script_without_functions_says_nothing_to_check(script):
     r = cli("gradcheck", path, "--engine", "torch")
     assert r.exit_code != 0 and r.exit_code != 1
     assert "nothing to check" in r.stderr
+
+
+def test_setup_context_function_on_generated_inputs(script):
+    path = script("""\
+        import torch
+
+
+        class Mul(torch.autograd.Function):
+            @staticmethod
+            def forward(a, b):
+                return a * b
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                ctx.save_for_backward(*inputs)
+
+            @staticmethod
+            def backward(ctx, grad):
+                a, b = ctx.saved_tensors
+                return grad * b, grad * a * 2  # BUG: factor 2
+
+
+        x = torch.ones(3, requires_grad=True)
+        Mul.apply(x, x).sum().backward()
+        """)
+    r = cli("gradcheck", path, "-f", "json", "-q", "--engine", "torch")
+    assert r.exit_code == 1, r.stderr
+    (case,) = json.loads(r.stdout)["cases"]
+    assert case["generated"] and case["verdict"] == "fail"
+    assert [d["kind"] for d in case["diagnoses"]] == ["constant_factor"]
+    assert case["location"]["line"] == 16
+    assert [(c["name"], c["wrong"] > 0) for c in case["comparison"]] == [("a", False), ("b", True)]
