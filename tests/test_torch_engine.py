@@ -324,13 +324,23 @@ def test_compiled_region_is_transparent(script):
     assert doc["nodes"][0]["created_at"]["line"] == 6
 
 
-@pytest.mark.parametrize("command", ["gradcheck"])
-def test_other_commands_say_they_are_not_available_yet(script, command):
+def test_a_command_not_in_commands_is_refused(script, monkeypatch):
+    """Every command runs on PyTorch now; the refusal stays for a command that would not."""
+    from autodiag.engines import torch as torch_engine
+
+    monkeypatch.setattr(torch_engine, "COMMANDS", ("graph", "trace"))
     path = script("import torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n")
-    r = cli(command, path, "--engine", "torch")
+    r = cli("gradcheck", path, "--engine", "torch")
     assert r.exit_code == 2
-    ready = "graph, inplace, anomaly, leaks, check and trace are"
-    assert f"`{command} --engine torch` is not available yet; {ready}" in r.stderr
+    assert "`gradcheck --engine torch` is not available yet; graph and trace are" in r.stderr
+
+
+def test_every_command_runs_on_torch():
+    from autodiag.cli import app
+    from autodiag.engines import torch as torch_engine
+
+    commands = {c.name for c in app.registered_commands} - {None}
+    assert commands and commands <= set(torch_engine.COMMANDS)
 
 
 def test_without_torch_installed_a_clear_exit_2(script, monkeypatch):

@@ -32,9 +32,7 @@ def _run_both(command: str, ours: str, theirs: str, *options):
 
 
 def _errors(doc: dict) -> list:
-    """(kind, line, parameter) of the error findings of the kinds check runs on PyTorch.
-    (Warnings are left out: autodiag's and PyTorch's random generators differ, so a sample's
-    weights and data differ, and so do norms and dead units.)"""
+    """(kind, line, parameter) of the error findings of the kinds check runs on PyTorch."""
     return sorted(
         (f["kind"], (f["location"] or {}).get("line"), f.get("parameter"))
         for f in doc["findings"]
@@ -42,13 +40,26 @@ def _errors(doc: dict) -> list:
     )
 
 
+def _warnings(doc: dict) -> list:
+    """(kind, line, parameter, message) of the warnings of the kinds check runs on PyTorch.
+    autodiag draws PyTorch's exact random stream (ops/rng.py), so a sample's weights and data,
+    and with them its norms and dead units, are the same on both engines: so is every warning
+    of every sample, message and all."""
+    return sorted(
+        (f["kind"], (f["location"] or {}).get("line"), f.get("parameter"), f["message"])
+        for f in doc["findings"]
+        if f["severity"] == "warning" and f["kind"] in TORCH_KINDS
+    )
+
+
 @pytest.mark.parametrize("name", SAMPLES)
-def test_every_sample_check_finds_the_same_errors_on_both_engines(tmp_path, name):
+def test_every_sample_check_finds_the_same_errors_and_warnings_on_both_engines(tmp_path, name):
     ours, theirs = _twins(tmp_path, name)
     r1, r2 = _run_both("check", ours, theirs)
     d1, d2 = json.loads(r1.stdout), json.loads(r2.stdout)
     check_envelope(d2, "check")
     assert _errors(d2) == _errors(d1), r2.stderr[-2000:]
+    assert _warnings(d2) == _warnings(d1)
     for key in ("backward_calls", "optimizer_steps"):
         assert d2[key] == d1[key], key
     assert set(d2) >= set(d1)  # the same document, plus what PyTorch's run did not check

@@ -243,6 +243,11 @@ def summary_message(e: Exception, worst: dict | None) -> str:
     head = text.splitlines()[0].rstrip(",") if text else ""
     if not isinstance(e, GradcheckError):
         head = f"{type(e).__name__}: {head}"
+    return with_worst(head, worst)
+
+
+def with_worst(head: str, worst: dict | None) -> str:
+    """``head``, then the worst Jacobian element (when there is one)."""
     if worst is None:
         return head
     return (
@@ -472,11 +477,13 @@ def globals_of_failure(exc: BaseException | None, path: str | None) -> dict | No
 # ---------------------------------------------------------------------------------------------
 
 
-def find_functions(namespace: dict) -> list[type]:
-    """autograd.Function subclasses defined by the script itself, in definition order."""
+def find_functions(namespace: dict, is_function=None) -> list[type]:
+    """autograd.Function subclasses defined by the script itself, in definition order
+    (``is_function(cls)`` says which classes are: autodiag's Functions by default)."""
+    is_function = is_function or _script_function
     found: dict = {}  # id -> class: by identity (a user metaclass's __eq__ may raise)
     for _, value in variables(namespace):
-        if is_a(value, type) and id(value) not in found and look(_script_function, value):
+        if is_a(value, type) and id(value) not in found and look(is_function, value):
             found[id(value)] = value
     return list(found.values())
 
@@ -485,14 +492,14 @@ def _script_function(cls: type) -> bool:
     return issubclass(cls, Function) and cls is not Function and cls.__module__ == "__main__"
 
 
-def functions_of_run(result, script_globals: dict | None = None) -> list[type]:
+def functions_of_run(result, script_globals: dict | None = None, is_function=None) -> list[type]:
     """The Functions a script run defined: from its globals, or, when it died before
     returning them, from the globals a ``CallRecorder`` saw or the frames of its traceback."""
     exc = result.error.exception if result.error is not None else None
     namespace = (
         result.namespace or script_globals or globals_of_failure(exc, result.target.path) or {}
     )
-    return find_functions(namespace)
+    return find_functions(namespace, is_function)
 
 
 def class_location(cls: type) -> dict | None:
@@ -500,7 +507,8 @@ def class_location(cls: type) -> dict | None:
     code = None
     # a method written in the class body names the file (an inherited forward may not)
     for value in [*vars(cls).values(), cls.forward]:
-        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        # unwrapped: a stand-in's methods wrap the user's (engines/torch/gradcheck.py)
+        code = getattr(inspect.unwrap(getattr(value, "__func__", value)), "__code__", None)
         if code is not None:
             break
     if code is None:
@@ -524,7 +532,7 @@ def class_location(cls: type) -> dict | None:
     }
 
 
-def _point_at_backward(case: Case, func, inputs: tuple) -> None:
+def point_at_backward(case: Case, func, inputs: tuple) -> None:
     """A failed Function check points at the line of its backward that returned (or raised):
     the gradient came from there. The class line stays in the stack, outermost."""
     cls = getattr(func, "func", func).__self__  # functools.partial(cls.apply, ...) or apply
@@ -766,7 +774,7 @@ def run_checks(plan: list, settings: Settings, progress=None) -> list[Case]:
                 factories.manual_seed(settings.seed)
                 run_check(item.case, item.func, item.inputs, settings.kwargs())
                 if item.case.failed and item.case.source == "function":
-                    _point_at_backward(item.case, item.func, item.inputs)
+                    point_at_backward(item.case, item.func, item.inputs)
                 if item.case.generated and item.case.verdict == "error":
                     item.case.notes.append(
                         f"the inputs were generated, and may be what {item.case.function} "

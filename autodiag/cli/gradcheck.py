@@ -96,8 +96,13 @@ def gradcheck(
         else:
             plan = _plan_functions(result, recorder, settings, function)
         if plan:
+            run = checks.run_checks
+            if t.engine == "torch":
+                from autodiag.analysis import torch_gradcheck
+
+                run = torch_gradcheck.run_checks
             with render.progress(cmd.err, len(plan)) as progress:
-                cases += checks.run_checks(plan, settings, progress)
+                cases += run(plan, settings, progress)
     if not cases:
         failed = target_failure(cmd, result)
         if failed is not None:
@@ -155,7 +160,12 @@ def _plan_functions(result, recorder, settings, names: list[str] | None) -> list
     """The checks of the script's Functions (those named by --function, if given)."""
     from autodiag.analysis import gradcheck as checks
 
-    classes = checks.functions_of_run(result, recorder.script_globals)
+    if result.target.engine == "torch":
+        from autodiag.analysis import torch_gradcheck
+
+        classes = torch_gradcheck.functions_of_run(result, recorder.script_globals)
+    else:
+        classes = checks.functions_of_run(result, recorder.script_globals)
     if names:
         known = {c.__name__: c for c in classes}
         unknown = [n for n in names if n not in known]

@@ -29,12 +29,9 @@ def not_provided(exc: BaseException, name: str, cli: bool = True) -> NotProvided
         where = f"{sites.short_path(f.filename)}:{f.lineno}"
         code = (f.line or "").strip()
     if _torch_installed():
-        from autodiag.engines import torch as torch_engine
-
         hint = (
             "PyTorch itself is installed: run the script with plain python to use it, or "
-            f"debug it on PyTorch with --engine torch ({torch_engine.ready_list()} so far: "
-            "the other commands on PyTorch are not available yet)."
+            "debug it on PyTorch with --engine torch (every command runs there)."
         )
         if not cli:
             hint = "PyTorch itself is installed: run the script with plain python to use it."

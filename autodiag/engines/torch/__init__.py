@@ -6,8 +6,9 @@ graph's own ``next_functions``/``metadata``/``name()``. No torch internals are p
 Importing this package does not import torch: ``available()`` asks whether it is installed, and
 the modules below (``seam``, ``observe``) import it when the engine is used.
 
-What is covered so far: ``COMMANDS``. The other commands refuse
-``--engine torch`` with exit 2 (``cli/_common.make_target``).
+What is covered: ``COMMANDS``, every command since ``gradcheck`` landed. A command outside it
+would refuse ``--engine torch`` with exit 2 (``cli/_common.make_target``; tested with a
+shortened ``COMMANDS``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 
 # The commands that run on real PyTorch so far (issue 21 lands one command at a time).
-COMMANDS = ("graph", "inplace", "anomaly", "leaks", "check", "trace")
+COMMANDS = ("graph", "inplace", "anomaly", "leaks", "check", "trace", "gradcheck")
 # The detectors of ``autodiag check`` (analysis/check.DETECTORS, by name) that run on PyTorch;
 # check names the others in its report.
 CHECK_DETECTORS = ("health", "inplace")
