@@ -131,8 +131,8 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         help="autodiag: run the target on autodiag's engine, with `import torch` "
-        "resolving to it. torch: run it on real PyTorch, observed (graph, inplace, anomaly, "
-        "leaks, check and trace so far).",
+        "resolving to it. torch: run it on real PyTorch, observed through PyTorch's own "
+        "extension points.",
     ),
 ]
 
