@@ -308,3 +308,64 @@ def test_an_empty_parameter_kept_for_its_device_is_not_a_none_grad():
     assert none_grad == ["seq.unused"]  # a parameter with elements is still reported
     p = torch.nn.Parameter(torch.empty(0))
     assert p.requires_grad and p.numel() == 0  # the oracle: a trainable parameter, no elements
+
+
+def test_growth_of_a_gradient_that_is_only_rounding_noise_is_not_exploding():
+    # the tutorials' polynomial_custom_function on ``--engine torch``: ``a`` of an odd fit gets
+    # only the rounding noise of a cancelling sum (NOTE [Cancelled gradients]), which wandered
+    # 1.8e-7 -> 1.7e-5 (4 strictly growing norms, 10x the first) under its floor, and was
+    # called exploding on one engine and not the other
+    from autodiag.analysis.health import Thresholds, _Norms
+
+    th = Thresholds()
+    noise, real = _Norms(), _Norms()
+    for i, norm in enumerate([1.8e-7, 8.9e-8, 3.9e-7, 1.1e-6, 1.6e-6, 1.7e-5]):
+        noise.add(norm, th, i, floor=6e-5)
+        real.add(norm, th, i, floor=1e-9)
+    assert noise.growth_at is None
+    assert real.growth_at == 6  # the same series above its floor is growth
+
+
+def test_polynomial_custom_function_has_no_finding_on_either_engine(tmp_path):
+    torch = pytest.importorskip("torch")
+    src = textwrap.dedent(
+        """\
+        import math
+        import torch
+
+        class LegendrePolynomial3(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, input):
+                ctx.save_for_backward(input)
+                return 0.5 * (5 * input ** 3 - 3 * input)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                input, = ctx.saved_tensors
+                return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+        x = torch.linspace(-math.pi, math.pi, 2000)
+        y = torch.sin(x)
+        a = torch.full((), 0.0, requires_grad=True)
+        b = torch.full((), -1.0, requires_grad=True)
+        c = torch.full((), 0.0, requires_grad=True)
+        d = torch.full((), 0.3, requires_grad=True)
+        for t in range(60):
+            P3 = LegendrePolynomial3.apply
+            y_pred = a + b * P3(c + d * x)
+            loss = (y_pred - y).pow(2).sum()
+            loss.backward()
+            with torch.no_grad():
+                for p in (a, b, c, d):
+                    p -= 5e-6 * p.grad
+                    p.grad = None
+        """
+    )
+    path = tmp_path / "poly.py"
+    path.write_text(src)
+    for engine in ("autodiag", "torch"):
+        r = cli("check", "--engine", engine, "-f", "json", str(path))
+        doc = json.loads(r.stdout)
+        assert [f["kind"] for f in doc["findings"]] == [], (engine, doc["findings"])
+        assert r.exit_code == 0
+    assert torch.__version__  # the oracle engine ran

@@ -751,9 +751,11 @@ class _Norms:
             w = list(self.recent)[-k - 1 :]
             # NOTE: a gradient crossing zero (a bias near its optimum) grows by any ratio from
             # a tiny start; growth counts only when it also ends above ``growth`` times the
-            # first nonzero norm of the run
+            # first nonzero norm of the run, and starts above the rounding noise of what
+            # reached the parameter (NOTE [Cancelled gradients]: the tutorial's `a` of an odd
+            # fit gets only noise, which wanders by any ratio below its floor)
             if (
-                w[0] > 0
+                w[0] > max(0.0, floor)
                 and all(a < b for a, b in zip(w, w[1:]))
                 and w[-1] > th.growth * w[0]
                 and w[-1] > th.growth * self.first
