@@ -253,15 +253,15 @@ class AnomalyFinder(Tracer):
         for o in outputs:
             d = array(o)
             if d.dtype.kind == "f":
-                if d.ndim == 1:
+                if d.size == 1:  # a chain of scalars: one element, whatever its dimensions
+                    if isfinite(d.item()):
+                        continue
+                elif d.ndim == 1:
                     # a few elements: a Python sum beats a BLAS call's overhead
                     if d.size <= 16:
                         if isfinite(sum(d.tolist())):
                             continue
                     elif isfinite(d.dot(d) if d.size <= CHUNK else sum_of_squares(d)):
-                        continue
-                elif d.size == 1:
-                    if isfinite(d.item()):
                         continue
                 else:
                     r = d.ravel()

@@ -103,6 +103,9 @@ class LeakFinder(Tracer):
         self.grow_steps = grow_steps
         self.mode: str | None = None  # "marker", "optimizer" or "backward"
         self._steps: list[_Step] = [self.step_type(1)]  # steps with live nodes, and the current
+        # the current step and its ``dead`` bound once: one callback object shared by the step's
+        # weakrefs, not a bound method per node (a million of them on a million-op chain)
+        self._dead: tuple = (None, None)
         self._hi = -1  # highest sequence number recorded
         self._optimizer = None  # weakref to the optimizer whose step() ends a step
         self._bw_depth = 0
@@ -131,16 +134,20 @@ class LeakFinder(Tracer):
     def _record(self, node) -> None:
         hi = self._hi
         step = self._steps[-1]
+        cached = self._dead
+        if cached[0] is not step:
+            cached = self._dead = (step, step.dead)
+        dead = cached[1]
         for c in children(node):  # an input made by this op: a node of an op it called
             if c is not None and hi < sequence_nr(c) < LEAF_SEQUENCE_NR:
                 break
         else:  # the common case: the op's own node alone
-            step.refs.append(weakref.ref(node, step.dead))
+            step.refs.append(weakref.ref(node, dead))
             step.alive += 1
             self._hi = sequence_nr(node)
             return
         nodes = new_nodes(node, hi)
-        add, dead = step.refs.append, step.dead
+        add = step.refs.append
         for n in nodes:
             add(weakref.ref(n, dead))
         step.alive += len(nodes)
