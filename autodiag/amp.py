@@ -21,7 +21,8 @@ numbers is refused by name: CPU autocast to a lower precision, and loss scaling 
 from __future__ import annotations
 
 import functools
-import warnings
+
+from autodiag import _warnings
 
 __all__ = ["autocast", "GradScaler"]
 
@@ -38,10 +39,7 @@ class autocast:  # noqa: N801 - PyTorch's name
         self.fast_dtype = dtype
         self._enabled = bool(enabled)
         if self._enabled and device_type == "cuda":
-            warnings.warn(
-                "CUDA is not available or torch_xla is imported. Disabling autocast.",
-                stacklevel=2,
-            )
+            _warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.")
             self._enabled = False
         if self._enabled:
             raise NotImplementedError(
@@ -86,9 +84,8 @@ class GradScaler:
         self._backoff_factor = backoff_factor
         self._growth_interval = growth_interval
         if self._enabled and device == "cuda":
-            warnings.warn(
-                "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
-                stacklevel=2,
+            _warnings.warn(
+                "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling."
             )
             self._enabled = False
         if self._enabled:

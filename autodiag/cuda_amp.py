@@ -14,8 +14,7 @@ False
 
 from __future__ import annotations
 
-import warnings
-
+from autodiag import _warnings
 from autodiag import amp as _amp
 
 __all__ = ["autocast", "GradScaler"]
@@ -25,11 +24,10 @@ class autocast(_amp.autocast):  # noqa: N801 - PyTorch's name
     """``torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, cache_enabled=True)``."""
 
     def __init__(self, enabled=True, dtype=None, cache_enabled=True):
-        warnings.warn(
+        _warnings.warn(
             "`torch.cuda.amp.autocast(args...)` is deprecated. "
             "Please use `torch.amp.autocast('cuda', args...)` instead.",
             FutureWarning,
-            stacklevel=2,
         )
         super().__init__("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
@@ -46,11 +44,10 @@ class GradScaler(_amp.GradScaler):
         growth_interval=2000,
         enabled=True,
     ):
-        warnings.warn(
+        _warnings.warn(
             "`torch.cuda.amp.GradScaler(args...)` is deprecated. "
             "Please use `torch.amp.GradScaler('cuda', args...)` instead.",
             FutureWarning,
-            stacklevel=2,
         )
         super().__init__(
             "cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled

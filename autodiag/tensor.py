@@ -6,12 +6,11 @@ this file holds storage, identity, autograd attributes and printing.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 
 import numpy as np
 
-from autodiag import _device, dtypes
+from autodiag import _device, _warnings, dtypes
 from autodiag.core import bindings, grad_mode
 from autodiag.core.graph import AccumulateGrad, _add_hook, _HookDict
 from autodiag.size import wrap_dim
@@ -91,7 +90,7 @@ class Tensor:
     @property
     def grad(self):
         if self.grad_fn is not None and not self._retains_grad and self.requires_grad:
-            warnings.warn(NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+            _warnings.warn(NONLEAF_GRAD_WARNING, UserWarning)
         return self._grad
 
     @grad.setter

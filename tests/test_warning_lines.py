@@ -30,3 +30,18 @@ def test_mismatched_masks_warning_points_at_the_module_call():
 
     w = [r for r in _caught(call) if "mismatched" in str(r.message)]
     assert w and all(r.filename == __file__ for r in w)
+
+
+def test_warnings_from_inside_modules_and_functionals_point_at_the_user():
+    # a deprecation warning raised several frames down (Module.__call__, forward, the op, its
+    # tracing wrapper) named autodiag/trace/events.py (dropout2d) or a module's file
+    drop = torch.nn.Dropout2d(0.5)
+    x = torch.ones(3, 4)
+    for make in (
+        lambda: drop(x),
+        lambda: torch.nn.MSELoss(size_average=False)(x, x),  # PyTorch's legacy argument
+        lambda: torch.nn.LSTM(2, 3, dropout=0.5),  # dropout with one layer
+    ):
+        w = _caught(make)
+        assert w, make
+        assert all(r.filename == __file__ for r in w), [(r.filename, str(r.message)) for r in w]

@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
-import warnings
 
 import numpy as np
 
+from autodiag import _warnings
 from autodiag.core.grad_mode import _anomaly as _state
 from autodiag.core.grad_mode import (
     is_anomaly_check_inf_enabled,
@@ -46,7 +45,6 @@ from autodiag.core.grad_mode import (
 )
 from autodiag.core.sumsq import CHUNK, sum_of_squares
 from autodiag.trace import Tracer, events
-from autodiag.trace.sites import _PKG_DIR
 
 __all__ = [
     "detect_anomaly",
@@ -100,7 +98,7 @@ class detect_anomaly(_Switch):
         self.prev = tuple(_state)
         self.check_nan = check_nan
         self.check_inf = check_inf
-        warnings.warn(ENABLED_WARNING, UserWarning, stacklevel=2)
+        _warnings.warn(ENABLED_WARNING, UserWarning)
 
     def __enter__(self) -> None:
         set_anomaly_enabled(True, self.check_nan, self.check_inf)
@@ -243,32 +241,28 @@ def report_backward_error(node, exc: BaseException) -> None:
         exc._autodiag_anomaly_reported = True
     except AttributeError:  # pragma: no cover - exceptions with __slots__
         pass
-    level = _user_stacklevel()
     name = node.name()
     if node._trace is None:
-        warnings.warn(
+        _warnings.warn(
             f"Error detected in {name}. No forward pass information available. Enable "
             f"detect anomaly during forward pass for more information.",
             UserWarning,
-            stacklevel=level,
         )
         return
-    warnings.warn(
+    _warnings.warn(
         f"Error detected in {name}. Traceback of forward call that caused the error:\n"
         + "".join(format_stack(node._trace)),
         UserWarning,
-        stacklevel=level,
     )
     seen = {node}
     parent = _parent_of(node)
     while parent is not None and parent not in seen:
         seen.add(parent)
-        warnings.warn(
+        _warnings.warn(
             f"\n\nPrevious calculation was induced by {parent.name()}. Traceback of "
             f"forward call that induced the previous calculation:\n"
             + "".join(format_stack(parent._trace)),
             UserWarning,
-            stacklevel=level,
         )
         parent = _parent_of(parent)
 
@@ -280,14 +274,3 @@ def _parent_of(node):
     if m.__class__ is dict:
         return m.get("parent_")
     return getattr(m, "parent", None)
-
-
-def _user_stacklevel() -> int:
-    """``stacklevel`` for warnings.warn that points at the innermost frame outside autodiag
-    (the user's ``backward()`` call)."""
-    f = sys._getframe(2)  # stacklevel 2 of report_backward_error's warnings: its caller
-    level = 2
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
-        f = f.f_back
-        level += 1
-    return level if f is not None else 2

@@ -17,10 +17,10 @@ import contextlib
 import heapq
 import itertools
 import sys
-import warnings
 
 import numpy as np
 
+from autodiag import _warnings
 from autodiag.autograd.anomaly import _state as _anomaly
 from autodiag.autograd.anomaly import report_backward_error
 from autodiag.core import bindings, grad_mode
@@ -316,7 +316,7 @@ def backward(
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     if create_graph and not _warned_create_graph[0]:
         _warned_create_graph[0] = True
-        warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
+        _warnings.warn(_CREATE_GRAPH_WARNING, UserWarning)
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(outputs)

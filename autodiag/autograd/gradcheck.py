@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autodiag import _warnings
 from autodiag.core.graph import Node
 from autodiag.dtypes import torch_name
 from autodiag.ops._core import edge, wrap
@@ -392,12 +393,11 @@ def _check_inputs(inputs) -> None:
         if not (isinstance(inp, Tensor) and inp.requires_grad):
             continue
         if inp._data.dtype != np.float64:
-            warnings.warn(
+            _warnings.warn(
                 f"Input #{idx} requires gradient and is not a double precision "
                 f"floating point or complex. This check will likely fail if all the "
                 f"inputs are not of double precision floating point or complex. ",
                 UserWarning,
-                stacklevel=_user_stacklevel(),
             )
         d = inp._data
         if any(st == 0 and sz > 1 for st, sz in zip(d.strides, d.shape)):
@@ -791,13 +791,12 @@ def _undefined(t: Tensor) -> Tensor:
 
 
 def _warn_bc_breaking() -> None:
-    warnings.warn(
+    _warnings.warn(
         "Backwards compatibility: New undefined gradient support checking feature is "
         "enabled by default, but it may break existing callers of this function. If "
         "this is true for you, you can call this function with "
         '"check_undefined_grad=False" to disable the feature',
         UserWarning,
-        stacklevel=_user_stacklevel(),
     )
 
 

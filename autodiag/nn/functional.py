@@ -9,8 +9,7 @@ tensor([0., 2.])
 
 from __future__ import annotations
 
-import warnings
-
+from autodiag import _warnings
 from autodiag.ops.attention import (  # noqa: F401
     elu,
     normalize,
@@ -77,11 +76,10 @@ def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
 
 
 def _softmax_dim(name: str, ndim: int) -> int:
-    warnings.warn(
+    _warnings.warn(
         f"Implicit dimension choice for {name} has been deprecated. Change the call to "
         f"include dim=X as an argument.",
         UserWarning,
-        stacklevel=3,
     )
     return 0 if ndim in (0, 1, 3) else 1
 

@@ -8,8 +8,8 @@ weights.
 from __future__ import annotations
 
 import math
-import warnings
 
+from autodiag import _warnings
 from autodiag.core.grad_mode import no_grad
 from autodiag.tensor import Tensor
 
@@ -131,7 +131,7 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
 
 def _zero_element(tensor: Tensor) -> bool:
     if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        _warnings.warn("Initializing zero-element tensors is a no-op")
         return True
     return False
 
@@ -198,10 +198,9 @@ def trunc_normal_(
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
     if (mean < a - 2 * std) or (mean > b + 2 * std):
-        warnings.warn(
+        _warnings.warn(
             "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
-            "The distribution of values may be incorrect.",
-            stacklevel=2,
+            "The distribution of values may be incorrect."
         )
     with no_grad():
         p = norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std)

@@ -11,11 +11,9 @@ Python number with ``add.Scalar`` (``AddBackward1``), not the ``AddBackward0`` o
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-from autodiag import dtypes
+from autodiag import _warnings, dtypes
 from autodiag.core.graph import Node
 from autodiag.ops._core import _state, as_tensor_operand, edge, register, result, save, wrap
 from autodiag.ops.factories import zeros_like
@@ -56,12 +54,11 @@ def _apply_reduction(out: Tensor, r: int) -> Tensor:
 
 def _size_warning(input: Tensor, target: Tensor) -> None:
     if tuple(target._data.shape) != tuple(input._data.shape):
-        warnings.warn(
+        _warnings.warn(
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({input.shape}). This will likely lead to incorrect results due to "
             f"broadcasting. Please ensure they have the same size.",
             UserWarning,
-            stacklevel=4,  # the user's call: past this helper, the op and its tracing wrapper
         )
 
 
@@ -397,13 +394,12 @@ def kl_div(
         r = reduction_enum(legacy_reduction(size_average, reduce))
     else:
         if reduction == "mean":
-            warnings.warn(
+            _warnings.warn(
                 "reduction: 'mean' divides the total loss by both the batch size and the "
                 "support size.'batchmean' divides only by the batch size, and aligns with the KL "
                 "div math definition.'mean' will be changed to behave the same as 'batchmean' in "
                 "the next major release.",
                 UserWarning,
-                stacklevel=3,  # past the tracing wrapper
             )
         r = reduction_enum("sum" if reduction == "batchmean" else reduction)
     for t in (input, target):

@@ -11,11 +11,10 @@ formulas are written once in the ``xp`` vocabulary: first-order backward runs on
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
-from autodiag import dtypes
+from autodiag import _warnings, dtypes
 from autodiag.core.graph import Node
 from autodiag.ops import rng
 from autodiag.ops._core import (
@@ -62,10 +61,9 @@ def legacy_reduction(size_average, reduce) -> str:
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     ret = "mean" if size_average and reduce else ("sum" if reduce else "none")
-    warnings.warn(
+    _warnings.warn(
         f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
         UserWarning,
-        stacklevel=3,
     )
     return ret
 
@@ -349,12 +347,11 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     tensor(2.5000, grad_fn=<MseLossBackward0>)
     """
     if tuple(target._data.shape) != tuple(input._data.shape):
-        warnings.warn(
+        _warnings.warn(
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({input.shape}). This will likely lead to incorrect results due to "
             f"broadcasting. Please ensure they have the same size.",
             UserWarning,
-            stacklevel=2,
         )
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce)

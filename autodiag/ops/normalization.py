@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autodiag import _warnings
 from autodiag.core.graph import Node
 from autodiag.ops._core import (
     FusedBackwardLink,
@@ -347,7 +348,6 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
 def _feature_dropout(input, p: float, training: bool, inplace: bool, op: str, dims: int):
     """``input * noise`` with one draw per channel (``noise`` of shape ``(N, C, 1, ...)``),
     recorded as PyTorch's ``feature_dropout`` records it (``MulBackward0``)."""
-    import warnings
 
     from autodiag.ops import rng
     from autodiag.ops.factories import _rng
@@ -363,13 +363,12 @@ def _feature_dropout(input, p: float, training: bool, inplace: bool, op: str, di
                 f"spatial dimension, a channel dimension, and an optional batch dimension "
                 f"(i.e. 2D or 3D inputs)."
             )
-        warnings.warn(
+        _warnings.warn(
             f"dropout2d: Received a {d.ndim}-D input to dropout2d, which is deprecated and will "
             f"result in an error in a future release. To retain the behavior and silence this "
             f"warning, please use dropout instead. Note that dropout2d exists to provide "
             f"channel-wise dropout on inputs with 2 spatial dimensions, a channel dimension, "
-            f"and an optional batch dimension (i.e. 3D or 4D inputs).",
-            stacklevel=3,
+            f"and an optional batch dimension (i.e. 3D or 4D inputs)."
         )
     if p == 0 or not training or d.size == 0:
         return input

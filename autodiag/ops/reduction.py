@@ -14,7 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from autodiag import dtypes
+from autodiag import _warnings, dtypes
 from autodiag.core.graph import Node
 from autodiag.ops._core import (
     ARRAY,
@@ -648,11 +648,10 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     # NOTE: PyTorch counts n as input numel / output numel: 0 for an empty input, whatever dims
     if (n if d.size else 0) - c <= 0:
         name = "std" if sqrt else "var"
-        warnings.warn(
+        _warnings.warn(
             f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
             f"than the reduction factor (input numel divided by output numel).",
             UserWarning,
-            stacklevel=3,
         )
     # NOTE: PyTorch accumulates float32 in float64 here (a float32 sum of squares overflows past
     # ~1.8e19), and divides by max(0, n - correction): inf, or NaN for a zero sum.

@@ -8,12 +8,11 @@ version counter (NOTE [Version counters] in core/graph.py) and set ``_base``.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 
 import numpy as np
 
-from autodiag import _device, dtypes
+from autodiag import _device, _warnings, dtypes
 from autodiag.core.graph import Node
 from autodiag.ops._core import (
     IdentityBackward,
@@ -371,10 +370,9 @@ def _mT(self):
     nd = self._data.ndim
     if nd == 0:
         # NOTE: PyTorch returns the tensor itself (deprecated; a warning says so)
-        warnings.warn(
+        _warnings.warn(
             "Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
             UserWarning,
-            stacklevel=2,
         )
         return self
     if nd == 1:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 import types
-import warnings
 from bisect import bisect_right
 from collections import Counter
 from functools import partial, wraps
 from weakref import ref
 
+from autodiag import _warnings
 from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
 
@@ -103,10 +103,9 @@ class _flag:
 
 def _warn_get_lr_called_within_step(sched: LRScheduler) -> None:
     if not sched._get_lr_called_within_step:
-        warnings.warn(
+        _warnings.warn(
             "To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
             UserWarning,
-            stacklevel=3,
         )
 
 
@@ -183,16 +182,15 @@ class LRScheduler:
         """Advance one epoch (``epoch``, deprecated: jump to it with the closed form)."""
         if self._step_count == 1:
             if not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):
-                warnings.warn(
+                _warnings.warn(
                     "Seems like `optimizer.step()` has been overridden after learning rate "
                     "scheduler initialization. Please, make sure to call `optimizer.step()` "
                     "before `lr_scheduler.step()`. See more details at "
                     "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
                     UserWarning,
-                    stacklevel=2,
                 )
             elif not getattr(self.optimizer, "_opt_called", False):
-                warnings.warn(
+                _warnings.warn(
                     "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In "
                     "PyTorch 1.1.0 and later, you should call them in the opposite order: "
                     "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this will "
@@ -200,11 +198,10 @@ class LRScheduler:
                     "See more details at "
                     "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
                     UserWarning,
-                    stacklevel=2,
                 )
         self._step_count += 1
         if epoch is not None:
-            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+            _warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
         self._update_lr(epoch)
 
     def _update_lr(self, epoch: int | None = None) -> None:
@@ -585,7 +582,7 @@ class ReduceLROnPlateau(LRScheduler):
         if epoch is None:
             epoch = self.last_epoch + 1
         else:
-            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+            _warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
         self.last_epoch = epoch
         if self._is_better(current, self.best):
             self.best = current

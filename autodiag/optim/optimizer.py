@@ -10,7 +10,6 @@ a graph that saved a parameter before the step refuses to backward through the s
 from __future__ import annotations
 
 import functools
-import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from copy import deepcopy
@@ -18,6 +17,7 @@ from itertools import chain
 
 import numpy as np
 
+from autodiag import _warnings
 from autodiag.core import grad_mode
 from autodiag.core.graph import RemovableHandle, _add_hook, _HookDict
 from autodiag.ops.views import write_version
@@ -215,11 +215,10 @@ class Optimizer:
                 )
             param_group.setdefault(name, default)
         if len(tensors) != len({id(p) for p in tensors}):
-            warnings.warn(
+            _warnings.warn(
                 "optimizer contains a parameter group with duplicate parameters; in "
                 "future, this will cause an error; see "
-                "github.com/pytorch/pytorch/issues/40967 for more information",
-                stacklevel=3,
+                "github.com/pytorch/pytorch/issues/40967 for more information"
             )
         seen = set()
         for group in self.param_groups:

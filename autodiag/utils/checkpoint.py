@@ -24,9 +24,9 @@ tensor([0.9182, 1.3818])
 from __future__ import annotations
 
 import sys
-import warnings
 import weakref
 
+from autodiag import _warnings
 from autodiag.autograd.function import Function
 from autodiag.core import grad_mode
 from autodiag.core.graph import SavedTensor, saved_tensors_hooks
@@ -83,10 +83,8 @@ def detach_variable(inputs: tuple) -> tuple:
 def _warn_if_no_input_requires_grad(args) -> None:
     if not any(a.requires_grad for a in args if isinstance(a, Tensor)):
         # stacklevel: this, CheckpointFunction.forward, Function.apply, checkpoint, its caller
-        warnings.warn(
-            "None of the inputs have requires_grad=True. Gradients will be None",
-            UserWarning,
-            stacklevel=5,
+        _warnings.warn(
+            "None of the inputs have requires_grad=True. Gradients will be None", UserWarning
         )
 
 
@@ -124,7 +122,7 @@ def checkpoint(
     'CheckpointFunctionBackward'
     """
     if use_reentrant is None:
-        warnings.warn(_USE_REENTRANT_WARNING, UserWarning, stacklevel=2)
+        _warnings.warn(_USE_REENTRANT_WARNING, UserWarning)
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs and use_reentrant:
@@ -171,7 +169,7 @@ def checkpoint_sequential(
     >>> y = checkpoint_sequential(fs, 2, x, use_reentrant=False)
     """
     if use_reentrant is None:
-        warnings.warn(
+        _warnings.warn(
             "torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter "
             "should be passed explicitly. In version 2.9 we will raise an exception if "
             "use_reentrant is not passed. use_reentrant=False is recommended, but if "
@@ -179,7 +177,6 @@ def checkpoint_sequential(
             "use_reentrant=True. Refer to docs for more details on the differences "
             "between the two variants.",
             UserWarning,
-            stacklevel=2,
         )
         use_reentrant = True
     preserve = kwargs.pop("preserve_rng_state", True)

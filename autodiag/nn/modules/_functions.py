@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import warnings
-
+from autodiag import _warnings
 from autodiag.autograd.function import Function
 from autodiag.core import grad_mode
 from autodiag.tensor import Tensor
@@ -129,13 +128,12 @@ class BackwardHook:
                 local = self.grad_outputs
                 if self.input_tensors_index is None:
                     # no input requires grad: the hooks fire now, with grad_input all None
-                    warnings.warn(
+                    _warnings.warn(
                         "Full backward hook is firing when gradients are computed with "
                         "respect to module outputs since no inputs require gradients. "
                         "See https://docs.pytorch.org/docs/main/generated/torch.nn."
                         "Module.html#torch.nn.Module.register_full_backward_hook for "
-                        "more details.",
-                        stacklevel=5,
+                        "more details."
                     )
                     grad_inputs = self._pack_with_none([], [], self.n_inputs)
                     for user_hook in self.user_hooks:

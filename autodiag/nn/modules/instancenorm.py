@@ -4,8 +4,7 @@ statistics (``affine=True``, ``track_running_stats=True`` add them, as in PyTorc
 
 from __future__ import annotations
 
-import warnings
-
+from autodiag import _warnings
 from autodiag.nn import functional as F
 from autodiag.nn.modules.batchnorm import _NormBase
 
@@ -54,11 +53,10 @@ class _InstanceNorm(_NormBase):
                     f"expected input's size at dim={feature_dim} to match num_features"
                     f" ({self.num_features}), but got: {input.size(feature_dim)}."
                 )
-            warnings.warn(
+            _warnings.warn(
                 f"input's size at dim={feature_dim} does not match num_features. "
                 "You can silence this warning by not passing in num_features, "
-                "which is not used because affine=False",
-                stacklevel=2,
+                "which is not used because affine=False"
             )
         if input.dim() == self._get_no_batch_dim():
             return self._handle_no_batch_input(input)

@@ -17,10 +17,9 @@ ordinary node hooks do the rest, so the firing order is PyTorch's.
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections import OrderedDict, namedtuple
 
-from autodiag import _device, dtypes
+from autodiag import _device, _warnings, dtypes
 from autodiag.core import grad_mode
 from autodiag.core.graph import RemovableHandle
 from autodiag.nn.parameter import Buffer, Parameter
@@ -786,10 +785,9 @@ class Module:
                     result = r
             if bw_hook is not None:
                 if not isinstance(result, (Tensor, tuple)):
-                    warnings.warn(
+                    _warnings.warn(
                         "For backward hooks to be called, module output should be a "
-                        f"Tensor or a tuple of Tensors but received {type(result)}",
-                        stacklevel=2,
+                        f"Tensor or a tuple of Tensors but received {type(result)}"
                     )
                 result = bw_hook.setup_output_hook(result)
             return result
@@ -804,11 +802,10 @@ class Module:
                         if r is not None:
                             result = r
                     except Exception as e:
-                        warnings.warn(
+                        _warnings.warn(
                             "module forward hook with ``always_call=True`` raised an "
                             f"exception that was silenced as another error was raised "
-                            f"in forward: {e}",
-                            stacklevel=2,
+                            f"in forward: {e}"
                         )
             raise
 

@@ -1,8 +1,8 @@
 """Recurrent layers: ``RNN``, ``LSTM``, ``GRU`` and their cells, as ``torch.nn``.
 
-Parameter names, shapes, order and initialisation (U(-1/sqrt(hidden), 1/sqrt(hidden)), drawn
-from autodiag's generator: a different stream from PyTorch's, so seeded weights differ from
-torch's) are PyTorch's; the computation is in ``autodiag.ops.recurrent``.
+Parameter names, shapes, order and initialisation (U(-1/sqrt(hidden), 1/sqrt(hidden)), the
+same numbers as PyTorch's after ``manual_seed``) are PyTorch's; the computation is in
+``autodiag.ops.recurrent``.
 
 >>> import autodiag as torch
 >>> lstm = torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True)
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 
+from autodiag import _warnings
 from autodiag.nn import init
 from autodiag.nn.modules.module import Module
 from autodiag.nn.parameter import Parameter
@@ -84,11 +84,10 @@ class RNNBase(Module):
                 "an element being zeroed"
             )
         if dropout > 0 and num_layers == 1:
-            warnings.warn(
+            _warnings.warn(
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
                 "dropout expects num_layers greater than 1, but got "
-                f"dropout={dropout} and num_layers={num_layers}",
-                stacklevel=2,
+                f"dropout={dropout} and num_layers={num_layers}"
             )
         _type_check("bias", bias, bool)
         _type_check("batch_first", batch_first, bool)

@@ -12,8 +12,8 @@ tensor when it may, and PyTorch's output is then 0 at the padded positions (befo
 from __future__ import annotations
 
 import copy
-import warnings
 
+from autodiag import _warnings
 from autodiag.nn import functional as F
 from autodiag.nn import init
 from autodiag.nn.modules.activation import GELU, ReLU
@@ -337,10 +337,9 @@ class TransformerEncoder(Module):
         self.mask_check = mask_check
         why_not = _why_no_nested_tensor(encoder_layer)
         if enable_nested_tensor and why_not:
-            warnings.warn(
+            _warnings.warn(
                 "enable_nested_tensor is True, but self.use_nested_tensor is False because "
-                f"{why_not}",
-                stacklevel=2,
+                f"{why_not}"
             )
             self.use_nested_tensor = False
 

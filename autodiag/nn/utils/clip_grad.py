@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import types
-import warnings
 
+from autodiag import _warnings
 from autodiag.core import grad_mode
 from autodiag.ops.factories import tensor
 from autodiag.ops.reduction import vector_norm
@@ -93,10 +93,7 @@ def clip_grad_norm_(
         is_generator = isinstance(parameters, types.GeneratorType)
         parameters = list(parameters)
         if is_generator and len(parameters) == 0:
-            warnings.warn(
-                "`parameters` is an empty generator, no gradient clipping will occur.",
-                stacklevel=3,
-            )
+            _warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.")
     grads = [p.grad for p in parameters if p.grad is not None]
     total_norm = _get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     _clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
@@ -111,11 +108,10 @@ def clip_grad_norm(
     foreach=None,
 ) -> Tensor:
     """Deprecated spelling of :func:`clip_grad_norm_` (PyTorch's FutureWarning)."""
-    warnings.warn(
+    _warnings.warn(
         "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
         "`torch.nn.utils.clip_grad_norm_`.",
         FutureWarning,
-        stacklevel=2,
     )
     return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 

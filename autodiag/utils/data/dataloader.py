@@ -21,8 +21,8 @@ reproduce. ``worker_init_fn`` is refused for the same reason. ``pin_memory`` war
 from __future__ import annotations
 
 import math
-import warnings
 
+from autodiag import _warnings
 from autodiag.utils.data._collate import default_collate, default_convert
 from autodiag.utils.data.dataset import IterableDataset
 from autodiag.utils.data.sampler import (
@@ -103,10 +103,9 @@ class DataLoader:
                 "drop worker_init_fn (and num_workers) to run on autodiag's engine."
             )
         if pin_memory:
-            warnings.warn(
+            _warnings.warn(
                 "'pin_memory' argument is set as true but no accelerator is found, "
-                "then device pinned memory won't be used.",
-                stacklevel=2,
+                "then device pinned memory won't be used."
             )
 
         self.dataset = dataset

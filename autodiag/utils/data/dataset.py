@@ -17,8 +17,8 @@ import bisect
 import collections.abc
 import itertools
 import math
-import warnings
 
+from autodiag import _warnings
 from autodiag.generator import default_generator
 from autodiag.ops.factories import randperm
 
@@ -208,9 +208,8 @@ def random_split(dataset, lengths, generator=default_generator) -> list[Subset]:
         lengths = subset_lengths
         for i, length in enumerate(lengths):
             if length == 0:
-                warnings.warn(
-                    f"Length of split at index {i} is 0. This might result in an empty dataset.",
-                    stacklevel=2,
+                _warnings.warn(
+                    f"Length of split at index {i} is 0. This might result in an empty dataset."
                 )
     if sum(lengths) != len(dataset):
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
