@@ -461,3 +461,34 @@ def test_check_on_a_compiled_module(script):
     doc = json.loads(r.stdout)
     assert doc["backward_calls"] == 3 and doc["optimizer_steps"] == 3
     assert "global hooks on modules" not in r.stderr
+
+
+def test_listeners_reads_in_hooks_are_not_the_scripts_ops():
+    """What gradient health reads in a node hook or the optimizer step hook (a gradient, a
+    parameter: ``detach().numpy()``) is autodiag's, not the script's: no tracer sees it as an
+    op (NOTE [Listeners' own reads] in engines/torch/hooks.py)."""
+    from autodiag.analysis.health import GradHealth
+    from autodiag.engines.torch.observe import observing, register
+    from autodiag.trace import Tracer, tracing
+
+    class Ops(Tracer):
+        observes_torch = True
+
+        def __init__(self):
+            self.names = []
+
+        def on_op(self, op, node, inputs, outputs, stack):
+            self.names.append(op)
+
+    register()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(5, 4), torch.randint(0, 2, (5,))
+    ops = Ops()
+    with tracing(GradHealth(), ops), observing():
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert ops.names and not {"detach", "numpy"} & set(ops.names)

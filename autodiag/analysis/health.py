@@ -885,11 +885,17 @@ class GradNorms(HealthDetector):
     def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
         s = self.of(rec)
         # the noise adds up as .grad accumulates; a fresh .grad (or one zeroed) is this call's
-        fresh = _same_values(data, _array(g))
+        # (NOTE: with no noise carried over, either way it is this call's: no comparison)
+        fresh = not s.floor or _same_values(data, _array(g))
         floor = s.floor_call if fresh else s.floor + s.floor_call
         s.floor_call = 0.0
-        norm = _norm(data)
-        self._measure_update(health, rec, s, var, norm, 0.0 < floor and norm <= floor)
+        # NOTE [Measuring cost]: once an optimizer steps, the gradient's norm is measured at
+        # the step (``on_parameter_step``), where the norm series is made; here it is needed
+        # only to tell rounding noise (a parameter with a noise floor: a bias) or to judge an
+        # update that was large (``_measure_update``), so it is measured only then
+        norm = _norm(data) if floor > 0.0 or not health.stepping else None
+        noise = norm is not None and 0.0 < floor and norm <= floor
+        self._measure_update(health, rec, s, var, data, norm, noise)
         s.floor = floor
         if not health.stepping:  # no optimizer (yet): norms per backward call
             if s.bwd_norms is None:
@@ -897,12 +903,20 @@ class GradNorms(HealthDetector):
             s.bwd_norms.add(norm, health.th, health.backward_calls + 1, s.floor)
 
     def _measure_update(
-        self, health, rec: _Leaf, s: _Sizes, var: Tensor, norm: float, noise: bool
+        self,
+        health,
+        rec: _Leaf,
+        s: _Sizes,
+        var: Tensor,
+        grad: np.ndarray,
+        norm: float | None,
+        noise: bool,
     ) -> None:
         """How far the parameter moved since its last accumulation, relative to its norm (the
-        update/weight ratio of whatever updated it: an optimizer or a manual step); ``norm``,
-        that of the gradient arriving now, judges a large one (NOTE [Large updates]);
-        ``noise``, whether that gradient is rounding noise (NOTE [Cancelled gradients])."""
+        update/weight ratio of whatever updated it: an optimizer or a manual step); the norm
+        of the gradient arriving now (``grad``; ``norm`` if measured already) judges a large
+        one (NOTE [Large updates]); ``noise``, whether that gradient is rounding noise (NOTE
+        [Cancelled gradients])."""
         value = inspect.array(var)
         before = s.before
         # NOTE: against the largest norm the parameter has had, not its last one: a scalar
@@ -945,7 +959,9 @@ class GradNorms(HealthDetector):
                     u = s.updates = [0, 0, None, 0.0]
                 u[0] += 1
                 u[3] = max(u[3], ratio)
-                if ratio > health.th.max_update and not _settling(s, norm):
+                if ratio > health.th.max_update and not _settling(
+                    s, _norm(grad) if norm is None else norm
+                ):
                     u[1] += 1
                     if u[2] is None:
                         u[2] = u[0]

@@ -38,14 +38,24 @@ from autodiag.trace import events
 
 _is_compiling = torch.compiler.is_compiling
 
+# NOTE [Listeners' own reads]: PyTorch runs a node's hook and the optimizer step hook with the
+# script's function modes active, observe.py's among them: a listener that reads a gradient or
+# a parameter (``t.detach().numpy()``, engines/torch/seam.py) would go through that mode as if
+# the script had called it, be reported to every tracer as the script's op, and pay the mode's
+# bookkeeping (half of ``check``'s cost on the MLP step, tests/perf/bench_torch_engine.py).
+# Listeners run with torch functions' overrides off: what they do is autodiag's, not the
+# script's.
+_own = torch._C.DisableTorchFunction
+
 
 def _fire(listeners, node, grad_inputs, grad_outputs) -> None:
     # PyTorch's hook names the node's view: grad_inputs are what it sends to its inputs,
     # grad_outputs what it received; the tracer event takes them the other way round
     if _is_compiling():
         return
-    for t in listeners:
-        t.on_node_backward(node, grad_outputs, grad_inputs)
+    with _own():  # NOTE [Listeners' own reads]
+        for t in listeners:
+            t.on_node_backward(node, grad_outputs, grad_inputs)
 
 
 def wanted_nodes(listeners: tuple) -> frozenset | None:
@@ -109,8 +119,9 @@ def _optimizer_stepped(listeners, optimizer, args, kwargs) -> None:
         return
     STEPPING[0] = max(0, STEPPING[0] - 1)
     events.REPORTED[2] += 1
-    for t in listeners:
-        t.on_optimizer_step(optimizer)
+    with _own():  # NOTE [Listeners' own reads]
+        for t in listeners:
+            t.on_optimizer_step(optimizer)
 
 
 def _module_entered(module, args) -> None:
