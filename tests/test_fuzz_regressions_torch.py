@@ -662,3 +662,64 @@ def test_fuzz_advanced_index_of_a_contiguous_tensor_is_contiguous(torch, code):
         y = eval(code)
         got.append((y.stride(), y.is_contiguous(), type(y.flatten().grad_fn).__name__))
     assert got[1] == got[0]
+
+
+def _conv_grads_by_order(m, conv, rg, kw):
+    # first gradients under create_graph (shape, requires_grad, node, values), then the second
+    # gradients of every input, grad_output included, with fixed weights
+    F = m.nn.functional
+    r = np.random.RandomState(3)
+    nd = {"1d": 1, "2d": 2, "3d": 3}[conv[-2:]]
+    transposed = conv.startswith("conv_transpose")
+    x = m.tensor(r.randn(2, 4, *(3,) * nd), requires_grad=rg[0])
+    w = m.tensor(r.randn(4, 3, *(2,) * nd) if transposed else r.randn(6, 2, *(2,) * nd))
+    w.requires_grad_(rg[1])
+    b = m.tensor(r.randn(6), requires_grad=rg[2])
+    y = getattr(F, conv)(x, w, b, groups=2, **kw)
+    go = m.tensor(r.randn(*tuple(y.shape)), requires_grad=rg[3])
+    asked = [t for t in (x, w, b) if t.requires_grad]
+    g1 = m.autograd.grad(y, asked, go, create_graph=True)
+    first = [
+        (
+            tuple(g.shape),
+            g.requires_grad,
+            type(g.grad_fn).__name__,
+            np.round(g.tolist(), 9).tolist(),
+        )
+        for g in g1
+    ]
+    if not any(g.requires_grad for g in g1):
+        return first, None
+    g1r = [g for g in g1 if g.requires_grad]
+    weights = [m.tensor(r.randn(*tuple(g.shape))) for g in g1r]
+    leaves = [t for t in (x, w, b, go) if t.requires_grad]
+    g2 = m.autograd.grad(g1r, leaves, weights, allow_unused=True)
+    return first, [None if g is None else np.round(g.tolist(), 9).tolist() for g in g2]
+
+
+@pytest.mark.parametrize(
+    "conv,kw",
+    [
+        ("conv1d", {"padding": 1, "stride": 2}),
+        ("conv2d", {"padding": 1, "dilation": (1, 2)}),
+        ("conv3d", {"padding": 1}),
+        ("conv_transpose1d", {"stride": 2, "output_padding": 1}),
+        ("conv_transpose2d", {"padding": 1}),
+    ],
+)
+@pytest.mark.parametrize(
+    "rg",
+    [(True, False, False, False), (False, True, False, False), (True, True, True, False)]
+    + [(True, False, False, True), (False, False, True, True), (True, True, True, True)],
+)
+def test_fuzz_conv_create_graph_gradients_are_one_convolution_backward_backward(
+    torch, conv, kw, rg
+):
+    # fuzz class "conv1d | grad requires_grad: False vs True": under create_graph PyTorch
+    # records a convolution's gradients as the outputs of one ConvolutionBackwardBackward0
+    # (edges grad_output, input, weight), requiring grad when any of the three does: the input
+    # gradient of a constant weight too. autodiag recorded fold/unfold/matmul nodes, so that
+    # gradient had no grad_fn and did not require grad; the second gradients must agree too
+    got = [_conv_grads_by_order(m, conv, rg, kw) for m in (torch, ad)]
+    assert got[1] == got[0]
+    assert {n for _, _, n, _ in got[0][0]} <= {"ConvolutionBackwardBackward0", "NoneType"}
