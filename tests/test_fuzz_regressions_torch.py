@@ -765,3 +765,22 @@ def test_fuzz_elu_second_derivative_is_elu_double_backward(torch, dtype, alpha, 
     assert len(a_vals) == len(t_vals)
     for a, t in zip(a_vals, t_vals):
         np.testing.assert_allclose(a, t, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize(
+    "shape,groups",
+    [((1, 1), 1), ((1, 2), 2), ((1, 2, 1), 2), ((1, 3), 2), ((2, 1), 1), ((1, 4), 2)],
+)
+def test_fuzz_functional_group_norm_of_one_value_per_group_raises_valueerror(torch, shape, groups):
+    # fuzz class "group_norm | forward exception: ok vs ValueError": F.group_norm checks that
+    # each group normalizes more than one value (its _verify_batch_size, before the channel
+    # check); torch.group_norm and autodiag.group_norm do not (their output is 0)
+    got = []
+    for m in (torch, ad):
+        x = m.ones(*shape)
+        try:
+            r = str(m.nn.functional.group_norm(x, groups).tolist())
+        except (ValueError, RuntimeError) as e:
+            r = f"{type(e).__name__}: {e}"
+        got.append((r, str(m.group_norm(m.ones(1, 1), 1).tolist())))
+    assert got[1] == got[0]
