@@ -54,6 +54,15 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "autodiag gives the exact one (README 'Where autodiag differs')",
     ),
     KnownIssue(
+        "pytorch",
+        r"(^|\+)conv1d(\+|$)",
+        r"^forward value: nan vs (finite|-?inf)$",
+        "convolution of a non-finite value with the zero padding: PyTorch's float32 batched "
+        "CPU path (oneDNN) skips the padding (the window's other terms only), its float64 and "
+        "unbatched-to-one paths multiply it (0 * inf = NaN) as autodiag does: "
+        "conv1d(ones(2, 3, 1), w with -inf, padding=1) is 3 in float32, NaN in float64",
+    ),
+    KnownIssue(
         "platform",
         r"(^|\+)elu(\+|$)",
         r"^grad2? value: finite vs nan$",
