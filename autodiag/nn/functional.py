@@ -48,7 +48,8 @@ from autodiag.ops.nn_ops import (  # noqa: F401
     mse_loss,
     nll_loss,
 )
-from autodiag.ops.normalization import batch_norm, dropout1d, dropout2d, group_norm  # noqa: F401
+from autodiag.ops.normalization import batch_norm, dropout1d, dropout2d  # noqa: F401
+from autodiag.ops.normalization import functional_group_norm as group_norm  # noqa: F401
 from autodiag.ops.pointwise import gelu, sigmoid, softplus, tanh  # noqa: F401
 from autodiag.ops.pointwise import leaky_relu as _leaky_relu
 from autodiag.ops.pointwise import relu as _relu

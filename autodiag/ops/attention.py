@@ -231,16 +231,48 @@ def silu(input, inplace: bool = False):
     return _silu(input)
 
 
+# NOTE [elu backward]
+# As PyTorch: the gradient is ``elu_backward(grad, alpha, scale, input_scale, is_result,
+# self_or_result)``, which selects (``self_or_result <= 0`` picks the exponential branch, so a
+# NaN input takes the linear one), and under create_graph it is recorded as one
+# ``EluBackwardBackward0`` node (edges grad_output, self_or_result) whose backward is
+# ``elu_backward`` again for grad_output and ``elu_double_backward`` for self_or_result: the
+# exponential branch's derivative multiplied (not selected) by ``self_or_result < 0``.
+
+
+def _elu_backward_array(node, a, b):
+    """``elu_backward`` on arrays: ``a`` the incoming gradient, ``b`` self or result."""
+    ng, pc, nic = node.alpha * node.scale, node.scale, node.input_scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        if node.is_result:
+            neg = a * nic * (b + ng)
+        else:
+            neg = a * nic * ng * np.exp(b * nic)
+        return np.asarray(np.where(b <= 0, neg, a * pc), dtype=np.result_type(a, b))
+
+
+def _elu_backward(xp, node, a, b):
+    """``elu_backward`` in the vocabulary ``xp``: an array, or a Tensor recorded as
+    ``EluBackwardBackward0`` (NOTE [elu backward])."""
+    if xp.arrays:
+        return _elu_backward_array(node, a, b)
+    out = _elu_backward_array(node, a._data, b._data)
+    if _state.record and (a.requires_grad or b.requires_grad):
+        bb = EluBackwardBackward0((edge(a), edge(b)))
+        bb.alpha, bb.scale, bb.input_scale = node.alpha, node.scale, node.input_scale
+        bb.is_result = node.is_result
+        bb._saved = (save(a), save(b))
+        return result(out, bb)
+    return result(out, None)
+
+
 class EluBackward0(Node):
     __slots__ = ("alpha", "scale", "input_scale")
     _saved_names = ("self",)
+    is_result = False
 
     def backward(self, xp, g):
-        x = self.saved_self(xp)
-        neg = (np.exp(x * self.input_scale) if xp.arrays else (x * self.input_scale).exp()) * (
-            self.alpha * self.scale * self.input_scale
-        )
-        return (xp.where(x > 0, g * self.scale, g * neg),)
+        return (_elu_backward(xp, self, g, self.saved_self(xp)),)
 
     def _saved_extra(self):
         return {"alpha": self.alpha, "scale": self.scale, "input_scale": self.input_scale}
@@ -251,11 +283,44 @@ class EluBackward1(EluBackward0):
 
     __slots__ = ()
     _saved_names = ("result",)
+    is_result = True
 
     def backward(self, xp, g):
-        r = self.saved_result(xp)
-        neg = (r + self.alpha * self.scale) * self.input_scale
-        return (xp.where(r > 0, g * self.scale, g * neg),)
+        return (_elu_backward(xp, self, g, self.saved_result(xp)),)
+
+
+class EluBackwardBackward0(Node):
+    """The derivative of ``elu_backward`` (NOTE [elu backward])."""
+
+    __slots__ = ("alpha", "scale", "input_scale", "is_result")
+    _saved_names = ("grad_output", "self_or_result")
+
+    def backward(self, xp, gg):
+        needs_go, needs_b = self.needs_grad
+        go, b = self.saved_grad_output(xp), self.saved_self_or_result(xp)
+        d_go = _elu_backward(xp, self, gg, b) if needs_go else None
+        d_b = None
+        if needs_b:
+            lt = b < 0
+            mask = lt.astype(_dtype_of(gg)) if xp.arrays else lt.to(gg.dtype)
+            scaled = gg * go * self.input_scale
+            if self.is_result:
+                d_b = scaled * mask
+            else:
+                d_b = _elu_backward(xp, self, scaled, b) * mask
+        return (d_go, d_b)
+
+    def _saved_extra(self):
+        return {
+            "alpha": self.alpha,
+            "scale": self.scale,
+            "input_scale": self.input_scale,
+            "is_result": self.is_result,
+        }
+
+
+def _dtype_of(a):
+    return a.dtype if isinstance(a, np.ndarray) else np.asarray(a).dtype
 
 
 def _elu(input, alpha: float, cls) -> Tensor:

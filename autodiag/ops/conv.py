@@ -21,7 +21,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from autodiag.core.graph import Node
-from autodiag.ops._core import TENSOR, _state, edge, register, result, save
+from autodiag.ops._core import ARRAY, TENSOR, _state, edge, register, result, save, wrap
 from autodiag.tensor import Tensor
 from autodiag.trace.events import traced
 
@@ -312,7 +312,9 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 
 class ConvolutionBackward0(Node):
     """Gradients of ``convolution(input, weight, bias, ...)`` for plain and transposed
-    convolutions of any number of spatial dims (NOTE [Convolution as matmul])."""
+    convolutions of any number of spatial dims (NOTE [Convolution as matmul]). Under
+    ``create_graph`` they are recorded as one ``ConvolutionBackwardBackward0`` node
+    (NOTE [Convolution double backward])."""
 
     __slots__ = ("geom", "groups", "transposed", "output_padding", "bias_sizes")
     _saved_names = ("input", "weight")
@@ -320,46 +322,153 @@ class ConvolutionBackward0(Node):
     def backward(self, xp, g):
         needs_input, needs_weight, needs_bias = self.needs_grad
         x, w = self.saved_input(xp), self.saved_weight(xp)
-        geom, G = self.geom, self.groups
-        xs, ws = _shape(x), _shape(w)
-        n, nd = xs[0], len(geom.kernel)
-        k, L = geom.numel_kernel, math.prod(geom.out)
-        gx = gw = gb = None
-        if not self.transposed and xp.arrays:
-            # NOTE [Channel-major columns]
-            og, cgk = ws[0] // G, ws[1] * k
-            gt = g.reshape(n, G * og, L).swapaxes(0, 1).reshape(G, og, n * L)
-            if needs_input:
-                cols = np.matmul(w.reshape(G, og, cgk).transpose(0, 2, 1), gt)
-                gx = col2im_cm(cols.reshape(G * cgk, n * L), geom, n)
-            if needs_weight:
-                cols = im2col_cm(x, geom).reshape(G, cgk, n * L)
-                gw = np.matmul(gt, cols.transpose(0, 2, 1)).reshape(ws)
-        elif not self.transposed:
-            og, cgk = ws[0] // G, ws[1] * k
-            g4 = g.reshape(n, G, og, L)
-            if needs_input:
-                cols = xp.matmul(xp.mT(w.reshape(G, og, cgk)), g4)
-                gx = fold_op(xp, cols.reshape(n, G * cgk, L), geom)
-            if needs_weight:
-                cols = unfold_op(xp, x, geom).reshape(n, G, cgk, L)
-                gw = _batch_sum_of_products(xp, g4, cols).reshape(ws)
-        else:
-            cin_g, ogk = ws[0] // G, ws[1] * k
-            gcols = unfold_op(xp, g, geom).reshape(n, G, ogk, L)
-            if needs_input:
-                gx = xp.matmul(w.reshape(G, cin_g, ogk), gcols).reshape(xs)
-            if needs_weight:
-                x4 = x.reshape(n, G, cin_g, L)
-                gw = _batch_sum_of_products(xp, x4, gcols).reshape(ws)
-        if needs_bias:
-            gb = xp.sum(g, (0,) + tuple(range(2, 2 + nd)))
+        if not xp.arrays:
+            return _recorded_grads(self, g, x, w, needs_input, needs_weight, needs_bias)
+        gx, gw = _conv_grads(
+            xp, self, g, x, w, _shape(x), _shape(w), bool(needs_input), bool(needs_weight)
+        )
+        gb = _bias_grad(xp, g, len(self.geom.kernel)) if needs_bias else None
         return (gx, gw, gb)
 
     def _saved_extra(self):
         gm = self.geom
         return {
             "bias_sym_sizes_opt": self.bias_sizes,
+            "stride": gm.stride,
+            "padding": gm.lo,
+            "dilation": gm.dilation,
+            "transposed": self.transposed,
+            "output_padding": self.output_padding,
+            "groups": self.groups,
+        }
+
+
+def _bias_grad(xp, g, nd: int):
+    return xp.sum(g, (0,) + tuple(range(2, 2 + nd)))
+
+
+def _conv_grads(xp, node, g, x, w, xs, ws, needs_input: bool, needs_weight: bool):
+    """``(input gradient, weight gradient)`` of the convolution ``node`` describes for the
+    incoming gradient ``g``, input ``x`` of shape ``xs`` and weight ``w`` of shape ``ws``:
+    the input gradient reads only ``w`` and the weight gradient only ``x`` (either may be None
+    when its gradient is not asked for). Both are linear in each argument."""
+    geom, G = node.geom, node.groups
+    n = xs[0]
+    k, L = geom.numel_kernel, math.prod(geom.out)
+    gx = gw = None
+    if not node.transposed and xp.arrays:
+        # NOTE [Channel-major columns]
+        og, cgk = ws[0] // G, ws[1] * k
+        gt = g.reshape(n, G * og, L).swapaxes(0, 1).reshape(G, og, n * L)
+        if needs_input:
+            cols = np.matmul(w.reshape(G, og, cgk).transpose(0, 2, 1), gt)
+            gx = col2im_cm(cols.reshape(G * cgk, n * L), geom, n)
+        if needs_weight:
+            cols = im2col_cm(x, geom).reshape(G, cgk, n * L)
+            gw = np.matmul(gt, cols.transpose(0, 2, 1)).reshape(ws)
+    elif not node.transposed:
+        og, cgk = ws[0] // G, ws[1] * k
+        g4 = g.reshape(n, G, og, L)
+        if needs_input:
+            cols = xp.matmul(xp.mT(w.reshape(G, og, cgk)), g4)
+            gx = fold_op(xp, cols.reshape(n, G * cgk, L), geom)
+        if needs_weight:
+            cols = unfold_op(xp, x, geom).reshape(n, G, cgk, L)
+            gw = _batch_sum_of_products(xp, g4, cols).reshape(ws)
+    else:
+        cin_g, ogk = ws[0] // G, ws[1] * k
+        gcols = unfold_op(xp, g, geom).reshape(n, G, ogk, L)
+        if needs_input:
+            gx = xp.matmul(w.reshape(G, cin_g, ogk), gcols).reshape(xs)
+        if needs_weight:
+            x4 = x.reshape(n, G, cin_g, L)
+            gw = _batch_sum_of_products(xp, x4, gcols).reshape(ws)
+    return gx, gw
+
+
+# NOTE [Convolution double backward]
+# Under create_graph PyTorch records a convolution's gradients as the outputs 0, 1, 2 (input,
+# weight, bias gradients) of one ``ConvolutionBackwardBackward0`` node with edges
+# (grad_output, input, weight); the outputs require grad when any of the three does, even the
+# input gradient of a constant weight (which does not depend on the input: its gradient to
+# the input is None). With ``y = B(x, w)`` bilinear (a plain or transposed convolution),
+# ``gx = Bx*(g, w)``, ``gw = Bw*(x, g)``, ``gb = sum(g)``; for incoming (ggx, ggw, ggb):
+#   grad_output: ``B(ggx, w) + B(x, ggw) + ggb``
+#   input:       ``Bx*(g, ggw)``          weight: ``Bw*(ggx, g)``
+# (the same ``_conv_grads`` formulas with ggw as the weight and ggx as the input).
+
+
+def _recorded_grads(node, g, x, w, needs_input, needs_weight, needs_bias) -> tuple:
+    """The gradients of ``node`` for Tensors ``g``, ``x``, ``w`` under create_graph: computed
+    on arrays, recorded as one ``ConvolutionBackwardBackward0`` (NOTE [Convolution double
+    backward])."""
+    xs, ws = x._data.shape, w._data.shape
+    gd = g._data
+    gx, gw = _conv_grads(
+        ARRAY, node, gd, x._data, w._data, xs, ws, bool(needs_input), bool(needs_weight)
+    )
+    gb = _bias_grad(ARRAY, gd, len(node.geom.kernel)) if needs_bias else None
+    bb = None
+    if _state.record and (g.requires_grad or x.requires_grad or w.requires_grad):
+        bb = ConvolutionBackwardBackward0((edge(g), edge(x), edge(w)))
+        bb.geom, bb.groups, bb.transposed = node.geom, node.groups, node.transposed
+        bb.output_padding, bb.in_shape = node.output_padding, xs
+        bb._num_outputs = 3
+        bb._saved = (save(g), save(x), save(w))
+    outs = []
+    for i, a in enumerate((gx, gw, gb)):
+        if a is None:
+            outs.append(None)
+            continue
+        t = result(np.ascontiguousarray(a), bb)
+        if bb is not None:
+            t._output_nr = i
+        outs.append(t)
+    return tuple(outs)
+
+
+class ConvolutionBackwardBackward0(Node):
+    """The double backward of a convolution (NOTE [Convolution double backward])."""
+
+    __slots__ = ("geom", "groups", "transposed", "output_padding", "in_shape", "_num_outputs")
+    _saved_names = ("grad_output", "input", "weight")
+
+    def _apply(self, xp, grads):
+        ggx, ggw, ggb = grads
+        needs_g, needs_x, needs_w = self.needs_grad
+        g = self.saved_grad_output(xp)
+        x, w = self.saved_input(xp), self.saved_weight(xp)
+        xs, ws = _shape(x), _shape(w)
+        dg = dx = dw = None
+        if needs_g:
+            parts = []
+            if ggx is not None:
+                parts.append(self._forward(xp, ggx, w))
+            if ggw is not None:
+                parts.append(self._forward(xp, x, ggw))
+            if ggb is not None:
+                nd = len(self.geom.kernel)
+                parts.append(xp.broadcast_to(xp.reshape(ggb, (-1,) + (1,) * nd), _shape(g)))
+            for p in parts:
+                dg = p if dg is None else dg + p
+        if needs_x and ggw is not None:
+            dx, _ = _conv_grads(xp, self, g, None, ggw, xs, ws, True, False)
+        if needs_w and ggx is not None:
+            _, dw = _conv_grads(xp, self, g, ggx, None, xs, ws, False, True)
+        return (dg, dx, dw)
+
+    def _forward(self, xp, x, w):
+        """``B(x, w)``: the convolution itself (recorded under create_graph)."""
+        gm = self.geom
+        args = (gm.stride, gm.lo, gm.dilation, self.transposed, self.output_padding, self.groups)
+        nd = len(gm.kernel)
+        if xp.arrays:
+            return convolution(wrap(x), wrap(w), None, *args, op="convolution", nd=nd)._data
+        return convolution(x, w, None, *args, op="convolution", nd=nd)
+
+    def _saved_extra(self):
+        gm = self.geom
+        return {
             "stride": gm.stride,
             "padding": gm.lo,
             "dilation": gm.dilation,

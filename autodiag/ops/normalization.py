@@ -14,6 +14,8 @@ what the output is computed from, saved and version-checked like any input.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from autodiag import _warnings
@@ -29,6 +31,7 @@ from autodiag.ops._core import (
     wrap,
 )
 from autodiag.size import Size
+from autodiag.tensor import Tensor
 
 
 def _dims(shape) -> str:
@@ -264,6 +267,25 @@ class NativeGroupNormBackward0(Node):
 
     def _saved_extra(self):
         return {"N": self.n, "C": self.c, "HxW": self.hxw, "group": self.group, "eps": self.eps}
+
+
+def functional_group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """``torch.nn.functional.group_norm``: ``group_norm`` after the functional's own check
+    that each group normalizes more than one value (PyTorch's ``_verify_batch_size``, a
+    ``ValueError``; ``torch.group_norm`` itself accepts one value: its output is 0).
+
+    >>> import autodiag as torch
+    >>> torch.nn.functional.group_norm(torch.tensor([[1.0, 3.0]]), 1)
+    tensor([[-1.0000,  1.0000]])
+    """
+    if isinstance(input, Tensor) and input._data.ndim >= 2 and int(num_groups) > 0:
+        shape = input._data.shape
+        size = [shape[0] * shape[1] // int(num_groups), int(num_groups)] + list(shape[2:])
+        if math.prod([size[0]] + size[2:]) == 1:
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size {size}"
+            )
+    return group_norm(input, num_groups, weight, bias, eps)
 
 
 class NativeGroupNormBackwardBackward0(FusedBackwardLink):

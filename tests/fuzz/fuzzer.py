@@ -314,7 +314,8 @@ def generate(torch, seed, max_steps=8, op_names=None) -> Program:
     g = Gen(torch, rng)
     names, weights = _OP_NAMES, _OP_WEIGHTS
     if op_names is not None:
-        names = [n for n in _OP_NAMES if n in op_names]
+        # from every op (EXTENDED ones too: they are drawn by name or with --extended)
+        names = [n for n in sorted(OPS) if n in op_names]
         weights = np.array([OPS[n].weight for n in names], dtype=float)
         weights /= weights.sum()
     for _ in range(int(rng.integers(1, 4))):

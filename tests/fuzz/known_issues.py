@@ -54,6 +54,25 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "autodiag gives the exact one (README 'Where autodiag differs')",
     ),
     KnownIssue(
+        "pytorch",
+        r"(^|\+)conv1d(\+|$)",
+        r"^forward value: nan vs (finite|-?inf)$",
+        "convolution of a non-finite value with the zero padding: PyTorch's float32 batched "
+        "CPU path (oneDNN) skips the padding (the window's other terms only), its float64 and "
+        "unbatched-to-one paths multiply it (0 * inf = NaN) as autodiag does: "
+        "conv1d(ones(2, 3, 1), w with -inf, padding=1) is 3 in float32, NaN in float64",
+    ),
+    KnownIssue(
+        "platform",
+        r"(^|\+)elu(\+|$)",
+        r"^grad2? value: finite vs nan$",
+        "elu's gradient at a NaN input: PyTorch's CPU kernel takes the exponential branch "
+        "(NaN) in its SIMD body (x > 0 selects; 8 float64 / 16 float32 elements a step with "
+        "AVX2) and the linear one (finite) in its scalar tail (x <= 0 selects), so by size, "
+        "layout and CPU; autodiag follows the scalar formula (ops/attention.py NOTE [elu "
+        "backward])",
+    ),
+    KnownIssue(
         "open",
         r"(^|\+)div_(\+|$)",
         r"^grad2 value: different finite values$",

@@ -822,8 +822,9 @@ def _(g):
 
 
 # Ops of the section above whose difference classes are still open (measured with
-# ``run.py --extended --ops ...``, 600 programs: conv1d's create_graph gradients do not require
-# grad, group_norm's statistics (NaN, ValueError on size-1 groups), elu's second derivative,
-# topk's order among ties (README)): drawn only with ``--extended`` or by name, so that the CI
-# budget stays a measure of the fixed classes. An op leaves this set when its classes are fixed.
-EXTENDED = frozenset({"conv1d", "group_norm", "elu", "topk", "max_pool1d"})
+# ``run.py --extended --ops ...``, 600 programs: group_norm's statistics (NaN where PyTorch's
+# Welford merge overflows), conv1d's non-finite float32 values (PyTorch's oneDNN path sums in
+# another order, -inf vs inf where terms overflow; its zero padding: known_issues.py), topk's
+# order among ties (README)): drawn only with ``--extended`` or by name, so that the CI budget
+# stays a measure of the fixed classes. An op leaves this set when its classes are fixed (elu).
+EXTENDED = frozenset({"conv1d", "group_norm", "topk", "max_pool1d"})
