@@ -18,7 +18,7 @@ import importlib.util
 COMMANDS = ("graph", "inplace", "anomaly", "leaks", "check", "trace")
 # The detectors of ``autodiag check`` (analysis/check.DETECTORS, by name) that run on PyTorch;
 # check names the others in its report.
-CHECK_DETECTORS = ("health", "inplace")
+CHECK_DETECTORS = ("health", "inplace", "leaks", "anomaly")
 INSTALL_HINT = 'Install it with: pip install "autodiag[torch]" (PyTorch 2.13).'
 
 
@@ -26,6 +26,23 @@ def ready_list() -> str:
     """``COMMANDS`` as a message lists them: "graph, inplace, check and trace"."""
     *first, last = COMMANDS
     return f"{', '.join(first)} and {last}" if first else last
+
+
+def check_detectors(detectors: list) -> list:
+    """``detectors`` (analysis/check.DETECTORS) that run on PyTorch (``CHECK_DETECTORS``), the
+    leak and anomaly finders as the PyTorch observer feeds them (``leaks``/``anomaly --engine
+    torch``'s own finders)."""
+    import dataclasses
+
+    from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
+    from autodiag.analysis.torch_leaks import TorchLeakFinder
+
+    on_torch = {"anomaly": lambda: TorchAnomalyFinder(keep_going=True), "leaks": TorchLeakFinder}
+    return [
+        dataclasses.replace(d, make=on_torch[d.name]) if d.name in on_torch else d
+        for d in detectors
+        if d.name in CHECK_DETECTORS
+    ]
 
 
 def available() -> bool:
