@@ -81,9 +81,7 @@ def check(
     cmd.start()
     chosen = detectors.DETECTORS
     if t.engine == "torch":
-        from autodiag.engines import torch as torch_engine
-
-        chosen = torch_engine.check_detectors(chosen)
+        chosen = detectors.on_torch()
     tracers = [d.make() for d in chosen]
     # the page draws the graph of the last backward call with the findings on it
     graph = GraphCapture() if cmd.format == "html" else None

@@ -28,23 +28,6 @@ def ready_list() -> str:
     return f"{', '.join(first)} and {last}" if first else last
 
 
-def check_detectors(detectors: list) -> list:
-    """``detectors`` (analysis/check.DETECTORS) that run on PyTorch (``CHECK_DETECTORS``), the
-    leak and anomaly finders as the PyTorch observer feeds them (``leaks``/``anomaly --engine
-    torch``'s own finders)."""
-    import dataclasses
-
-    from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
-    from autodiag.analysis.torch_leaks import TorchLeakFinder
-
-    on_torch = {"anomaly": lambda: TorchAnomalyFinder(keep_going=True), "leaks": TorchLeakFinder}
-    return [
-        dataclasses.replace(d, make=on_torch[d.name]) if d.name in on_torch else d
-        for d in detectors
-        if d.name in CHECK_DETECTORS
-    ]
-
-
 def available() -> bool:
     """Is real PyTorch importable? Asked without importing it."""
     try:
