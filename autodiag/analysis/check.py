@@ -47,6 +47,21 @@ DETECTORS: list[Detector] = [
 ]
 
 
+def on_torch() -> list[Detector]:
+    """The detectors that run on PyTorch (engines/torch ``CHECK_DETECTORS``), the leak and
+    anomaly finders as the PyTorch observer feeds them (``leaks``/``anomaly --engine torch``'s)."""
+    from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
+    from autodiag.analysis.torch_leaks import TorchLeakFinder
+    from autodiag.engines.torch import CHECK_DETECTORS
+
+    finders = {"anomaly": lambda: TorchAnomalyFinder(keep_going=True), "leaks": TorchLeakFinder}
+    return [
+        dataclasses.replace(d, make=finders[d.name]) if d.name in finders else d
+        for d in DETECTORS
+        if d.name in CHECK_DETECTORS
+    ]
+
+
 def unknown_kinds(kinds) -> list[str]:
     """The names in ``kinds`` that are not finding kinds."""
     return [k for k in kinds if k not in KINDS]

@@ -81,9 +81,7 @@ def check(
     cmd.start()
     chosen = detectors.DETECTORS
     if t.engine == "torch":
-        from autodiag.engines import torch as torch_engine
-
-        chosen = [d for d in chosen if d.name in torch_engine.CHECK_DETECTORS]
+        chosen = detectors.on_torch()
     tracers = [d.make() for d in chosen]
     # the page draws the graph of the last backward call with the findings on it
     graph = GraphCapture() if cmd.format == "html" else None
@@ -115,7 +113,7 @@ def check(
         info["gradchecks"] = checks.totals(cases)
     info["grad_flow"] = grad_flow(health, findings, *result.scopes)
     notes = []
-    unseen = [d.name for d in detectors.DETECTORS if d not in chosen]
+    unseen = [d.name for d in detectors.DETECTORS if d.name not in {c.name for c in chosen}]
     if unseen:
         # what this engine cannot check yet is said, never passed over in silence
         info["not_checked"] = unseen

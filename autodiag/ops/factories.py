@@ -346,15 +346,12 @@ def randint_like(
 ) -> Tensor:
     if high is None:
         low, high = 0, low
-    dt = dtype if dtype is not None else input.dtype
-    return randint(
-        low,
-        high,
-        tuple(input._data.shape),
-        generator=generator,
-        dtype=dt,
-        requires_grad=requires_grad,
-    )
+    low, high = int(low), int(high)
+    _check_range(low, high)
+    dt = _dt(dtype, input._data.dtype)
+    out = rng.empty_like(input._data, dt)  # input's layout, drawn in memory order
+    rng.fill(out, rng.random_from_to(_stream(generator), out.size, dt, low, high).astype(dt))
+    return _finish(out, requires_grad)
 
 
 @register(method=False)
@@ -426,8 +423,6 @@ def _like(maker):
 zeros_like = register("zeros_like", method=False)(_like(zeros))
 ones_like = register("ones_like", method=False)(_like(ones))
 empty_like = register("empty_like", method=False)(_like(empty))
-rand_like = register("rand_like", method=False)(_like(rand))
-randn_like = register("randn_like", method=False)(_like(randn))
 
 
 @register(method=False)
@@ -495,6 +490,23 @@ def _normal(d, mean=0.0, std=1.0, *, generator=None):
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     contiguous = d.flags.c_contiguous
     return rng.normal(_stream(generator), d.size, d.dtype, mean, std, contiguous=contiguous)
+
+
+def _drawn_like(draw, op: str):
+    """``rand_like``/``randn_like``: ``at::empty_like(input)`` (a transposed input's layout,
+    NOTE [Draw order] in rng.py) filled in memory order, as ``uniform_``/``normal_`` fill it."""
+
+    def like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None, **kw):
+        dt = _float_dtype(dtype if dtype is not None else input.dtype, op)
+        out = rng.empty_like(input._data, dt)
+        rng.fill(out, np.asarray(draw(out, generator=generator)).astype(dt, copy=False))
+        return _finish(out, requires_grad)
+
+    return like
+
+
+rand_like = register("rand_like", method=False)(_drawn_like(_uniform, "check_uniform_bounds"))
+randn_like = register("randn_like", method=False)(_drawn_like(_normal, "normal_kernel_cpu"))
 
 
 def _random(d, *bounds, generator=None, **kw):

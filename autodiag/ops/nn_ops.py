@@ -1090,7 +1090,8 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
         noise = np.zeros((), dtype=d.dtype)
     else:
         # PyTorch's CPU dropout: empty_like(input).bernoulli_(1 - p), then div_(1 - p)
-        noise = rng.bernoulli_scalar(_rng[0], d.size, 1 - p).reshape(d.shape).astype(d.dtype)
+        noise = rng.empty_like(d)  # drawn in its memory order (NOTE [Draw order] in rng.py)
+        rng.fill(noise, rng.bernoulli_scalar(_rng[0], d.size, 1 - p).astype(d.dtype))
         noise /= 1 - p
     noise_t = wrap(noise)
     return input.mul_(noise_t) if inplace else input * noise_t

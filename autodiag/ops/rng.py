@@ -177,15 +177,16 @@ def fill(dst: np.ndarray, values: np.ndarray) -> None:
     dst.transpose(order)[...] = values.reshape([dst.shape[a] for a in order])
 
 
-def empty_like(arr: np.ndarray) -> np.ndarray:
+def empty_like(arr: np.ndarray, dtype=None) -> np.ndarray:
     """``at::empty_like``'s layout: ``arr``'s axis order when its elements are dense in
     memory (a transposed tensor), else C order (an expanded or sliced one)."""
+    dtype = arr.dtype if dtype is None else dtype
     order = memory_order(arr)
     dense = np.empty([arr.shape[a] for a in order], dtype=arr.dtype)
     expected = dict(zip(order, dense.strides))
     if all(arr.strides[a] == expected[a] or arr.shape[a] <= 1 for a in range(arr.ndim)):
-        return dense.transpose(np.argsort(order))
-    return np.empty(arr.shape, dtype=arr.dtype)
+        return np.empty(dense.shape, dtype=dtype).transpose(np.argsort(order))
+    return np.empty(arr.shape, dtype=dtype)
 
 
 def in_memory_order(layout: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -261,17 +262,23 @@ def uniform01(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
 
 
 def uniform(stream: Stream, n: int, dtype: np.dtype, low=0.0, high=1.0) -> np.ndarray:
-    """``uniform_(low, high)``: ``x * (high - low) + low`` fused, in the dtype's precision
-    (float16 computes in float32)."""
+    """``uniform_(low, high)``: ``x * (high - low) + low`` fused, in the dtype's precision; a
+    value that rounds up to ``high`` becomes ``low`` (the range is [low, high), as torch's).
+
+    float16 is float32's draw (24 bits, float32 bounds) rounded to half, as torch 2.13 does:
+    ``rand(..., dtype=float16)`` is ``rand(...)``'s numbers in half."""
     dtype = np.dtype(dtype)
-    x = uniform01(stream, n, dtype)
+    _check_float(dtype, "uniform_")
     if dtype == np.float64:
-        return fma64(x, float(high) - float(low), float(low))
-    lo, hi = dtype.type(low), dtype.type(high)
-    if lo == 0 and hi == 1:  # x * 1 + 0 is x
-        return x.astype(dtype, copy=False)
-    span = np.float32(hi) - np.float32(lo)
-    return fma32(x, span, np.float32(lo)).astype(dtype)
+        out = fma64(uniform01(stream, n, dtype), float(high) - float(low), float(low))
+    else:
+        out = uniform01(stream, n, np.dtype(np.float32))
+        lo, hi = np.float32(low), np.float32(high)
+        if not (lo == 0 and hi == 1):  # x * 1 + 0 is x
+            out = fma32(out, hi - lo, lo)
+        out = out.astype(dtype, copy=False)
+    out[out == dtype.type(high)] = dtype.type(low)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

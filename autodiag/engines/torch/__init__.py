@@ -19,7 +19,7 @@ import importlib.util
 COMMANDS = ("graph", "inplace", "anomaly", "leaks", "check", "trace", "gradcheck")
 # The detectors of ``autodiag check`` (analysis/check.DETECTORS, by name) that run on PyTorch;
 # check names the others in its report.
-CHECK_DETECTORS = ("health", "inplace")
+CHECK_DETECTORS = ("health", "inplace", "leaks", "anomaly")
 INSTALL_HINT = 'Install it with: pip install "autodiag[torch]" (PyTorch 2.13).'
 
 
