@@ -432,3 +432,15 @@ def test_the_seam_answers_for_torch_graphs_as_for_autodiags():
     z2.backward()
     assert inspect.is_freed(z2.grad_fn.next_functions[0][0].next_functions[0][0])
     assert inspect.saved_entries(z2.grad_fn.next_functions[0][0].next_functions[0][0]) == ()
+
+
+@pytest.mark.parametrize("command", ["graph", "inplace", "anomaly", "leaks", "check", "trace"])
+@pytest.mark.parametrize("sample", ["leaky_loop.py", "nan_log.py"])
+def test_a_script_on_autodiags_engine_is_refused_by_engine_torch(command, sample):
+    # `import autodiag as torch` under --engine torch: PyTorch's observers see none of its ops
+    # while autodiag's engine reports them to the same tracers — it was a ✓ ("no graph leak",
+    # "no findings") or a crash blamed on the script; never a verdict
+    r = cli(command, os.path.join(ROOT, "samples", sample), "--engine", "torch")
+    assert r.exit_code == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "computed with autodiag's engine (it imports autodiag)" in r.stderr
+    assert "✓" not in r.stdout

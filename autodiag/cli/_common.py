@@ -406,6 +406,14 @@ class Command:
                 f"[yellow]note:[/] {escape(target.label)} ended with os._exit(0)"
                 f"{escape(at)}; the report covers what ran before it"
             )
+        if self.result.wrong_engine:
+            label = self.result.target.label
+            raise NothingAnalysed(
+                f"{label} computed with autodiag's engine (it imports autodiag), but --engine "
+                "torch observes real PyTorch: nothing it did was checked",
+                "Run it without --engine torch (autodiag's engine is the default), or make the "
+                "script `import torch`.",
+            )
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(self.result)
         return self.result

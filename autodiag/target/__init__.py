@@ -56,6 +56,7 @@ class Run:
     interrupted: bool = False
     stopped: bool = False  # a tracer ended the run early (trace.StopRun): not a failure
     ops: int = 0  # outermost ops the engine reported while it ran (tracers installed)
+    torch_ops: int = 0  # of those, the ones PyTorch's observer reported (--engine torch)
     backward_calls: int = 0  # backward()/autograd.grad() calls it reported
     libraries: dict = dataclasses.field(default_factory=dict)  # array libraries it ran with
     imported: list = dataclasses.field(default_factory=list)  # files of the modules it imported
@@ -70,6 +71,12 @@ class Run:
         """Where the user's names for the run's values are: the globals, then the locals of the
         frames that were live when the script stopped (``names_by_id(*run.scopes)``)."""
         return [self.namespace, *self.frame_locals]
+
+    @property
+    def wrong_engine(self) -> bool:
+        """Run with --engine torch, it computed with autodiag's engine (``import autodiag``):
+        what PyTorch's observers saw is not what it did, so no verdict can be about it."""
+        return self.target.engine == "torch" and self.ops > self.torch_ops
 
     @property
     def analysed_nothing(self) -> bool:
@@ -117,7 +124,7 @@ def run(target: Target, tracers=()) -> Run:
     prepared = prepare(target)
     namespace: dict = {}
     result = Run(target, namespace)
-    ops, calls, _ = events.REPORTED
+    ops, calls, _, torch_ops = events.REPORTED
     try:
         with frozen_heap(), tracing(*tracers):
             if target.expr is None:
@@ -136,6 +143,7 @@ def run(target: Target, tracers=()) -> Run:
         result.interrupted = True
     finally:
         result.ops = events.REPORTED[0] - ops
+        result.torch_ops = events.REPORTED[3] - torch_ops
         result.backward_calls = events.REPORTED[1] - calls
     return result
 

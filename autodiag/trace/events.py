@@ -29,9 +29,11 @@ TRACERS: list = []
 # How many traced op calls are running (nested calls inside an op are not reported).
 _depth = [0]
 # What the engine reported while a tracer was installed: [outermost ops, backward/grad calls,
-# optimizer steps]. The target runner reads them (a run in which nothing was recorded analysed
-# nothing), and so does the CLI's progress line.
-REPORTED = [0, 0, 0]
+# optimizer steps, and of the ops those PyTorch's observer reported (--engine torch)]. The
+# target runner reads them (a run in which nothing was recorded analysed nothing; a run on
+# --engine torch whose ops were autodiag's was observed on the wrong engine), and so does the
+# CLI's progress line.
+REPORTED = [0, 0, 0, 0]
 # The nn.Module calls in progress while a tracer is installed, outermost first (nn.Module's
 # __call__ keeps it): an analysis names a module's ops by its path in the outermost one.
 MODULES: list = []

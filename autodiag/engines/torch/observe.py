@@ -144,7 +144,9 @@ class Observer:
     # --- ops ------------------------------------------------------------------------------
 
     def after_op(self, name: str, args, kwargs, out, n0: int, written) -> None:
-        events.REPORTED[0] += 1
+        reported = events.REPORTED
+        reported[0] += 1
+        reported[3] += 1  # PyTorch's: autodiag's own engine counts only [0]
         node = _node_of(out)
         if node is None and written:
             node = _node_of(written[0])  # x[i] = v returns None; x's CopySlices is new
