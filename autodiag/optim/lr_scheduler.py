@@ -109,6 +109,17 @@ def _warn_get_lr_called_within_step(sched: LRScheduler) -> None:
         )
 
 
+def _lr_lambdas(optimizer: Optimizer, lr_lambda) -> list:
+    """One function per param group (LambdaLR, MultiplicativeLR): the one given, repeated, or
+    the list given, which must have one per group."""
+    groups = len(optimizer.param_groups)
+    if not isinstance(lr_lambda, (list, tuple)):
+        return [lr_lambda] * groups
+    if len(lr_lambda) != groups:
+        raise ValueError(f"Expected {groups} lr_lambdas, but got {len(lr_lambda)}")
+    return list(lr_lambda)
+
+
 class LRScheduler:
     """Base class: ``step()`` moves to the next epoch and writes ``get_lr()`` into the groups.
 
@@ -232,14 +243,7 @@ class LambdaLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, lr_lambda, last_epoch: int = -1) -> None:
         self.optimizer = optimizer
-        if not isinstance(lr_lambda, (list, tuple)):
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
-        else:
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(
-                    f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}"
-                )
-            self.lr_lambdas = list(lr_lambda)
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def state_dict(self) -> dict:
@@ -814,14 +818,7 @@ class MultiplicativeLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, lr_lambda, last_epoch: int = -1) -> None:
         self.optimizer = optimizer
-        if not isinstance(lr_lambda, (list, tuple)):
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
-        else:
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(
-                    f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}"
-                )
-            self.lr_lambdas = list(lr_lambda)
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
         for fn in self.lr_lambdas:
             if not callable(fn):
                 raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
