@@ -310,6 +310,19 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 # geometry describes the *output* image, whose windows are the input's pixels.
 
 
+def _conv_attributes(node) -> dict:
+    """The convolution's arguments a convolution node shows as PyTorch's (``_saved_*``)."""
+    gm = node.geom
+    return {
+        "stride": gm.stride,
+        "padding": gm.lo,
+        "dilation": gm.dilation,
+        "transposed": node.transposed,
+        "output_padding": node.output_padding,
+        "groups": node.groups,
+    }
+
+
 class ConvolutionBackward0(Node):
     """Gradients of ``convolution(input, weight, bias, ...)`` for plain and transposed
     convolutions of any number of spatial dims (NOTE [Convolution as matmul]). Under
@@ -331,16 +344,7 @@ class ConvolutionBackward0(Node):
         return (gx, gw, gb)
 
     def _saved_extra(self):
-        gm = self.geom
-        return {
-            "bias_sym_sizes_opt": self.bias_sizes,
-            "stride": gm.stride,
-            "padding": gm.lo,
-            "dilation": gm.dilation,
-            "transposed": self.transposed,
-            "output_padding": self.output_padding,
-            "groups": self.groups,
-        }
+        return {"bias_sym_sizes_opt": self.bias_sizes, **_conv_attributes(self)}
 
 
 def _bias_grad(xp, g, nd: int):
@@ -467,15 +471,7 @@ class ConvolutionBackwardBackward0(Node):
         return convolution(x, w, None, *args, op="convolution", nd=nd)
 
     def _saved_extra(self):
-        gm = self.geom
-        return {
-            "stride": gm.stride,
-            "padding": gm.lo,
-            "dilation": gm.dilation,
-            "transposed": self.transposed,
-            "output_padding": self.output_padding,
-            "groups": self.groups,
-        }
+        return _conv_attributes(self)
 
 
 def _shape(a) -> tuple:
