@@ -95,6 +95,7 @@ __all__ = [
     "grad",
     "grad_mode",
     "foreign_parameter",
+    "recorded_modules",
 ]
 
 LEAF_SEQUENCE_NR = 1 << 62  # an AccumulateGrad's sequence number: above every op's node
@@ -425,3 +426,19 @@ def foreign_parameter(x) -> bool:
     """Whether ``x`` is an ``nn.Parameter`` of an engine autodiag observes, by its real type
     (autodiag's own are ``autodiag.nn.Parameter``, a layer above this one)."""
     return any(seam.is_parameter(x) for seam in _FOREIGN)
+
+
+def recorded_modules(nodes) -> dict:
+    """node -> the module that made it, for the ``nodes`` whose engine records that on the node
+    itself (PyTorch's: ``engines/torch/modules.py``), as ``(weakref to the outermost module
+    running, the innermost one's path in it, the class names of both)``. autodiag's engine
+    reports modules through events instead (``trace.events.MODULES``): {} for its nodes."""
+    found: dict = {}
+    if not _FOREIGN:
+        return found
+    for node in nodes:
+        if not isinstance(node, Node):
+            entry = _seam_of(node).module_entry(node)
+            if entry is not None:
+                found[node] = entry
+    return found

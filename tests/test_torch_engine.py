@@ -45,7 +45,7 @@ def _both(command: str, tmp_path, name: str, *options):
 
 
 def _graph_shape(doc: dict) -> list:
-    """Per graph shown: node names, edges, creation lines and leaf names."""
+    """Per graph shown: node names, edges, creation lines, leaf names and module paths."""
     out = []
     for g in doc.get("graphs") or [doc]:
         if "nodes" not in g:
@@ -57,6 +57,7 @@ def _graph_shape(doc: dict) -> list:
                 [n["next"] for n in g["nodes"]],
                 [(n["created_at"] or {}).get("line") for n in g["nodes"]],
                 [(n["variable"] or {}).get("name") for n in g["nodes"]],
+                [n.get("module") for n in g["nodes"]],
                 g["order"],
             )
         )
@@ -65,7 +66,8 @@ def _graph_shape(doc: dict) -> list:
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_every_sample_graph_is_the_same_on_both_engines(tmp_path, name):
-    """Same node names, edges (input order), creation lines and leaf names, in every order.
+    """Same node names, edges (input order), creation lines, leaf names and module paths
+    (``model.fc1 (Linear)``), in every order.
     The graphs are the same for all samples: autodiag records PyTorch's node names and
     next_functions, so no legitimate difference shows here (saved-tensor lists may differ:
     PyTorch also saves a Python scalar as a 0-d tensor, ``mul_(2)``'s ``other``)."""

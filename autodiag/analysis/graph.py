@@ -330,6 +330,10 @@ class GraphCapture(Tracer):
     """Captures the graph of backward calls (the last, the ``call``-th, or all) with the sites
     where their nodes were created, and optionally forward values and gradients."""
 
+    # the module that made each node: reported through ``on_op`` by autodiag's engine; under
+    # --engine torch recorded on PyTorch's nodes by the module hooks this asks for
+    records_modules = True
+
     def __init__(
         self,
         call: int | None = None,
@@ -378,7 +382,7 @@ class GraphCapture(Tracer):
         snap = GraphSnapshot.capture(
             roots, self.calls, "backward" if task.accumulate else "grad", self._values, index
         )
-        snap.add_modules(index, self._modules)
+        snap.add_modules(index, self._modules or inspect.recorded_modules(index))
         snap.root_tensors = [weakref.ref(t) for t in task.roots]
         if self.want_grads:
             self._index, self._current = index, snap
@@ -401,7 +405,7 @@ class GraphCapture(Tracer):
         roots = [_node_of(t) for t in tensors]
         index: dict = {}
         snap = GraphSnapshot.capture(roots, 0, "roots", self._values, index)
-        snap.add_modules(index, self._modules)
+        snap.add_modules(index, self._modules or inspect.recorded_modules(index))
         snap.root_tensors = [weakref.ref(t) for t in tensors]
         return snap
 

@@ -33,7 +33,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.overrides import TorchFunctionMode
 
 from autodiag import inspect
-from autodiag.engines.torch import hooks, seam
+from autodiag.engines.torch import hooks, modules, seam
 from autodiag.trace import events, sites
 from autodiag.trace.sites import Stack, capture_stack
 
@@ -372,6 +372,7 @@ class Observer:
             if self.sinks:
                 stack.enter_context(saved_tensors_hooks(self.pack, self.unpack))
             stack.enter_context(hooks.installed(ready("on_op"), ready("on_optimizer_step")))
+            stack.enter_context(modules.installed_for(events.TRACERS))
             stack.enter_context(self.mode)
             yield self
 

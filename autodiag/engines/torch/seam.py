@@ -22,6 +22,9 @@ from torch.autograd.graph import Node, get_gradient_edge
 from autodiag.inspect import LEAF_SEQUENCE_NR, SavedEntry
 
 SITE = "autodiag.site"  # node.metadata key: the user's Stack where the op that made it ran
+# node.metadata key: the module that made it, (weakref to the outermost module running, the
+# innermost one's path in it, the class names of both) (engines/torch/modules.py)
+MODULE = "autodiag.module"
 
 _Tensor = torch.Tensor
 _ACCUMULATE = type(torch.ones(1, requires_grad=True).view(1).grad_fn.next_functions[0][0])
@@ -73,6 +76,11 @@ def sequence_nr(node) -> int:
 def site(node):
     md = node.metadata
     return md.get(SITE) if md else None
+
+
+def module_entry(node):
+    md = node.metadata
+    return md.get(MODULE) if md else None
 
 
 def edges(node) -> tuple:

@@ -1,0 +1,96 @@
+"""``--engine torch`` (issue 21): module paths of PyTorch's nodes, scripts whose ops run in
+threads the observer does not watch, and the observers' shared state under several threads."""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import weakref
+
+import pytest
+from cli_helpers import cli
+
+torch = pytest.importorskip("torch")
+
+from torch.nn.modules import module as _torch_module  # noqa: E402
+
+
+def _graph(path: str, *options) -> dict:
+    r = cli("graph", path, "-f", "json", "-q", "--engine", "torch", *options)
+    assert r.exit_code == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    return (doc.get("graphs") or [doc])[0]
+
+
+# --- module paths ------------------------------------------------------------------------------
+
+NESTED = """\
+import torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        self.last = None
+
+    def forward(self, x):
+        y = self.mlp(x) * 2
+        self.last = y  # a module that keeps its output: no node may keep the module alive
+        return {"out": y}
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = torch.nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        for b in self.h:
+            x = b(x)["out"]
+        return x.sum()
+
+model = Net()
+model(torch.randn(2, 4)).backward()
+"""
+
+
+def test_module_paths_on_torch_nodes_innermost_module_named_from_the_root(script):
+    g = _graph(script(NESTED))
+    by_name: dict = {}
+    for n in g["nodes"]:
+        by_name.setdefault(n["name"], []).append(n.get("module"))
+    assert by_name["SumBackward0"] == ["model (Net)"]
+    # made in Block.forward itself, not in its submodules; outputs returned in a dict
+    assert sorted(by_name["MulBackward0"]) == ["model.h.0 (Block)", "model.h.1 (Block)"]
+    assert sorted(by_name["ReluBackward0"]) == ["model.h.0.mlp.1 (ReLU)", "model.h.1.mlp.1 (ReLU)"]
+    assert sorted(by_name["AddmmBackward0"]) == [
+        "model.h.0.mlp.0 (Linear)",
+        "model.h.1.mlp.0 (Linear)",
+    ]
+    assert all(m is None for m in by_name["AccumulateGrad"])
+
+
+def test_module_hooks_are_removed_and_nodes_hold_no_module(script):
+    probe = NESTED + "import sys, weakref\nsys._autodiag_probe = weakref.ref(model)\n"
+    _graph(script(probe))
+    assert not _torch_module._global_forward_pre_hooks
+    assert not _torch_module._global_forward_hooks
+    gc.collect()
+    assert sys.__dict__.pop("_autodiag_probe")() is None  # model.last's graph did not keep it
+
+
+def test_tagging_walks_back_only_to_the_module_start():
+    """A node made before the module ran (an input's graph) is not the module's."""
+    from autodiag.engines.torch.modules import ModuleTagger
+    from autodiag.engines.torch.seam import module_entry
+
+    lin = torch.nn.Linear(3, 3)
+    x = torch.ones(2, 3, requires_grad=True) * 3  # MulBackward0, before the module
+    with ModuleTagger().installed():
+        y = lin(x)
+    assert module_entry(y.grad_fn)[1:3] == ("", "Linear")
+    assert module_entry(x.grad_fn) is None
+    ref = weakref.ref(lin)
+    del lin
+    gc.collect()
+    assert ref() is None and y.grad_fn is not None
