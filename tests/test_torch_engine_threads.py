@@ -94,3 +94,100 @@ def test_tagging_walks_back_only_to_the_module_start():
     del lin
     gc.collect()
     assert ref() is None and y.grad_fn is not None
+
+
+# --- ops in threads the observer does not watch -----------------------------------------------
+
+IN_A_THREAD = """\
+import threading
+import torch
+
+def work():
+    model = torch.nn.Linear(3, 1)
+    loss = model(torch.randn(4, 3)).pow(2).mean()
+    loss.backward()
+
+t = threading.Thread(target=work, name="trainer")
+t.start()
+t.join()
+"""
+
+DATALOADER_IN_AN_EXECUTOR = """\
+from concurrent.futures import ThreadPoolExecutor
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def train():
+    data = TensorDataset(torch.randn(8, 3), torch.randn(8, 1))
+    model = torch.nn.Linear(3, 1)
+    for x, y in DataLoader(data, batch_size=4, num_workers=0):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+
+with ThreadPoolExecutor(1) as pool:
+    pool.submit(train).result()
+"""
+
+BOTH = """\
+import threading
+import torch
+
+w = torch.ones(3, requires_grad=True)
+(w * 2).sum().backward()  # watched: the script's own thread
+
+def side():
+    (w.detach() + 1).sum()  # not watched
+
+t = threading.Thread(target=side, name="side")
+t.start()
+t.join()
+"""
+
+
+@pytest.mark.parametrize("command", ["graph", "check", "inplace", "anomaly", "leaks", "trace"])
+def test_ops_in_a_thread_are_said_never_the_import_autodiag_advice(script, command):
+    r = cli(command, script(IN_A_THREAD), "--engine", "torch", "-f", "json")
+    assert r.exit_code == 2, r.stdout[-2000:]
+    err = json.loads(r.stdout)["error"]
+    assert err["kind"] == "nothing_analysed"
+    assert "threads that --engine torch does not watch" in err["message"]
+    assert "thread 'trainer' ran `empty` first at" in err["message"]  # nn.Linear's weight
+    assert "s.py:5 (model = torch.nn.Linear(3, 1))" in err["message"]
+    assert "nothing it did was checked" in err["message"]
+    assert "import autodiag" not in err["message"] + err["hint"]
+    assert "✓" not in r.stdout + r.stderr
+
+
+def test_a_dataloader_in_an_executor_thread_is_said(script):
+    r = cli("check", script(DATALOADER_IN_AN_EXECUTOR), "--engine", "torch", "--no-color")
+    assert r.exit_code == 2
+    assert "ThreadPoolExecutor" in r.stderr and "s.py:6" in r.stderr, r.stderr
+    assert "✓" not in r.stdout + r.stderr
+
+
+def test_ops_in_the_script_thread_and_another_give_no_verdict(script):
+    r = cli("check", script(BOTH), "--engine", "torch", "--no-color")
+    assert r.exit_code == 2
+    assert "thread 'side' ran `detach` first at" in r.stderr and "s.py:8" in r.stderr, r.stderr
+    assert "a report would leave them out" in r.stderr
+    assert "✓" not in r.stdout + r.stderr
+
+
+QUIET_THREADS = """\
+import functools, threading
+import torch
+
+w = torch.ones(3, requires_grad=True)
+(w * 2).sum().backward()
+# a thread with no torch call, and one whose torch call comes from no code of the script's
+# (as a DataLoader's pin-memory thread: library frames only)
+for target in (lambda: sum(range(10)), functools.partial(torch.ones, 3)):
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+"""
+
+
+def test_threads_without_torch_calls_of_the_script_change_nothing(script):
+    r = cli("check", script(QUIET_THREADS), "--engine", "torch", "--no-color")
+    assert r.exit_code == 0, r.stderr
+    assert "✓ no findings" in r.stdout

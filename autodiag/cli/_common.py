@@ -414,6 +414,8 @@ class Command:
                 "Run it without --engine torch (autodiag's engine is the default), or make the "
                 "script `import torch`.",
             )
+        if need_ops and self.result.unwatched:
+            raise unwatched_threads(self.result)
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(self.result)
         return self.result
@@ -528,6 +530,29 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
         f"autodiag tensor",
         "Nothing was checked. Run a script that computes with autodiag "
         "tensors (`import autodiag as torch`), or give an expression with -e.",
+    )
+
+
+def unwatched_threads(result: Run) -> NothingAnalysed:
+    """The script ran torch calls in threads that --engine torch does not watch: which, what
+    and where; no verdict (a report would leave those ops out, or be about nothing at all)."""
+    label = result.target.label
+    ran = "; ".join(
+        f"thread {thread!r} ran `{op}` first at {short_path(at['file'])}:{at['line']}"
+        + (f" ({at['code']})" if at["code"] else "")
+        for thread, op, at in result.unwatched
+    )
+    if result.ops == 0:
+        what = f"{label} ran its PyTorch ops in threads that --engine torch does not watch"
+        said = "nothing it did was checked"
+    else:
+        what = f"{label} ran PyTorch ops in threads that --engine torch does not watch as well"
+        said = "a report would leave them out, so none is given"
+    return NothingAnalysed(
+        f"{what}: {ran}; {said}",
+        "autodiag observes the thread that runs the script (PyTorch's function modes and "
+        "saved-tensor hooks are per thread). For the analysis run, call the work directly "
+        "instead of in a threading.Thread or an executor.",
     )
 
 

@@ -318,7 +318,7 @@ def run_script(
             with (
                 contextlib.redirect_stdout(sys.stderr),
                 alarm,
-                _engine(on),
+                _engine(on, run),
                 deferring_sigint(),
             ):
                 _exec(code, module.__dict__)
@@ -394,13 +394,26 @@ def run_script(
     return module.__dict__
 
 
-def _engine(engine: str):
+def _engine(engine: str, run=None):
     """What ``import torch`` gives the script: autodiag (the alias), or real PyTorch observed."""
     if engine == "torch":
-        from autodiag.engines.torch.observe import observing
-
-        return observing()
+        return _observed(run)
     return torch_alias()
+
+
+@contextlib.contextmanager
+def _observed(run):
+    """Real PyTorch, observed in the thread that runs the script; the torch calls of the
+    threads it starts are spotted (``run.unwatched``: engines/torch/unwatched.py)."""
+    from autodiag.engines.torch.observe import observing
+    from autodiag.engines.torch.unwatched import spotting
+
+    with observing(), spotting() as spotted:
+        try:
+            yield
+        finally:
+            if run is not None:
+                run.unwatched = spotted.found()
 
 
 def _frame_locals(tb) -> list[dict]:
