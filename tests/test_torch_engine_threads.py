@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+import threading
 import weakref
 
 import pytest
@@ -191,3 +192,169 @@ def test_threads_without_torch_calls_of_the_script_change_nothing(script):
     r = cli("check", script(QUIET_THREADS), "--engine", "torch", "--no-color")
     assert r.exit_code == 0, r.stderr
     assert "✓ no findings" in r.stdout
+
+
+# --- shared state of the observers, hammered from several threads ------------------------------
+
+
+@pytest.fixture
+def switch_often():
+    """Threads switch every microsecond: a race between two bytecodes shows at once."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)
+
+
+def _in_threads(n: int, work) -> None:
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def test_module_calls_are_per_thread_on_autodiag_engine(switch_often):
+    """Each thread's ops are named after the modules running in that thread."""
+    import autodiag as ad
+    from autodiag.trace import Tracer, events, tracing
+
+    seen: list = []
+
+    class Innermost(Tracer):
+        def on_op(self, op, node, inputs, outputs, stack):
+            seen.append(
+                (threading.get_ident(), events.MODULES[-1] if len(events.MODULES) else None)
+            )
+
+    models = [ad.nn.Sequential(ad.nn.Linear(3, 3), ad.nn.Tanh()) for _ in range(4)]
+    owner: dict = {}
+    x = ad.ones(2, 3)
+
+    def work(k):
+        owner[threading.get_ident()] = set(map(id, models[k].modules()))
+        for _ in range(200):
+            models[k](x)  # every op reported in this thread runs inside models[k]
+
+    with tracing(Innermost()):
+        _in_threads(4, work)
+    assert seen
+    wrong = [(t, m) for t, m in seen if m is None or id(m) not in owner[t]]
+    assert not wrong, f"{len(wrong)} of {len(seen)} ops named after another thread's module"
+
+
+def test_module_hooks_on_torch_keep_each_threads_calls(switch_often):
+    """engines/torch/hooks.py's global module hooks run in every thread: each thread's stack."""
+    from autodiag.engines.torch import hooks
+    from autodiag.trace import events
+
+    wrong: list = []
+    together = threading.Barrier(4)
+
+    def work(k):
+        m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
+        mine = set(map(id, m.modules()))
+        x = torch.ones(2, 3)
+        together.wait()
+        for _ in range(2000):
+            hooks._module_entered(m, (x,))
+            try:
+                if id(events.MODULES[-1]) not in mine:
+                    wrong.append(k)
+            except IndexError:  # another thread's call took this one's off the stack
+                wrong.append(k)
+            hooks._module_left(m, (x,), None)
+
+    _in_threads(4, work)
+    assert not wrong
+    assert len(events.MODULES) == 0
+
+
+def test_an_optimizer_step_in_another_thread_hides_none_of_this_threads_ops():
+    """NOTE [Optimizer internals]: ops are left out while *this thread's* optimizer steps."""
+    from autodiag.engines.torch.observe import observing
+    from autodiag.trace import Tracer, tracing
+
+    class Ops(Tracer):
+        observes_torch = True
+
+        def __init__(self):
+            self.names: list = []
+
+        def on_op(self, op, node, inputs, outputs, stack):
+            self.names.append(op)
+
+        def on_optimizer_step(self, optimizer):
+            pass
+
+    stepping, release = threading.Event(), threading.Event()
+
+    class Slow(torch.optim.SGD):
+        def step(self, closure=None):
+            stepping.set()
+            release.wait(10)
+            return super().step(closure)
+
+    p = torch.nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+    opt = Slow([p], lr=0.1)
+    ops = Ops()
+    with tracing(ops), observing():
+        worker = threading.Thread(target=opt.step)
+        worker.start()
+        assert stepping.wait(10)
+        try:
+            x = torch.ones(2)
+            with torch.no_grad():
+                x.add_(1)  # the script's own no-grad op, while another thread steps
+        finally:
+            release.set()
+            worker.join()
+    assert "add_" in ops.names
+
+
+def test_random_draws_from_several_threads_are_whole_draws(switch_often):
+    """As PyTorch's generator (one mutex per op): threads drawing at once from the global stream
+    get the numbers one thread would have drawn, shared out; state reads and writes meanwhile
+    neither crash nor disturb them."""
+    import autodiag as ad
+
+    n, k = 4, 400
+
+    def draws(parallel: bool, draw) -> list:
+        ad.manual_seed(0)
+        out: list = [[] for _ in range(n)]
+
+        def work(i):
+            for _ in range(k):
+                out[i].append(draw())
+
+        if parallel:
+            _in_threads(n, work)
+        else:
+            for i in range(n):
+                work(i)
+        return sorted(v for o in out for v in o)
+
+    # scalar normals: the cached second Box-Muller normal serves every other draw
+    normal = lambda: float(ad.randn((), dtype=ad.float64))  # noqa: E731
+    uniform = lambda: tuple(ad.rand(3).tolist())  # noqa: E731
+    for draw in (normal, uniform):
+        assert draws(True, draw) == draws(False, draw)
+
+    g = ad.Generator().manual_seed(1)
+    errors: list = []
+
+    def hammer(i):
+        try:
+            for _ in range(100):
+                if i % 2:
+                    g.set_state(g.get_state())
+                else:
+                    ad.randn(50, generator=g)
+        except Exception as e:  # noqa: BLE001 - what the test looks for
+            errors.append(e)
+
+    _in_threads(4, hammer)
+    assert not errors
+

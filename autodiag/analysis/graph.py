@@ -356,8 +356,8 @@ class GraphCapture(Tracer):
     def on_op(self, op, node, inputs, outputs, stack):
         if node is not None and self._values is not None and outputs:
             self._values[node] = summarize(outputs[0])
-        if node is not None and events.MODULES:
-            self._modules[node] = self._module_of(events.MODULES)
+        if node is not None and events.MODULES.stack:
+            self._modules[node] = self._module_of(events.MODULES.stack)
 
     def _module_of(self, modules: list) -> tuple:
         """(weakref to the outermost module running, the innermost one's path in it, its class

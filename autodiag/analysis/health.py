@@ -1108,8 +1108,8 @@ class DeadRelu(HealthDetector):
 
     def on_op(self, health, op, node, inputs, outputs, stack):
         if op == "relu" and node is not None:
-            if events.MODULES:
-                self._relu_modules[id(node)] = self._module_path(events.MODULES)
+            if events.MODULES.stack:
+                self._relu_modules[id(node)] = self._module_path(events.MODULES.stack)
             else:
                 self._relu_modules.pop(id(node), None)
 

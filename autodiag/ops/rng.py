@@ -13,6 +13,13 @@ one 32-bit word (float32 and narrower: ``random()``) or two (float64, int64 rang
 more: ``random64()`` = first word << 32 | second word). ``fill`` lays values drawn in that
 order into an array of any strides.
 
+NOTE [One draw at a time]: PyTorch's generator is process-global, and each op draws under the
+generator's mutex: two threads drawing at once get disjoint runs of the stream. Here too: every
+sampler below holds its stream's lock (``_atomic``; re-entrant, as ``normal`` draws through
+``uniform01``) for the whole draw, and so do ``get_state``/``set_state``/``manual_seed``. Without
+it, the cached Box-Muller normal (``take_normal``/``keep_normal``) was handed to two threads at
+once and the stream's words and its cache could disagree (tests/test_torch_engine_threads.py).
+
 NOTE [FMA]: the AVX2 kernels are compiled with FMA contraction: ``x * (to - from) + from`` and
 ``z * std + mean`` are fused multiply-adds in PyTorch, so they are here too (``fma32``,
 ``fma64``): rounding twice would differ in the last bit about once in three draws.
@@ -20,7 +27,9 @@ NOTE [FMA]: the AVX2 kernels are compiled with FMA contraction: ``x * (to - from
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 
 import numpy as np
 
@@ -49,13 +58,26 @@ def _init_genrand(seed32: int) -> np.ndarray:
 class Stream:
     """One generator's state: mt19937 words, the initial seed, the cached normal."""
 
-    __slots__ = ("_bg", "seed", "next_double_normal", "next_float_normal", "_fresh")
+    __slots__ = ("_bg", "seed", "next_double_normal", "next_float_normal", "_fresh", "lock")
 
     def __init__(self, seed: int | None = None) -> None:
+        self.lock = threading.RLock()  # NOTE [One draw at a time]
         self._bg = np.random.MT19937(0)
         self.manual_seed(int.from_bytes(os.urandom(8), "little") if seed is None else seed)
 
+    def __getstate__(self) -> dict:  # copy and pickle: a lock is not copied, a new one is made
+        return {k: getattr(self, k) for k in self.__slots__ if k != "lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.lock = threading.RLock()
+        for k, v in state.items():
+            setattr(self, k, v)
+
     def manual_seed(self, seed: int) -> Stream:
+        with self.lock:
+            return self._seeded(seed)
+
+    def _seeded(self, seed: int) -> Stream:
         self.seed = int(seed) & _MASK64
         self._bg.state = {
             "bit_generator": "MT19937",
@@ -95,6 +117,10 @@ class Stream:
 
     def get_state(self) -> np.ndarray:
         """PyTorch's ``CPUGeneratorImplState`` bytes (5056, little-endian)."""
+        with self.lock:
+            return self._state()
+
+    def _state(self) -> np.ndarray:
         st = self._bg.state["state"]
         pos = int(st["pos"])
         raw = np.zeros(STATE_BYTES, dtype=np.uint8)
@@ -119,6 +145,10 @@ class Stream:
         return new
 
     def set_state(self, raw: np.ndarray) -> None:
+        with self.lock:
+            self._set_state(raw)
+
+    def _set_state(self, raw: np.ndarray) -> None:
         seed, left_seeded, nxt = (int(v) for v in raw[:24].view(np.uint64))
         left, seeded = left_seeded & _MASK32, left_seeded >> 32
         words = raw[24:5016].view(np.uint64)
@@ -160,6 +190,17 @@ class Stream:
 # ---------------------------------------------------------------------------------------------
 # layout
 # ---------------------------------------------------------------------------------------------
+
+
+def _atomic(sampler):
+    """``sampler(stream, ...)`` holding the stream's lock (NOTE [One draw at a time])."""
+
+    @functools.wraps(sampler)
+    def draw(stream, *args, **kwargs):
+        with stream.lock:
+            return sampler(stream, *args, **kwargs)
+
+    return draw
 
 
 def memory_order(arr: np.ndarray) -> tuple:
@@ -251,6 +292,7 @@ def _check_float(dtype: np.dtype, op: str) -> None:
         raise NotImplementedError(f"autodiag: {op} does not support dtype {dtype}")
 
 
+@_atomic
 def uniform01(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
     """``uniform_real_distribution(0, 1)``: float32/16 from one word, float64 from two."""
     dtype = np.dtype(dtype)
@@ -261,6 +303,7 @@ def uniform01(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
     return (words & np.uint64((1 << digits) - 1)).astype(acc) * acc(2.0**-digits)
 
 
+@_atomic
 def uniform(stream: Stream, n: int, dtype: np.dtype, low=0.0, high=1.0) -> np.ndarray:
     """``uniform_(low, high)``: ``x * (high - low) + low`` fused, in the dtype's precision; a
     value that rounds up to ``high`` becomes ``low`` (the range is [low, high), as torch's).
@@ -339,6 +382,7 @@ def _box_muller_16_double(u: np.ndarray, mean: float, std: float) -> np.ndarray:
     )
 
 
+@_atomic
 def normal(
     stream: Stream, n: int, dtype: np.dtype, mean=0.0, std=1.0, contiguous: bool = True
 ) -> np.ndarray:
@@ -363,6 +407,7 @@ def normal(
 _WIDE = {np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.float32)}
 
 
+@_atomic
 def random_from_to(stream: Stream, n: int, dtype: np.dtype, low: int, high: int) -> np.ndarray:
     """``random_(low, high)`` (``randint``): ``word % (high - low) + low``; 64-bit draws when
     the range needs them and the dtype can hold them."""
@@ -387,6 +432,7 @@ _RANDOM_MOD = {
 }
 
 
+@_atomic
 def random_full(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
     """``random_()``: integers in [0, 2**digits] (floats) or [0, max] (integers)."""
     dtype = np.dtype(dtype)
@@ -397,6 +443,7 @@ def random_full(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
     return (words % np.uint64(_RANDOM_MOD[dtype])).astype(dtype)
 
 
+@_atomic
 def randperm(stream: Stream, n: int) -> np.ndarray:
     """``randperm(n)``: PyTorch's Fisher-Yates (position i swaps with i + word % (n - i)),
     computed without a loop over the swaps (below)."""
@@ -459,6 +506,7 @@ def _swaps_to_permutation(target: np.ndarray, n: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
+@_atomic
 def bernoulli_scalar(stream: Stream, n: int, p: float) -> np.ndarray:
     """``bernoulli_(p)`` with a number p: a float64 uniform per element, ``u < p``.
 
@@ -467,6 +515,7 @@ def bernoulli_scalar(stream: Stream, n: int, p: float) -> np.ndarray:
     return uniform01(stream, n, np.dtype(np.float64)) < float(p)
 
 
+@_atomic
 def bernoulli_tensor(stream: Stream, p: np.ndarray) -> np.ndarray:
     """``bernoulli_(p)`` with probabilities ``p`` (flat, in draw order): float64 p compares a
     float64 uniform, any other float p a float32 one."""
@@ -474,12 +523,14 @@ def bernoulli_tensor(stream: Stream, p: np.ndarray) -> np.ndarray:
     return uniform01(stream, p.size, dtype) < p.astype(dtype, copy=False)
 
 
+@_atomic
 def exponential(stream: Stream, n: int, lambd: float) -> np.ndarray:
     """``exponential_(lambd)``: ``-1 / lambd * log1p(-u)`` in float64."""
     u = uniform01(stream, n, np.dtype(np.float64))
     return (-1.0 / float(lambd)) * np.log1p(-u)
 
 
+@_atomic
 def multinomial_with_replacement(stream: Stream, rows: np.ndarray, n: int) -> np.ndarray:
     """ATen's CPU kernel: per row, the running sum in the input's dtype divided by the total,
     the last entry set to 1, then for each sample a float64 uniform and the first category
@@ -494,17 +545,20 @@ def multinomial_with_replacement(stream: Stream, rows: np.ndarray, n: int) -> np
     return out
 
 
+@_atomic
 def log_normal(stream: Stream, n: int, mean: float, std: float) -> np.ndarray:
     """``log_normal_(mean, std)``: ``exp`` of the element-by-element normal (any size)."""
     return np.exp(_normal_serial(stream, n, float(mean), float(std)))
 
 
+@_atomic
 def cauchy(stream: Stream, n: int, median: float, sigma: float) -> np.ndarray:
     """``cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 0.5))`` in float64."""
     u = uniform01(stream, n, np.dtype(np.float64))
     return float(median) + float(sigma) * np.tan(np.pi * (u - 0.5))
 
 
+@_atomic
 def geometric(stream: Stream, n: int, p: float) -> np.ndarray:
     """``geometric_(p)``: ``ceil(log(u) / log(1 - p))`` in float64."""
     u = uniform01(stream, n, np.dtype(np.float64))

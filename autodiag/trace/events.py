@@ -20,6 +20,7 @@ knows nodes (core.graph), and the Tensor class only as tensor.py binds it.
 from __future__ import annotations
 
 import functools
+import threading
 
 from autodiag.core.graph import SavedTensor, _seq_counter
 from autodiag.trace.sites import Stack, capture_stack, note_saver
@@ -34,9 +35,39 @@ _depth = [0]
 # --engine torch whose ops were autodiag's was observed on the wrong engine), and so does the
 # CLI's progress line.
 REPORTED = [0, 0, 0, 0]
-# The nn.Module calls in progress while a tracer is installed, outermost first (nn.Module's
-# __call__ keeps it): an analysis names a module's ops by its path in the outermost one.
-MODULES: list = []
+
+
+class _ModuleCalls(threading.local):
+    """Per thread, the nn.Module calls in progress (``stack``, outermost first): a thread's ops
+    are named after the modules running in that thread, not in another one. Reads and writes
+    as a list too (``MODULES[-1]``, ``del MODULES[i:]``); the hot paths take ``.stack``."""
+
+    def __init__(self):
+        self.stack: list = []
+
+    def append(self, module) -> None:
+        self.stack.append(module)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def __len__(self) -> int:
+        return len(self.stack)
+
+    def __getitem__(self, i):
+        return self.stack[i]
+
+    def __delitem__(self, i) -> None:
+        del self.stack[i]
+
+    def __iter__(self):
+        return iter(self.stack)
+
+
+# The nn.Module calls in progress while a tracer is installed, outermost first, per thread
+# (nn.Module's __call__ keeps it; engines/torch/hooks.py on PyTorch): an analysis names a
+# module's ops by its path in the outermost one.
+MODULES = _ModuleCalls()
 # The sequence number the next graph node gets: nodes made during an op are numbered from the
 # mark taken before it on.
 _next_seq = _seq_counter.__next__

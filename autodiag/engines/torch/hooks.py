@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import warnings
 
 import torch
@@ -106,7 +107,24 @@ def remove(handles: list) -> None:
 # grad disabled are not reported; a closure's forward and backward (LBFGS runs it under
 # enable_grad) still are. A step that raises skips the post hook: the count stays up, and no-grad
 # ops stay unreported until the run ends (the script has failed by then, as a rule).
-STEPPING = [0]
+# Counted per thread: a step running in one thread says nothing about another thread's ops.
+
+
+class _PerThreadCount(threading.local):
+    """A count per thread, read and written as ``STEPPING[0]`` (as the list it replaced:
+    observe.py's per-op path reads it so)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __getitem__(self, i: int) -> int:
+        return self.n
+
+    def __setitem__(self, i: int, value: int) -> None:
+        self.n = value
+
+
+STEPPING = _PerThreadCount()
 
 
 def _optimizer_stepping(optimizer, args, kwargs) -> None:
@@ -126,13 +144,13 @@ def _optimizer_stepped(listeners, optimizer, args, kwargs) -> None:
 
 def _module_entered(module, args) -> None:
     if not _is_compiling():
-        events.MODULES.append(module)
+        events.MODULES.stack.append(module)  # this thread's
 
 
 def _module_left(module, args, out) -> None:
     if _is_compiling():
         return
-    stack = events.MODULES
+    stack = events.MODULES.stack
     for i in range(len(stack) - 1, -1, -1):  # the innermost call of it (always_call: after a
         if stack[i] is module:  # forward that raised too)
             del stack[i:]
@@ -160,5 +178,5 @@ def installed(op_listeners: tuple, step_listeners: tuple):
             yield
     finally:
         remove(handles)
-        del events.MODULES[:]
+        del events.MODULES.stack[:]  # this thread's: the one that ran the script
         STEPPING[0] = 0

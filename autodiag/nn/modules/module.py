@@ -728,11 +728,12 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         if events.TRACERS:  # analyses name what a module's ops did by its path (model.3)
-            events.MODULES.append(self)
+            calls = events.MODULES.stack  # this thread's
+            calls.append(self)
             try:
                 return self._call(args, kwargs)
             finally:
-                events.MODULES.pop()
+                calls.pop()
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
