@@ -358,3 +358,47 @@ def test_random_draws_from_several_threads_are_whole_draws(switch_often):
     _in_threads(4, hammer)
     assert not errors
 
+
+# --- gradcheck on generated inputs -------------------------------------------------------------
+
+NO_SAMPLES = """\
+import torch
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+y = Square.apply(torch.ones(3, requires_grad=True))  # a call PyTorch's hooks do not see
+"""
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_a_pass_on_generated_inputs_says_so_and_how_to_give_ones_own(script, engine):
+    source = NO_SAMPLES.replace("\ny = Square.apply(torch.ones(3, requires_grad=True))", "\n")
+    if engine == "autodiag":
+        source = source.replace("import torch", "import autodiag as torch")
+    r = cli("gradcheck", script(source), "--engine", engine, "--no-color", env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.stderr
+    section = r.stdout.split("Generated inputs\n", 1)[1]
+    assert section.startswith("- Square[generated] (")
+    assert "s.py:4): generated float64 inputs of shape (2, 3) for x; " in section
+    assert "give Square a sample_inputs() static method" in section
+    assert "✓" not in r.stdout
+
+
+def test_gradcheck_on_torch_says_the_scripts_own_calls_were_not_seen(script):
+    r = cli(
+        "gradcheck", script(NO_SAMPLES), "--engine", "torch", "--no-color", env={"COLUMNS": "60"}
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "Generated inputs" in r.stdout  # said even where the inputs column is dropped
+    assert "the script's own calls of Square were not recorded" in " ".join(r.stdout.split())

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from autodiag.analysis.gradcheck import Case, totals
+from autodiag.analysis.gradcheck import _how_to_give_inputs as how_to_give_inputs
 from autodiag.report import table
 from autodiag.report.junit import TestCase
 from autodiag.report.output import envelope
@@ -106,6 +107,7 @@ def details(console, cases: list[Case]) -> None:
             console.print(f"  [dim]{escape(NO_CAUSE if c.comparison else NO_CAUSE_SHORT)}[/]")
         for n in c.notes:
             console.print(f"  [dim]note: {escape(n)}[/]")
+    generated(console, cases)
     skipped = [c for c in cases if c.verdict == "skip"]
     if skipped:
         console.print()
@@ -113,6 +115,24 @@ def details(console, cases: list[Case]) -> None:
     for c in skipped:
         where = f" ({escape(c.where)})" if c.where else ""
         console.print(f"[yellow]-[/] {escape(c.name)}{where}: {escape(c.message)}")
+
+
+def generated(console, cases: list[Case]) -> None:
+    """The passing checks that ran on generated inputs: which (shapes, dtypes), and how to check
+    at inputs of one's own. (A failure prints its notes with it.) A pass on inputs autodiag made
+    up is a pass there only: it is said, never left to the inputs column a narrow terminal
+    drops."""
+    made = [c for c in cases if c.generated and not c.failed and c.verdict != "skip"]
+    if not made:
+        return
+    console.print()
+    console.print("[bold]Generated inputs[/]")
+    for c in made:
+        notes = list(c.notes)
+        if c.function and not any("sample_inputs()" in n for n in notes):
+            notes.append(how_to_give_inputs(c.function))
+        where = f" ({escape(c.where)})" if c.where else ""
+        console.print(f"[yellow]-[/] {escape(c.name)}{where}: {escape('; '.join(notes))}")
 
 
 # What the report says when no diagnosis was verified: which rule shapes were tried, so the
