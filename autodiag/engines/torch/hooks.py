@@ -11,7 +11,8 @@
 * ``on_optimizer_step(optimizer)``: the global optimizer step post hook
   (``torch.optim.optimizer.register_optimizer_step_post_hook``): every optimizer, built in or
   the script's own subclass.
-* ``events.MODULES``: the ``nn.Module`` calls in progress, from the global module forward hooks
+* ``events.MODULES``: each thread's ``nn.Module`` calls in progress, from the global module
+  forward hooks
   (``register_module_forward_pre_hook``/``register_module_forward_hook(always_call=True)``), so
   an analysis names a relu by its module path (``model.1``) as on autodiag's engine.
 
