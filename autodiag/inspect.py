@@ -142,7 +142,10 @@ def is_tensor(x) -> bool:
     type: no code of ``x`` runs)."""
     if issubclass(type(x), Tensor):
         return True
-    return any(seam.is_tensor(x) for seam in _FOREIGN)
+    for seam in _FOREIGN:  # (a loop, not any(): asked of every variable of the live frames)
+        if seam.is_tensor(x):
+            return True
+    return False
 
 
 class SavedEntry(NamedTuple):
@@ -172,7 +175,23 @@ site = attrgetter("_trace")  # (node) -> Stack | None: where the op that recorde
 children = _children  # (node) -> the nodes its edges point at, None for no gradient
 
 
+def _foreign(obj):
+    """The registered seam that owns ``obj`` (a node or tensor of another engine), or None.
+
+    NOTE: asked by type before any attribute of autodiag's is read from ``obj``: a failed
+    attribute read on a PyTorch object costs microseconds (7 of ``array``'s 9 on a tensor),
+    and the analyses read every node and gradient of a PyTorch backward through here."""
+    for seam in _FOREIGN:
+        if seam.owns(obj):
+            return seam
+    return None
+
+
 def _any_sequence_nr(node) -> int:
+    if not isinstance(node, Node):
+        seam = _foreign(node)
+        if seam is not None:
+            return seam.sequence_nr(node)
     try:
         return node._seq
     except AttributeError:
@@ -180,6 +199,10 @@ def _any_sequence_nr(node) -> int:
 
 
 def _any_site(node):
+    if not isinstance(node, Node):
+        seam = _foreign(node)
+        if seam is not None:
+            return seam.site(node)
     try:
         return node._trace
     except AttributeError:
@@ -187,6 +210,10 @@ def _any_site(node):
 
 
 def _any_children(node) -> tuple:
+    if not isinstance(node, Node):
+        seam = _foreign(node)
+        if seam is not None:
+            return seam.children(node)
     try:
         return _children(node)
     except AttributeError:
@@ -209,6 +236,10 @@ def node_info(node) -> tuple:
 
     NOTE: one call instead of five, and no pair per edge, for the walk every graph format
     pays on every node; plain tuples of numbers and strings are untracked by the cyclic GC."""
+    if _FOREIGN and not isinstance(node, Node):
+        seam = _foreign(node)  # NOTE: by type, not by a failed read of ``_next``
+        if seam is not None:
+            return seam.node_info(node)
     try:
         nx = node._next
     except AttributeError:
@@ -350,6 +381,10 @@ shape = attrgetter("_data.shape")  # (tensor) -> tuple
 
 
 def _any_array(t):
+    if not isinstance(t, Tensor):
+        seam = _foreign(t)
+        if seam is not None:
+            return seam.array(t)
     try:
         return t._data
     except AttributeError:
@@ -359,10 +394,15 @@ def _any_array(t):
 def _any_values(x):
     if isinstance(x, Tensor):
         return x._data
-    return _seam_of(x).array(x) if any(seam.is_tensor(x) for seam in _FOREIGN) else x
+    seam = _foreign(x)
+    return seam.array(x) if seam is not None and seam.is_tensor(x) else x
 
 
 def _any_shape(t) -> tuple:
+    if not isinstance(t, Tensor):
+        seam = _foreign(t)
+        if seam is not None:
+            return seam.shape(t)
     try:
         return t._data.shape
     except AttributeError:
@@ -380,6 +420,10 @@ def version_counter(t, create: bool = False):
 
 def dtype_name(t) -> str:
     """``"float32"``, ``"int64"``, ...: the tensor's dtype as a string."""
+    if _FOREIGN and not isinstance(t, Tensor):
+        seam = _foreign(t)
+        if seam is not None:
+            return seam.dtype_name(t)
     try:
         return name_of_dtype(t._data.dtype)
     except AttributeError:

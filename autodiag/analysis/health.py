@@ -211,8 +211,8 @@ class GradHealth(Tracer):
         """``t`` is a parameter the script means to train, known as ``name``."""
         rec = self.leaf(t)
         rec.candidate = True
-        rec.needs_grad = t.requires_grad
-        rec.frozen = _is_parameter(t) and not t.requires_grad
+        rec.needs_grad = needs = t.requires_grad
+        rec.frozen = not needs and _is_parameter(t)  # (the type test only when it matters)
         if rec.name is None and name is not None:
             rec.name = name
 

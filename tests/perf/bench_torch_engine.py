@@ -15,8 +15,9 @@ finiteness test per float output and a hook per backward node (``TorchAnomalyFin
 ``--runs`` runs is compared with plain PyTorch's ("empty mode": a TorchFunctionMode that only
 calls the op, the floor of any observer of this kind). One intra-op thread, so that CPU time is
 the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x, anomaly <= 1.5x
-(below detect_anomaly), leaks <= 1.3x, check <= 1.5x (``check``: gradient health and the
-in-place watcher, what check runs on PyTorch; ``trace``: the backward trace, which hooks
+(below detect_anomaly), leaks <= 1.3x, check <= 1.5x (``check``: the detectors ``check
+--engine torch`` runs, ``analysis.check.on_torch()``: gradient health, in-place, leaks and
+anomaly; ``trace``: the backward trace, which hooks
 every node of each backward call).
 """
 
@@ -30,10 +31,9 @@ import warnings
 
 import torch
 
-from autodiag.analysis import backward_trace
+from autodiag.analysis import backward_trace, check
 from autodiag.analysis.backward_trace import BackwardTrace
 from autodiag.analysis.graph import GraphCapture
-from autodiag.analysis.health import GradHealth
 from autodiag.analysis.inplace import InplaceWatcher
 from autodiag.analysis.torch_anomaly import TorchAnomalyFinder
 from autodiag.analysis.torch_leaks import TorchLeakFinder
@@ -92,22 +92,24 @@ CONTESTANTS = {
     "anomaly": lambda: _observed(TorchAnomalyFinder(keep_going=True)),
     "detect_anomaly": lambda: torch.autograd.detect_anomaly(),  # PyTorch's own, for comparison
     "leaks": lambda: _observed(TorchLeakFinder()),
-    # check's detectors on PyTorch (engines/torch CHECK_DETECTORS): health and in-place
-    "check": lambda: _observed(GradHealth(), InplaceWatcher()),
+    # exactly the tracers ``check --engine torch`` installs (analysis/check.on_torch): health,
+    # in-place, leaks and anomaly
+    "check": lambda: _observed(*[d.make() for d in check.on_torch()]),
     "trace": lambda: _observed(BackwardTrace()),
 }
 
 
-def measure(work, runs: int) -> dict:
-    times: dict = {name: [] for name in CONTESTANTS}
+def measure(work, runs: int, names) -> dict:
+    """Per contestant: (median, min, max) CPU time over ``runs`` interleaved runs."""
+    times: dict = {name: [] for name in names}
     work()  # warm-up
     for _ in range(runs):
-        for name, make in CONTESTANTS.items():  # interleaved: load drifts hit all alike
-            with make():
+        for name in names:  # interleaved: load drifts hit all alike
+            with CONTESTANTS[name]():
                 t0 = time.process_time()
                 work()
                 times[name].append(time.process_time() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return {name: (statistics.median(ts), min(ts), max(ts)) for name, ts in times.items()}
 
 
 def main() -> None:
@@ -115,20 +117,41 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--chain", type=int, default=10_000)
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma-separated contestants to run (plain always runs), e.g. graph,check",
+    )
+    ap.add_argument("--work", choices=("both", "chain", "mlp"), default="both")
+    ap.add_argument("--spread", action="store_true", help="also print each one's min-max ms")
     args = ap.parse_args()
+    names = list(CONTESTANTS)
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = [w for w in wanted if w not in CONTESTANTS]
+        if unknown:
+            ap.error(f"unknown contestant {unknown[0]!r}; known: {', '.join(CONTESTANTS)}")
+        names = ["plain"] + [n for n in names if n in wanted and n != "plain"]
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
     register()
     backward_trace.bind_seam()  # as cli/trace.py does for --engine torch
     print(f"torch {torch.__version__}, 1 thread, median CPU time of {args.runs} runs")
-    for label, work in (
-        (f"chain of {args.chain} tiny ops + backward", chain(args.chain)),
-        (f"MLP 784-256-256-10 b64, {args.steps} steps", mlp(args.steps)),
-    ):
-        t = measure(work, args.runs)
-        base = t["plain"]
-        cols = "  ".join(f"{k} {t[k] * 1e3:8.1f} ms ({t[k] / base:4.2f}x)" for k in t)
-        print(f"{label:<40} {cols}")
+    works = []
+    if args.work in ("both", "chain"):
+        works.append((f"chain of {args.chain} tiny ops + backward", chain(args.chain)))
+    if args.work in ("both", "mlp"):
+        works.append((f"MLP 784-256-256-10 b64, {args.steps} steps", mlp(args.steps)))
+    for label, work in works:
+        t = measure(work, args.runs, names)
+        base = t["plain"][0]
+        cols = []
+        for k, (med, lo, hi) in t.items():
+            col = f"{k} {med * 1e3:8.1f} ms ({med / base:4.2f}x)"
+            if args.spread:
+                col += f" [{lo * 1e3:.1f}-{hi * 1e3:.1f}]"
+            cols.append(col)
+        print(f"{label:<40} {'  '.join(cols)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -104,10 +104,13 @@ def remove(handles: list) -> None:
 # NOTE [Optimizer internals]: the ops an optimizer's step() runs on its parameters (``p.add_``,
 # ``buf.mul_``, under no_grad) are not the script's: autodiag's engine does not report its
 # optimizers' arithmetic either, and an analysis would take ``p.add_`` for a use of ``p`` under
-# no_grad. While a step runs (``STEPPING``, from the global step pre and post hooks), ops with
-# grad disabled are not reported; a closure's forward and backward (LBFGS runs it under
-# enable_grad) still are. A step that raises skips the post hook: the count stays up, and no-grad
-# ops stay unreported until the run ends (the script has failed by then, as a rule).
+# no_grad (the anomaly finder, for a NaN/Inf origin that autodiag's engine never reports; and
+# a finiteness test of every parameter and momentum buffer at every step). While a step runs
+# (``STEPPING``, from the global step pre and post hooks), ops with grad disabled are reported
+# neither to the ``on_op`` listeners nor to the ``torch_op`` watchers; a closure's forward and
+# backward (LBFGS runs it under enable_grad) still are. A step that raises skips the post hook:
+# the count stays up, and no-grad ops stay unreported until the run ends (the script has failed
+# by then, as a rule).
 # Counted per thread: a step running in one thread says nothing about another thread's ops.
 
 
@@ -159,13 +162,14 @@ def _module_left(module, args, out) -> None:
 
 
 @contextlib.contextmanager
-def installed(op_listeners: tuple, step_listeners: tuple):
-    """The global hooks for the ``with`` block: the optimizer step hook when ``step_listeners``
-    listen, the module hooks when ``op_listeners`` do (``observe.ready``)."""
+def installed(op_listeners: tuple, step_listeners: tuple, op_watchers: list | tuple = ()):
+    """The global hooks for the ``with`` block: the optimizer step hooks when ``step_listeners``
+    listen or ``op_watchers`` (``torch_op``) watch (both miss an optimizer's own arithmetic:
+    NOTE [Optimizer internals]), the module hooks when ``op_listeners`` do (``observe.ready``)."""
     handles = []
     try:
         with contextlib.ExitStack() as stack:
-            if step_listeners:
+            if step_listeners or op_watchers:
                 stepped = functools.partial(_optimizer_stepped, step_listeners)
                 handles.append(_optimizer.register_optimizer_step_pre_hook(_optimizer_stepping))
                 handles.append(_optimizer.register_optimizer_step_post_hook(stepped))

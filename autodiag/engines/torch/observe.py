@@ -50,6 +50,7 @@ _BACKWARD = {
     torch.autograd.grad: "grad",
 }
 _SIGNATURES = {f: _pyinspect.signature(f) for f in _BACKWARD}
+_TENSOR_BACKWARD = torch.Tensor.backward
 SWEEP_EVERY = 10_000  # watched saves between sweeps of the storages whose saves are all gone
 
 # Names ending in "_" that do not write the tensor's values.
@@ -145,10 +146,13 @@ class Observer:
     # --- ops ------------------------------------------------------------------------------
 
     def after_op(self, name: str, args, kwargs, out, n0: int, written) -> None:
+        # NOTE [Per-op cost]: this runs for every op of the script (with the mode's own call,
+        # the floor of every ``--engine torch`` command: tests/perf/bench_torch_engine.py);
+        # the common case (one tensor out, one node made) takes the short paths
         reported = events.REPORTED
         reported[0] += 1
         reported[3] += 1  # PyTorch's: autodiag's own engine counts only [0]
-        node = _node_of(out)
+        node = out.grad_fn if isinstance(out, _Tensor) else _node_of(out)
         if node is None and written:
             node = _node_of(written[0])  # x[i] = v returns None; x's CopySlices is new
         stack = None
@@ -191,10 +195,11 @@ class Observer:
             for t in written:
                 if t.__class__ is _Tensor or isinstance(t, _Tensor):
                     self.wrote(name, t, stack)
+        if hooks.STEPPING[0] and not torch.is_grad_enabled():
+            return  # an optimizer's own arithmetic: NOTE [Optimizer internals] in hooks.py
         for w in self.op_watchers:
             w.torch_op(name, args, kwargs, out, made)
-        if self.op_listeners and not (hooks.STEPPING[0] and not torch.is_grad_enabled()):
-            # (not an optimizer's own arithmetic: NOTE [Optimizer internals] in hooks.py)
+        if self.op_listeners:
             if stack is None:
                 stack = capture_stack(3)
             inputs, outputs = _tensors_in(args, kwargs), _tensors_in((out,), None)
@@ -211,6 +216,17 @@ class Observer:
     def tag(self, node, stack, before: int, own: bool = True) -> dict:
         """Give ``node`` and the other nodes this op made (numbered above ``before``; a composite
         such as ``cross_entropy`` makes several) the user's stack; those nodes by number."""
+        md = node.metadata
+        seq = node._sequence_nr()
+        if seq == before + 1:
+            # NOTE [Per-op cost]: sequence numbers count up per thread and a node's inputs are
+            # older than it, so no other node numbered above ``before`` can be under it: this
+            # op made one node (a chain of tiny ops: every op), and there is nothing to walk
+            if _SITE in md:
+                return {}
+            md[_SITE] = stack if own else self._apply_site(node) or stack
+            self.last_seq = seq
+            return {seq: node}
         todo = [node]
         newest = before
         made = {}
@@ -321,7 +337,10 @@ class Observer:
     # --- backward calls -------------------------------------------------------------------
 
     def backward(self, kind: str, func, args, kwargs):
-        a = _SIGNATURES[func].bind(*args, **kwargs).arguments
+        if func is _TENSOR_BACKWARD and len(args) == 1 and not kwargs:
+            a = {"self": args[0]}  # loss.backward(): once per step, without a signature bind
+        else:
+            a = _SIGNATURES[func].bind(*args, **kwargs).arguments
         if func is torch.Tensor.backward:
             roots = [a["self"]]
         else:
@@ -372,7 +391,9 @@ class Observer:
         with contextlib.ExitStack() as stack:
             if self.sinks:
                 stack.enter_context(saved_tensors_hooks(self.pack, self.unpack))
-            stack.enter_context(hooks.installed(ready("on_op"), ready("on_optimizer_step")))
+            stack.enter_context(
+                hooks.installed(ready("on_op"), ready("on_optimizer_step"), self.op_watchers)
+            )
             stack.enter_context(modules.installed_for(events.TRACERS))
             stack.enter_context(self.mode)
             yield self
@@ -384,18 +405,23 @@ class _Mode(TorchFunctionMode):
         self.observer = observer
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name == "__get__" or name == "__set__":  # attribute reads (x.grad_fn, x.shape)
+            # (half the calls of a training step: first, before anything else is asked)
+            return func(*args) if not kwargs else func(*args, **kwargs)
         if kwargs is None:
             kwargs = {}
         if _is_compiling():
-            return func(*args, **kwargs)
-        name = getattr(func, "__name__", "")
-        if name == "__get__" or name == "__set__":  # attribute reads (x.grad_fn, x.shape)
             return func(*args, **kwargs)
         kind = _BACKWARD.get(func)
         if kind is not None:
             return self.observer.backward(kind, func, args, kwargs)
         obs = self.observer
-        written = _written(name, args, kwargs)
+        written = (
+            _written(name, args, kwargs)
+            if kwargs or name.endswith("_") or name in _OPERATOR_WRITES
+            else None
+        )
         n0 = len(obs.pending)
         out = func(*args, **kwargs)
         obs.after_op(name, args, kwargs, out, n0, written)

@@ -56,8 +56,17 @@ def base_of(t):
 
 
 def owns(obj) -> bool:
-    """Whether ``obj`` is a PyTorch tensor or graph node."""
-    return isinstance(obj, (_Tensor, Node))
+    """Whether ``obj`` is a PyTorch tensor or graph node (by its real type)."""
+    t = type(obj)
+    mine = _OWNED.get(t)
+    if mine is None:
+        mine = _OWNED[t] = issubclass(t, (_Tensor, Node))
+    return mine
+
+
+# type -> whether its instances are PyTorch's (NOTE: ``Node`` is an ABC whose isinstance test
+# costs a microsecond; ``autodiag.inspect`` asks this of every node and gradient it reads)
+_OWNED: dict = {}
 
 
 def is_tensor(x) -> bool:
