@@ -296,6 +296,13 @@ def _steps(T: int, reverse: bool):
 # The workspace saved for backward is one (T, 6H, B) array, per step [i f o g | c_t | tanh c_t].
 
 
+# NOTE [Page faults]: a numpy temporary of the whole sequence's size (~180-700 kB here) freed at
+# the top of glibc's heap is given back to the system and faulted in again by the next one; a
+# training step of the LSTM benchmark made ~1,100 minor faults, 40% of its CPU time. So the
+# forward writes the input projection into the workspace and the backward turns the gate
+# factors into the gate gradients in place.
+
+
 def _gate_order(H: int) -> np.ndarray:
     """Rows of PyTorch's [i f g o] gate layout in the workspace's [i f o g] order."""
     return np.r_[0 : 2 * H, 3 * H : 4 * H, 2 * H : 3 * H]
@@ -310,17 +317,19 @@ def _lstm_forward_arrays(x, w_ih, w_hh, b, h0, c0, reverse):
     sign = np.ones((4 * H, 1), dtype=x.dtype)
     sign[:H3] = -1
     w_ih_s, w_hh_s = w_ih[order] * sign, w_hh[order] * sign
-    # the input projection of every step at once: (T, 4H, B)
-    xw = np.matmul(w_ih_s, x.transpose(0, 2, 1))
+    ws = np.empty((T, 6 * H, B), dtype=x.dtype)
+    # the input projection of every step at once, written where each step's gates go
+    # (NOTE: big temporaries cost page faults, see NOTE [Page faults])
+    xw = np.matmul(w_ih_s, x.transpose(0, 2, 1), out=ws[:, : 4 * H])
     if b is not None:
         xw += b[order][:, None] * sign
-    ws = np.empty((T, 6 * H, B), dtype=x.dtype)
     out_t = np.empty((T, H, B), dtype=x.dtype)
     h, c = np.ascontiguousarray(h0.T), np.ascontiguousarray(c0.T)
     with np.errstate(over="ignore"):  # exp(-z) = inf for very negative z: sigmoid 0, exact
         for t in _steps(T, reverse):
             a = ws[t]
-            gates = np.add(w_hh_s @ h, xw[t], out=a[: 4 * H])
+            gates = a[: 4 * H]
+            gates += w_hh_s @ h
             sig = gates[:H3]  # -z of i, f, o
             np.exp(sig, out=sig)
             sig += 1
@@ -344,39 +353,48 @@ def _lstm_backward_arrays(needs, gout, ghy, gcy, x, w_ih, w_hh, h0, c0, out, ws,
     # laid out in PyTorch's [i f g o] order, so that they multiply w_hh and w_ih as they are.
     i, f, o, g = ws[:, :H], ws[:, H : 2 * H], ws[:, 2 * H : 3 * H], ws[:, 3 * H : 4 * H]
     tc = ws[:, 5 * H :]
-    # dG[t] = [dc * i' * g, dc * f' * c_prev, dc * g' * i, dh * o' * tanh(c)]: ``P`` holds the
-    # factors multiplying dc (gates i, f, g) and dh (gate o)
-    P = np.empty((T, 4, H, B), dtype=dtype)
-    np.multiply(i * (1 - i), g, out=P[:, 0])
-    df = f * (1 - f)
-    # c_prev: the c of the step before in time order, c0 for the first step
+    # dG[t] = [dc * i' * g, dc * f' * c_prev, dc * g' * i, dh * o' * tanh(c)]: ``G`` first
+    # holds the factors multiplying dc (gates i, f, g) and dh (gate o), each computed in place
+    # (NOTE [Page faults]); the loop then multiplies them by dc and dh where they are
+    G = np.empty((T, 4, H, B), dtype=dtype)
+    for k, (act, times) in enumerate(((i, g), (f, None), (g, i), (o, tc))):
+        p = G[:, k]
+        if k == 2:  # tanh' = 1 - g * g
+            np.multiply(act, act, out=p)
+            np.subtract(1, p, out=p)
+        else:  # sigmoid' = s * (1 - s)
+            np.subtract(1, act, out=p)
+            p *= act
+        if times is not None:
+            p *= times
+    # f's factor is c_prev: the c of the step before in time order, c0 for the first step
     first, rest, before = (
         (-1, slice(0, -1), slice(1, None)) if reverse else (0, slice(1, None), slice(0, -1))
     )
-    np.multiply(df[rest], ws[before, 4 * H : 5 * H], out=P[rest, 1])
-    np.multiply(df[first], c0.T, out=P[first, 1])
-    np.multiply(1 - g * g, i, out=P[:, 2])
-    np.multiply(o * (1 - o), tc, out=P[:, 3])
-    A = o * (1 - tc * tc)  # d c_t / d h_t (through h = o * tanh(c))
-    dG = np.empty((T, 4, H, B), dtype=dtype)
-    dh = np.zeros((H, B), dtype) if ghy is None else np.ascontiguousarray(ghy.T)
-    dc = np.zeros((H, B), dtype) if gcy is None else np.ascontiguousarray(gcy.T)
-    gout_t = None if gout is None else np.ascontiguousarray(gout.transpose(0, 2, 1))
+    G[rest, 1] *= ws[before, 4 * H : 5 * H]
+    G[first, 1] *= c0.T
+    A = np.multiply(tc, tc)  # d c_t / d h_t (through h = o * tanh(c)): o * (1 - tanh(c)^2)
+    np.subtract(1, A, out=A)
+    A *= o
+    # (copies: dh and dc are updated in place)
+    dh = np.zeros((H, B), dtype) if ghy is None else ghy.T.copy()
+    dc = np.zeros((H, B), dtype) if gcy is None else gcy.T.copy()
+    gout_t = None if gout is None else gout.swapaxes(1, 2).copy()
     w_hh_t = np.ascontiguousarray(w_hh.T)
     tmp = np.empty((H, B), dtype=dtype)
     for t in _steps(T, not reverse):
         if gout_t is not None:
-            dh = dh + gout_t[t]
-        dc = dc + np.multiply(dh, A[t], out=tmp)
-        d = dG[t]
-        np.multiply(P[t, :3], dc, out=d[:3])
-        np.multiply(P[t, 3], dh, out=d[3])
+            dh += gout_t[t]
+        dc += np.multiply(dh, A[t], out=tmp)
+        d = G[t]
+        d[:3] *= dc
+        d[3] *= dh
         dc *= f[t]
         dh = w_hh_t @ d.reshape(4 * H, B)
     needs_x, needs_wih, needs_whh, needs_bih, needs_bhh, needs_h0, needs_c0 = needs
     # (T, 4H, B) -> rows of (T*B, 4H), as the products with the weights want them
     # (a copy of the swapped axes: np.ascontiguousarray takes twice as long on this layout)
-    flat = dG.reshape(T, 4 * H, B).swapaxes(1, 2).copy().reshape(T * B, -1)
+    flat = G.reshape(T, 4 * H, B).swapaxes(1, 2).copy().reshape(T * B, -1)
     dx = dw_ih = dw_hh = db_ih = db_hh = None
     if needs_x:
         dx = (flat @ w_ih).reshape(x.shape)
