@@ -283,35 +283,64 @@ def _steps(T: int, reverse: bool):
     return range(T - 1, -1, -1) if reverse else range(T)
 
 
+# NOTE [Fused LSTM layout]
+# The arrays path works on transposed states, ``h`` and ``c`` as (H, B), so that each gate of
+# a step is one contiguous (H, B) block of the gate pre-activations ``w_hh @ h + xw[t]``
+# (4H, B): every per-step numpy call then runs over contiguous memory (on the (B, 4H) layout
+# a gate is B strided rows, and each call pays per row). Two more tricks, both exact:
+#   * the gates are laid out [i f o | g] (rows of the weights permuted once per call), so the
+#     three sigmoids are one contiguous (3H, B) block and the tanh one (H, B) block;
+#   * the sigmoid rows of the weights and bias are negated up front, so the pre-activations
+#     come out as ``-z`` and ``sigmoid(z) = 1 / (1 + exp(-z))`` needs no negation per step
+#     (negation is exact: ``(-w) @ h + (-b) == -(w @ h + b)`` bit for bit).
+# The workspace saved for backward is one (T, 6H, B) array, per step [i f o g | c_t | tanh c_t].
+
+
+# NOTE [Page faults]: a numpy temporary of the whole sequence's size (~180-700 kB here) freed at
+# the top of glibc's heap is given back to the system and faulted in again by the next one; a
+# training step of the LSTM benchmark made ~1,100 minor faults, 40% of its CPU time. So the
+# forward writes the input projection into the workspace and the backward turns the gate
+# factors into the gate gradients in place.
+
+
+def _gate_order(H: int) -> np.ndarray:
+    """Rows of PyTorch's [i f g o] gate layout in the workspace's [i f o g] order."""
+    return np.r_[0 : 2 * H, 3 * H : 4 * H, 2 * H : 3 * H]
+
+
 def _lstm_forward_arrays(x, w_ih, w_hh, b, h0, c0, reverse):
-    """(output, h_n, c_n, workspace) of one direction; workspace[t] = [i f g o | c_t | tanh c_t]."""
+    """(output, h_n, c_n, workspace) of one direction (NOTE [Fused LSTM layout])."""
     T, B, _ = x.shape
     H = w_hh.shape[1]
-    xw = (x.reshape(T * B, -1) @ w_ih.T).reshape(T, B, 4 * H)
+    H3 = 3 * H
+    order = _gate_order(H)
+    sign = np.ones((4 * H, 1), dtype=x.dtype)
+    sign[:H3] = -1
+    w_ih_s, w_hh_s = w_ih[order] * sign, w_hh[order] * sign
+    ws = np.empty((T, 6 * H, B), dtype=x.dtype)
+    # the input projection of every step at once, written where each step's gates go
+    # (NOTE: big temporaries cost page faults, see NOTE [Page faults])
+    xw = np.matmul(w_ih_s, x.transpose(0, 2, 1), out=ws[:, : 4 * H])
     if b is not None:
-        xw += b
-    ws = np.empty((T, B, 6 * H), dtype=x.dtype)
-    out = np.empty((T, B, H), dtype=x.dtype)
-    whh_t = w_hh.T
-    h, c = h0, c0
-    H4 = 4 * H
-    with np.errstate(over="ignore"):  # exp(-x) = inf for very negative x: sigmoid 0, exact
+        xw += b[order][:, None] * sign
+    out_t = np.empty((T, H, B), dtype=x.dtype)
+    h, c = np.ascontiguousarray(h0.T), np.ascontiguousarray(c0.T)
+    with np.errstate(over="ignore"):  # exp(-z) = inf for very negative z: sigmoid 0, exact
         for t in _steps(T, reverse):
-            gates = xw[t]
-            gates += h @ whh_t
             a = ws[t]
-            sig = a[:, :H4]
-            np.negative(gates, out=sig)
+            gates = a[: 4 * H]
+            gates += w_hh_s @ h
+            sig = gates[:H3]  # -z of i, f, o
             np.exp(sig, out=sig)
             sig += 1
-            np.reciprocal(sig, out=sig)  # sigmoid of every gate
-            g = np.tanh(gates[:, 2 * H : 3 * H], out=a[:, 2 * H : 3 * H])  # the cell gate: tanh
-            c_new = np.multiply(a[:, H : 2 * H], c, out=a[:, H4 : H4 + H])  # f * c
-            c_new += a[:, :H] * g  # + i * g
+            np.reciprocal(sig, out=sig)
+            g = np.tanh(gates[H3:], out=gates[H3:])
+            c_new = np.multiply(gates[H : 2 * H], c, out=a[4 * H : 5 * H])  # f * c
+            c_new += gates[:H] * g  # + i * g
             c = c_new
-            tc = np.tanh(c, out=a[:, H4 + H :])
-            h = np.multiply(a[:, 3 * H : H4], tc, out=out[t])
-    return out, h.copy(), c, ws
+            h = np.multiply(gates[2 * H : H3], np.tanh(c, out=a[5 * H :]), out=out_t[t])
+    out = np.ascontiguousarray(out_t.transpose(0, 2, 1))
+    return out, np.ascontiguousarray(h.T), np.ascontiguousarray(c.T), ws
 
 
 def _lstm_backward_arrays(needs, gout, ghy, gcy, x, w_ih, w_hh, h0, c0, out, ws, reverse):
@@ -319,38 +348,53 @@ def _lstm_backward_arrays(needs, gout, ghy, gcy, x, w_ih, w_hh, h0, c0, out, ws,
     H = w_hh.shape[1]
     dtype = x.dtype
     # Everything that does not depend on the incoming gradient is computed for all steps at
-    # once; the loop over time keeps only the recursion (dh, dc) and one matmul per step.
-    i, f, g, o = ws[..., :H], ws[..., H : 2 * H], ws[..., 2 * H : 3 * H], ws[..., 3 * H : 4 * H]
-    tc = ws[..., 5 * H :]
-    c_prev = np.empty((T, B, H), dtype=dtype)
-    if reverse:
-        c_prev[:-1], c_prev[-1] = ws[1:, :, 4 * H : 5 * H], c0
-    else:
-        c_prev[1:], c_prev[0] = ws[:-1, :, 4 * H : 5 * H], c0
-    # dG[t] = [dc * i' * g, dc * f' * c_prev, dc * g' * i, dh * o' * tanh(c)]: ``P`` holds the
-    # factors multiplying dc (gates i, f, g) and dh (gate o)
-    P = np.empty((T, B, 4, H), dtype=dtype)
-    np.multiply(i * (1 - i), g, out=P[:, :, 0])
-    np.multiply(f * (1 - f), c_prev, out=P[:, :, 1])
-    np.multiply(1 - g * g, i, out=P[:, :, 2])
-    np.multiply(o * (1 - o), tc, out=P[:, :, 3])
-    A = o * (1 - tc * tc)  # d c_t / d h_t (through h = o * tanh(c))
-    dG = np.empty((T, B, 4, H), dtype=dtype)
-    dh = np.zeros((B, H), dtype) if ghy is None else ghy
-    dc = np.zeros((B, H), dtype) if gcy is None else gcy
-    w_hh4 = w_hh
+    # once; the loop over time keeps only the recursion (dh, dc) and one matmul per step. The
+    # states are (H, B) as in the forward (NOTE [Fused LSTM layout]); the gate gradients are
+    # laid out in PyTorch's [i f g o] order, so that they multiply w_hh and w_ih as they are.
+    i, f, o, g = ws[:, :H], ws[:, H : 2 * H], ws[:, 2 * H : 3 * H], ws[:, 3 * H : 4 * H]
+    tc = ws[:, 5 * H :]
+    # dG[t] = [dc * i' * g, dc * f' * c_prev, dc * g' * i, dh * o' * tanh(c)]: ``G`` first
+    # holds the factors multiplying dc (gates i, f, g) and dh (gate o), each computed in place
+    # (NOTE [Page faults]); the loop then multiplies them by dc and dh where they are
+    G = np.empty((T, 4, H, B), dtype=dtype)
+    for k, (act, times) in enumerate(((i, g), (f, None), (g, i), (o, tc))):
+        p = G[:, k]
+        if k == 2:  # tanh' = 1 - g * g
+            np.multiply(act, act, out=p)
+            np.subtract(1, p, out=p)
+        else:  # sigmoid' = s * (1 - s)
+            np.subtract(1, act, out=p)
+            p *= act
+        if times is not None:
+            p *= times
+    # f's factor is c_prev: the c of the step before in time order, c0 for the first step
+    first, rest, before = (
+        (-1, slice(0, -1), slice(1, None)) if reverse else (0, slice(1, None), slice(0, -1))
+    )
+    G[rest, 1] *= ws[before, 4 * H : 5 * H]
+    G[first, 1] *= c0.T
+    A = np.multiply(tc, tc)  # d c_t / d h_t (through h = o * tanh(c)): o * (1 - tanh(c)^2)
+    np.subtract(1, A, out=A)
+    A *= o
+    # (copies: dh and dc are updated in place)
+    dh = np.zeros((H, B), dtype) if ghy is None else ghy.T.copy()
+    dc = np.zeros((H, B), dtype) if gcy is None else gcy.T.copy()
+    gout_t = None if gout is None else gout.swapaxes(1, 2).copy()
+    w_hh_t = np.ascontiguousarray(w_hh.T)
+    tmp = np.empty((H, B), dtype=dtype)
     for t in _steps(T, not reverse):
-        if gout is not None:
-            dh = dh + gout[t]
-        dc = dc + dh * A[t]
-        d = dG[t]
-        np.multiply(P[t, :, :3], dc[:, None, :], out=d[:, :3])
-        np.multiply(P[t, :, 3], dh, out=d[:, 3])
-        dc = dc * f[t]
-        dh = d.reshape(B, 4 * H) @ w_hh4
-    dG = dG.reshape(T, B, 4 * H)
+        if gout_t is not None:
+            dh += gout_t[t]
+        dc += np.multiply(dh, A[t], out=tmp)
+        d = G[t]
+        d[:3] *= dc
+        d[3] *= dh
+        dc *= f[t]
+        dh = w_hh_t @ d.reshape(4 * H, B)
     needs_x, needs_wih, needs_whh, needs_bih, needs_bhh, needs_h0, needs_c0 = needs
-    flat = dG.reshape(T * B, 4 * H)
+    # (T, 4H, B) -> rows of (T*B, 4H), as the products with the weights want them
+    # (a copy of the swapped axes: np.ascontiguousarray takes twice as long on this layout)
+    flat = G.reshape(T, 4 * H, B).swapaxes(1, 2).copy().reshape(T * B, -1)
     dx = dw_ih = dw_hh = db_ih = db_hh = None
     if needs_x:
         dx = (flat @ w_ih).reshape(x.shape)
@@ -372,8 +416,8 @@ def _lstm_backward_arrays(needs, gout, ghy, gcy, x, w_ih, w_hh, h0, c0, out, ws,
         dw_hh,
         db_ih,
         db_hh,
-        dh if needs_h0 else None,
-        dc if needs_c0 else None,
+        np.ascontiguousarray(dh.T) if needs_h0 else None,
+        np.ascontiguousarray(dc.T) if needs_c0 else None,
     )
 
 

@@ -382,12 +382,29 @@ def _box_muller_16_double(u: np.ndarray, mean: float, std: float) -> np.ndarray:
     )
 
 
+def _normal_half_blocks(stream: Stream, n: int, mean, std) -> np.ndarray:
+    """float16 ``normal_`` of 16 or more contiguous values, as torch 2.13 computes it on AVX2:
+    float32's kernel (``box_muller_16``, float32 mean and std) on float32 uniforms, then each
+    value rounded to half. Unlike float32's path, only the whole blocks' uniforms are drawn
+    first (16 * (n // 16) words, not n); a ragged tail then draws 16 more, whose normals fill
+    the last 16 slots. Checked bit for bit, and the generator state after, against torch."""
+    whole = n - n % 16
+    out = np.empty(n, dtype=np.float32)
+    u = uniform01(stream, whole, np.dtype(np.float32))
+    _fill_blocks(u, box_muller_16, stream, np.float32, mean, std)
+    out[:whole] = u
+    if n % 16:
+        tail = uniform01(stream, 16, np.dtype(np.float32)).reshape(1, 16)
+        out[n - 16 :] = box_muller_16(tail, mean, std).ravel()
+    return out.astype(np.float16)
+
+
 @_atomic
 def normal(
     stream: Stream, n: int, dtype: np.dtype, mean=0.0, std=1.0, contiguous: bool = True
 ) -> np.ndarray:
     """``normal_(mean, std)`` of ``n`` elements: contiguous tensors of 16 or more take the
-    block path (float32: the AVX2 kernel), the rest the element-by-element one."""
+    block path (float32 and float16: the AVX2 kernel), the rest the element-by-element one."""
     dtype = np.dtype(dtype)
     _check_float(dtype, "normal_")
     if n >= 16 and contiguous and dtype == np.float32:
@@ -395,6 +412,8 @@ def normal(
     if n >= 16 and contiguous and dtype == np.float64:
         u = uniform01(stream, n, dtype)
         return _fill_blocks(u, _box_muller_16_double, stream, dtype, mean, std)
+    if n >= 16 and contiguous and dtype == np.float16:
+        return _normal_half_blocks(stream, n, mean, std)
     if n >= 16 and contiguous:
         raise NotImplementedError(f"autodiag: normal_ of {n} {dtype} values is not supported")
     return _normal_serial(stream, n, float(mean), float(std)).astype(dtype)
