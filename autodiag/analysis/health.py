@@ -105,6 +105,9 @@ class HealthDetector:
 
     KINDS: tuple[str, ...] = ()
     State = None  # the class of its record of one leaf (``of``), if it keeps one
+    # the names of the nodes whose ``on_node_backward`` it reads (None: every node); the
+    # others are not handed to it (one dict lookup per node for all the detectors)
+    NODES: frozenset | None = None
 
     def of(self, rec: _Leaf):
         """This detector's record of the leaf ``rec`` (made on first use)."""
@@ -162,6 +165,7 @@ class GradHealth(Tracer):
         self._op_hooks = _hooks(ds, "on_op")
         self._begin_hooks = _hooks(ds, "on_backward_begin")
         self._node_hooks = _hooks(ds, "on_node_backward")
+        self._node_hooks_by_name: dict = {}  # node class name -> the hooks that read it
         self._accumulated_hooks = _hooks(ds, "on_accumulated")
         self._end_hooks = _hooks(ds, "on_backward_end")
         self._step_hooks = _hooks(ds, "on_parameter_step")
@@ -170,6 +174,10 @@ class GradHealth(Tracer):
         self._tasks: list = []  # [task, backward stack] of calls in progress
         self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
         self._module_names: dict = {}  # id(module) -> (weakref, the name the script gave it)
+        # id(type) -> type, of the types whose values hold no parameter, whatever the value (a
+        # str, a function, a module): skipped when the frames are looked at again, every
+        # backward call (by id: hashing a user's class may run its metaclass's code)
+        self._inert: dict = {}
         self.backward_calls = 0  # accumulating calls that finished
         self.first_backward = None  # stack of the first accumulating backward() call
         self.steps = 0  # optimizer steps
@@ -250,9 +258,15 @@ class GradHealth(Tracer):
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         if inspect.is_leaf_node(node):
             self._accumulated(node, grad_outputs)
-        else:
-            for hook in self._node_hooks:
-                hook(self, node, grad_outputs, grad_inputs)
+            return
+        name = node.__class__.__name__
+        hooks = self._node_hooks_by_name.get(name)
+        if hooks is None:
+            hooks = self._node_hooks_by_name[name] = tuple(
+                h for h in self._node_hooks if h.__self__.NODES is None or name in h.__self__.NODES
+            )
+        for hook in hooks:
+            hook(self, node, grad_outputs, grad_inputs)
 
     def _accumulated(self, node, grads) -> None:
         task, stack = self._tasks[-1]
@@ -354,13 +368,15 @@ class GradHealth(Tracer):
         """Adopt the parameters ``namespace`` (globals or a frame's locals) holds: its
         optimizers' parameters, its leaf tensors that require grad, its modules' parameters
         (with ``with_self``, also those of ``self``'s attributes, one level down)."""
+        inert = self._inert
         for k, v in variables(namespace):
             if k == "self" and with_self:
                 attrs = attributes(v)
                 if attrs:
                     self._adopt_namespace({f"self.{a}": x for a, x in variables(attrs)})
                 continue
-            look(self._adopt_value, k, v)
+            if id(type(v)) not in inert:
+                look(self._adopt_value, k, v)
 
     def _adopt_value(self, k: str, v) -> None:
         """Adopt what the variable ``k`` holds (a user object: the caller skips it if it
@@ -379,6 +395,10 @@ class GradHealth(Tracer):
             for pname, p in v.named_parameters():
                 if inspect.is_tensor(p) and p.requires_grad:
                     self.adopt(p, f"{k}.{pname}")
+        elif not _STEPPERS.get(type(v)):
+            # neither an optimizer (its type has no step method), a tensor nor a module, by
+            # its type alone
+            self._inert[id(type(v))] = type(v)
 
 
 def _is_parameter(t) -> bool:
@@ -847,6 +867,7 @@ class GradNorms(HealthDetector):
 
     KINDS = ("exploding_grad", "vanishing_grad")
     State = _Sizes
+    NODES = frozenset(_SUMMED_SLOTS)
 
     def __init__(self):
         # optimizer steps (by index) that moved a parameter between evaluations of their
@@ -866,18 +887,25 @@ class GradNorms(HealthDetector):
         slots = _SUMMED_SLOTS.get(node.__class__.__name__)
         if slots is None:
             return
+        # the leaves first: in a chain of adds almost no node hands one a gradient, and the
+        # norm below is the cost (NOTE [Measuring cost])
+        leaves = [
+            (slots[i], fn)
+            for i, fn in enumerate(inspect.children(node))
+            if i in slots and fn is not None and inspect.is_leaf_node(fn)
+        ]
+        if not leaves:
+            return
         arrays = [_array(g) for g in grad_outputs if g is not None]
         if len(arrays) != 1 or arrays[0].dtype.kind != "f" or not arrays[0].size:
             return
         a = arrays[0]
         noise = float(np.finfo(a.dtype).eps) * _norm(a)
-        for i, (fn, _) in enumerate(node.next_functions):
-            if i not in slots or fn is None or not inspect.is_leaf_node(fn):
-                continue
+        for attr, fn in leaves:
             var = inspect.leaf_variable(fn)
             if var is None:
                 continue
-            scale = abs(float(getattr(node, slots[i], 1.0))) if slots[i] else 1.0
+            scale = abs(float(getattr(node, attr, 1.0))) if attr else 1.0
             # a sum of n rounding errors grows like sqrt(n): n terms per element of the leaf
             terms = max(1.0, a.size / max(1, var.numel()))
             self.of(health.leaf(var)).floor_call += scale * noise * math.sqrt(terms)
@@ -1099,6 +1127,7 @@ class DeadRelu(HealthDetector):
     at least ``dead_steps`` backward calls."""
 
     KINDS = ("dead_relu",)
+    NODES = frozenset({"ReluBackward0"})
 
     def __init__(self):
         self._calls: list = []  # per backward call in progress: its relus' (site, alive, module)
@@ -1219,7 +1248,7 @@ class DeadRelu(HealthDetector):
 
 # The nodes whose backward the detectors read (``on_node_backward``): an engine that must hook
 # each node to report it (PyTorch's, engines/torch/hooks.py) hooks only these.
-GradHealth.torch_nodes = frozenset({"AccumulateGrad", "ReluBackward0", *_SUMMED_SLOTS})
+GradHealth.torch_nodes = frozenset({"AccumulateGrad", *GradNorms.NODES, *DeadRelu.NODES})
 
 # The detectors GradHealth runs, in the order their findings come; KINDS is theirs.
 DETECTORS: tuple[type[HealthDetector], ...] = (NoneGrad, UnplannedAccumulation, GradNorms, DeadRelu)

@@ -128,10 +128,13 @@ class LeakFinder(Tracer):
             self._pending = False
             self.mode = "backward"
             self._end_step()
-        if node is not None and sequence_nr(node) > self._hi:
-            self._record(node)
+        if node is not None:
+            seq = sequence_nr(node)  # read once: a node's attribute reads are slow
+            if seq > self._hi:
+                self._record(node, seq)
 
-    def _record(self, node) -> None:
+    def _record(self, node, seq: int) -> None:
+        """Record the nodes the op made: ``node`` (numbered ``seq``) and any of ops it called."""
         hi = self._hi
         step = self._steps[-1]
         cached = self._dead
@@ -144,7 +147,7 @@ class LeakFinder(Tracer):
         else:  # the common case: the op's own node alone
             step.refs.append(weakref.ref(node, dead))
             step.alive += 1
-            self._hi = sequence_nr(node)
+            self._hi = seq
             return
         nodes = new_nodes(node, hi)
         add = step.refs.append

@@ -204,10 +204,15 @@ def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
     """Report one op: ``name``, the node it recorded (None if none), its tensor inputs/outputs.
     ``skip``: frames from here to the caller of the op's wrapper."""
     REPORTED[0] += 1
+    seq = 0  # the node's sequence number (read once: a node's attribute reads are slow)
     if out.__class__ is _Tensor:  # the common case, without the generic walk
         outputs = (out,)
         fn = out.grad_fn
-        node = fn if fn is not None and mark <= fn._seq < _AFTER_LEAVES else None
+        node = None
+        if fn is not None:
+            seq = fn._seq
+            if mark <= seq < _AFTER_LEAVES:
+                node = fn
     else:
         # an op returning no tensor may still have recorded a node: ``t[i] = x`` gives ``t``
         # a CopySlices node, so its first input is looked at too
@@ -217,10 +222,11 @@ def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
             fn = o.grad_fn
             if fn is not None and mark <= fn._seq < _AFTER_LEAVES:
                 node = fn
+                seq = fn._seq
                 break
     stack = capture_stack(skip)
     if node is not None:
-        if node._seq == mark + 1:
+        if seq == mark + 1:
             node._trace = stack  # the op recorded this one node only (sequence numbers)
         else:
             _mark_new_nodes(node, mark, stack)

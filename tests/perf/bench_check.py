@@ -1,16 +1,17 @@
-"""Overhead of ``autodiag check`` on autodiag's engine: the MLP training step under the gradient
-health detector, and under every detector ``check`` runs, over the plain run (issue 22).
+"""Overhead of every command on autodiag's engine: the MLP training step under the tracers each
+command installs, over the plain run (issue 22).
 
-    python tests/perf/bench_check.py [--runs 11] [--steps 20] [--threads 1]
+    python tests/perf/bench_check.py [--runs 11] [--steps 20] [--threads 1] [--only check,...]
 
 Workload: MLP 784-256-256-10 with ReLU, batch 64, float32, ``nn.Linear`` + cross-entropy +
 ``optim.SGD(lr=0.01, momentum=0.9)``; one step = zero_grad + forward + backward + step.
 Contestants, in blocks of ``--steps`` consecutive steps, interleaved over ``--runs`` rounds:
 ``plain``; ``tracer`` (a tracer that ignores every event: the price of tracing itself);
 ``health`` (``GradHealth``, the detector of gradient norms and update sizes); ``check`` (every
-detector of ``analysis.check``, as ``autodiag check`` installs them). Reported: the median CPU
-time per step and the median of per-round ratios to ``plain``. Target (issue 22): ``check``
-<= 1.2x the plain run.
+detector of ``analysis.check``, as ``autodiag check`` installs them); ``anomaly``, ``leaks``,
+``inplace``, ``graph`` (the tracer each of those commands installs, with its defaults).
+Reported: the machine's load, the median CPU time per step and the median of per-round ratios
+to ``plain``. Target (issue 22): every command <= 1.2x the plain run.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ import numpy as np  # noqa: E402
 
 import autodiag as ad  # noqa: E402
 from autodiag.analysis import check  # noqa: E402
+from autodiag.analysis.anomaly import AnomalyFinder  # noqa: E402
+from autodiag.analysis.graph import GraphCapture  # noqa: E402
 from autodiag.analysis.health import GradHealth  # noqa: E402
+from autodiag.analysis.inplace import InplaceWatcher  # noqa: E402
+from autodiag.analysis.leaks import LeakFinder  # noqa: E402
 from autodiag.trace import Tracer, tracing  # noqa: E402
 
 
@@ -71,6 +76,11 @@ CONTESTANTS = {
     "tracer": lambda: [Tracer()],
     "health": lambda: [GradHealth()],
     "check": lambda: [d.make() for d in check.DETECTORS],
+    # each command's tracer as the command builds it by default (cli/<command>.py)
+    "anomaly": lambda: [AnomalyFinder(keep_going=False)],
+    "leaks": lambda: [LeakFinder()],
+    "inplace": lambda: [InplaceWatcher()],
+    "graph": lambda: [GraphCapture()],
 }
 
 
@@ -79,10 +89,21 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated contestants besides plain (default: all): "
+        + ", ".join(n for n in CONTESTANTS if n != "plain"),
+    )
     args = ap.parse_args()
-    times: dict = {name: [] for name in CONTESTANTS}
+    names = list(CONTESTANTS) if args.only is None else ["plain"] + args.only.split(",")
+    for name in names:
+        if name not in CONTESTANTS:
+            raise SystemExit(f"unknown contestant {name!r}; choose from {', '.join(CONTESTANTS)}")
+    times: dict = {name: [] for name in dict.fromkeys(names)}
     for _ in range(args.runs):
-        for name, make in CONTESTANTS.items():
+        for name in times:
+            make = CONTESTANTS[name]
             work = mlp(args.steps)
             work()  # warm-up (first step allocates the optimizer's buffers)
             with tracing(*make()):
