@@ -13,6 +13,7 @@ tensor([2., 4., 6.])
 from __future__ import annotations
 
 import sys as _sys
+import threading as _threading
 import types as _types
 
 from autodiag._version import __version__
@@ -123,18 +124,24 @@ _LAZY = {
 _NAMES_OVER_SUBMODULES = frozenset({"tensor"})
 
 _state = {"engine": "unloaded"}  # -> "loading" -> "loaded"
+# another thread waits for the names (as it would wait for an import in progress); the loading
+# thread re-entering (a module the engine imports asks for a name) finds them not bound yet
+_loading = _threading.RLock()
 
 
 def _load_engine() -> None:
-    if _state["engine"] != "unloaded":
-        return  # loaded, or being loaded: a name asked for meanwhile is not bound yet
-    _state["engine"] = "loading"
-    try:
-        globals().update(_engine())
-    except BaseException:
-        _state["engine"] = "unloaded"
-        raise
-    _state["engine"] = "loaded"
+    if _state["engine"] == "loaded":
+        return
+    with _loading:
+        if _state["engine"] != "unloaded":
+            return
+        _state["engine"] = "loading"
+        try:
+            globals().update(_engine())
+        except BaseException:
+            _state["engine"] = "unloaded"
+            raise
+        _state["engine"] = "loaded"
 
 
 def __getattr__(name: str):

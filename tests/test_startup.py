@@ -218,3 +218,22 @@ def test_torch_alias_and_pickling_in_a_fresh_process(tmp_path):
         "print(json.dumps(kinds))"
     )
     assert got == ["SumBackward0", True, [1.0, 2.0], True, True]
+
+
+def test_threads_asking_for_the_first_name_together_all_get_it():
+    got = _run(
+        "import json, threading, autodiag\n"
+        "n = 8\n"
+        "barrier, out = threading.Barrier(n), []\n"
+        "def first():\n"
+        "    barrier.wait()\n"
+        "    try:\n"
+        "        out.append(float(autodiag.tensor(2.0) * autodiag.float32.itemsize))\n"
+        "    except Exception as e:\n"
+        "        out.append(repr(e))\n"
+        "ts = [threading.Thread(target=first) for _ in range(n)]\n"
+        "[t.start() for t in ts]\n"
+        "[t.join() for t in ts]\n"
+        "print(json.dumps(out))"
+    )
+    assert got == [8.0] * 8
