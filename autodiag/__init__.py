@@ -25,7 +25,10 @@ from autodiag._version import __version__
 # ``from autodiag import *``, ``dir(autodiag)``, ``import autodiag as torch`` and the CLI's
 # ``torch`` alias all bind the whole namespace first, the names it binds are what the eager
 # ``__init__`` bound, and a module that imports ``autodiag.tensor`` directly meets the same
-# classes (one module object per name, as ever). ``tests/test_startup.py`` keeps it so.
+# classes (one module object per name, as ever). ``tests/test_startup.py`` keeps it so. Two
+# things differ: numpy's error state is set when the engine loads (dtypes.py), not by ``import
+# autodiag`` alone; and ``autodiag.<submodule>`` imports that submodule on access (``autodiag.cli``
+# used to need its own import first).
 
 
 def _engine() -> dict:
