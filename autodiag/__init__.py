@@ -12,82 +12,90 @@ tensor([2., 4., 6.])
 
 from __future__ import annotations
 
-import numpy as _np
+import sys as _sys
+import threading as _threading
+import types as _types
 
-# NOTE: PyTorch returns inf/nan silently (log(0), 1/0); numpy would warn on every such op.
-_np.seterr(all="ignore")
+from autodiag._version import __version__
 
-from autodiag import autograd, trace  # noqa: E402
-from autodiag._version import __version__  # noqa: E402
-from autodiag.autograd.anomaly import (
-    is_anomaly_check_nan_enabled,
-    is_anomaly_enabled,
-    set_anomaly_enabled,
-)
-from autodiag.core.grad_mode import (
-    enable_grad,
-    inference_mode,
-    is_grad_enabled,
-    is_inference_mode_enabled,
-    no_grad,
-    set_grad_enabled,
-)
-from autodiag.dtypes import (
-    bool,
-    double,
-    dtype,
-    float,
-    float16,
-    float32,
-    float64,
-    get_default_dtype,
-    half,
-    int,
-    int8,
-    int16,
-    int32,
-    int64,
-    long,
-    promote_types,
-    set_default_dtype,
-    short,
-    uint8,
-)
-from autodiag.ops import torch_namespace as _torch_namespace  # noqa: E402
-from autodiag.random import (  # noqa: E402
-    get_rng_state,
-    initial_seed,
-    manual_seed,
-    seed,
-    set_rng_state,
-)
+# NOTE [Lazy engine]: the package's names (the engine, the ops, dtypes ...) are bound on the
+# first attribute access that needs one (PEP 562 module ``__getattr__``), not when the package
+# is imported: the ``autodiag`` command imports ``autodiag.cli``, hence this package, and
+# ``autodiag --help`` never needs the engine. A user sees no difference: ``autodiag.tensor``,
+# ``from autodiag import *``, ``dir(autodiag)``, ``import autodiag as torch`` and the CLI's
+# ``torch`` alias all bind the whole namespace first, the names it binds are what the eager
+# ``__init__`` bound, and a module that imports ``autodiag.tensor`` directly meets the same
+# classes (one module object per name, as ever). ``tests/test_startup.py`` keeps it so. Two
+# things differ: numpy's error state is set when the engine loads (dtypes.py), not by ``import
+# autodiag`` alone; and ``autodiag.<submodule>`` imports that submodule on access (``autodiag.cli``
+# used to need its own import first).
 
-# Every op registered as PyTorch's ``torch.<name>`` (``register(home="torch")`` in ops/_core.py):
-# the registration is the one place that declares an op's public name.
-globals().update(_torch_namespace())
-from autodiag.size import Size  # noqa: E402
-from autodiag.tensor import Tensor  # noqa: E402
-from autodiag import accelerator, backends, cuda  # noqa: E402 - all absent: CPU only
-from autodiag._device import device  # noqa: E402
-from autodiag.compat import (
-    BoolTensor,
-    ByteTensor,
-    CharTensor,
-    DoubleTensor,
-    FloatTensor,
-    HalfTensor,
-    IntTensor,
-    LongTensor,
-    ShortTensor,
-    get_default_device,
-    set_default_device,
-)
-from autodiag.generator import Generator, default_generator  # noqa: E402
-from autodiag import amp  # noqa: E402
-from autodiag import onnx  # noqa: E402 - importable; export refused
-from autodiag.amp import autocast  # noqa: E402
 
-is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
+def _engine() -> dict:
+    """The engine's public names, as ``import autodiag`` has always given them."""
+    import numpy as _np  # its error state is set where the engine meets it (dtypes.py)
+
+    from autodiag import accelerator, amp, autograd, backends, cuda, onnx, trace
+    from autodiag._device import device
+    from autodiag.amp import autocast
+    from autodiag.autograd.anomaly import (
+        is_anomaly_check_nan_enabled,
+        is_anomaly_enabled,
+        set_anomaly_enabled,
+    )
+    from autodiag.compat import (
+        BoolTensor,
+        ByteTensor,
+        CharTensor,
+        DoubleTensor,
+        FloatTensor,
+        HalfTensor,
+        IntTensor,
+        LongTensor,
+        ShortTensor,
+        get_default_device,
+        set_default_device,
+    )
+    from autodiag.core.grad_mode import (
+        enable_grad,
+        inference_mode,
+        is_grad_enabled,
+        is_inference_mode_enabled,
+        no_grad,
+        set_grad_enabled,
+    )
+    from autodiag.dtypes import (
+        bool,
+        double,
+        dtype,
+        float,
+        float16,
+        float32,
+        float64,
+        get_default_dtype,
+        half,
+        int,
+        int8,
+        int16,
+        int32,
+        int64,
+        long,
+        promote_types,
+        set_default_dtype,
+        short,
+        uint8,
+    )
+    from autodiag.generator import Generator, default_generator
+    from autodiag.ops import torch_namespace as _torch_namespace
+    from autodiag.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+    from autodiag.size import Size
+    from autodiag.tensor import Tensor
+
+    is_tensor = lambda obj: isinstance(obj, Tensor)  # noqa: E731
+
+    # Every op registered as PyTorch's ``torch.<name>`` (``register(home="torch")`` in
+    # ops/_core.py): the registration is the one place that declares an op's public name.
+    return {**_torch_namespace(), **locals()}
 
 
 def numel(input) -> int:
@@ -113,18 +121,78 @@ _LAZY = {
     "save": ("autodiag.serialization", "save"),
 }
 
+# Engine names that are also the names of submodules: importing the submodule must not rebind
+# the package's name to the module (the import system binds every submodule on its package).
+# ``tests/test_startup.py`` checks that this lists every such name.
+_NAMES_OVER_SUBMODULES = frozenset({"tensor"})
+
+_state = {"engine": "unloaded"}  # -> "loading" -> "loaded"
+# another thread waits for the names (as it would wait for an import in progress); the loading
+# thread re-entering (a module the engine imports asks for a name) finds them not bound yet
+_loading = _threading.RLock()
+
+
+def _load_engine() -> None:
+    if _state["engine"] == "loaded":
+        return
+    with _loading:
+        if _state["engine"] != "unloaded":
+            return
+        _state["engine"] = "loading"
+        try:
+            globals().update(_engine())
+        except BaseException:
+            _state["engine"] = "unloaded"
+            raise
+        _state["engine"] = "loaded"
+
 
 def __getattr__(name: str):
     spec = _LAZY.get(name)
-    if spec is None:
-        raise AttributeError(f"module 'autodiag' has no attribute '{name}'")
-    import importlib
+    if spec is not None:
+        import importlib
 
-    module = importlib.import_module(spec[0])
-    value = module if spec[1] is None else getattr(module, spec[1])
-    globals()[name] = value
-    return value
+        module = importlib.import_module(spec[0])
+        value = module if spec[1] is None else getattr(module, spec[1])
+        globals()[name] = value
+        return value
+    if name.startswith("__") and name != "__all__":
+        # protocol probes (__wrapped__, __path__ ...), which the engine does not answer;
+        # ``from autodiag import *`` asks for ``__all__`` (there is none) before reading the
+        # module's names, so that one binds them
+        raise AttributeError(f"module 'autodiag' has no attribute '{name}'")
+    if name not in _NAMES_OVER_SUBMODULES and _is_submodule(name):
+        # ``from autodiag import dtypes`` in a module the engine imports, and
+        # ``autodiag.autograd.grad``: the submodule alone, as the import system would load it
+        # (binding the engine's names from here would re-enter a half-imported module)
+        import importlib
+
+        return importlib.import_module(f"autodiag.{name}")
+    _load_engine()
+    if name in globals():
+        return globals()[name]
+    raise AttributeError(f"module 'autodiag' has no attribute '{name}'")
+
+
+def _is_submodule(name: str) -> bool:
+    import importlib.util
+
+    return name.isidentifier() and importlib.util.find_spec(f"autodiag.{name}") is not None
 
 
 def __dir__() -> list:
+    _load_engine()
     return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(_types.ModuleType):
+    """The ``autodiag`` module: keeps ``autodiag.tensor`` the function whichever module is
+    imported first (NOTE [Lazy engine])."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _NAMES_OVER_SUBMODULES and isinstance(value, _types.ModuleType):
+            return  # the submodule stays reachable as sys.modules["autodiag.<name>"]
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

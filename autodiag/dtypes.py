@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+# NOTE: PyTorch returns inf/nan silently (log(0), 1/0); numpy would warn on every such op. Set
+# here, where the engine first meets numpy (every module that computes imports dtypes), so that
+# it holds however the engine is first imported (NOTE [Lazy engine] in autodiag/__init__.py).
+np.seterr(all="ignore")
+
 __all__ = [
     "dtype",
     "float16",

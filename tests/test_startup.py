@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 LAZY_MODULES = (
     "autodiag.nn",
     "autodiag.optim",
@@ -86,6 +88,11 @@ def test_the_default_engine_never_loads_pytorch_or_its_backend():
 # What ``autodiag --help`` must not import: each command's analysis and renderers load when
 # that command runs (``lazy`` renderers in cli/_common.py), not when the CLI is built.
 CLI_LAZY_MODULES = (
+    "numpy",  # the engine (NOTE [Lazy engine] in autodiag/__init__.py)
+    "autodiag.tensor",
+    "autodiag.ops",
+    "autodiag.autograd",
+    "autodiag.trace",
     "autodiag.analysis",
     "autodiag.nn",
     "autodiag.optim",
@@ -125,3 +132,108 @@ def test_lazy_renderer_imports_its_module_on_first_call():
         "print(json.dumps([before, r(-4).imag, 'cmath' in sys.modules, repr(r)]))"
     )
     assert got == [False, 2.0, True, "<renderer cmath.sqrt>"]
+
+
+# NOTE [Lazy engine]: ``import autodiag`` binds the engine's names on first use; what a user
+# sees of the namespace is what the eager ``__init__`` gave.
+
+
+def test_import_autodiag_alone_loads_no_engine():
+    loaded = _run(
+        "import sys, json, autodiag\n"
+        "print(json.dumps([m for m in ('numpy', 'autodiag.tensor', 'autodiag.ops') "
+        "if m in sys.modules]))"
+    )
+    assert loaded == []
+
+
+def test_star_import_and_dir_give_the_whole_namespace_first_thing():
+    got = _run(
+        "import json, types, autodiag\n"
+        "ns = {}\n"
+        "exec('from autodiag import *', ns)\n"
+        "star = sorted(k for k in ns if k != '__builtins__')\n"
+        "d = dir(autodiag)\n"
+        "public = sorted(n for n in d if not n.startswith('_') and n not in autodiag._LAZY)\n"
+        "print(json.dumps([star == public, hasattr(autodiag, '__all__'),\n"
+        "    [n in d for n in ('tensor', 'Tensor', 'float32', 'matmul', 'no_grad', 'nn')],\n"
+        "    callable(ns['tensor']), ns['Tensor'] is autodiag.Tensor, len(public) > 200]))"
+    )
+    assert got == [True, False, [True] * 6, True, True, True]
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "from autodiag.tensor import Tensor",
+        "import autodiag.nn",
+        "import autodiag.autograd",
+        "from autodiag.ops import OPS",
+        "from autodiag.torch_alias import torch_alias",
+    ],
+)
+def test_engine_submodule_imported_first_leaves_the_namespace_whole(first):
+    """``autodiag.tensor`` stays the function (not the submodule of that name), every name
+    resolves, and numpy's errors are silenced, however the engine is first imported."""
+    got = _run(
+        f"{first}\n"
+        "import json, numpy as np, autodiag\n"
+        "t = autodiag.tensor([1.0, 0.0], requires_grad=True)\n"
+        "y = (autodiag.log(t) * 2).sum()\n"
+        "y.backward()\n"
+        "print(json.dumps([type(t) is autodiag.Tensor, type(y.grad_fn).__name__,\n"
+        "    t.grad.tolist(), np.geterr()['divide'], callable(autodiag.autograd.grad)]))"
+    )
+    assert got == [True, "SumBackward0", [2.0, float("inf")], "ignore", True]
+
+
+def test_every_engine_name_that_is_also_a_submodule_is_kept_over_it():
+    """The import system binds a submodule on its package: the names ``autodiag/__init__.py``
+    keeps over that binding must be every engine name a submodule shares."""
+    got = _run(
+        "import json, pkgutil, types, autodiag\n"
+        "dir(autodiag)\n"
+        "subs = {m.name for m in pkgutil.iter_modules(autodiag.__path__)}\n"
+        "shared = sorted(n for n in subs\n"
+        "    if n in vars(autodiag) and not isinstance(vars(autodiag)[n], types.ModuleType))\n"
+        "print(json.dumps([shared, sorted(autodiag._NAMES_OVER_SUBMODULES)]))"
+    )
+    assert got[0] == got[1] == ["tensor"]
+
+
+def test_torch_alias_and_pickling_in_a_fresh_process(tmp_path):
+    path = str(tmp_path / "t.pt")
+    got = _run(
+        "import json, pickle\n"
+        "from autodiag.torch_alias import torch_alias\n"
+        "with torch_alias():\n"
+        "    import torch\n"
+        "    from torch import nn\n"
+        "    x = torch.tensor([1.0, 2.0], requires_grad=True)\n"
+        f"    torch.save({{'x': x.detach(), 'dt': torch.float32}}, {path!r})\n"
+        "    back = torch.load(" + repr(path) + ")\n"
+        "    kinds = [type((x * x).sum().grad_fn).__name__, isinstance(nn.Linear(2, 1), "
+        "nn.Module), back['x'].tolist(), back['dt'] is torch.float32,\n"
+        "        pickle.loads(pickle.dumps(torch.float64)) is torch.float64]\n"
+        "print(json.dumps(kinds))"
+    )
+    assert got == ["SumBackward0", True, [1.0, 2.0], True, True]
+
+
+def test_threads_asking_for_the_first_name_together_all_get_it():
+    got = _run(
+        "import json, threading, autodiag\n"
+        "n = 8\n"
+        "barrier, out = threading.Barrier(n), []\n"
+        "def first():\n"
+        "    barrier.wait()\n"
+        "    try:\n"
+        "        out.append(float(autodiag.tensor(2.0) * autodiag.float32.itemsize))\n"
+        "    except Exception as e:\n"
+        "        out.append(repr(e))\n"
+        "ts = [threading.Thread(target=first) for _ in range(n)]\n"
+        "[t.start() for t in ts]\n"
+        "[t.join() for t in ts]\n"
+        "print(json.dumps(out))"
+    )
+    assert got == [8.0] * 8

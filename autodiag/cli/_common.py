@@ -43,7 +43,6 @@ from autodiag.target.errors import (
     Interrupted,
     NothingAnalysed,
 )
-from autodiag.trace.sites import short_path
 
 # --- exit codes (DESIGN §4; README lists them) ---------------------------------------------------
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_TARGET_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED = (
@@ -519,6 +518,8 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
         )
     foreign = foreign_imports(target.path, result.libraries)
     if foreign:
+        from autodiag.trace.sites import short_path  # trace/ is the engine's: not at --help
+
         libs = ", ".join(f"`{m}` ({lib}) at {short_path(label)}:{line}" for m, lib, line in foreign)
         return NothingAnalysed(
             f"{label} ran, but none of its tensors were autodiag tensors: it imported {libs}",

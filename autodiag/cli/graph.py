@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from autodiag import inspect
 from autodiag._look import type_name
 from autodiag.cli._common import Command, Spec, lazy, target_failure
 from autodiag.report.outcome import Outcome
@@ -215,6 +214,8 @@ def _select(cap: GraphCapture, result, call: int | None, root: str | None):
                 f"Module-level tensors with a grad_fn: {cands}.",
             )
         v = ns[root]
+        from autodiag import inspect  # the engine's: not at --help
+
         if not inspect.is_tensor(v):  # its type only: a user object's __class__ may raise
             raise BadInvocation(
                 f"--root {root}: {root!r} is a {type_name(v)}, not a tensor",

@@ -20,6 +20,8 @@ builds choose their kernels by other rules (README 'Where autodiag differs').
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -29,10 +31,13 @@ def matmul_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if out.dtype.kind != "f" or out.size == 0 or a.shape[-1] == 0:
         return out
     with np.errstate(all="ignore"):
-        # the common case in two reductions per operand: no product can overflow (a NaN or inf
-        # operand fails the test too), so BLAS's sum is PyTorch's
+        # the common case: no product can overflow (a NaN or inf operand fails the tests too),
+        # so BLAS's sum is PyTorch's. First in one BLAS pass per operand, then exactly.
+        top = float(np.finfo(out.dtype).max)
+        if math.sqrt(_sum_of_squares(a)) * math.sqrt(_sum_of_squares(b)) <= top / 2:
+            return out
         big = max(float(a.max()), -float(a.min())) * max(float(b.max()), -float(b.min()))
-        if big <= float(np.finfo(out.dtype).max):
+        if big <= top:
             return out
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
@@ -62,6 +67,24 @@ def matmul_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                 sums[fused] = _fused_sums(rows[fused], cols[fused], out.dtype)
         o2[where] = sums
     return out
+
+
+def _sum_of_squares(x: np.ndarray) -> float:
+    """``x``'s sum of squares as BLAS computes it (one pass, faster than a max and a min), or
+    inf when ``x`` is not one block of memory (the exact test follows).
+
+    NOTE: it bounds the largest magnitude whatever the order of the additions: a rounded sum of
+    two non-negative floats is at least the larger one (rounding is monotone), so the result is
+    at least the largest rounded square, max|x|**2 * (1 - 2**-23) in float32. Half the largest
+    float for the product of the two bounds leaves room for that. NaN or inf when an element
+    is, or when the sum overflows: the test fails and the exact one decides."""
+    if x.flags.c_contiguous:
+        v = x.reshape(-1)
+    elif x.flags.f_contiguous:
+        v = x.T.reshape(-1)
+    else:
+        return math.inf
+    return float(v.dot(v))
 
 
 def _fused(dtype, shape, i, j) -> np.ndarray:

@@ -231,15 +231,67 @@ def _rebind_saved_result(node, r: Tensor, t: Tensor) -> None:
 # --- the in-place methods ---------------------------------------------------------------------
 
 
+# NOTE [In-place arithmetic]: ``p -= lr * p.grad`` under no_grad (a hand-written SGD step) runs
+# the ufunc into p's memory, as PyTorch's kernel writes into self: the out-of-place op and the
+# copy back cost a fresh full-size array and two passes more (sub_ on a 256x784 float32 weight:
+# 316 us against torch's 96). Taken only where the two give the same: nothing recorded, no
+# tracer, a float tensor that owns its memory, and a Python number or a tensor of its dtype and
+# shape (no promotion, broadcasting or cast); everything else goes through apply_inplace.
+_UFUNC_TWINS = {
+    "add_": np.add,
+    "__iadd__": np.add,
+    "sub_": np.subtract,
+    "__isub__": np.subtract,
+    "mul_": np.multiply,
+    "__imul__": np.multiply,
+    "div_": np.true_divide,
+    "__itruediv__": np.true_divide,
+}
+
+
+def _ufunc_in_place(t, other) -> bool:
+    """May ``t op= other`` run as the ufunc writing into ``t`` (NOTE [In-place arithmetic])?"""
+    if t.__class__ is not Tensor or t._base is not None or events.TRACERS:
+        return False
+    d = t._data
+    if d.__class__ is not np.ndarray or d.dtype.kind != "f" or not d.flags.writeable:
+        return False
+    oc = other.__class__
+    if oc is float or oc is int:
+        return not (_state.record and t.requires_grad)
+    if oc is not Tensor:
+        return False
+    od = other._data
+    return (
+        od.__class__ is np.ndarray
+        and od.dtype is d.dtype
+        and od.shape == d.shape
+        and not (_state.record and (t.requires_grad or other.requires_grad))
+    )
+
+
 def _method(name: str, fn):
     # the in-place method is the traced op; the out-of-place op it runs inside needs no second
     # tracing check, so it calls the registered op's unwrapped function
     raw = getattr(fn, "__wrapped__", fn)
+    ufunc = _UFUNC_TWINS.get(name)
 
     def inplace(self, *args, **kwargs):
         # tensors given by keyword (clamp_(min=t)) are inputs too: overlap, grad recording
         others = (*args, *kwargs.values()) if kwargs else args
         loop_read = check_overlap(self, others)
+        if (
+            ufunc is not None
+            and len(args) == 1
+            and not kwargs
+            and not loop_read
+            and _ufunc_in_place(self, args[0])
+        ):
+            check_inplace(self, name, False)
+            other = args[0]
+            ufunc(self._data, other._data if other.__class__ is Tensor else other, out=self._data)
+            bump_version(self, name)
+            return self
         return apply_inplace(
             self, name, lambda t: raw(t, *args, **kwargs), *others, loop_read=loop_read
         )
@@ -298,23 +350,30 @@ class FillBackward3(Node):
 
 
 def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
+    """One value everywhere, as a read-only view of a 0-d array (``fills``: apply_inplace's
+    write broadcasts it into ``t``; a full-size array would cost an allocation and a pass)."""
     if isinstance(value, Tensor):
         if value._data.ndim != 0:
             raise RuntimeError(
                 f"fill_ only supports 0-dimension value tensor but got tensor with "
                 f"{value._data.ndim} dimensions."
             )
-        out = np.full(t._data.shape, value._data, dtype=t._data.dtype)
+        out = _filled(t._data, value._data)
         if _state.record and (t.requires_grad or value.requires_grad):
             node = FillBackward3((edge(t), edge(value)))
             if value._data.dtype != out.dtype:
                 node._input_meta = (None, ((), value._data.dtype))
             return result(out, node)
         return result(out, None)
-    out = np.full(t._data.shape, value, dtype=t._data.dtype)
+    out = _filled(t._data, value)
     if _state.record and t.requires_grad:
         return result(out, cls((edge(t),)))
     return result(out, None)
+
+
+def _filled(like: np.ndarray, value) -> np.ndarray:
+    # np.full's conversion of the value (casts, errors), without its full-size array
+    return np.broadcast_to(np.full((), value, dtype=like.dtype), like.shape)
 
 
 def fill_(self, value):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from autodiag.report import annotations as gh
 from autodiag.report import junit
-from autodiag.trace.sites import short_path
 
 
 def junit_report(
@@ -23,6 +22,8 @@ def junit_report(
     else:
         tests = []
     if error is not None:
+        from autodiag.trace.sites import short_path  # trace/ is the engine's: not at --help
+
         file, line = site
         tests.append(
             junit.TestCase(

@@ -19,8 +19,6 @@ import dataclasses
 import re
 import xml.etree.ElementTree as ET
 
-from autodiag.trace.sites import short_path
-
 STATUSES = ("passed", "failure", "error", "skipped")
 # XML 1.0 forbids most control characters, even escaped; a message may carry them
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -102,6 +100,8 @@ def from_findings(
     is a passing case marked "(warning)", so the report agrees with the exit code."""
     if not findings:
         return [TestCase(passed_name, classname)]
+    from autodiag.trace.sites import short_path  # trace/ is the engine's: not at --help
+
     cases = []
     for f in findings:
         loc = f.location or {}

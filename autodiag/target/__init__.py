@@ -122,8 +122,13 @@ def prepare(target: Target):
 def run(target: Target, tracers=()) -> Run:
     """Run ``target`` with ``tracers`` installed. Load errors raise (nothing runs); a failing
     run is returned with ``error`` set so that commands can report what happened before."""
-    from autodiag.trace import StopRun, events, tracing
+    from autodiag.trace import StopRun, events, sites, tracing
 
+    if run.__code__ not in sites.STOP_CODES:
+        # Stacks captured during a run end here: the CLI's own frames are not the user's.
+        # (Registered on the first run, not on import: trace/ loads the engine's graph, which
+        # ``autodiag --help`` does without.)
+        sites.STOP_CODES.add(run.__code__)
     prepared = prepare(target)
     namespace: dict = {}
     result = Run(target, namespace)
@@ -172,13 +177,6 @@ def frozen_heap():
         gc.unfreeze()
 
 
-def _stop_stacks_here() -> None:
-    # Stacks captured during a run end at run(): the CLI's own frames are not the user's.
-    from autodiag.trace import sites
-
-    sites.STOP_CODES.add(run.__code__)
-
-
 def _run_expression(target: Target, tree, variables: dict, result: Run) -> dict:
     import autodiag as ad
     from autodiag.target import expression
@@ -207,6 +205,3 @@ def _run_expression(target: Target, tree, variables: dict, result: Run) -> dict:
                 f"backward of the expression failed: {type(e).__name__}: {e}", ""
             ) from None
     return namespace
-
-
-_stop_stacks_here()
