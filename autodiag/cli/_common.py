@@ -537,6 +537,8 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
 def unwatched_threads(result: Run) -> NothingAnalysed:
     """The script ran torch calls in threads that --engine torch does not watch: which, what
     and where; no verdict (a report would leave those ops out, or be about nothing at all)."""
+    from autodiag.trace.sites import short_path  # trace/ is the engine's: not at --help
+
     label = result.target.label
     ran = "; ".join(
         f"thread {thread!r} ran `{op}` first at {short_path(at['file'])}:{at['line']}"
