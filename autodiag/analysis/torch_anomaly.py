@@ -236,6 +236,9 @@ class TorchAnomalyFinder(AnomalyFinder):
             keep[:] = [h for h in keep if h.hooks_dict_ref() is not None]
             self._prune_at = 2 * len(keep) + 1024
 
+    def on_op(self, op, node, inputs, outputs, stack):
+        pass  # autodiag's engine's event: PyTorch's ops come through ``torch_op``
+
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         pass  # autodiag's engine's event: PyTorch's nodes report through ``_node_hook``
 
