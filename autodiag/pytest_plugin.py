@@ -94,6 +94,12 @@ class Watch:
                     f"{torch_engine.INSTALL_HINT}"
                 )
         self.engine = engine
+        self.stack_limit = None
+        if engine == "torch":
+            from autodiag.engines.torch.threads import grow_main_stack
+
+            # a test's graph is freed in pytest's main thread: deep ones need a large stack
+            self.stack_limit = grow_main_stack()
         self.checked = 0
         self.unchecked: list = []  # (nodeid, why) of tests that ran but were not checked
         try:
@@ -180,6 +186,11 @@ class Watch:
                 red=True,
                 bold=True,
             )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from autodiag.engines.torch.threads import restore_main_stack
+
+        restore_main_stack(self.stack_limit)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:

@@ -218,3 +218,26 @@ def test_torch_engine_without_pytorch_is_a_usage_error(pytester, monkeypatch):
     result = pytester.runpytest_inprocess(*PLUGIN, "--autodiag-engine", "torch")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--autodiag-engine torch needs PyTorch*autodiag[[]torch[]]*"])
+
+
+def test_a_deep_graph_does_not_crash_pytorchs_teardown(pytester):
+    """NOTE [Deep graphs on PyTorch]: once Python touched a graph's nodes (the observer tags
+    each), freeing a chain of more than ~45k nodes overflows an 8 MB stack; the plugin lets the
+    main thread's stack grow (``threads.grow_main_stack``), where pytest frees a test's graph."""
+    pytester.makepyfile(
+        test_deep="""
+        import torch
+
+        def test_chain():
+            x = torch.ones(1, requires_grad=True)
+            y = x
+            for _ in range(60_000):
+                y = y * 1.0
+            y.sum().backward()
+            assert x.grad.item() == 1.0
+        """
+    )
+    pytester._monkeypatch.setenv("PYTHONPATH", ROOT)
+    result = pytester.runpytest_subprocess(*PLUGIN, "--autodiag-engine", "torch", "-q")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
