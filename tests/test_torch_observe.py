@@ -452,3 +452,14 @@ def test_health_judges_what_the_block_touched():
     messages = [f.message for f in seen.findings if f.kind == "none_grad"]
     assert len(messages) == 2 and all("net.forgotten." in m for m in messages)
     assert bystander.weight.grad is None
+
+
+def test_the_main_threads_stack_may_grow_for_deep_graphs():
+    """NOTE [Deep graphs on PyTorch]: freeing a graph of more than ~45k nodes the observer
+    touched needs more than the default 8 MB of stack (a 60k chain crashes the process: the
+    plugin's test runs one in a subprocess)."""
+    resource = pytest.importorskip("resource")
+    with autodiag.torch.observe():
+        torch.ones(1) + 1
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    assert soft == resource.RLIM_INFINITY or soft >= min(1 << 30, hard)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import warnings
 
 from autodiag.torch._session import DETECTORS, Session, claim, label_of, release
@@ -113,6 +114,13 @@ class Observation:
         claim(label, "autodiag.torch.observe()")
         try:
             _require_torch()
+            if threading.current_thread() is threading.main_thread():
+                from autodiag.engines.torch.threads import grow_main_stack
+
+                # NOTE [Deep graphs on PyTorch]: the observer touches every node, and a graph
+                # of more than ~45k touched nodes overflows 8 MB when it is freed, which may be
+                # after the block: the limit stays raised
+                grow_main_stack()
             session = Session(
                 "torch",
                 [n for n in self.observers if n != "graph"],
