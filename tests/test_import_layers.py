@@ -97,6 +97,9 @@ LAYERS = [
             "autodiag.__main__",
             "autodiag.run",
             "autodiag.pytest_plugin",
+            # the library API over PyTorch (autodiag.torch.observe): it renders the CLI's reports
+            "autodiag.torch",
+            "autodiag.torch.*",
         ],
     ),
 ]

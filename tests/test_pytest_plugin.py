@@ -11,7 +11,13 @@ import textwrap
 import pytest
 
 import autodiag as ad
+import autodiag.analysis.check  # noqa: F401 - see below
+import autodiag.torch  # noqa: F401
 from autodiag.testing import assert_gradcheck
+
+# pytester's in-process runs forget the modules first imported inside them: a later import makes
+# a second copy (new classes) that objects of the first copy then meet (the health detector's
+# GradNorms, looked up by class). The plugin's modules are imported here, outside those runs.
 
 pytest_plugins = ["pytester"]
 

@@ -133,6 +133,11 @@ class TorchAnomalyFinder(AnomalyFinder):
         self._calls: list = []  # [call, number, found a NaN/Inf gradient] in progress
         self._hook = self._node_hook  # one bound method for every node
         self._token = object()  # node.metadata[_HOOKED]: hooked by this finder (not another's)
+        # a list to keep each node hook's handle in, for a caller that must remove them when it
+        # ends (autodiag.torch.observe: a graph kept past its block keeps no hook of ours);
+        # None (the CLI): the hooks die with their nodes
+        self.handles: list | None = None
+        self._prune_at = 1024
 
     # --- forward --------------------------------------------------------------------------
 
@@ -211,7 +216,7 @@ class TorchAnomalyFinder(AnomalyFinder):
             fn = r.grad_fn
             if fn is not None:
                 todo.append(fn)
-        hook, mark = self._hook, self._token
+        hook, mark, keep = self._hook, self._token, self.handles
         while todo:
             n = todo.pop()
             if type(n) is _ACCUMULATE:
@@ -220,10 +225,19 @@ class TorchAnomalyFinder(AnomalyFinder):
             if md.get(_HOOKED) is mark:
                 continue  # hooked with everything below it
             md[_HOOKED] = mark
-            n.register_hook(hook)
+            h = n.register_hook(hook)
+            if keep is not None:
+                keep.append(h)
             for c, _ in n.next_functions:
                 if c is not None:
                     todo.append(c)
+        if keep is not None and len(keep) > self._prune_at:
+            # forget the handles of nodes that died (their hooks died with them)
+            keep[:] = [h for h in keep if h.hooks_dict_ref() is not None]
+            self._prune_at = 2 * len(keep) + 1024
+
+    def on_op(self, op, node, inputs, outputs, stack):
+        pass  # autodiag's engine's event: PyTorch's ops come through ``torch_op``
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         pass  # autodiag's engine's event: PyTorch's nodes report through ``_node_hook``

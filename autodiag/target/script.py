@@ -460,12 +460,14 @@ def _failed(path: str, e: BaseException) -> TargetFailed:
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:
-    """The frames of a traceback outside autodiag (the user's), outermost first."""
+    """The frames of a traceback outside autodiag (the user's), outermost first, each at the
+    line the exception passed through (``tb_lineno``: a frame still running, such as the one
+    of a ``with autodiag.torch.observe()`` block, is at another line by now)."""
     frames = []
-    for fs, _ in traceback.walk_tb(tb):
+    for fs, line in traceback.walk_tb(tb):
         if sites._user(fs.f_code):  # the runner's own frames (and the CLI's) are autodiag's
-            frames.append(fs)
-    summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames), lookup_lines=True)
+            frames.append((fs, line))
+    summary = traceback.StackSummary.extract(iter(frames), lookup_lines=True)
     return list(summary)
 
 

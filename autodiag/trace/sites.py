@@ -32,6 +32,11 @@ class _StopCodes(set):
         _kind.clear()
         last_user[0] = None
 
+    def discard(self, code) -> None:
+        super().discard(code)
+        _kind.clear()
+        last_user[0] = None
+
 
 STOP_CODES: set = _StopCodes()
 

@@ -52,3 +52,35 @@ def _interrupt(worker: threading.Thread) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(worker.ident), ctypes.py_object(KeyboardInterrupt)
     )
+
+
+def grow_main_stack(size: int = STACK_SIZE):
+    """Let the main thread's stack grow to ``size`` (NOTE [Deep graphs on PyTorch]) where a
+    command cannot move the work to another thread: the pytest plugin runs each test in
+    pytest's main thread, whose graphs are freed there. On Linux the main thread's stack grows
+    on demand up to the soft ``RLIMIT_STACK``, read when it grows, so raising the limit while
+    running takes effect. The previous limits, to restore; None when nothing changed (the
+    limit is already as high, the hard limit forbids it, or the platform has none)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows: a thread's stack is fixed at its start
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if soft == resource.RLIM_INFINITY or soft >= size:
+        return None
+    new = size if hard == resource.RLIM_INFINITY else min(hard, size)
+    if new <= soft:
+        return None
+    try:
+        resource.setrlimit(resource.RLIMIT_STACK, (new, hard))
+    except (ValueError, OSError):
+        return None
+    return soft, hard
+
+
+def restore_main_stack(previous) -> None:
+    """Undo ``grow_main_stack`` (its return value)."""
+    if previous is not None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_STACK, previous)
