@@ -105,11 +105,13 @@ def _count_dependencies(roots) -> dict:
 
 def _sum_with_zero(old, g):
     """Two gradient arrays for one input, one an efficient zero (NOTE [Efficient zero
-    gradients] in core/zeros.py), summed as PyTorch's InputBuffer does outside grad mode: in
-    place into the ordinary one, which computes ``x + 0.`` (``-0.`` becomes ``0.``). Under
-    create_graph the gradients are Tensors, added out of place: ``zero + x`` is ``x``."""
-    if old.__class__ is ZeroArray and g.__class__ is ZeroArray:
-        return old + g
+    gradients] in core/zeros.py), summed as PyTorch's InputBuffer does outside grad mode: an
+    ordinary gradient that arrived first is added to in place, which computes ``x + 0.``
+    (``-0.`` becomes ``0.``); an efficient zero that arrived first cannot be written, so the
+    sum is out of place, ``zero + x``, which is ``x`` (``-0.`` stays). Under create_graph the
+    gradients are Tensors, added out of place: ``zero + x`` is ``x``."""
+    if old.__class__ is ZeroArray:
+        return old + g if g.__class__ is ZeroArray else g
     return materialize(old) + materialize(g)
 
 
