@@ -343,10 +343,14 @@ def sum_to_array(g: np.ndarray, shape: tuple) -> np.ndarray:
 
 def scan_array(fn, a: np.ndarray, dim: int) -> np.ndarray:
     """``np.cumsum``/``np.cumprod`` along ``dim`` as PyTorch's CPU kernels compute them: float32
-    and float16 accumulate in float64 (``[-1.5, 3e38, 0.]``'s cumprod ends in -0., not nan)."""
-    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
-        return fn(a.astype(np.float64), axis=dim).astype(a.dtype)
-    return fn(a, axis=dim)
+    and float16 accumulate in float64 (``[-1.5, 3e38, 0.]``'s cumprod ends in -0., not nan), and
+    cumsum's running sum starts at 0., so that no sum is -0. (numpy's starts at the first
+    element: ``cumsum([-0.])`` is ``[-0.]`` there, ``[0.]`` in PyTorch)."""
+    low = a.dtype.kind == "f" and a.dtype.itemsize < 8
+    out = fn(a.astype(np.float64) if low else a, axis=dim)
+    if fn is np.cumsum and out.dtype.kind in "fc":
+        out += 0.0
+    return out.astype(a.dtype) if low else out
 
 
 def sign_array(a: np.ndarray) -> np.ndarray:
