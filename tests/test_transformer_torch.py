@@ -4,6 +4,8 @@ masks (causal detection, key padding), the eval-mode nested-tensor path, errors.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -376,7 +378,10 @@ def test_word_language_model_shaped_script_gives_torch_losses(tmp_path):
     assert runs[0][-1] < runs[0][0]  # it learns something
 
 
-def test_deprecated_alpha_first_add_and_sub_overloads_match_torch():
+def test_deprecated_alpha_first_add_and_sub_overloads_match_torch(monkeypatch):
+    from autodiag.ops import pointwise
+
+    monkeypatch.setattr(pointwise, "_alpha_first_warned", [False])
     res = []
     for T in (ad, torch):
         a = T.tensor([1.0, 2.0])
@@ -385,7 +390,8 @@ def test_deprecated_alpha_first_add_and_sub_overloads_match_torch():
             warnings.simplefilter("always")
             out = [a.add(3, b), T.add(a, 2, b), a.sub(2, b), a.clone().add_(-2, b)]
             out.append(a.clone().sub_(0.5, b))
-        assert any("This overload of add" in str(x.message) for x in w)
+        # PyTorch warns once per process: only autodiag's flag is reset here
+        assert T is torch or any("This overload of add" in str(x.message) for x in w)
         res.append([o.numpy() for o in out])
     np.testing.assert_array_equal(np.array(res[0]), np.array(res[1]))
     x = ad.tensor([1.0, 2.0], requires_grad=True)
@@ -402,3 +408,37 @@ def test_onnx_is_importable_and_export_is_refused():
     assert ad.onnx.is_in_onnx_export() is False
     with pytest.raises(NotImplementedError, match=r"torch\.onnx\.export"):
         autodiag.onnx.export(ad.nn.Linear(2, 2), (ad.ones(1, 2),), "m.onnx")
+
+
+def test_deprecated_alpha_first_warning_names_the_method_once_per_process(monkeypatch):
+    # PyTorch warns once per process (TORCH_WARN_ONCE), naming the overload first used: each
+    # engine in a fresh state (torch in its own process)
+    from autodiag.ops import pointwise
+
+    calls = "x = T.ones(2); x.{}(2, T.ones(2)); x.add(2, T.ones(2)); x.sub_(2, T.ones(2))"
+    for name in ("add_", "sub_"):
+        code = "import warnings, torch as T; warnings.simplefilter('always'); " + calls.format(name)
+        p = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+        )
+        said = [line for line in p.stderr.splitlines() if "This overload" in line]
+        monkeypatch.setattr(pointwise, "_alpha_first_warned", [False])
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            exec(calls.format(name), {"T": ad})
+        ours = [str(x.message).splitlines()[0] for x in w]
+        assert [s.split("UserWarning: ")[1] for s in said] == ours
+        assert ours == [f"This overload of {name} is deprecated:"]
+
+
+@pytest.mark.parametrize("name", ["subtract", "subtract_"])
+def test_subtract_has_no_deprecated_alpha_first_overload(name):
+    for T in (ad, torch):
+        with pytest.raises(TypeError):
+            getattr(T.ones(2), name)(2, T.ones(2))
+    assert ad.ones(2).subtract(ad.ones(2), alpha=2).tolist() == [-1.0, -1.0]
+    x = ad.ones(2, requires_grad=True)
+    assert (
+        type(x.subtract(1.0).grad_fn).__name__
+        == type(torch.ones(2, requires_grad=True).subtract(1.0).grad_fn).__name__
+    )

@@ -12,10 +12,13 @@ def _caught(fn):
     return w
 
 
-def test_deprecated_add_overload_warns_at_the_callers_line():
+def test_deprecated_add_overload_warns_at_the_callers_line(monkeypatch):
+    from autodiag.ops import pointwise
+
+    monkeypatch.setattr(pointwise, "_alpha_first_warned", [False])
     p = torch.ones(3)
     w = _caught(lambda: p.add_(-0.1, torch.ones(3)))
-    assert len(w) == 1 and "This overload of add is deprecated" in str(w[0].message)
+    assert len(w) == 1 and "This overload of add_ is deprecated" in str(w[0].message)
     assert w[0].filename == __file__
     assert p.tolist() == [0.8999999761581421] * 3
 

@@ -275,8 +275,12 @@ def _method(name: str, fn):
     # tracing check, so it calls the registered op's unwrapped function
     raw = getattr(fn, "__wrapped__", fn)
     ufunc = _UFUNC_TWINS.get(name)
+    alpha_first = name[:-1] in pw.ALPHA_FIRST
 
     def inplace(self, *args, **kwargs):
+        if alpha_first and len(args) > 1:  # add_(alpha, other): the warning names add_
+            other, alpha = pw.deprecated_alpha_first(name, args[0], args[1:])
+            args, kwargs = (other,), {**kwargs, "alpha": alpha}
         # tensors given by keyword (clamp_(min=t)) are inputs too: overlap, grad recording
         others = (*args, *kwargs.values()) if kwargs else args
         loop_read = check_overlap(self, others)

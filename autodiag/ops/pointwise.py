@@ -1198,9 +1198,18 @@ def _add_sub(input, other, alpha, np_fn, cls):
 _add = binary_op("add", np.add, AddBackward0, 0, 0)
 
 
-def _deprecated_alpha_first(name: str, alpha, rest: tuple):
+# the ops that have PyTorch's deprecated ``(Number alpha, Tensor other)`` overload (not their
+# aliases: ``subtract(input, 2, other)`` is a TypeError in PyTorch)
+ALPHA_FIRST = ("add", "sub")
+# PyTorch warns about that overload once per process (TORCH_WARN_ONCE), whichever op it was
+_alpha_first_warned = [False]
+
+
+def deprecated_alpha_first(name: str, alpha, rest: tuple):
     """PyTorch's deprecated ``add(input, alpha, other)`` overload (still used by older scripts,
-    e.g. ``p.data.add_(-lr, p.grad.data)``): returns ``(other, alpha)``, with PyTorch's warning."""
+    e.g. ``p.data.add_(-lr, p.grad.data)``): returns ``(other, alpha)``, with PyTorch's warning
+    (the process's first use only, as PyTorch). ``name`` is what was called: ``add``, or the
+    in-place ``add_`` (the warning names it)."""
     from autodiag import _warnings
 
     if len(rest) != 1 or isinstance(alpha, Tensor):
@@ -1209,6 +1218,9 @@ def _deprecated_alpha_first(name: str, alpha, rest: tuple):
             f"Number alpha) or the deprecated (Number alpha, Tensor other), got "
             f"{1 + len(rest)} positional arguments after input"
         )
+    if _alpha_first_warned[0]:
+        return rest[0], alpha
+    _alpha_first_warned[0] = True
     _warnings.warn(
         f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
         f"Consider using one of the following signatures instead:\n\t{name}(Tensor other, *, "
@@ -1220,7 +1232,7 @@ def _deprecated_alpha_first(name: str, alpha, rest: tuple):
 @register(inplace=True)
 def add(input, other, *deprecated, alpha=1):
     if deprecated:
-        other, alpha = _deprecated_alpha_first("add", other, deprecated)
+        other, alpha = deprecated_alpha_first("add", other, deprecated)
     if alpha == 1 and input.__class__ is Tensor:
         return _add(input, other)
     if not isinstance(input, Tensor) and alpha == 1:
@@ -1263,7 +1275,7 @@ _sub = binary_op("sub", np.subtract, SubBackward0, 0, 0)
 @register(inplace=True)
 def sub(input, other, *deprecated, alpha=1):
     if deprecated:
-        other, alpha = _deprecated_alpha_first("sub", other, deprecated)
+        other, alpha = deprecated_alpha_first("sub", other, deprecated)
     _check_bool_sub(input, other)
     if not isinstance(input, Tensor):
         return rsub(other, input, alpha=alpha)
@@ -1272,7 +1284,10 @@ def sub(input, other, *deprecated, alpha=1):
     return _add_sub(input, other, alpha, np.subtract, SubBackward0)
 
 
-subtract = register("subtract", inplace=True)(sub)
+@register(inplace=True)
+def subtract(input, other, *, alpha=1):
+    """``sub``'s alias, without its deprecated ``(Number alpha, Tensor other)`` overload."""
+    return sub(input, other, alpha=alpha)
 
 
 def _reversed_subtract(x, y):
