@@ -161,10 +161,13 @@ def __getattr__(name: str):
         # ``from autodiag import *`` asks for ``__all__`` (there is none) before reading the
         # module's names, so that one binds them
         raise AttributeError(f"module 'autodiag' has no attribute '{name}'")
-    if name not in _NAMES_OVER_SUBMODULES and _is_submodule(name):
+    if name not in _NAMES_OVER_SUBMODULES and name != "torch" and _is_submodule(name):
         # ``from autodiag import dtypes`` in a module the engine imports, and
         # ``autodiag.autograd.grad``: the submodule alone, as the import system would load it
-        # (binding the engine's names from here would re-enter a half-imported module)
+        # (binding the engine's names from here would re-enter a half-imported module). Not
+        # ``autodiag.torch``, the observer API for real PyTorch: it exists after ``import
+        # autodiag.torch`` only (in PyTorch ``torch.torch`` is torch itself, which a script
+        # written for ``import autodiag as torch`` must not take it for)
         import importlib
 
         return importlib.import_module(f"autodiag.{name}")
