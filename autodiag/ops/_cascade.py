@@ -1,0 +1,209 @@
+"""PyTorch's CPU floating-point ``sum``, in its order of additions, in vectorised numpy.
+
+NOTE [Cascade sums]: a float32 sum depends on the order of its additions, and numpy's pairwise
+sum adds in a different order from PyTorch's CPU kernel (``cascade_sum`` in
+``aten/src/ATen/native/cpu/SumKernel.cpp``), so a loss summed over 2,000 elements differs in its
+last digit and a training run drifts from PyTorch's printed numbers. PyTorch's order is fixed
+by the shapes and strides alone, so we replay it:
+
+- TensorIterator drops size-1 dims, orders the rest by the input's strides (fastest first) and
+  merges neighbours that are both reduced or both kept. The first two dims form a 2-D kernel
+  call; the outer dims are walked in order and each call's partial sum is added to the output
+  (``out += partial``, the output starting at 0).
+- The kernel: reduced dim contiguous and ≥ 8 long (AVX2: 8 float32 or 4 float64 lanes) → each
+  row is read as vectors, summed by ``row_sum`` per lane, then the scalar tail and the lanes are
+  added one by one; kept dim contiguous → columns in blocks of 4 vectors are summed by
+  ``multi_row_sum``, the others by ``row_sum``; otherwise the scalar variants of the same two
+  (blocks of 4 columns).
+- ``row_sum`` sums 4 interleaved streams (``multi_row_sum`` over rows of 4), adds the leftover
+  elements to the first stream, then the streams in order. ``multi_row_sum`` sums chunks of
+  ``2**max(4, ceil(log2 n) // 4)`` elements left to right and carries the chunk sums up a
+  4-level cascade (each level flushed into the next every ``step`` entries).
+- A full reduction of ≥ 32,768 elements runs on several threads: each sums its contiguous
+  share, and the shares are added in thread order. We split as PyTorch's OpenMP ``parallel_for``
+  does, for ``torch_threads()`` threads (``OMP_NUM_THREADS``, else the CPU count: PyTorch's
+  default; set it to torch's ``get_num_threads()`` when they differ).
+
+A left-to-right sum is ``np.cumsum(...)[-1]`` (numpy accumulates strictly in order), plus +0.0
+(PyTorch's accumulators start at +0.0, so a sum of -0.0s is +0.0). Inputs with zero or negative
+strides (broadcast or flipped views) are made contiguous first: PyTorch's order for those is not
+replayed (the result is still a correct sum, maybe differing in the last bit). AVX-512 builds use
+16-lane vectors; we assume AVX2, PyTorch's default capability on x86 machines without AVX-512.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+_VECTOR_BYTES = 32  # AVX2
+_GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
+_LEVELS = 4  # multi_row_sum's num_levels
+_ILP = 4  # row_sum's ilp_factor, and the rows per multi_row_sum block in the outer kernels
+
+
+def torch_threads() -> int:
+    """The intra-op thread count PyTorch uses by default (OMP_NUM_THREADS, else the CPUs)."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
+def _seq(x: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Left-to-right sum along ``axis`` starting from +0.0."""
+    if x.shape[axis] == 0:
+        return np.zeros(x.shape[:axis] + x.shape[axis + 1 :], x.dtype)
+    last = np.cumsum(x, axis=axis, dtype=x.dtype).take(-1, axis=axis)
+    return last + x.dtype.type(0)
+
+
+def _multi_row_sum(x: np.ndarray) -> np.ndarray:
+    """``multi_row_sum`` along axis 0 (trailing axes are independent lanes)."""
+    n = x.shape[0]
+    power = max(4, (n - 1).bit_length() // _LEVELS if n > 1 else 0)
+    step = 1 << power
+    m = n // step
+    level = _seq(x[: m * step].reshape((m, step) + x.shape[1:]), axis=1)  # chunk sums
+    total = _seq(x[m * step :])  # the tail, in acc[0]
+    partials = []
+    for _ in range(_LEVELS - 2):  # acc[1], acc[2]: partial groups; full groups go up a level
+        g = level.shape[0] // step
+        partials.append(_seq(level[g * step :]))
+        level = _seq(level[: g * step].reshape((g, step) + level.shape[1:]), axis=1)
+    partials.append(_seq(level))  # acc[3]: never flushed
+    for p in partials:
+        total = total + p
+    return total
+
+
+def _row_sum(x: np.ndarray) -> np.ndarray:
+    """``row_sum`` along axis 0: 4 interleaved streams, leftovers into the first."""
+    n = x.shape[0]
+    k = n // _ILP
+    streams = _multi_row_sum(x[: k * _ILP].reshape((k, _ILP) + x.shape[1:]))
+    first = streams[0]
+    for i in range(k * _ILP, n):
+        first = first + x[i]
+    for s in range(1, _ILP):
+        first = first + streams[s]
+    return first
+
+
+def _columns(y: np.ndarray, lanes: int, d0, d1, itemsize: int) -> np.ndarray:
+    """One 2-D kernel call: reduce axis 0 of ``y`` (dim d0) for each column (axis 1, dim d1;
+    trailing axes are more of the same calls). The algorithm per column is chosen from the
+    strides as ``cascade_sum``'s four branches choose it."""
+    n, cols = y.shape[0], y.shape[1]
+    if d0[1] == itemsize and n >= lanes:  # vectorized_inner_sum
+        nvec = n // lanes
+        vec = _row_sum(y[: nvec * lanes].reshape((nvec, lanes) + y.shape[1:]))
+        acc = np.zeros(y.shape[1:], y.dtype)
+        for i in range(nvec * lanes, n):  # the scalar tail first, then the lanes
+            acc = acc + y[i]
+        for lane in range(lanes):
+            acc = acc + vec[lane]
+        return acc
+    if d1[1] == itemsize and cols >= lanes:  # vectorized_outer_sum
+        block = _ILP * lanes
+    elif d0[1] < d1[1]:  # scalar_inner_sum
+        return _row_sum(y)
+    else:  # scalar_outer_sum
+        block = _ILP
+    c = cols // block * block
+    if c == cols:
+        return _multi_row_sum(y)
+    if c == 0:
+        return _row_sum(y)
+    return np.concatenate([_multi_row_sum(y[:, :c]), _row_sum(y[:, c:])], axis=0)
+
+
+def _coalesce(sizes, strides, reduced):
+    """TensorIterator's merge of neighbouring dims (given fastest first) of the same kind."""
+    out = []
+    for size, stride, r in zip(sizes, strides, reduced):
+        if out and out[-1][2] == r and out[-1][0] * out[-1][1] == stride:
+            out[-1] = (out[-1][0] * size, out[-1][1], r)
+        else:
+            out.append((size, stride, r))
+    return out
+
+
+def cascade_sum(a: np.ndarray, axes=None, keepdims: bool = False) -> np.ndarray:
+    """``a.sum(axis=axes, keepdims=keepdims)`` with PyTorch's CPU order of additions.
+
+    float32 and float64 ndarrays only; other dtypes (integer sums are exact) and array
+    subclasses (an efficient zero stays one) go to numpy.
+    """
+    if type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64) or a.size == 0:
+        return np.asarray(a.sum(axis=axes, keepdims=keepdims))
+    if axes is None:
+        axes = range(a.ndim)
+    elif isinstance(axes, int):
+        axes = (axes,)
+    axes = {ax % a.ndim for ax in axes} if a.ndim else set()
+    out_shape = tuple(
+        1 if i in axes else s for i, s in enumerate(a.shape) if keepdims or i not in axes
+    )
+    if any(st <= 0 for st, s in zip(a.strides, a.shape) if s != 1):
+        a = np.ascontiguousarray(a)
+    # TensorIterator's order, fastest first: size-1 dims dropped; the reduced dims first (the
+    # output's zero strides put them there), by the input's strides; then the kept dims as the
+    # new, contiguous output lays them out (the last fastest)
+    live = [i for i in range(a.ndim) if a.shape[i] != 1]
+    red = sorted((i for i in live if i in axes), key=lambda i: a.strides[i])
+    if not red:  # nothing really reduced: out = 0 + a
+        return (a + a.dtype.type(0)).reshape(out_shape)
+    fast = red + [i for i in reversed(live) if i not in axes]
+    dims = _coalesce(
+        [a.shape[i] for i in fast], [a.strides[i] for i in fast], [i in axes for i in fast]
+    )
+    y = np.transpose(a, fast[::-1] + [i for i in range(a.ndim) if a.shape[i] == 1])
+    y = y.reshape(tuple(s for s, _, _ in reversed(dims)))  # slowest first
+    lanes = _VECTOR_BYTES // a.itemsize
+    if len(dims) == 1 and a.size >= _GRAIN_SIZE and torch_threads() > 1:
+        total = _threaded_sum(y, lanes, a.itemsize)
+    else:
+        total = _serial(y, dims, lanes, a.itemsize)
+    return total.reshape(out_shape)
+
+
+def cascade_mean(a: np.ndarray, axes=None, keepdims: bool = False) -> np.ndarray:
+    """PyTorch's CPU mean: the cascade sum divided by the count (not times 1/count)."""
+    total = cascade_sum(a, axes, keepdims)
+    count = a.size // max(total.size, 1) if a.size else 0
+    with np.errstate(all="ignore"):  # the mean of nothing is nan, as in PyTorch
+        return np.asarray(total / a.dtype.type(count), dtype=a.dtype)
+
+
+def _serial(y: np.ndarray, dims, lanes: int, itemsize: int) -> np.ndarray:
+    """The kernel on the two fastest dims, then ``out += partial`` in the order
+    serial_for_each visits the partials (the fastest dim first). Returns the kept values in
+    the output's order."""
+    if len(dims) == 1:  # a 1-D reduction: one column
+        y, dims = y[None], dims + [(1, 0, False)]
+    # y's axes are dims reversed; the kernel takes (d0, d1) as axes 0, 1, the rest trail
+    part = _columns(np.moveaxis(y, (-1, -2), (0, 1)), lanes, dims[0], dims[1], itemsize)
+    part = np.moveaxis(part, 0, -1)  # back to slowest first: (outer..., d1)
+    rest = list(reversed(dims[1:]))  # part's axes, slowest first
+    red = [i for i, d in enumerate(rest) if d[2]]
+    if not red:
+        return part
+    keep = [i for i, d in enumerate(rest) if not d[2]]
+    t = np.transpose(part, red + keep)
+    t = t.reshape((-1,) + t.shape[len(red) :])  # the partials of each output, in visit order
+    return _seq(t, axis=0)
+
+
+def _threaded_sum(x: np.ndarray, lanes: int, itemsize: int) -> np.ndarray:
+    """two_pass_reduction: each thread sums its contiguous share; shares added in order."""
+    n = x.shape[0]
+    threads = min(torch_threads(), math.ceil(n / _GRAIN_SIZE))
+    chunk = math.ceil(n / threads)
+    total = np.zeros((), x.dtype)
+    for start in range(0, n, chunk):
+        share = x[start : start + chunk, None]
+        total = total + _columns(share, lanes, (0, itemsize, True), (1, 0, False), itemsize)[0]
+    return total
