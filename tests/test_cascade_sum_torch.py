@@ -113,3 +113,37 @@ def test_mse_loss_sum_and_bias_gradient_match_torch_bitwise():
         out[lib] = (loss.detach().numpy(), B.grad.numpy())
     assert np.array_equal(out[torch][0], out[autodiag][0])
     assert np.array_equal(out[torch][1], out[autodiag][1])
+
+
+@pytest.mark.parametrize(
+    "shape, dims",
+    [
+        ((5000, 40), (0,)),  # multi_row_sum's chunks and levels, 8 leftover columns
+        ((4113, 33), (0,)),  # a level-2 flush (4096 rows), one scalar column
+        ((300, 9), (0,)),  # one block-less vector and a scalar column
+        ((2, 5000, 72), (1,)),  # kept dims outside the reduced one
+        ((3, 70001), (1,)),  # inner sums with levels, a scalar tail, rows kept
+        ((6, 131), (1,)),  # leftover vectors after row_sum's groups of 4
+        ((9, 4), (1,)),  # shorter than a vector: the scalar kernel
+        ((70001,), None),  # full sums above the grain size
+        ((256, 784), None),
+        ((64, 10), None),
+        ((64, 256), (0,)),
+        ((20, 35, 64), (1,)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernels_cascade_levels_and_tails_match_torch_bitwise(shape, dims, dtype):
+    # sizes chosen to reach every level of multi_row_sum and every tail of row_sum and the
+    # inner/outer kernels, also with the dims given the other way round (a permuted view)
+    a = _data(shape, sum(shape), dtype)
+    x, t = autodiag.tensor(a), torch.from_numpy(a)
+    if dims is None:
+        assert np.array_equal(x.sum().numpy(), t.sum().numpy())
+        return
+    assert np.array_equal(x.sum(dims).numpy(), t.sum(dims).numpy())
+    assert np.array_equal(x.mean(dims, keepdim=True).numpy(), t.mean(dims, keepdim=True).numpy())
+    perm = tuple(reversed(range(len(shape))))
+    flipped = tuple(len(shape) - 1 - d for d in dims)
+    got = x.permute(perm).sum(flipped).numpy()
+    assert np.array_equal(got, t.permute(perm).sum(flipped).numpy())

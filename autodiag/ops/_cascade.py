@@ -56,40 +56,17 @@ def _seq(x: np.ndarray, axis: int = 0) -> np.ndarray:
     """Left-to-right sum along ``axis`` starting from +0.0."""
     if x.shape[axis] == 0:
         return np.zeros(x.shape[:axis] + x.shape[axis + 1 :], x.dtype)
-    last = np.cumsum(x, axis=axis, dtype=x.dtype).take(-1, axis=axis)
-    return last + x.dtype.type(0)
+    return _fold(x, axis - x.ndim) + x.dtype.type(0)
 
 
 def _multi_row_sum(x: np.ndarray) -> np.ndarray:
     """``multi_row_sum`` along axis 0 (trailing axes are independent lanes)."""
-    n = x.shape[0]
-    power = max(4, (n - 1).bit_length() // _LEVELS if n > 1 else 0)
-    step = 1 << power
-    m = n // step
-    level = _seq(x[: m * step].reshape((m, step) + x.shape[1:]), axis=1)  # chunk sums
-    total = _seq(x[m * step :])  # the tail, in acc[0]
-    partials = []
-    for _ in range(_LEVELS - 2):  # acc[1], acc[2]: partial groups; full groups go up a level
-        g = level.shape[0] // step
-        partials.append(_seq(level[g * step :]))
-        level = _seq(level[: g * step].reshape((g, step) + level.shape[1:]), axis=1)
-    partials.append(_seq(level))  # acc[3]: never flushed
-    for p in partials:
-        total = total + p
-    return total
+    return _mrs(x, -x.ndim)
 
 
 def _row_sum(x: np.ndarray) -> np.ndarray:
     """``row_sum`` along axis 0: 4 interleaved streams, leftovers into the first."""
-    n = x.shape[0]
-    k = n // _ILP
-    streams = _multi_row_sum(x[: k * _ILP].reshape((k, _ILP) + x.shape[1:]))
-    first = streams[0]
-    for i in range(k * _ILP, n):
-        first = first + x[i]
-    for s in range(1, _ILP):
-        first = first + streams[s]
-    return first
+    return _rs(x, -x.ndim)
 
 
 def _columns(y: np.ndarray, lanes: int, d0, d1, itemsize: int) -> np.ndarray:
@@ -137,8 +114,36 @@ def cascade_sum(a: np.ndarray, axes=None, keepdims: bool = False) -> np.ndarray:
     float32 and float64 ndarrays only; other dtypes (integer sums are exact) and array
     subclasses (an efficient zero stays one) go to numpy.
     """
-    if type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64) or a.size == 0:
+    if type(a) is not np.ndarray or a.dtype not in _FLOATS or a.size == 0:
         return np.asarray(a.sum(axis=axes, keepdims=keepdims))
+    if axes is not None and not isinstance(axes, int):
+        axes = tuple(axes)
+    key = (a.shape, a.strides, a.dtype.char, axes, keepdims)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(a, axes, keepdims)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    kind, order, shape, out_shape = plan[0], plan[1], plan[2], plan[3]
+    if kind is _COPY:  # nothing really reduced: out = 0 + a
+        return (a + a.dtype.type(0)).reshape(out_shape)
+    y = np.transpose(a, order).reshape(shape) if order is not None else a.reshape(shape)
+    return kind(y, plan, a.itemsize).reshape(out_shape)
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_PLANS: dict = {}  # (shape, strides, dtype, axes, keepdims) -> plan (NOTE [Cascade plans])
+_MAX_PLANS = 4096
+_COPY = object()
+
+
+def _plan(a: np.ndarray, axes, keepdims: bool):
+    """NOTE [Cascade plans]: the order of additions depends on the shape, strides and reduced
+    dims only, so TensorIterator's dim ordering and merging is worked out once per such key:
+    the transpose and reshape that lay the input out slowest dim first, and which kernel runs.
+    Zero or negative strides (broadcast or flipped views) are made contiguous first, so they
+    are planned as the contiguous layout."""
     if axes is None:
         axes = range(a.ndim)
     elif isinstance(axes, int):
@@ -147,27 +152,146 @@ def cascade_sum(a: np.ndarray, axes=None, keepdims: bool = False) -> np.ndarray:
     out_shape = tuple(
         1 if i in axes else s for i, s in enumerate(a.shape) if keepdims or i not in axes
     )
-    if any(st <= 0 for st, s in zip(a.strides, a.shape) if s != 1):
-        a = np.ascontiguousarray(a)
+    strides = a.strides
+    if any(st <= 0 for st, s in zip(strides, a.shape) if s != 1):
+        strides = np.empty(a.shape, a.dtype).strides
     # TensorIterator's order, fastest first: size-1 dims dropped; the reduced dims first (the
     # output's zero strides put them there), by the input's strides; then the kept dims as the
     # new, contiguous output lays them out (the last fastest)
     live = [i for i in range(a.ndim) if a.shape[i] != 1]
-    red = sorted((i for i in live if i in axes), key=lambda i: a.strides[i])
-    if not red:  # nothing really reduced: out = 0 + a
-        return (a + a.dtype.type(0)).reshape(out_shape)
+    red = sorted((i for i in live if i in axes), key=lambda i: strides[i])
+    if not red:
+        return (_COPY, None, None, out_shape)
     fast = red + [i for i in reversed(live) if i not in axes]
     dims = _coalesce(
-        [a.shape[i] for i in fast], [a.strides[i] for i in fast], [i in axes for i in fast]
+        [a.shape[i] for i in fast], [strides[i] for i in fast], [i in axes for i in fast]
     )
-    y = np.transpose(a, fast[::-1] + [i for i in range(a.ndim) if a.shape[i] == 1])
-    y = y.reshape(tuple(s for s, _, _ in reversed(dims)))  # slowest first
+    order = fast[::-1] + [i for i in range(a.ndim) if a.shape[i] == 1]
+    if order == list(range(a.ndim)):
+        order = None
+    shape = tuple(s for s, _, _ in reversed(dims))  # slowest first
     lanes = _VECTOR_BYTES // a.itemsize
-    if len(dims) == 1 and a.size >= _GRAIN_SIZE and torch_threads() > 1:
-        total = _threaded_sum(y, lanes, a.itemsize)
+    kind = _general
+    if dims[0][1] == a.itemsize and dims[0][0] >= lanes and not any(r for _, _, r in dims[1:]):
+        kind = _inner  # vectorized_inner_sum on each kept index
+    elif (
+        dims[0][2]
+        and len(dims) > 1
+        and dims[1][1] == a.itemsize
+        and dims[1][0] >= lanes
+        and all(not r for _, _, r in dims[2:])
+    ):
+        kind = _outer  # vectorized_outer_sum: reduced dim outside a contiguous kept one
+    if len(dims) == 1 and a.size >= _GRAIN_SIZE:  # maybe split across threads
+        return (_full, order, shape, out_shape, dims, lanes, kind)
+    return (kind, order, shape, out_shape, dims, lanes)
+
+
+def _full(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
+    if torch_threads() > 1:
+        return _threaded_sum(y, plan, itemsize)
+    return plan[6](y, plan, itemsize)
+
+
+def _general(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
+    return _serial(y, plan[4], plan[5], itemsize)
+
+
+def _fold(x: np.ndarray, axis: int) -> np.ndarray:
+    """Left-to-right sum along ``axis`` (negative). np.add.reduce adds an axis's elements
+    in order when another axis is the inner loop (a smaller stride, more than one element);
+    along the inner axis it would sum pairwise, so there it is a cumulative sum's last."""
+    n = x.shape[axis]
+    if n == 1:
+        return x[(Ellipsis, 0) + (slice(None),) * (-1 - axis)]
+    st = abs(x.strides[axis])
+    if any(s > 1 and abs(t) < st for s, t in zip(x.shape, x.strides)):
+        return np.add.reduce(x, axis=axis)
+    if n == 0:
+        return np.zeros(x.shape[:axis] + x.shape[axis:][1:], x.dtype)
+    return np.cumsum(x, axis=axis, dtype=x.dtype).take(-1, axis=axis)
+
+
+def _sum_rows(parts):
+    """Left-to-right sum of same-shaped arrays (None for a zero partial)."""
+    total = None
+    for p in parts:
+        if p is not None:
+            total = p if total is None else total + p
+    return total
+
+
+def _mrs(x: np.ndarray, axis: int = -2) -> np.ndarray:
+    """``multi_row_sum`` along ``axis`` (negative; the axes after it are independent lanes)."""
+    n = x.shape[axis]
+    power = max(4, (n - 1).bit_length() // _LEVELS if n > 1 else 0)
+    step = 1 << power
+    m = n // step
+    if m == 0:
+        return _fold(x, axis)
+    lead, lanes = x.shape[:axis], x.shape[axis:][1:]
+    rest = (slice(None),) * (-1 - axis)
+    level = _fold(x[(Ellipsis, slice(0, m * step)) + rest].reshape(lead + (m, step) + lanes), axis)
+    parts = [_fold(x[(Ellipsis, slice(m * step, None)) + rest], axis) if n > m * step else None]
+    for _ in range(_LEVELS - 2):  # acc[1], acc[2]: partial groups; full groups go up a level
+        k = level.shape[axis]
+        g = k // step
+        parts.append(
+            _fold(level[(Ellipsis, slice(g * step, None)) + rest], axis) if k > g * step else None
+        )
+        if g == 0:
+            level = None
+            break
+        level = _fold(
+            level[(Ellipsis, slice(0, g * step)) + rest].reshape(lead + (g, step) + lanes), axis
+        )
+    if level is not None:
+        parts.append(_fold(level, axis))  # acc[3]: never flushed
+    return _sum_rows(parts)
+
+
+def _rs(x: np.ndarray, axis: int = -2) -> np.ndarray:
+    """``row_sum`` along ``axis``: 4 interleaved streams, leftovers into the first."""
+    n = x.shape[axis]
+    k = n // _ILP
+    lead, lanes = x.shape[:axis], x.shape[axis:][1:]
+    rest = (slice(None),) * (-1 - axis)
+    rows = []
+    if k:
+        s = _mrs(
+            x[(Ellipsis, slice(0, k * _ILP)) + rest].reshape(lead + (k, _ILP) + lanes), axis - 1
+        )
+        rows = [s[(Ellipsis, i) + rest] for i in range(_ILP)]
+    left = [x[(Ellipsis, i) + rest] for i in range(k * _ILP, n)]
+    return _sum_rows(rows[:1] + left + rows[1:])
+
+
+def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
+    """vectorized_inner_sum on the last axis of ``y`` (contiguous), for each leading index."""
+    lanes = plan[5]
+    n = y.shape[-1]
+    lead = y.shape[:-1]
+    nvec = n // lanes
+    v = _rs(y[..., : nvec * lanes].reshape(lead + (nvec, lanes)))
+    if n > nvec * lanes:  # the scalar tail first, then the lanes
+        v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
+    return np.cumsum(v, axis=-1, dtype=y.dtype)[..., -1] + y.dtype.type(0)
+
+
+def _outer(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
+    """vectorized_outer_sum: axis -2 of ``y`` reduced for each column of the contiguous last
+    axis (leading axes kept): blocks of 4 vectors of columns by multi_row_sum, the rest by
+    row_sum."""
+    y = np.swapaxes(y, -1, -2)  # y's axes are slowest first: (..., kept d1, reduced d0)
+    cols = y.shape[-1]
+    c = cols // (_ILP * plan[5]) * (_ILP * plan[5])
+    if c == cols:
+        out = _mrs(y)
+    elif c == 0:
+        out = _rs(y)
     else:
-        total = _serial(y, dims, lanes, a.itemsize)
-    return total.reshape(out_shape)
+        out = np.concatenate((_mrs(y[..., :c]), _rs(y[..., c:])), axis=-1)
+    return out + y.dtype.type(0)
 
 
 def cascade_mean(a: np.ndarray, axes=None, keepdims: bool = False) -> np.ndarray:
@@ -197,13 +321,10 @@ def _serial(y: np.ndarray, dims, lanes: int, itemsize: int) -> np.ndarray:
     return _seq(t, axis=0)
 
 
-def _threaded_sum(x: np.ndarray, lanes: int, itemsize: int) -> np.ndarray:
+def _threaded_sum(x: np.ndarray, plan, itemsize: int) -> np.ndarray:
     """two_pass_reduction: each thread sums its contiguous share; shares added in order."""
     n = x.shape[0]
     threads = min(torch_threads(), math.ceil(n / _GRAIN_SIZE))
     chunk = math.ceil(n / threads)
-    total = np.zeros((), x.dtype)
-    for start in range(0, n, chunk):
-        share = x[start : start + chunk, None]
-        total = total + _columns(share, lanes, (0, itemsize, True), (1, 0, False), itemsize)[0]
-    return total
+    shares = [_inner(x[start : start + chunk], plan, itemsize) for start in range(0, n, chunk)]
+    return np.asarray(_sum_rows(shares) + x.dtype.type(0))
