@@ -136,6 +136,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _PLANS: dict = {}  # (shape, strides, dtype, axes, keepdims) -> plan (NOTE [Cascade plans])
 _MAX_PLANS = 4096
 _COPY = object()
+_LOOP_ROWS, _LOOP_SIZE = 32, 1 << 16  # _fold: rows added one by one (fewer, longer than these)
 
 
 def _plan(a: np.ndarray, axes, keepdims: bool):
@@ -206,7 +207,16 @@ def _fold(x: np.ndarray, axis: int) -> np.ndarray:
         return x[(Ellipsis, 0) + (slice(None),) * (-1 - axis)]
     st = abs(x.strides[axis])
     if any(s > 1 and abs(t) < st for s, t in zip(x.shape, x.strides)):
-        return np.add.reduce(x, axis=axis)
+        if n > _LOOP_ROWS or x.size < _LOOP_SIZE:
+            return np.add.reduce(x, axis=axis)
+        # a few long rows: one add per row skips reduce's iterator (~1.5x faster)
+        index = [slice(None)] * x.ndim
+        index[axis] = 0
+        acc = x[tuple(index)].copy()
+        for i in range(1, n):
+            index[axis] = i
+            np.add(acc, x[tuple(index)], out=acc)
+        return acc
     if n == 0:
         return np.zeros(x.shape[:axis] + x.shape[axis:][1:], x.dtype)
     return np.cumsum(x, axis=axis, dtype=x.dtype).take(-1, axis=axis)
@@ -266,12 +276,44 @@ def _rs(x: np.ndarray, axis: int = -2) -> np.ndarray:
     return _sum_rows(rows[:1] + left + rows[1:])
 
 
+def _small_mrs(x: np.ndarray) -> np.ndarray:
+    """``multi_row_sum`` along axis -2 of fewer than 256 rows, whose lanes are the last axis
+    (contiguous, 2+ long, so np.add.reduce adds rows in order): 16-row chunks, the chunk sums
+    added into acc[1] (no full group of 16 to carry up), the tail's sum in acc[0]. The result
+    is never -0.0 (numpy's reductions start at +0.0)."""
+    n = x.shape[-2]
+    if n < 16:
+        return np.add.reduce(x, -2)
+    m, r = divmod(n, 16)
+    if m == 1:
+        acc = np.add.reduce(x[..., :16, :], -2)
+    else:
+        chunks = x[..., : 16 * m, :].reshape(x.shape[:-2] + (m, 16, x.shape[-1]))
+        acc = np.add.reduce(np.add.reduce(chunks, -2), -2)
+    return np.add.reduce(x[..., 16 * m :, :], -2) + acc if r else acc
+
+
 def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     """vectorized_inner_sum on the last axis of ``y`` (contiguous), for each leading index."""
     lanes = plan[5]
     n = y.shape[-1]
     lead = y.shape[:-1]
     nvec = n // lanes
+    k = nvec // _ILP
+    if k < 256:  # row_sum's streams: one multi_row_sum of under 256 rows of 4 vectors
+        width = _ILP * lanes
+        if k:
+            s = _small_mrs(y[..., : k * width].reshape(lead + (k, width)))
+            s = s.reshape(lead + (_ILP, lanes))
+            if nvec > k * _ILP:  # leftover vectors go into the first stream
+                left = y[..., k * width : nvec * lanes].reshape(lead + (nvec - k * _ILP, lanes))
+                s = np.concatenate((s[..., :1, :], left, s[..., 1:, :]), axis=-2)
+            v = np.add.reduce(s, -2)  # the streams (and leftovers) in order
+        else:
+            v = np.add.reduce(y[..., : nvec * lanes].reshape(lead + (nvec, lanes)), -2)
+        if n > nvec * lanes:  # the scalar tail first, then the lanes
+            v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
+        return np.cumsum(v, axis=-1)[..., -1]  # not -0.0: v's reductions start at +0.0
     v = _rs(y[..., : nvec * lanes].reshape(lead + (nvec, lanes)))
     if n > nvec * lanes:  # the scalar tail first, then the lanes
         v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
@@ -285,6 +327,8 @@ def _outer(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     y = np.swapaxes(y, -1, -2)  # y's axes are slowest first: (..., kept d1, reduced d0)
     cols = y.shape[-1]
     c = cols // (_ILP * plan[5]) * (_ILP * plan[5])
+    if c == cols and y.shape[-2] < 256:
+        return _small_mrs(y)
     if c == cols:
         out = _mrs(y)
     elif c == 0:
