@@ -24,6 +24,15 @@ by the shapes and strides alone, so we replay it:
   does, for ``torch_threads()`` threads (``OMP_NUM_THREADS``, else the CPU count: PyTorch's
   default; set it to torch's ``get_num_threads()`` when they differ).
 
+NOTE [Short sums]: np.add.reduce adds an axis's elements left to right, from +0.0, whenever
+that axis is not numpy's inner loop (another axis with 2+ elements has a smaller stride: the
+lanes), and along any axis shorter than 8 (numpy's pairwise sum adds under 8 elements in
+order). Every kernel lays its lanes out last, so a multi_row_sum of under 256 rows is at most
+three such reductions (16-row chunks, their sum, the tail) and row_sum's streams are combined
+by one more; the results start from +0.0, so they are never -0.0 and need no sign fix. Folds
+of a few long rows (large inputs) are one ``np.add(..., out=)`` per row, cheaper than
+reduce's iterator. Plans (NOTE [Cascade plans]) keep the per-call Python to a dict look-up.
+
 A left-to-right sum is ``np.cumsum(...)[-1]`` (numpy accumulates strictly in order), plus +0.0
 (PyTorch's accumulators start at +0.0, so a sum of -0.0s is +0.0). Inputs with zero or negative
 strides (broadcast or flipped views) are made contiguous first: PyTorch's order for those is not
@@ -261,63 +270,56 @@ def _mrs(x: np.ndarray, axis: int = -2) -> np.ndarray:
 
 
 def _rs(x: np.ndarray, axis: int = -2) -> np.ndarray:
-    """``row_sum`` along ``axis``: 4 interleaved streams, leftovers into the first."""
+    """``row_sum`` along ``axis``: 4 interleaved streams, leftovers into the first. Under 1,024
+    rows (NOTE [Short sums]) the result is never -0.0."""
     n = x.shape[axis]
     k = n // _ILP
     lead, lanes = x.shape[:axis], x.shape[axis:][1:]
     rest = (slice(None),) * (-1 - axis)
-    rows = []
     if k:
-        s = _mrs(
-            x[(Ellipsis, slice(0, k * _ILP)) + rest].reshape(lead + (k, _ILP) + lanes), axis - 1
-        )
-        rows = [s[(Ellipsis, i) + rest] for i in range(_ILP)]
-    left = [x[(Ellipsis, i) + rest] for i in range(k * _ILP, n)]
-    return _sum_rows(rows[:1] + left + rows[1:])
+        streams = x[(Ellipsis, slice(0, k * _ILP)) + rest].reshape(lead + (k, _ILP) + lanes)
+        s = _small_mrs(streams, axis - 1) if k < 256 else _mrs(streams, axis - 1)
+        if n == k * _ILP:
+            return np.add.reduce(s, axis) if k < 256 else _sum_rows(np.moveaxis(s, axis, 0))
+        left = x[(Ellipsis, slice(k * _ILP, None)) + rest]
+        if k < 256:  # [first stream, leftovers..., other streams], under 8 rows: in order
+            first = s[(Ellipsis, slice(0, 1)) + rest]
+            rows = np.concatenate((first, left, s[(Ellipsis, slice(1, None)) + rest]), axis)
+            return np.add.reduce(rows, axis)
+        s = list(np.moveaxis(s, axis, 0))
+        return _sum_rows(s[:1] + list(np.moveaxis(left, axis, 0)) + s[1:])
+    return np.add.reduce(x, axis)  # fewer than 4 rows: leftovers only, in order
 
 
-def _small_mrs(x: np.ndarray) -> np.ndarray:
-    """``multi_row_sum`` along axis -2 of fewer than 256 rows, whose lanes are the last axis
-    (contiguous, 2+ long, so np.add.reduce adds rows in order): 16-row chunks, the chunk sums
-    added into acc[1] (no full group of 16 to carry up), the tail's sum in acc[0]. The result
-    is never -0.0 (numpy's reductions start at +0.0)."""
-    n = x.shape[-2]
+def _small_mrs(x: np.ndarray, axis: int = -2) -> np.ndarray:
+    """``multi_row_sum`` along ``axis`` (negative) of fewer than 256 rows, whose lanes (the axes
+    after it) include a smaller stride with 2+ elements, so that np.add.reduce adds the rows
+    in order: 16-row chunks, their sums added into acc[1] (no full group of 16 to carry up),
+    the tail's sum in acc[0]. Never -0.0 (NOTE [Short sums])."""
+    n = x.shape[axis]
     if n < 16:
-        return np.add.reduce(x, -2)
+        return np.add.reduce(x, axis)
     m, r = divmod(n, 16)
+    rest = (slice(None),) * (-1 - axis)
     if m == 1:
-        acc = np.add.reduce(x[..., :16, :], -2)
+        acc = np.add.reduce(x[(Ellipsis, slice(0, 16)) + rest], axis)
     else:
-        chunks = x[..., : 16 * m, :].reshape(x.shape[:-2] + (m, 16, x.shape[-1]))
-        acc = np.add.reduce(np.add.reduce(chunks, -2), -2)
-    return np.add.reduce(x[..., 16 * m :, :], -2) + acc if r else acc
+        lead, lanes = x.shape[:axis], x.shape[axis:][1:]
+        chunks = x[(Ellipsis, slice(0, 16 * m)) + rest].reshape(lead + (m, 16) + lanes)
+        acc = np.add.reduce(np.add.reduce(chunks, axis), axis)
+    return np.add.reduce(x[(Ellipsis, slice(16 * m, None)) + rest], axis) + acc if r else acc
 
 
 def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     """vectorized_inner_sum on the last axis of ``y`` (contiguous), for each leading index."""
     lanes = plan[5]
     n = y.shape[-1]
-    lead = y.shape[:-1]
     nvec = n // lanes
-    k = nvec // _ILP
-    if k < 256:  # row_sum's streams: one multi_row_sum of under 256 rows of 4 vectors
-        width = _ILP * lanes
-        if k:
-            s = _small_mrs(y[..., : k * width].reshape(lead + (k, width)))
-            s = s.reshape(lead + (_ILP, lanes))
-            if nvec > k * _ILP:  # leftover vectors go into the first stream
-                left = y[..., k * width : nvec * lanes].reshape(lead + (nvec - k * _ILP, lanes))
-                s = np.concatenate((s[..., :1, :], left, s[..., 1:, :]), axis=-2)
-            v = np.add.reduce(s, -2)  # the streams (and leftovers) in order
-        else:
-            v = np.add.reduce(y[..., : nvec * lanes].reshape(lead + (nvec, lanes)), -2)
-        if n > nvec * lanes:  # the scalar tail first, then the lanes
-            v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
-        return np.cumsum(v, axis=-1)[..., -1]  # not -0.0: v's reductions start at +0.0
-    v = _rs(y[..., : nvec * lanes].reshape(lead + (nvec, lanes)))
+    v = _rs(y[..., : nvec * lanes].reshape(y.shape[:-1] + (nvec, lanes)))
     if n > nvec * lanes:  # the scalar tail first, then the lanes
         v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
-    return np.cumsum(v, axis=-1, dtype=y.dtype)[..., -1] + y.dtype.type(0)
+    total = np.cumsum(v, axis=-1)[..., -1]
+    return total if nvec < 1024 else total + y.dtype.type(0)
 
 
 def _outer(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
@@ -327,14 +329,12 @@ def _outer(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     y = np.swapaxes(y, -1, -2)  # y's axes are slowest first: (..., kept d1, reduced d0)
     cols = y.shape[-1]
     c = cols // (_ILP * plan[5]) * (_ILP * plan[5])
-    if c == cols and y.shape[-2] < 256:
-        return _small_mrs(y)
+    n = y.shape[-2]
     if c == cols:
-        out = _mrs(y)
-    elif c == 0:
-        out = _rs(y)
-    else:
-        out = np.concatenate((_mrs(y[..., :c]), _rs(y[..., c:])), axis=-1)
+        return _small_mrs(y) if n < 256 else _mrs(y) + y.dtype.type(0)
+    if c == 0:
+        return _rs(y) if n < 1024 else _rs(y) + y.dtype.type(0)
+    out = np.concatenate((_mrs(y[..., :c]), _rs(y[..., c:])), axis=-1)
     return out + y.dtype.type(0)
 
 
@@ -366,9 +366,13 @@ def _serial(y: np.ndarray, dims, lanes: int, itemsize: int) -> np.ndarray:
 
 
 def _threaded_sum(x: np.ndarray, plan, itemsize: int) -> np.ndarray:
-    """two_pass_reduction: each thread sums its contiguous share; shares added in order."""
+    """two_pass_reduction: each thread sums its contiguous share; shares added in order.
+    The equal shares are summed together, as rows of one array."""
     n = x.shape[0]
     threads = min(torch_threads(), math.ceil(n / _GRAIN_SIZE))
     chunk = math.ceil(n / threads)
-    shares = [_inner(x[start : start + chunk], plan, itemsize) for start in range(0, n, chunk)]
+    full = n // chunk
+    shares = list(_inner(x[: full * chunk].reshape(full, chunk), plan, itemsize))
+    if n > full * chunk:
+        shares.append(_inner(x[full * chunk :], plan, itemsize))
     return np.asarray(_sum_rows(shares) + x.dtype.type(0))
