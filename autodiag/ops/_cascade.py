@@ -29,9 +29,9 @@ that axis is not numpy's inner loop (another axis with 2+ elements has a smaller
 lanes), and along any axis shorter than 8 (numpy's pairwise sum adds under 8 elements in
 order). Every kernel lays its lanes out last, so a multi_row_sum of under 256 rows is at most
 three such reductions (16-row chunks, their sum, the tail) and row_sum's streams are combined
-by one more; the results start from +0.0, so they are never -0.0 and need no sign fix. Folds
-of a few long rows (large inputs) are one ``np.add(..., out=)`` per row, cheaper than
-reduce's iterator. Plans (NOTE [Cascade plans]) keep the per-call Python to a dict look-up.
+by one more; the results start from +0.0, so they are never -0.0 and need no sign fix. On
+large inputs np.einsum sums an axis out in that same order at half reduce's cost. Plans
+(NOTE [Cascade plans]) keep the per-call Python to a dict look-up.
 
 A left-to-right sum is ``np.cumsum(...)[-1]`` (numpy accumulates strictly in order), plus +0.0
 (PyTorch's accumulators start at +0.0, so a sum of -0.0s is +0.0). Inputs with zero or negative
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import os
+import string
 
 import numpy as np
 
@@ -145,7 +146,8 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _PLANS: dict = {}  # (shape, strides, dtype, axes, keepdims) -> plan (NOTE [Cascade plans])
 _MAX_PLANS = 4096
 _COPY = object()
-_LOOP_ROWS, _LOOP_SIZE = 32, 1 << 16  # _fold: rows added one by one (fewer, longer than these)
+_EINSUM_SIZE = 8192  # _reduce: from this many elements, einsum
+_SUBSCRIPTS: dict = {}  # (ndim, axis) -> einsum subscripts summing that axis out
 
 
 def _plan(a: np.ndarray, axes, keepdims: bool):
@@ -216,19 +218,25 @@ def _fold(x: np.ndarray, axis: int) -> np.ndarray:
         return x[(Ellipsis, 0) + (slice(None),) * (-1 - axis)]
     st = abs(x.strides[axis])
     if any(s > 1 and abs(t) < st for s, t in zip(x.shape, x.strides)):
-        if n > _LOOP_ROWS or x.size < _LOOP_SIZE:
-            return np.add.reduce(x, axis=axis)
-        # a few long rows: one add per row skips reduce's iterator (~1.5x faster)
-        index = [slice(None)] * x.ndim
-        index[axis] = 0
-        acc = x[tuple(index)].copy()
-        for i in range(1, n):
-            index[axis] = i
-            np.add(acc, x[tuple(index)], out=acc)
-        return acc
+        return _reduce(x, axis)
     if n == 0:
         return np.zeros(x.shape[:axis] + x.shape[axis:][1:], x.dtype)
     return np.cumsum(x, axis=axis, dtype=x.dtype).take(-1, axis=axis)
+
+
+def _reduce(x: np.ndarray, axis: int) -> np.ndarray:
+    """``np.add.reduce(x, axis)`` where another axis with 2+ elements has a smaller stride (so
+    the rows are added in order, NOTE [Short sums]). On large inputs np.einsum does the same
+    additions in the same order (its iterator also runs the smallest stride innermost and adds
+    each row into the output in turn), at half the cost per row."""
+    if x.size < _EINSUM_SIZE:
+        return np.add.reduce(x, axis)
+    key = (x.ndim, axis)
+    sub = _SUBSCRIPTS.get(key)
+    if sub is None:
+        letters = string.ascii_letters[: x.ndim]
+        sub = _SUBSCRIPTS[key] = letters + "->" + letters.replace(letters[axis], "")
+    return np.einsum(sub, x)
 
 
 def _sum_rows(parts):
@@ -298,16 +306,16 @@ def _small_mrs(x: np.ndarray, axis: int = -2) -> np.ndarray:
     the tail's sum in acc[0]. Never -0.0 (NOTE [Short sums])."""
     n = x.shape[axis]
     if n < 16:
-        return np.add.reduce(x, axis)
+        return _reduce(x, axis)
     m, r = divmod(n, 16)
     rest = (slice(None),) * (-1 - axis)
     if m == 1:
-        acc = np.add.reduce(x[(Ellipsis, slice(0, 16)) + rest], axis)
+        acc = _reduce(x[(Ellipsis, slice(0, 16)) + rest], axis)
     else:
         lead, lanes = x.shape[:axis], x.shape[axis:][1:]
         chunks = x[(Ellipsis, slice(0, 16 * m)) + rest].reshape(lead + (m, 16) + lanes)
-        acc = np.add.reduce(np.add.reduce(chunks, axis), axis)
-    return np.add.reduce(x[(Ellipsis, slice(16 * m, None)) + rest], axis) + acc if r else acc
+        acc = _reduce(_reduce(chunks, axis), axis)
+    return _reduce(x[(Ellipsis, slice(16 * m, None)) + rest], axis) + acc if r else acc
 
 
 def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
@@ -318,7 +326,7 @@ def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     v = _rs(y[..., : nvec * lanes].reshape(y.shape[:-1] + (nvec, lanes)))
     if n > nvec * lanes:  # the scalar tail first, then the lanes
         v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
-    total = np.cumsum(v, axis=-1)[..., -1]
+    total = np.add.accumulate(v, axis=-1)[..., -1]  # in order
     return total if nvec < 1024 else total + y.dtype.type(0)
 
 
@@ -367,12 +375,9 @@ def _serial(y: np.ndarray, dims, lanes: int, itemsize: int) -> np.ndarray:
 
 def _threaded_sum(x: np.ndarray, plan, itemsize: int) -> np.ndarray:
     """two_pass_reduction: each thread sums its contiguous share; shares added in order.
-    The equal shares are summed together, as rows of one array."""
+    (One share at a time: numpy's adds on the shares as rows of one array are far slower.)"""
     n = x.shape[0]
     threads = min(torch_threads(), math.ceil(n / _GRAIN_SIZE))
     chunk = math.ceil(n / threads)
-    full = n // chunk
-    shares = list(_inner(x[: full * chunk].reshape(full, chunk), plan, itemsize))
-    if n > full * chunk:
-        shares.append(_inner(x[full * chunk :], plan, itemsize))
+    shares = [_inner(x[start : start + chunk], plan, itemsize) for start in range(0, n, chunk)]
     return np.asarray(_sum_rows(shares) + x.dtype.type(0))
