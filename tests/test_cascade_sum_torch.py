@@ -147,3 +147,15 @@ def test_kernels_cascade_levels_and_tails_match_torch_bitwise(shape, dims, dtype
     flipped = tuple(len(shape) - 1 - d for d in dims)
     got = x.permute(perm).sum(flipped).numpy()
     assert np.array_equal(got, t.permute(perm).sum(flipped).numpy())
+
+
+def test_broadcast_and_flipped_arrays_sum_as_their_contiguous_copies():
+    # zero and negative strides (an expanded gradient, a flipped numpy view) are summed as
+    # their contiguous copy: numpy would walk a flipped axis backwards
+    a = _data((300, 40), 7)
+    for view in (a[::-1], a[:, ::-1], np.broadcast_to(a[:1], (300, 40))):
+        for axes in (None, (0,), (1,)):
+            want = _cascade.cascade_sum(np.ascontiguousarray(view), axes)
+            assert np.array_equal(_cascade.cascade_sum(view, axes), want), axes
+    t = torch.from_numpy(np.ascontiguousarray(a[::-1]))
+    assert np.array_equal(_cascade.cascade_sum(a[::-1], (0,)), t.sum(0).numpy())

@@ -138,6 +138,8 @@ def cascade_sum(a: np.ndarray, axes=None, keepdims: bool = False) -> np.ndarray:
     kind, order, shape, out_shape = plan[0], plan[1], plan[2], plan[3]
     if kind is _COPY:  # nothing really reduced: out = 0 + a
         return (a + a.dtype.type(0)).reshape(out_shape)
+    if plan[-1]:  # zero or negative strides: numpy may walk a flipped axis backwards
+        a = np.ascontiguousarray(a)
     y = np.transpose(a, order).reshape(shape) if order is not None else a.reshape(shape)
     return kind(y, plan, a.itemsize).reshape(out_shape)
 
@@ -165,7 +167,8 @@ def _plan(a: np.ndarray, axes, keepdims: bool):
         1 if i in axes else s for i, s in enumerate(a.shape) if keepdims or i not in axes
     )
     strides = a.strides
-    if any(st <= 0 for st, s in zip(strides, a.shape) if s != 1):
+    copy = any(st <= 0 for st, s in zip(strides, a.shape) if s != 1)
+    if copy:
         strides = np.empty(a.shape, a.dtype).strides
     # TensorIterator's order, fastest first: size-1 dims dropped; the reduced dims first (the
     # output's zero strides put them there), by the input's strides; then the kept dims as the
@@ -195,8 +198,8 @@ def _plan(a: np.ndarray, axes, keepdims: bool):
     ):
         kind = _outer  # vectorized_outer_sum: reduced dim outside a contiguous kept one
     if len(dims) == 1 and a.size >= _GRAIN_SIZE:  # maybe split across threads
-        return (_full, order, shape, out_shape, dims, lanes, kind)
-    return (kind, order, shape, out_shape, dims, lanes)
+        return (_full, order, shape, out_shape, dims, lanes, kind, copy)
+    return (kind, order, shape, out_shape, dims, lanes, copy)
 
 
 def _full(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
