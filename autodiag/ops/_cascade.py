@@ -59,7 +59,10 @@ def torch_threads() -> int:
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return os.cpu_count() or 1
+    return _CPUS
+
+
+_CPUS = os.cpu_count() or 1  # read once: os.cpu_count() costs ~10 us a call on Linux
 
 
 def _seq(x: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -203,8 +206,9 @@ def _plan(a: np.ndarray, axes, keepdims: bool):
 
 
 def _full(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
-    if torch_threads() > 1:
-        return _threaded_sum(y, plan, itemsize)
+    threads = torch_threads()
+    if threads > 1:
+        return _threaded_sum(y, plan, threads)
     return plan[6](y, plan, itemsize)
 
 
@@ -326,11 +330,41 @@ def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     lanes = plan[5]
     n = y.shape[-1]
     nvec = n // lanes
+    if y.ndim == 1 and nvec < 1024:
+        return _inner_short(y, n, nvec, lanes)
     v = _rs(y[..., : nvec * lanes].reshape(y.shape[:-1] + (nvec, lanes)))
     if n > nvec * lanes:  # the scalar tail first, then the lanes
         v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
     total = np.add.accumulate(v, axis=-1)[..., -1]  # in order
     return total if nvec < 1024 else total + y.dtype.type(0)
+
+
+def _inner_short(y: np.ndarray, n: int, nvec: int, lanes: int) -> np.ndarray:
+    """``_inner`` of one short row (a loss's full sum): _rs and _small_mrs spelled out for a
+    1-D input, to keep the Python per call small. Never -0.0 (NOTE [Short sums])."""
+    k = nvec // _ILP
+    width = k * _ILP * lanes
+    if k:
+        x = y[:width].reshape(k, _ILP, lanes)
+        if k < 16:
+            s = np.add.reduce(x, 0)
+        else:
+            m, r = divmod(k, 16)
+            if m == 1:
+                s = np.add.reduce(x[:16], 0)
+            else:
+                s = np.add.reduce(np.add.reduce(x[: 16 * m].reshape(m, 16, _ILP, lanes), 1), 0)
+            if r:
+                s = np.add.reduce(x[16 * m :], 0) + s
+        if nvec > k * _ILP:  # leftover vectors go into the first stream
+            left = y[width : nvec * lanes].reshape(-1, lanes)
+            s = np.concatenate((s[:1], left, s[1:]))
+        v = np.add.reduce(s, 0)  # under 8 rows: in order
+    else:
+        v = np.add.reduce(y[: nvec * lanes].reshape(nvec, lanes), 0)
+    if n > nvec * lanes:  # the scalar tail first, then the lanes
+        v = np.concatenate((y[nvec * lanes :], v))
+    return np.add.accumulate(v)[-1]
 
 
 def _outer(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
@@ -376,11 +410,11 @@ def _serial(y: np.ndarray, dims, lanes: int, itemsize: int) -> np.ndarray:
     return _seq(t, axis=0)
 
 
-def _threaded_sum(x: np.ndarray, plan, itemsize: int) -> np.ndarray:
+def _threaded_sum(x: np.ndarray, plan, threads: int) -> np.ndarray:
     """two_pass_reduction: each thread sums its contiguous share; shares added in order.
     (One share at a time: numpy's adds on the shares as rows of one array are far slower.)"""
     n = x.shape[0]
-    threads = min(torch_threads(), math.ceil(n / _GRAIN_SIZE))
+    threads = min(threads, math.ceil(n / _GRAIN_SIZE))
     chunk = math.ceil(n / threads)
-    shares = [_inner(x[start : start + chunk], plan, itemsize) for start in range(0, n, chunk)]
+    shares = [_inner(x[start : start + chunk], plan, x.itemsize) for start in range(0, n, chunk)]
     return np.asarray(_sum_rows(shares) + x.dtype.type(0))
