@@ -224,7 +224,9 @@ def _fold(x: np.ndarray, axis: int) -> np.ndarray:
     if n == 1:
         return x[(Ellipsis, 0) + (slice(None),) * (-1 - axis)]
     st = abs(x.strides[axis])
-    if any(s > 1 and abs(t) < st for s, t in zip(x.shape, x.strides)):
+    if (x.shape[-1] > 1 and abs(x.strides[-1]) < st) or any(
+        s > 1 and abs(t) < st for s, t in zip(x.shape, x.strides)
+    ):
         return _reduce(x, axis)
     if n == 0:
         return np.zeros(x.shape[:axis] + x.shape[axis:][1:], x.dtype)
