@@ -30,7 +30,7 @@ lanes), and along any axis shorter than 8 (numpy's pairwise sum adds under 8 ele
 order). Every kernel lays its lanes out last, so a multi_row_sum of under 256 rows is at most
 three such reductions (16-row chunks, their sum, the tail) and row_sum's streams are combined
 by one more; the results start from +0.0, so they are never -0.0 and need no sign fix. On
-large inputs np.einsum sums an axis out in that same order at half reduce's cost. Plans
+inputs of many short rows np.einsum sums an axis out in that same order at half reduce's cost. Plans
 (NOTE [Cascade plans]) keep the per-call Python to a dict look-up.
 
 A left-to-right sum is ``np.cumsum(...)[-1]`` (numpy accumulates strictly in order), plus +0.0
@@ -151,7 +151,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _PLANS: dict = {}  # (shape, strides, dtype, axes, keepdims) -> plan (NOTE [Cascade plans])
 _MAX_PLANS = 4096
 _COPY = object()
-_EINSUM_SIZE = 8192  # _reduce: from this many elements, einsum
+_EINSUM_ROWS = 256  # _reduce: einsum from this many inner loops (rows of the last axis)
 _SUBSCRIPTS: dict = {}  # (ndim, axis) -> einsum subscripts summing that axis out
 
 
@@ -238,7 +238,7 @@ def _reduce(x: np.ndarray, axis: int) -> np.ndarray:
     the rows are added in order, NOTE [Short sums]). On large inputs np.einsum does the same
     additions in the same order (its iterator also runs the smallest stride innermost and adds
     each row into the output in turn), at half the cost per row."""
-    if x.size < _EINSUM_SIZE:
+    if x.size < _EINSUM_ROWS * x.shape[-1]:  # numpy's inner loops are along the last axis
         return np.add.reduce(x, axis)
     key = (x.ndim, axis)
     sub = _SUBSCRIPTS.get(key)
@@ -287,44 +287,63 @@ def _mrs(x: np.ndarray, axis: int = -2) -> np.ndarray:
 
 
 def _rs(x: np.ndarray, axis: int = -2) -> np.ndarray:
-    """``row_sum`` along ``axis``: 4 interleaved streams, leftovers into the first. Under 1,024
-    rows (NOTE [Short sums]) the result is never -0.0."""
+    """``row_sum`` along ``axis``: 4 interleaved streams, leftovers into the first. The
+    streams are lanes of smaller stride, so _lane_mrs applies; never -0.0 (NOTE [Short
+    sums])."""
     n = x.shape[axis]
     k = n // _ILP
+    if not k:
+        return np.add.reduce(x, axis)  # fewer than 4 rows: leftovers only, in order
     lead, lanes = x.shape[:axis], x.shape[axis:][1:]
     rest = (slice(None),) * (-1 - axis)
-    if k:
-        streams = x[(Ellipsis, slice(0, k * _ILP)) + rest].reshape(lead + (k, _ILP) + lanes)
-        s = _small_mrs(streams, axis - 1) if k < 256 else _mrs(streams, axis - 1)
-        if n == k * _ILP:
-            return np.add.reduce(s, axis) if k < 256 else _sum_rows(np.moveaxis(s, axis, 0))
-        left = x[(Ellipsis, slice(k * _ILP, None)) + rest]
-        if k < 256:  # [first stream, leftovers..., other streams], under 8 rows: in order
-            first = s[(Ellipsis, slice(0, 1)) + rest]
-            rows = np.concatenate((first, left, s[(Ellipsis, slice(1, None)) + rest]), axis)
-            return np.add.reduce(rows, axis)
-        s = list(np.moveaxis(s, axis, 0))
-        return _sum_rows(s[:1] + list(np.moveaxis(left, axis, 0)) + s[1:])
-    return np.add.reduce(x, axis)  # fewer than 4 rows: leftovers only, in order
+    streams = x[(Ellipsis, slice(0, k * _ILP)) + rest].reshape(lead + (k, _ILP) + lanes)
+    s = _lane_mrs(streams, axis - 1)
+    if n > k * _ILP:  # [first stream, leftovers..., other streams]
+        first, others = s[(Ellipsis, slice(0, 1)) + rest], s[(Ellipsis, slice(1, None)) + rest]
+        s = np.concatenate((first, x[(Ellipsis, slice(k * _ILP, None)) + rest], others), axis)
+    return np.add.reduce(s, axis)  # under 8 rows: in order
 
 
-def _small_mrs(x: np.ndarray, axis: int = -2) -> np.ndarray:
-    """``multi_row_sum`` along ``axis`` (negative) of fewer than 256 rows, whose lanes (the axes
-    after it) include a smaller stride with 2+ elements, so that np.add.reduce adds the rows
-    in order: 16-row chunks, their sums added into acc[1] (no full group of 16 to carry up),
-    the tail's sum in acc[0]. Never -0.0 (NOTE [Short sums])."""
+def _lane_mrs(x: np.ndarray, axis: int = -2) -> np.ndarray:
+    """``multi_row_sum`` along ``axis`` (negative) whose lanes (the axes after it) include a
+    smaller stride with 2+ elements, so that every in-order reduction is one _reduce (NOTE
+    [Short sums]): 16-row chunks; chunk sums of a partial group of 16 into acc[1], full groups'
+    sums (16 chunks) of a partial group into acc[2], sums of 16 such groups into acc[3]; the
+    tail into acc[0]. Under 2**20 rows (a chunk of 16); never -0.0."""
     n = x.shape[axis]
     if n < 16:
         return _reduce(x, axis)
+    if (n - 1).bit_length() // _LEVELS > 4:  # chunks longer than 16
+        return _mrs(x, axis) + x.dtype.type(0)
     m, r = divmod(n, 16)
+    lead, lanes = x.shape[:axis], x.shape[axis:][1:]
     rest = (slice(None),) * (-1 - axis)
+
+    def rows(a, start, stop=None):
+        return a[(Ellipsis, slice(start, stop)) + rest]
+
+    def groups(a, g):
+        return _reduce(rows(a, 0, 16 * g).reshape(lead + (g, 16) + lanes), axis)
+
     if m == 1:
-        acc = _reduce(x[(Ellipsis, slice(0, 16)) + rest], axis)
+        acc = _reduce(rows(x, 0, 16), axis)
     else:
-        lead, lanes = x.shape[:axis], x.shape[axis:][1:]
-        chunks = x[(Ellipsis, slice(0, 16 * m)) + rest].reshape(lead + (m, 16) + lanes)
-        acc = _reduce(_reduce(chunks, axis), axis)
-    return _reduce(x[(Ellipsis, slice(16 * m, None)) + rest], axis) + acc if r else acc
+        chunks = groups(x, m)
+        g, p = divmod(m, 16)
+        if not g:
+            acc = _reduce(chunks, axis)
+        else:
+            level2 = groups(chunks, g)
+            g3, p3 = divmod(g, 16)
+            return _sum_rows(  # acc[0] + acc[1] + acc[2] + acc[3], in that order
+                [
+                    _reduce(rows(x, 16 * m), axis) if r else None,
+                    _reduce(rows(chunks, 16 * g), axis) if p else None,
+                    _reduce(rows(level2, 16 * g3), axis) if p3 else None,
+                    _reduce(groups(level2, g3), axis) if g3 else None,
+                ]
+            )
+    return _reduce(rows(x, 16 * m), axis) + acc if r else acc
 
 
 def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
@@ -337,12 +356,11 @@ def _inner(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     v = _rs(y[..., : nvec * lanes].reshape(y.shape[:-1] + (nvec, lanes)))
     if n > nvec * lanes:  # the scalar tail first, then the lanes
         v = np.concatenate((y[..., nvec * lanes :], v), axis=-1)
-    total = np.add.accumulate(v, axis=-1)[..., -1]  # in order
-    return total if nvec < 1024 else total + y.dtype.type(0)
+    return np.add.accumulate(v, axis=-1)[..., -1]  # in order; not -0.0 (v's is not)
 
 
 def _inner_short(y: np.ndarray, n: int, nvec: int, lanes: int) -> np.ndarray:
-    """``_inner`` of one short row (a loss's full sum): _rs and _small_mrs spelled out for a
+    """``_inner`` of one short row (a loss's full sum): _rs and _lane_mrs spelled out for a
     1-D input, to keep the Python per call small. Never -0.0 (NOTE [Short sums])."""
     k = nvec // _ILP
     width = k * _ILP * lanes
@@ -376,13 +394,11 @@ def _outer(y: np.ndarray, plan, itemsize: int) -> np.ndarray:
     y = np.swapaxes(y, -1, -2)  # y's axes are slowest first: (..., kept d1, reduced d0)
     cols = y.shape[-1]
     c = cols // (_ILP * plan[5]) * (_ILP * plan[5])
-    n = y.shape[-2]
     if c == cols:
-        return _small_mrs(y) if n < 256 else _mrs(y) + y.dtype.type(0)
+        return _lane_mrs(y)
     if c == 0:
-        return _rs(y) if n < 1024 else _rs(y) + y.dtype.type(0)
-    out = np.concatenate((_mrs(y[..., :c]), _rs(y[..., c:])), axis=-1)
-    return out + y.dtype.type(0)
+        return _rs(y)
+    return np.concatenate((_lane_mrs(y[..., :c]), _rs(y[..., c:])), axis=-1)
 
 
 def cascade_mean(a: np.ndarray, axes=None, keepdims: bool = False) -> np.ndarray:
