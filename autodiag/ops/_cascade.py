@@ -27,11 +27,13 @@ by the shapes and strides alone, so we replay it:
 NOTE [Short sums]: np.add.reduce adds an axis's elements left to right, from +0.0, whenever
 that axis is not numpy's inner loop (another axis with 2+ elements has a smaller stride: the
 lanes), and along any axis shorter than 8 (numpy's pairwise sum adds under 8 elements in
-order). Every kernel lays its lanes out last, so a multi_row_sum of under 256 rows is at most
-three such reductions (16-row chunks, their sum, the tail) and row_sum's streams are combined
-by one more; the results start from +0.0, so they are never -0.0 and need no sign fix. On
-inputs of many short rows np.einsum sums an axis out in that same order at half reduce's cost. Plans
-(NOTE [Cascade plans]) keep the per-call Python to a dict look-up.
+order); np.einsum summing an axis out adds in that same order, at about half the cost when
+there are many short rows. Every kernel lays its lanes out last (row_sum's 4 streams are lanes
+too), so each level of multi_row_sum is one reduction of a reshaped view (16-row chunks, groups
+of 16 chunk sums, groups of 16 of those; the partial groups and the tail are the four
+accumulators, added in order) and row_sum's streams are combined by one more. No Python loop
+per row, column or output; the results start from +0.0, so they are never -0.0 and need no
+sign fix. Plans (NOTE [Cascade plans]) keep the per-call Python to a dict look-up.
 
 A left-to-right sum is ``np.cumsum(...)[-1]`` (numpy accumulates strictly in order), plus +0.0
 (PyTorch's accumulators start at +0.0, so a sum of -0.0s is +0.0). Inputs with zero or negative
