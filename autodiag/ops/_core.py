@@ -21,6 +21,7 @@ from autodiag.core import grad_mode
 from autodiag.core.graph import Node, SavedTensor, _saved_hooks_stack
 from autodiag.core.zeros import ZeroArray
 from autodiag.core.zeros import zeros_like as zero_array_like
+from autodiag.ops._cascade import cascade_sum
 from autodiag.ops._erf import erf_array
 from autodiag.ops._products import matmul_array
 from autodiag.size import normalize_dims, wrap_dim  # noqa: F401 - the ops import them from here
@@ -337,7 +338,7 @@ def sum_to_array(g: np.ndarray, shape: tuple) -> np.ndarray:
         i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1
     )
     if axes:
-        g = g.sum(axis=axes, keepdims=True)
+        g = cascade_sum(g, axes, keepdims=True)  # PyTorch's order (NOTE [Cascade sums])
     return g.reshape(shape)
 
 
@@ -456,7 +457,7 @@ class _ArrayOps:
 
     @staticmethod
     def sum(a, dims, keepdim=False):
-        return a.sum(axis=dims, keepdims=keepdim)
+        return cascade_sum(a, dims, keepdim)
 
     @staticmethod
     def expand_dims_to(g, dims, shape):

@@ -17,6 +17,7 @@ import numpy as np
 from autodiag import _warnings, dtypes
 from autodiag.core.graph import Node
 from autodiag.ops import rng
+from autodiag.ops._cascade import cascade_mean, cascade_sum
 from autodiag.ops._core import (
     ARRAY,
     FusedBackwardLink,
@@ -76,9 +77,9 @@ def _reduce(a: np.ndarray, r: int) -> np.ndarray:
     if r == 1:
         if a.size == 0:  # the mean of nothing is nan (PyTorch), without numpy's warning
             return np.asarray(np.nan, dtype=a.dtype)
-        return np.asarray(a.mean(dtype=a.dtype))
+        return cascade_mean(a)
     if r == 2:
-        return np.asarray(a.sum(dtype=a.dtype))
+        return cascade_sum(a)
     return a
 
 
@@ -191,7 +192,7 @@ class AddmmBackward0(Node):
                 # self was broadcast (a bias row): sum it back here rather than through the
                 # engine's generic _input_meta pass (the training step's hot path)
                 gs = (
-                    gs.sum(axis=0)
+                    cascade_sum(gs, (0,))
                     if xp.arrays and shape == self.shapes[3][1:]
                     else xp.sum_to(gs, shape)
                 )

@@ -16,6 +16,7 @@ import numpy as np
 
 from autodiag import _warnings, dtypes
 from autodiag.core.graph import Node
+from autodiag.ops._cascade import cascade_mean, cascade_sum
 from autodiag.ops._core import (
     ARRAY,
     _state,
@@ -103,7 +104,9 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
     d = x._data
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
-    out = np.asarray(d.sum(axis=dims, keepdims=keepdim, dtype=npdt))
+    if npdt is not None and npdt != d.dtype:
+        d = d.astype(npdt)
+    out = cascade_sum(d, dims, keepdim)  # PyTorch's order of additions (NOTE [Cascade sums])
     if _state.record and x.requires_grad:
         return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims, unreduce)
     return result(out, None)
@@ -149,11 +152,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
-    if d.size:
-        out = np.asarray(d.mean(axis=dims, keepdims=keepdim), dtype=d.dtype)
-    else:  # the mean of nothing is nan (PyTorch), without numpy's "Mean of empty slice"
-        with np.errstate(all="ignore"):
-            out = np.asarray(d.sum(axis=dims, keepdims=keepdim) / 0, dtype=d.dtype)
+    out = cascade_mean(d, dims, keepdim)  # sum / count, the sum in PyTorch's order
     if _state.record and x.requires_grad:
         r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims, unreduce)
         r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
