@@ -90,15 +90,6 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "merged across SIMD lanes (other rounding); autodiag emulates its Welford "
         "statistics only for shorter rows without the overflow (ops/nn_ops.py)",
     ),
-    KnownIssue(
-        "open",
-        r"(^|\+)sum(\+|$)",
-        r"^forward value: (inf vs nan|-?inf vs -?inf|nan vs -?inf)$",
-        "sum where partial sums overflow beside an inf (float32 [1, -3e38, 1, inf, ..., -3e38]): "
-        "PyTorch's vectorised reduction adds in its lanes' order, numpy's multi-axis reduction "
-        "in another, so -3e38 + -3e38 = -inf meets +inf (NaN) in one and not the other; "
-        "PyTorch's order is not emulated (README 'Where autodiag differs')",
-    ),
 ]
 
 
