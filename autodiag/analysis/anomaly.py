@@ -10,6 +10,9 @@ received were finite (``sqrt`` at 0 receiving 0, a custom backward dividing by z
 
 Values the user wrote on purpose are not origins: ops without tensor inputs (``tensor``,
 ``full``, ...) and value-setting ops (``masked_fill(mask, -inf)``, ``x[i] = float('nan')``).
+NaN/Inf that no op of the run left in an input (an optimizer step, a write through numpy)
+are reported at the first op that meets them, while nothing else is found (NOTE [Values from
+outside]; the finding's ``entered`` is true).
 
 NOTE [Anomaly cost]
 Every op output and every backward gradient is checked, so the check must be cheap on tiny
@@ -311,6 +314,7 @@ class AnomalyFinder(Tracer):
         )
         in_nan = in_inf = False
         source = None
+        strays = []  # inputs holding NaN/Inf with no record of their own
         for t in inputs:
             a = self._value(t)
             if not self._floating(a):
@@ -331,12 +335,24 @@ class AnomalyFinder(Tracer):
             in_nan |= bool(k_nan)
             in_inf |= bool(k_inf)
             rec = self._bad.get(id(a))
-            if rec is not None and rec[0]() is a and source is None:
-                source = rec[1]
+            if rec is not None and rec[0]() is a:
+                if source is None:
+                    source = rec[1]
+            else:
+                strays.append(a)
+        entered = False
         if n_nan and not in_nan:
             kind = "nan_forward"
         elif n_inf and not in_nan and not in_inf:
             kind = "inf_forward"
+        elif strays and source is None and not self.origins and any(map(self._unseen, strays)):
+            # NOTE [Values from outside]: the NaN/Inf came in through an input no op of the run
+            # made so (an optimizer's own arithmetic, a write through .data or numpy, loaded
+            # data, BatchNorm's running statistics): this op is where the run met it first.
+            # Only while nothing else is found: after an origin, an optimizer step applying
+            # its NaN gradients writes NaN into the parameters too, and that is its doing
+            kind = "nan_forward" if n_nan else "inf_forward"
+            entered = True
         else:
             kind = None
         if op in UNINITIALISED:
@@ -355,7 +371,7 @@ class AnomalyFinder(Tracer):
             self._mark(d, source, n_nan, n_inf)
             return
         stack = stack()
-        key = (kind, op, stack.site)
+        key = (kind, op, stack.site, "entered") if entered else (kind, op, stack.site)
         origin = self.origins.get(key)
         if origin is None:
             detail = {
@@ -364,11 +380,18 @@ class AnomalyFinder(Tracer):
                 "inputs": [self._stats(t) for t in inputs if t is not out or not inplace],
                 "inplace": inplace,
             }
+            if entered:
+                detail["entered"] = True
             refs = tuple(_weak(t) for t in inputs)
             self.origins[key] = _Origin(kind, key, op, stack, self.calls + 1, detail, refs)
         else:
             origin.count += 1
         self._mark(d, key, n_nan, n_inf)
+
+    def _unseen(self, a) -> bool:
+        """``a`` holds NaN/Inf, and no op of the run left them in its values (nor in those of
+        a value it is a view of)."""
+        return self._known_bad(a) is None
 
     def _known_bad(self, a):
         """The record of ``a`` (or of a value it is a view of) in ``_bad``, or None."""
@@ -562,6 +585,16 @@ _WHAT = {
     "nan_backward": "returned a NaN gradient from finite incoming gradients",
     "inf_backward": "returned an infinite gradient from finite incoming gradients",
 }
+# NOTE [Values from outside]: what a forward op that met them first is said to have done
+_ENTERED = {
+    "nan_forward": "received NaN that no op of the run produced",
+    "inf_forward": "received ±inf that no op of the run produced",
+}
+_ENTERED_HINT = (
+    "The input held NaN/Inf before this op read it, written where no op is seen: an "
+    "optimizer step (a learning rate too large, eps=0), a write through .data or numpy, "
+    "loaded data, BatchNorm's running statistics. The input statistics say which input."
+)
 
 _HINTS = {
     "log": "log of 0 is -inf and of a negative number NaN: clamp the input (x.clamp_min(eps)) "
@@ -590,6 +623,8 @@ _HINTS = {
 
 
 def _hint(o: _Origin) -> str:
+    if o.detail.get("entered"):
+        return _ENTERED_HINT
     h = _HINTS.get(o.op)
     if h is None and o.kind.endswith("_forward"):
         base = o.op.rstrip("_").lstrip("_").removeprefix("i")
@@ -607,7 +642,7 @@ def _hint(o: _Origin) -> str:
 def _finding(o: _Origin, names_by_id: dict) -> Finding:
     loc = o.stack.location() if o.stack is not None else None
     frames = o.stack.frames() if o.stack is not None else []
-    what = _WHAT[o.kind]
+    what = (_ENTERED if o.detail.get("entered") else _WHAT)[o.kind]
     extra = {"step": o.first_step, "count": o.count, **o.detail}
     if o.kind.endswith("_forward"):
         extra["propagated"] = o.propagated

@@ -200,6 +200,20 @@ class TorchAnomalyFinder(AnomalyFinder):
     def _value(t):
         return t
 
+    def _unseen(self, t) -> bool:
+        # ``x.data`` is a new tensor on x's storage, made by an attribute read the observer
+        # does not hand on (observe.py): known by its storage
+        if self._known_bad(t) is None:
+            ptr = _storage_ptr(t)
+            if ptr is None:
+                return True
+            for ref, _, _ in list(self._bad.values()):
+                b = ref()
+                if b is not None and _storage_ptr(b) == ptr:
+                    return False
+            return True
+        return False
+
     @staticmethod
     def _floating(t) -> bool:
         return t.dtype.is_floating_point or t.dtype.is_complex
@@ -357,3 +371,11 @@ def _path(task, target) -> list[str]:
                     nxt.append(c)
         frontier = nxt
     return [target.name()]
+
+
+def _storage_ptr(t) -> int | None:
+    """The address of ``t``'s storage, or None for a tensor without one (meta, sparse)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
