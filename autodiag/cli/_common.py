@@ -541,8 +541,8 @@ def unwatched_threads(result: Run) -> NothingAnalysed:
 
     label = result.target.label
     ran = "; ".join(
-        f"thread {thread!r} ran `{op}` first at {short_path(at['file'])}:{at['line']}"
-        + (f" ({at['code']})" if at["code"] else "")
+        f"thread {thread!r} ran autograd work (`{op}` at {short_path(at['file'])}:{at['line']}"
+        + (f": {at['code']})" if at["code"] else ")")
         for thread, op, at in result.unwatched
     )
     if result.ops == 0:

@@ -13,9 +13,13 @@ observed:
 (``threading.setprofile``): at a new thread's first Python call it removes itself and enters a
 ``TorchFunctionMode`` of the thread's own, which notes the first torch call made from the
 user's code (a frame outside autodiag, torch, the standard library and installed packages: a
-DataLoader's pin-memory thread or a compile worker is not the script's) and is a plain
-pass-through after that. The command then says which thread ran what, where (``Spotted``), and
-gives no verdict.
+DataLoader's pin-memory thread or a compile worker is not the script's) that takes part in
+autograd: an output with a ``grad_fn`` (a graph being built) or a backward (``backward``,
+``autograd.grad``); it is a plain pass-through after that. The command then says which thread
+did what, where (``Spotted``), and gives no verdict. A thread that only makes or reads tensors
+without autograd (loading data, logging ``.item()``, saving a checkpoint) is not noted: the
+analyses judge graphs and backward passes, and the values it hands over are still judged where
+the watched thread uses them (NaN/Inf entering from outside: NOTE [Values from outside]).
 """
 
 from __future__ import annotations
@@ -79,14 +83,29 @@ class _Spot(TorchFunctionMode):
         self.done = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
         if not self.done and not self.spotted.closed and not _is_compiling():
             name = getattr(func, "__name__", "")
-            if name != "__get__" and name != "__set__":
+            if name in _BACKWARDS or name not in _ACCESSORS and _builds_graph(out):
                 where = self.spotted.user_site(sys._getframe(1))
                 if where is not None:
                     self.done = True
                     self.spotted.note(threading.current_thread().name, name, where)
-        return func(*args, **(kwargs or {}))
+        return out
+
+
+_BACKWARDS = frozenset(("backward", "grad"))  # Tensor.backward, autograd.backward/grad
+_ACCESSORS = frozenset(("__get__", "__set__"))  # attribute reads and writes (x.grad, x.data)
+
+
+def _builds_graph(out) -> bool:
+    """Was the op recorded into a graph (an output with a ``grad_fn``; not a leaf's in-place
+    initialisation, ``kaiming_uniform_`` of a new layer's weight)?"""
+    if isinstance(out, torch.Tensor):
+        return out.grad_fn is not None
+    if isinstance(out, (tuple, list)):
+        return any(isinstance(o, torch.Tensor) and o.grad_fn is not None for o in out)
+    return False
 
 
 @contextlib.contextmanager
@@ -94,12 +113,13 @@ def spotting():
     """Spot the torch calls of the threads started inside the ``with`` block."""
     spotted = Spotted()
 
+    previous = threading.getprofile()
+
     def started(frame, event, arg):
-        sys.setprofile(None)  # once per thread: the mode does the rest
-        if not spotted.closed:
+        sys.setprofile(previous)  # once per thread (the mode does the rest): the script's own
+        if not spotted.closed:  # profile function, if it set one, from the next event on
             _Spot(spotted).__enter__()  # left with the thread (modes are per thread)
 
-    previous = threading.getprofile()
     threading.setprofile(started)
     try:
         yield spotted
