@@ -45,7 +45,7 @@ def _library_folders() -> tuple:
 
 
 class Spotted:
-    """What was spotted: per thread name, the first op of the user's code it ran and where."""
+    """What was spotted: per thread name, its first autograd op from the user's code, and where."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -75,7 +75,7 @@ class Spotted:
 
 
 class _Spot(TorchFunctionMode):
-    """One thread's mode: notes its first torch call made from the user's code."""
+    """One thread's mode: notes its first op from the user's code that takes part in autograd."""
 
     def __init__(self, spotted: Spotted):
         super().__init__()
