@@ -38,10 +38,10 @@ def observe(
     graph of the block's last ``backward()``. With none given, every detector (not the graph);
     naming some ``=True`` runs only those; ``=False`` leaves one out of the default set.
 
-    >>> import autodiag.torch, torch                              # doctest: +SKIP
-    >>> with autodiag.torch.observe(anomaly=True) as seen:        # doctest: +SKIP
+    >>> import autodiag.torch, torch
+    >>> with autodiag.torch.observe(anomaly=True) as seen:
     ...     torch.log(torch.zeros(1, requires_grad=True)).sum().backward()
-    >>> [f.kind for f in seen.findings]                           # doctest: +SKIP
+    >>> [f.kind for f in seen.findings]
     ['inf_forward']
     """
     asked = {
