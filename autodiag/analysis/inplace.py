@@ -13,6 +13,12 @@ Findings:
   needed it, and whether it failed there.
 * ``inplace_leaf``: an in-place op on a leaf that requires grad (or a view of one), which
   PyTorch refuses: the script's RuntimeError, reported with its line.
+
+NOTE [Retained saves]: a node whose backward ran with ``retain_graph=True`` keeps its saved
+tensors, and a later backward through it checks their versions again. A write after that first
+backward is not a hazard by itself (``loss.backward(retain_graph=True); opt.step()`` writes
+saved parameters and is fine if no backward follows), so it is recorded with the call that ran
+the node (``after_call``) and reported only when a later backward call needs the node.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ class _Hazard:
         "failed",
         "no_grad",
         "is_output",
+        "after_call",
     )
 
     def __init__(self, **kw):
@@ -64,7 +71,9 @@ class InplaceWatcher(Tracer):
         # saved as the node's output)})
         self._watch: dict = {}
         self._saves = 0
-        self._ran = weakref.WeakSet()  # nodes whose backward ran (and kept their saves)
+        # nodes whose backward ran and kept their saves (retain_graph=True) -> that call's number:
+        # a later write matters only if another backward needs the node (NOTE [Retained saves])
+        self._ran = weakref.WeakKeyDictionary()
         self._retaining: list = [False]  # retain_graph of the backward calls in progress
         self._needed: list = []  # per backward call in progress: the hazards it needs
         self.hazards: dict = {}  # (write site, node name, save site) -> _Hazard
@@ -94,14 +103,17 @@ class InplaceWatcher(Tracer):
         now = inspect.version(tensor)
         for ref, version, is_output in list(entry[1].values()):
             node = ref()
-            if node is None or node in self._ran or not inspect.holds_saved(node) or version == now:
+            if node is None or not inspect.holds_saved(node) or version == now:
                 continue
-            self._record(op, stack, node, version, now, tensor, is_output, not is_grad_enabled())
+            self._record(
+                op, stack, node, version, now, tensor, is_output, not is_grad_enabled(),
+                self._ran.get(node),
+            )  # fmt: skip
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         # without retain_graph a node that ran has freed its saved tensors: nothing to track
         if self._retaining[-1] and not inspect.is_leaf_node(node):
-            self._ran.add(node)
+            self._ran[node] = self.calls
 
     def on_backward_begin(self, task):
         self._retaining.append(task.retain_graph)
@@ -130,7 +142,9 @@ class InplaceWatcher(Tracer):
 
     # --- bookkeeping ----------------------------------------------------------------------
 
-    def _record(self, op, stack, node, saved_version, version, tensor, is_output, no_grad):
+    def _record(
+        self, op, stack, node, saved_version, version, tensor, is_output, no_grad, after_call
+    ):
         self.note_hazard(
             op=op,
             stack=stack,
@@ -143,17 +157,20 @@ class InplaceWatcher(Tracer):
             dtype=inspect.dtype_name(tensor),
             is_output=is_output,
             no_grad=no_grad,
+            after_call=after_call,
         )
 
     def note_hazard(
         self, *, op, stack, node_name, node_ref, save_stack, saved_version, version, shape,
-        dtype, is_output, no_grad,
+        dtype, is_output, no_grad, after_call=None,
     ) -> _Hazard:  # fmt: skip
         """Record a write by ``op`` at ``stack`` to a tensor that the node ``node_name`` saved
         at ``save_stack`` (``node_ref()``: None once the node no longer holds it) and whose
         backward has not run; the hazard (aggregated per write site x node x saving site).
         Observers of another engine (``--engine torch``) report through this, and mark
-        ``needed_at``/``needed_call``/``failed`` on it when that backward unpacks the tensor."""
+        ``needed_at``/``needed_call``/``failed`` on it when that backward unpacks the tensor.
+        ``after_call``: the last backward call that ran the node keeping its saves
+        (``retain_graph=True``); such a write is reported only once a later backward needs it."""
         key = (stack.site, node_name, save_stack.site if save_stack is not None else None)
         h = self.hazards.get(key)
         if h is not None:
@@ -175,18 +192,16 @@ class InplaceWatcher(Tracer):
             failed=False,
             no_grad=no_grad,
             is_output=is_output,
+            after_call=after_call,
         )
         return h
 
     def _sweep(self) -> None:
-        """Forget saves whose node is gone, has run, or has freed its saved tensors."""
-        ran = self._ran
+        """Forget saves whose node is gone or has freed its saved tensors."""
         for k in list(self._watch):
             vc, entries = self._watch[k]
             for nid in [
-                nid
-                for nid, e in entries.items()
-                if (n := e[0]()) is None or n in ran or inspect.is_freed(n)
+                nid for nid, e in entries.items() if (n := e[0]()) is None or inspect.is_freed(n)
             ]:
                 del entries[nid]
             if not entries:
@@ -199,7 +214,11 @@ class InplaceWatcher(Tracer):
         exc = error.exception if error is not None else None
         message = str(exc) if isinstance(exc, RuntimeError) else ""
         consumed = False
-        out = [_finding(h) for h in self.hazards.values()]
+        out = [
+            _finding(h)
+            for h in self.hazards.values()
+            if h.after_call is None or h.needed_at is not None
+        ]
         if VERSION_ERROR in message:
             consumed = True  # the script died of the hazard: the error is the finding
             if not any(h.failed for h in self.hazards.values()):
@@ -249,6 +268,8 @@ def _finding(h: _Hazard) -> Finding:
         f"{_OP_TEXT.get(h.op, h.op)} modified a tensor that {h.node_name} saved for "
         f"backward ({what}, version {h.saved_version} -> {h.version})"
     )
+    if h.after_call is not None:
+        msg += f" after backward call {h.after_call} kept it (retain_graph=True)"
     if h.failed:
         msg += f"; backward call {h.needed_call} then failed: modified by an inplace operation"
     elif h.needed_at is not None:
@@ -272,6 +293,7 @@ def _finding(h: _Hazard) -> Finding:
         if h.needed_at is None
         else {"location": h.needed_at.location(), "call": h.needed_call},
         "backward_failed": h.failed,
+        "after_backward_call": h.after_call,
     }
     return Finding(
         kind="inplace_saved_tensor",

@@ -17,6 +17,10 @@ INPLACE_HINT = (
     "its gradient. The variable in question was changed in there or anywhere later. "
     "Good luck!"
 )
+ENABLE_ANOMALY_HINT = (  # outside anomaly mode
+    "Hint: enable anomaly detection to find the operation that failed to compute its "
+    "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+)
 
 
 def forward_op_name(node) -> str:
@@ -24,7 +28,11 @@ def forward_op_name(node) -> str:
 
     A non-zero overload digit is kept (``AddBackward1`` -> ``Add1``), as ``forward_op_name()``.
     """
-    name = node.name()
+    return forward_name(node.name())
+
+
+def forward_name(name: str) -> str:
+    """``forward_op_name`` of a node's ``name()``."""
     m = _BACKWARD_SUFFIX.search(name)
     if m is None:
         return name
@@ -68,10 +76,7 @@ def inplace_modified_message(saved, node) -> str:
     if is_anomaly_enabled():
         msg += " " + INPLACE_HINT
     else:
-        msg += (
-            " Hint: enable anomaly detection to find the operation that failed to compute "
-            "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
-        )
+        msg += " " + ENABLE_ANOMALY_HINT
     msg += " Fix: clone() the tensor before modifying it, or use the out-of-place op."
     return msg
 

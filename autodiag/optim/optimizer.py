@@ -23,7 +23,7 @@ from autodiag.core.graph import RemovableHandle, _add_hook, _HookDict
 from autodiag.ops.views import write_version
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
-from autodiag.trace.sites import user_site
+from autodiag.trace.sites import capture_stack, user_site
 
 __all__ = ["Optimizer"]
 
@@ -115,13 +115,20 @@ class ParamWriter:
     1
     """
 
-    __slots__ = ("site",)
+    __slots__ = ("site", "stack")
 
     def __init__(self) -> None:
         self.site = user_site()
+        self.stack = None
 
     def __call__(self, p: Tensor, op: str = "add_") -> None:
         write_version(vc_of(p), (op, self.site))
+        watchers = events.LISTENERS["on_inplace"]
+        if watchers:  # the in-place analysis sees optimizer writes as the user's own add_
+            if self.stack is None:
+                self.stack = capture_stack(2)
+            for t in watchers:
+                t.on_inplace(p, op, self.stack)
 
 
 class Optimizer:

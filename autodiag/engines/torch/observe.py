@@ -34,6 +34,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.overrides import TorchFunctionMode
 
 from autodiag import inspect
+from autodiag.core import errors
 from autodiag.engines.torch import hooks, modules, seam
 from autodiag.trace import events, sites
 from autodiag.trace.sites import Stack, capture_stack
@@ -119,7 +120,7 @@ class _Packed:
         self.node_name = None
         self.site = None
         self.output = False
-        self.ran = False
+        self.ran = None  # the last backward call that ran its node keeping it (retain_graph)
         self.hazards = None
 
 
@@ -274,7 +275,7 @@ class Observer:
         if not box:
             return
         now = t._version
-        hazards = [p for p in box if not p.ran and p.version != now]
+        hazards = [p for p in box if p.version != now]
         if not hazards:
             return
         if stack is None:
@@ -294,6 +295,7 @@ class Observer:
                     dtype=seam.dtype_name(t),
                     is_output=p.output,
                     no_grad=no_grad,
+                    after_call=p.ran,
                 )
                 if p.hazards is None:
                     p.hazards = []
@@ -331,7 +333,7 @@ class Observer:
         if bad:  # NOTE [Two pitfalls] (1): PyTorch's own check, which the hooks turn off
             raise RuntimeError(_version_error(p, t))
         if call is not None and call.retain_graph:
-            p.ran = True  # its backward ran and kept it: a later write no longer matters
+            p.ran = call.number  # a later write matters only if a later backward needs it
         return t
 
     # --- backward calls -------------------------------------------------------------------
@@ -507,13 +509,12 @@ def _version_error(p: _Packed, t) -> str:
     """PyTorch's "modified by an inplace operation" message for saved tensor ``p``."""
     which = ""
     if p.producer is not None:
-        which = f", which is output {p.producer[1]} of {p.producer[0]},"
+        which = f", which is output {p.producer[1]} of {errors.forward_name(p.producer[0])},"
+    hint = errors.INPLACE_HINT if torch.is_anomaly_enabled() else errors.ENABLE_ANOMALY_HINT
     return (
         f"one of the variables needed for gradient computation has been modified by an "
         f"inplace operation: [{t.type()} {list(t.shape)}]{which} is at version {t._version}; "
-        f"expected version {p.version} instead. Hint: enable anomaly detection to find the "
-        f"operation that failed to compute its gradient, with "
-        f"torch.autograd.set_detect_anomaly(True)."
+        f"expected version {p.version} instead. {hint}"
     )
 
 
