@@ -403,17 +403,13 @@ def _engine(engine: str, run=None):
 
 @contextlib.contextmanager
 def _observed(run):
-    """Real PyTorch, observed in the thread that runs the script; the torch calls of the
-    threads it starts are spotted (``run.unwatched``: engines/torch/unwatched.py)."""
+    """Real PyTorch, observed in the thread that runs the script and in each thread it starts
+    (engines/torch/workers.py)."""
     from autodiag.engines.torch.observe import observing
-    from autodiag.engines.torch.unwatched import spotting
+    from autodiag.engines.torch.workers import observing_threads
 
-    with observing(), spotting() as spotted:
-        try:
-            yield
-        finally:
-            if run is not None:
-                run.unwatched = spotted.found()
+    with observing() as observer, observing_threads(observer):
+        yield
 
 
 def _frame_locals(tb) -> list[dict]:

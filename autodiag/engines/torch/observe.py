@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect as _pyinspect
+import itertools
 import os
+import threading
 import weakref
 
 import torch
@@ -124,9 +126,13 @@ class _Packed:
 
 
 class Observer:
-    """What one run of a script on PyTorch is watched with."""
+    """What one run of a script on PyTorch is watched with: the thread that runs it, or (with
+    ``run``, the observer of that thread) one more thread the run started (workers.py), which
+    shares the run's saved tensors (a write in one thread to a tensor saved in another is a
+    hazard too) and backward call numbers; the rest is per thread, as PyTorch's modes, hooks
+    and sequence numbers are."""
 
-    def __init__(self):
+    def __init__(self, run: Observer | None = None):
         self.sinks = [t for t in events.TRACERS if hasattr(type(t), "note_hazard")]
         # tracers that look at every op of the script (``torch_op``: anomaly, leaks)
         self.op_watchers = [t for t in events.TRACERS if hasattr(type(t), "torch_op")]
@@ -134,8 +140,13 @@ class Observer:
         self.last_stack = None  # the stack of the last op that ran with grad disabled
         self.pending: list = []  # saves packed during the op in progress
         self.saves: dict = {}  # storage data_ptr -> WeakSet of _Packed still held by a node
-        self.calls: list = []  # backward calls in progress, innermost last
-        self.ncalls = 0
+        # NOTE [Shared saves]: ``saves`` and its sets are shared by the run's threads; they are
+        # changed and scanned under ``lock`` (a set changed during another thread's scan raises)
+        self.lock = threading.Lock()
+        self.numbers = itertools.count(1)  # backward call numbers, in the order calls begin
+        if run is not None:
+            self.saves, self.lock, self.numbers = run.saves, run.lock, run.numbers
+        self.calls: list = []  # this thread's backward calls in progress, innermost last
         self.nsaves = 0  # saves watched since the last sweep
         self.mode = _Mode(self)
         # the analyses that listen to every op / node (check, trace): engines/torch/hooks.py
@@ -183,10 +194,7 @@ class Observer:
                     p.site = stack
                     if p.key is None:
                         continue  # a tensor without storage (sparse, meta): not watched
-                    box = self.saves.get(p.key)
-                    if box is None:
-                        box = self.saves[p.key] = weakref.WeakSet()
-                    box.add(p)
+                    self.keep(p)
                 self.nsaves += len(pending) - n0
                 if self.nsaves > SWEEP_EVERY:
                     self.sweep()
@@ -207,11 +215,20 @@ class Observer:
             for t in self.op_listeners:
                 t.on_op(name, new, inputs, outputs, stack)
 
+    def keep(self, p: _Packed) -> None:
+        """Note saved tensor ``p`` under its storage (NOTE [Shared saves])."""
+        with self.lock:
+            box = self.saves.get(p.key)
+            if box is None:
+                box = self.saves[p.key] = weakref.WeakSet()
+            box.add(p)
+
     def sweep(self) -> None:
         """Forget storages whose saved tensors are all gone (their nodes ran or died)."""
         self.nsaves = 0
-        for key in [k for k, box in self.saves.items() if not box]:
-            del self.saves[key]
+        with self.lock:  # NOTE [Shared saves]
+            for key in [k for k, box in self.saves.items() if not box]:
+                del self.saves[key]
 
     def tag(self, node, stack, before: int, own: bool = True) -> dict:
         """Give ``node`` and the other nodes this op made (numbered above ``before``; a composite
@@ -274,7 +291,8 @@ class Observer:
         if not box:
             return
         now = t._version
-        hazards = [p for p in box if not p.ran and p.version != now]
+        with self.lock:  # NOTE [Shared saves]
+            hazards = [p for p in box if not p.ran and p.version != now]
         if not hazards:
             return
         if stack is None:
@@ -347,7 +365,6 @@ class Observer:
             roots = _as_list(a.get("tensors", a.get("outputs")))
         create = bool(a.get("create_graph", False))
         retain = a.get("retain_graph")
-        self.ncalls += 1
         call = BackwardCall(
             [r for r in roots if isinstance(r, _Tensor)],
             a.get("inputs"),
@@ -355,7 +372,7 @@ class Observer:
             create if retain is None else bool(retain),
             create,
             capture_stack(3),
-            self.ncalls,
+            next(self.numbers),
         )
         del self.pending[:]
         for r in call.roots:  # a custom Function's output, say, that no later op reached
@@ -528,7 +545,8 @@ def observing():
         with obs.installed():
             yield obs
     finally:
-        obs.saves.clear()
+        with obs.lock:  # threads the run started may still be running (workers.py)
+            obs.saves.clear()
         del obs.pending[:]
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
