@@ -15,8 +15,8 @@ to autodiag's tracers (``autodiag.trace``), so the same analyses and reports ser
   leaks the graph: ``detach()`` shares the version counter without the cycle.
 
 Every hook steps aside under ``torch.compiler.is_compiling()``: a compiled region is traced as
-plain PyTorch and shows as one node at the line that called it. Ops of other threads (spotted
-and said instead: ``unwatched.py``; modes are per thread), inside
+plain PyTorch and shows as one node at the line that called it. Each thread the run starts
+gets an observer of its own (``workers.py``: modes and hooks are per thread). Ops inside
 ``torch.func`` transforms and inside ``checkpoint``/``save_on_cpu`` regions (only the innermost
 saved-tensor hooks apply) are not seen; nor are writes that C++ kernels make themselves
 (BatchNorm's running statistics).
