@@ -335,3 +335,53 @@ def test_observe_follows_the_clis_no_color_rule(monkeypatch, value, colour):
         *(True, Engine.autodiag, False),
     )
     assert Command("graph", opts).color is colour
+
+
+# --- module paths of nodes no module output reaches ---------------------------------------------
+
+KEPT_ON_THE_MODULE = """\
+import torch
+import torch.nn.functional as F
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        self.aux = (h * 3).sum()  # made here, kept on the module, never returned
+        return F.relu(torch.tanh(h)) + 1  # functional ops inside forward
+
+model = Net()
+y = model(torch.randn(2, 4)).sum() + model.aux
+y.backward()
+"""
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_nodes_a_module_made_that_its_outputs_do_not_reach_are_its_own(tmp_path, threaded):
+    source = KEPT_ON_THE_MODULE
+    if threaded:
+        source = source.replace(
+            "y = model(torch.randn(2, 4)).sum() + model.aux\ny.backward()\n",
+            "def step():\n    y = model(torch.randn(2, 4)).sum() + model.aux\n    y.backward()\n"
+            "import threading\nt = threading.Thread(target=step)\nt.start()\nt.join()\n",
+        )
+    ours = source.replace("import torch\n", "import autodiag as torch\n").replace(
+        "import torch.nn.functional as F", "import autodiag.nn.functional as F"
+    )
+    shapes = []
+    for folder, text, engine in (("a", ours, "autodiag"), ("b", source, "torch")):
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / "kept.py"
+        path.write_text(text)
+        r = cli("graph", str(path), "-f", "json", "-q", "--all", "--engine", engine)
+        assert r.exit_code == 0, r.stdout[-2000:]
+        shapes.append(_graph_shape(json.loads(r.stdout)))
+    assert shapes[1] == shapes[0]
+    (names, _, lines, _, mods, _) = shapes[1][0]
+    by = {(n, line): m for n, line, m in zip(names, lines, mods)}
+    assert by[("MulBackward0", 11)] == by[("SumBackward0", 11)] == "model (Net)"
+    assert by[("ReluBackward0", 12)] == by[("TanhBackward0", 12)] == "model (Net)"
+    assert by[("AddmmBackward0", 10)] == "model.fc (Linear)"

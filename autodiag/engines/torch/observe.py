@@ -147,6 +147,8 @@ class Observer:
         if run is not None:
             self.saves, self.lock, self.numbers = run.saves, run.lock, run.numbers
         self.calls: list = []  # this thread's backward calls in progress, innermost last
+        # modules.ModuleTagger.made, while module paths are recorded: told of each new node
+        self.made_in_module = run.made_in_module if run is not None else None
         self.nsaves = 0  # saves watched since the last sweep
         self.mode = _Mode(self)
         # the analyses that listen to every op / node (check, trace): engines/torch/hooks.py
@@ -243,6 +245,8 @@ class Observer:
                 return {}
             md[_SITE] = stack if own else self._apply_site(node) or stack
             self.last_seq = seq
+            if self.made_in_module is not None:
+                self.made_in_module(node)
             return {seq: node}
         todo = [node]
         newest = before
@@ -255,6 +259,8 @@ class Observer:
             md[_SITE] = stack if own and n is node else self._apply_site(n) or stack
             s = n._sequence_nr()
             made[s] = n
+            if self.made_in_module is not None:
+                self.made_in_module(n)
             if s > newest:
                 newest = s
             for c, _ in n.next_functions:
@@ -411,9 +417,13 @@ class Observer:
             stack.enter_context(
                 hooks.installed(ready("on_op"), ready("on_optimizer_step"), self.op_watchers)
             )
-            stack.enter_context(modules.installed_for(events.TRACERS))
+            tagger = stack.enter_context(modules.installed_for(events.TRACERS))
+            self.made_in_module = tagger.made if tagger is not None else None
             stack.enter_context(self.mode)
-            yield self
+            try:
+                yield self
+            finally:
+                self.made_in_module = None
 
 
 class _Mode(TorchFunctionMode):
