@@ -385,3 +385,38 @@ def test_nodes_a_module_made_that_its_outputs_do_not_reach_are_its_own(tmp_path,
     assert by[("MulBackward0", 11)] == by[("SumBackward0", 11)] == "model (Net)"
     assert by[("ReluBackward0", 12)] == by[("TanhBackward0", 12)] == "model (Net)"
     assert by[("AddmmBackward0", 10)] == "model.fc (Linear)"
+
+
+TWO_AT_ONCE = """\
+import threading
+import torch
+
+def train(k):
+    torch.manual_seed(k)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    for _ in range(50):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+threads = [threading.Thread(target=train, args=(k,)) for k in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_two_threads_training_at_once_are_each_counted(script, engine, switch_often):
+    """Gradient health keeps each thread's backward calls apart (trace/per_thread.py): two
+    threads' calls at once were one stack, and an end that was not the innermost was lost."""
+    source = TWO_AT_ONCE
+    if engine == "autodiag":
+        source = source.replace("import torch", "import autodiag as torch")
+    r = cli("check", script(source), "--engine", engine, "-f", "json", "-q")
+    assert r.exit_code == 0, r.stdout[-2000:]
+    doc = json.loads(r.stdout)
+    assert (doc["backward_calls"], doc["optimizer_steps"]) == (100, 100)
