@@ -393,6 +393,7 @@ def run_script(
         imported = saved.restore()
         if run is not None:
             run.imported = imported
+            before.add(alarm.prev)  # --timeout's timer thread, off the main thread: autodiag's
             run.running = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     return module.__dict__
 
