@@ -97,7 +97,7 @@ def test_tagging_walks_back_only_to_the_module_start():
     assert ref() is None and y.grad_fn is not None
 
 
-# --- ops in threads the script starts (engines/torch/workers.py) -----------------------------------------------
+# --- ops in threads the script starts (engines/torch/workers.py) ---------------------------------
 
 IN_A_THREAD = """\
 import threading
