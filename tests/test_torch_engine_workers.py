@@ -19,6 +19,9 @@ from test_torch_engine_anomaly import _anomaly_facts, _leak_facts
 from test_torch_engine_check import _errors, _trace_rows, _warnings
 
 torch = pytest.importorskip("torch")
+# the samples' errors raised in a thread (inplace_saved.py's backward) reach threading's
+# excepthook, as with plain python; in-process, pytest reports each one as a warning
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
 # How the sample's code is run in a thread: ``{body}`` is the sample, indented into ``work()``.
 PLACEMENTS = {
