@@ -40,6 +40,7 @@ LAYERS = [
             "autodiag.amp",
             "autodiag.cuda_amp",
             "autodiag.onnx",
+            "autodiag.trace.per_thread",
         ],
     ),
     # the engine core and the event API the engine reports through

@@ -53,6 +53,7 @@ from autodiag.nn.parameter import Parameter
 from autodiag.optim.optimizer import Optimizer
 from autodiag.tensor import Tensor
 from autodiag.trace import Tracer, events
+from autodiag.trace.per_thread import PerThread
 from autodiag.trace.sites import capture_stack, live_user_frames
 
 CONVERT_OPS = frozenset({"item", "tolist", "numpy"})
@@ -171,7 +172,9 @@ class GradHealth(Tracer):
         self._step_hooks = _hooks(ds, "on_parameter_step")
         self._leaves: dict = {}  # id(leaf) -> _Leaf of a live leaf (or of one that died)
         self._retired: list = []  # _Leaf records of dead leaves still to judge, id reused
-        self._tasks: list = []  # [task, backward stack] of calls in progress
+        # [task, backward stack] of this thread's calls in progress (two threads' backward
+        # calls at once are two stacks, not one: trace/per_thread.py)
+        self._here = PerThread()
         self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
         self._module_names: dict = {}  # id(module) -> (weakref, the name the script gave it)
         # id(type) -> type, of the types whose values hold no parameter, whatever the value (a
@@ -245,7 +248,7 @@ class GradHealth(Tracer):
 
     def on_backward_begin(self, task):
         stack = capture_stack(1)  # the user's backward()/grad() call
-        self._tasks.append([task, stack])
+        self._here.tasks.append([task, stack])
         if task.accumulate:
             self.evaluating = self.steps if _in_optimizer_step() else None
         for hook in self._begin_hooks:
@@ -269,7 +272,7 @@ class GradHealth(Tracer):
             hook(self, node, grad_outputs, grad_inputs)
 
     def _accumulated(self, node, grads) -> None:
-        task, stack = self._tasks[-1]
+        task, stack = self._here.tasks[-1]
         var = inspect.leaf_variable(node)
         if var is None:
             return
@@ -286,9 +289,10 @@ class GradHealth(Tracer):
             hook(self, rec, var, node, g, grad, data, stack)
 
     def on_backward_end(self, task):
-        if not self._tasks or self._tasks[-1][0] is not task:
+        tasks = self._here.tasks
+        if not tasks or tasks[-1][0] is not task:
             return
-        _, stack = self._tasks.pop()
+        _, stack = tasks.pop()
         for hook in self._end_hooks:
             hook(self, task, stack)
         if task.error is not None:

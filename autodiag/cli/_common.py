@@ -25,6 +25,7 @@ from rich.markup import escape
 
 from autodiag.cli._files import Protected, recording_opens, refuse_same_file
 from autodiag.report import ci
+from autodiag.report import no_color as no_color_env
 from autodiag.report.outcome import Outcome
 from autodiag.report.output import (
     Sink,
@@ -307,7 +308,7 @@ class Command:
         self.refused = False  # an output file was refused as one of the user's files
         self.quiet = quiet
         self.output = output
-        self.color = not no_color and not os.environ.get("NO_COLOR")
+        self.color = not no_color and not no_color_env.forbidden()
         self.err = stderr_console(self.color and sys.stderr.isatty())
         self.sink: Sink | None = None
         self.junit_xml = junit_xml
@@ -345,8 +346,9 @@ class Command:
         result = self.result
         if result is not None:
             ns = result.namespace
-            for k in [k for k in ns if not (type(k) is str and k.startswith("__"))]:
-                del ns[k]  # its own names; torch.compile's guards still look at __builtins__
+            if not any(t.is_alive() for t in result.running):  # they still read the globals
+                for k in [k for k in ns if not (type(k) is str and k.startswith("__"))]:
+                    del ns[k]  # its own names; torch.compile's guards still look at __builtins__
             result.frame_locals.clear()
             seen: set = set()
             for failure in (result.error, self.failure):
@@ -405,6 +407,13 @@ class Command:
                 f"[yellow]note:[/] {escape(target.label)} ended with os._exit(0)"
                 f"{escape(at)}; the report covers what ran before it"
             )
+        running = [t.name for t in self.result.running if t.is_alive()]
+        if running:
+            self.err.print(
+                f"[yellow]note:[/] {escape(target.label)} ended while {len(running)} of its "
+                f"threads still ran ({escape(', '.join(running))}); the report covers what they "
+                "did before"
+            )
         if self.result.wrong_engine:
             label = self.result.target.label
             raise NothingAnalysed(
@@ -413,8 +422,6 @@ class Command:
                 "Run it without --engine torch (autodiag's engine is the default), or make the "
                 "script `import torch`.",
             )
-        if need_ops and self.result.unwatched:
-            raise unwatched_threads(self.result)
         if need_ops and self.result.analysed_nothing:
             raise nothing_analysed(self.result)
         return self.result
@@ -531,31 +538,6 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
         f"autodiag tensor",
         "Nothing was checked. Run a script that computes with autodiag "
         "tensors (`import autodiag as torch`), or give an expression with -e.",
-    )
-
-
-def unwatched_threads(result: Run) -> NothingAnalysed:
-    """The script ran torch calls in threads that --engine torch does not watch: which, what
-    and where; no verdict (a report would leave those ops out, or be about nothing at all)."""
-    from autodiag.trace.sites import short_path  # trace/ is the engine's: not at --help
-
-    label = result.target.label
-    ran = "; ".join(
-        f"thread {thread!r} ran autograd work (`{op}` at {short_path(at['file'])}:{at['line']}"
-        + (f": {at['code']})" if at["code"] else ")")
-        for thread, op, at in result.unwatched
-    )
-    if result.ops == 0:
-        what = f"{label} ran its PyTorch ops in threads that --engine torch does not watch"
-        said = "nothing it did was checked"
-    else:
-        what = f"{label} ran PyTorch ops in threads that --engine torch does not watch as well"
-        said = "a report would leave them out, so none is given"
-    return NothingAnalysed(
-        f"{what}: {ran}; {said}",
-        "autodiag observes the thread that runs the script (PyTorch's function modes and "
-        "saved-tensor hooks are per thread). For the analysis run, call the work directly "
-        "instead of in a threading.Thread or an executor.",
     )
 
 

@@ -65,9 +65,8 @@ class Run:
     frame_locals: list = dataclasses.field(default_factory=list)
     hard_exit: int | None = None  # the status of an os._exit that ended the script
     hard_exit_site: str | None = None  # "file:line" of that os._exit call
-    # --engine torch: the threads of the script that ran torch calls the observer did not see,
-    # as (thread name, first op, its location) (engines/torch/unwatched.py)
-    unwatched: list = dataclasses.field(default_factory=list)
+    # the threads the script started that were still running when it ended
+    running: list = dataclasses.field(default_factory=list)
 
     @property
     def scopes(self) -> list[dict]:

@@ -313,12 +313,14 @@ def run_script(
     sys.stdin = _ClosedStdin()
     os._exit = _hard_exit
     alarm = _Alarm(timeout)
+    before = set(threading.enumerate())
     try:
         try:
             with (
                 contextlib.redirect_stdout(sys.stderr),
                 alarm,
                 _engine(on, run),
+                _threads_stop_quietly(),
                 deferring_sigint(),
             ):
                 _exec(code, module.__dict__)
@@ -391,7 +393,29 @@ def run_script(
         imported = saved.restore()
         if run is not None:
             run.imported = imported
+            before.add(alarm.prev)  # --timeout's timer thread, off the main thread: autodiag's
+            run.running = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     return module.__dict__
+
+
+@contextlib.contextmanager
+def _threads_stop_quietly():
+    """A tracer's ``StopRun`` raised in a thread the script started (``autodiag anomaly`` stops
+    at the first origin) ends that thread as it ends the run in the script's own thread: the
+    report says so, and ``threading.excepthook`` prints no traceback of autodiag's for it. Any
+    other error of a thread is printed as Python prints it."""
+    previous = threading.excepthook
+
+    def hook(args):
+        if args.exc_type is None or not issubclass(args.exc_type, StopRun):
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        if threading.excepthook is hook:  # the script may have set its own since
+            threading.excepthook = previous
 
 
 def _engine(engine: str, run=None):
@@ -403,17 +427,13 @@ def _engine(engine: str, run=None):
 
 @contextlib.contextmanager
 def _observed(run):
-    """Real PyTorch, observed in the thread that runs the script; the torch calls of the
-    threads it starts are spotted (``run.unwatched``: engines/torch/unwatched.py)."""
+    """Real PyTorch, observed in the thread that runs the script and in each thread it starts
+    (engines/torch/workers.py)."""
     from autodiag.engines.torch.observe import observing
-    from autodiag.engines.torch.unwatched import spotting
+    from autodiag.engines.torch.workers import observing_threads
 
-    with observing(), spotting() as spotted:
-        try:
-            yield
-        finally:
-            if run is not None:
-                run.unwatched = spotted.found()
+    with observing() as observer, observing_threads(observer):
+        yield
 
 
 def _frame_locals(tb) -> list[dict]:

@@ -419,9 +419,9 @@ def _plain(markup: str) -> str:
 
 
 def _colour(stream) -> bool:
-    import os
+    from autodiag.report import no_color  # the CLI's rule: an empty NO_COLOR is ignored
 
-    return stream.isatty() and "NO_COLOR" not in os.environ
+    return stream.isatty() and not no_color.forbidden()
 
 
 def _string_sink():

@@ -127,6 +127,9 @@ class Session:
                 observe.register()
                 self.observer = observe.Observer()
                 stack.enter_context(self.observer.installed())
+                from autodiag.engines.torch.workers import observing_threads
+
+                stack.enter_context(observing_threads(self.observer))  # threads the block starts
         except BaseException:
             stack.close()
             self._finish()

@@ -12,8 +12,8 @@ hooks alone — a hook set of its own, apart from the function mode's per-op pat
 
 The entry holds a weak reference to that outermost module: a node never keeps a module alive
 (a module that stores its output would otherwise make a cycle through C++ that no collector
-sees). Nodes a module made that its outputs do not reach (a tensor it only stored on itself)
-get no module; the creation line still names them.
+sees). Nodes a module made that its outputs do not reach (a tensor it only stored on itself) are
+handed to its call by the observer's mode as they are made (``made``), and walked from too.
 """
 
 from __future__ import annotations
@@ -78,6 +78,16 @@ class ModuleTagger:
             older = _tag(starts, mark, self.entry_of(root, module))
             if older and stack:
                 stack[-1][2].extend(older)  # the caller's, if it made them (NOTE below)
+
+    def made(self, node) -> None:
+        """The observer's mode made ``node`` (observe.py): while a module call runs in this
+        thread, its walk starts from the node too, so a node the call made that its outputs do
+        not reach (a loss it keeps on itself, a value only a later op reads) is still the
+        module's, as on autodiag's engine (which names the module running when a node is
+        made)."""
+        stack = self.calls.stack
+        if stack:
+            stack[-1][2].append(node)
 
     def entry_of(self, root, module) -> tuple:
         known = self.paths.get(id(root))

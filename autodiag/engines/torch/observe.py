@@ -15,8 +15,8 @@ to autodiag's tracers (``autodiag.trace``), so the same analyses and reports ser
   leaks the graph: ``detach()`` shares the version counter without the cycle.
 
 Every hook steps aside under ``torch.compiler.is_compiling()``: a compiled region is traced as
-plain PyTorch and shows as one node at the line that called it. Ops of other threads (spotted
-and said instead: ``unwatched.py``; modes are per thread), inside
+plain PyTorch and shows as one node at the line that called it. Each thread the run starts
+gets an observer of its own (``workers.py``: modes and hooks are per thread). Ops inside
 ``torch.func`` transforms and inside ``checkpoint``/``save_on_cpu`` regions (only the innermost
 saved-tensor hooks apply) are not seen; nor are writes that C++ kernels make themselves
 (BatchNorm's running statistics).
@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect as _pyinspect
+import itertools
 import os
+import threading
 import weakref
 
 import torch
@@ -125,9 +127,13 @@ class _Packed:
 
 
 class Observer:
-    """What one run of a script on PyTorch is watched with."""
+    """What one run of a script on PyTorch is watched with: the thread that runs it, or (with
+    ``run``, the observer of that thread) one more thread the run started (workers.py), which
+    shares the run's saved tensors (a write in one thread to a tensor saved in another is a
+    hazard too) and backward call numbers; the rest is per thread, as PyTorch's modes, hooks
+    and sequence numbers are."""
 
-    def __init__(self):
+    def __init__(self, run: Observer | None = None):
         self.sinks = [t for t in events.TRACERS if hasattr(type(t), "note_hazard")]
         # tracers that look at every op of the script (``torch_op``: anomaly, leaks)
         self.op_watchers = [t for t in events.TRACERS if hasattr(type(t), "torch_op")]
@@ -135,8 +141,15 @@ class Observer:
         self.last_stack = None  # the stack of the last op that ran with grad disabled
         self.pending: list = []  # saves packed during the op in progress
         self.saves: dict = {}  # storage data_ptr -> WeakSet of _Packed still held by a node
-        self.calls: list = []  # backward calls in progress, innermost last
-        self.ncalls = 0
+        # NOTE [Shared saves]: ``saves`` and its sets are shared by the run's threads; they are
+        # changed and scanned under ``lock`` (a set changed during another thread's scan raises)
+        self.lock = threading.Lock()
+        self.numbers = itertools.count(1)  # backward call numbers, in the order calls begin
+        if run is not None:
+            self.saves, self.lock, self.numbers = run.saves, run.lock, run.numbers
+        self.calls: list = []  # this thread's backward calls in progress, innermost last
+        # modules.ModuleTagger.made, while module paths are recorded: told of each new node
+        self.made_in_module = run.made_in_module if run is not None else None
         self.nsaves = 0  # saves watched since the last sweep
         self.mode = _Mode(self)
         # the analyses that listen to every op / node (check, trace): engines/torch/hooks.py
@@ -184,10 +197,7 @@ class Observer:
                     p.site = stack
                     if p.key is None:
                         continue  # a tensor without storage (sparse, meta): not watched
-                    box = self.saves.get(p.key)
-                    if box is None:
-                        box = self.saves[p.key] = weakref.WeakSet()
-                    box.add(p)
+                    self.keep(p)
                 self.nsaves += len(pending) - n0
                 if self.nsaves > SWEEP_EVERY:
                     self.sweep()
@@ -208,11 +218,20 @@ class Observer:
             for t in self.op_listeners:
                 t.on_op(name, new, inputs, outputs, stack)
 
+    def keep(self, p: _Packed) -> None:
+        """Note saved tensor ``p`` under its storage (NOTE [Shared saves])."""
+        with self.lock:
+            box = self.saves.get(p.key)
+            if box is None:
+                box = self.saves[p.key] = weakref.WeakSet()
+            box.add(p)
+
     def sweep(self) -> None:
         """Forget storages whose saved tensors are all gone (their nodes ran or died)."""
         self.nsaves = 0
-        for key in [k for k, box in self.saves.items() if not box]:
-            del self.saves[key]
+        with self.lock:  # NOTE [Shared saves]
+            for key in [k for k, box in self.saves.items() if not box]:
+                del self.saves[key]
 
     def tag(self, node, stack, before: int, own: bool = True) -> dict:
         """Give ``node`` and the other nodes this op made (numbered above ``before``; a composite
@@ -227,6 +246,8 @@ class Observer:
                 return {}
             md[_SITE] = stack if own else self._apply_site(node) or stack
             self.last_seq = seq
+            if self.made_in_module is not None:
+                self.made_in_module(node)
             return {seq: node}
         todo = [node]
         newest = before
@@ -239,6 +260,8 @@ class Observer:
             md[_SITE] = stack if own and n is node else self._apply_site(n) or stack
             s = n._sequence_nr()
             made[s] = n
+            if self.made_in_module is not None:
+                self.made_in_module(n)
             if s > newest:
                 newest = s
             for c, _ in n.next_functions:
@@ -275,7 +298,8 @@ class Observer:
         if not box:
             return
         now = t._version
-        hazards = [p for p in box if p.version != now]
+        with self.lock:  # NOTE [Shared saves]
+            hazards = [p for p in box if p.version != now]
         if not hazards:
             return
         if stack is None:
@@ -349,7 +373,6 @@ class Observer:
             roots = _as_list(a.get("tensors", a.get("outputs")))
         create = bool(a.get("create_graph", False))
         retain = a.get("retain_graph")
-        self.ncalls += 1
         call = BackwardCall(
             [r for r in roots if isinstance(r, _Tensor)],
             a.get("inputs"),
@@ -357,7 +380,7 @@ class Observer:
             create if retain is None else bool(retain),
             create,
             capture_stack(3),
-            self.ncalls,
+            next(self.numbers),
         )
         del self.pending[:]
         for r in call.roots:  # a custom Function's output, say, that no later op reached
@@ -396,9 +419,13 @@ class Observer:
             stack.enter_context(
                 hooks.installed(ready("on_op"), ready("on_optimizer_step"), self.op_watchers)
             )
-            stack.enter_context(modules.installed_for(events.TRACERS))
+            tagger = stack.enter_context(modules.installed_for(events.TRACERS))
+            self.made_in_module = tagger.made if tagger is not None else None
             stack.enter_context(self.mode)
-            yield self
+            try:
+                yield self
+            finally:
+                self.made_in_module = None
 
 
 class _Mode(TorchFunctionMode):
@@ -529,7 +556,8 @@ def observing():
         with obs.installed():
             yield obs
     finally:
-        obs.saves.clear()
+        with obs.lock:  # threads the run started may still be running (workers.py)
+            obs.saves.clear()
         del obs.pending[:]
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
