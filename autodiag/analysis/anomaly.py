@@ -40,6 +40,7 @@ from autodiag.analysis.summary import summarize
 from autodiag.core.sumsq import CHUNK, sum_of_squares
 from autodiag.inspect import array, children, leaf_variable, site, values
 from autodiag.trace import StopRun, Tracer
+from autodiag.trace.per_thread import PerThread
 
 # Ops that set values the user chose: a non-finite result with finite tensor inputs is intended
 # (``masked_fill(mask, float('-inf'))`` before a softmax), not an anomaly.
@@ -231,14 +232,20 @@ class AnomalyFinder(Tracer):
         self.stopped_at: int | None = None  # backward call at which the run was stopped
         # id(array) -> (weakref to the array, origin key or None): arrays known to hold NaN/Inf
         self._bad: dict = {}
-        self._tasks: list = []  # backward calls in progress (see on_backward_begin)
+        # backward calls in progress (see on_backward_begin), per thread: an op of one thread
+        # while another is in backward is a forward op (trace/per_thread.py)
+        self._here = PerThread()
         self._tainted = weakref.WeakSet()  # nodes whose forward output held NaN/Inf
+
+    @property
+    def _tasks(self) -> list:
+        return self._here.tasks
 
     # --- forward --------------------------------------------------------------------------
 
     def on_op(self, op, node, inputs, outputs, stack):
         # NOTE [Anomaly cost]: the common case (one finite float output) stays inline
-        if self._tasks:
+        if self._here.tasks:
             return  # an op inside backward (a custom Function's, create_graph): its result is a
             # gradient, checked as the node's output
         if not outputs and op == "__setitem__" and inputs:

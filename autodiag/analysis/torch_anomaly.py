@@ -42,6 +42,7 @@ from autodiag.analysis.anomaly import (
 )
 from autodiag.engines.torch import seam
 from autodiag.trace import StopRun
+from autodiag.trace.per_thread import PerThread
 from autodiag.trace.sites import capture_stack
 
 _Tensor = torch.Tensor
@@ -130,7 +131,9 @@ class TorchAnomalyFinder(AnomalyFinder):
 
     def __init__(self, keep_going: bool = False, forward: bool = True, backward: bool = True):
         super().__init__(keep_going, forward, backward)
-        self._calls: list = []  # [call, number, found a NaN/Inf gradient] in progress
+        # [call, number, found a NaN/Inf gradient] in progress, per thread: an op of one thread
+        # while another is in backward is a forward op (trace/per_thread.py)
+        self._bw = PerThread()
         self._hook = self._node_hook  # one bound method for every node
         self._token = object()  # node.metadata[_HOOKED]: hooked by this finder (not another's)
         # a list to keep each node hook's handle in, for a caller that must remove them when it
@@ -139,11 +142,15 @@ class TorchAnomalyFinder(AnomalyFinder):
         self.handles: list | None = None
         self._prune_at = 1024
 
+    @property
+    def _calls(self) -> list:
+        return self._bw.tasks
+
     # --- forward --------------------------------------------------------------------------
 
     def torch_op(self, name, args, kwargs, out, made) -> None:
         """An outermost op of the script ran (``observe.Observer.after_op``)."""
-        if self._calls:
+        if self._bw.tasks:
             return  # inside backward (a custom Function's, create_graph): a gradient
         if out.__class__ is _Tensor:
             if not out.dtype.is_floating_point:
