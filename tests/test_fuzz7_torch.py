@@ -1,0 +1,118 @@
+"""issue 17 (fuzz7): a Python number written into a tensor is converted as PyTorch converts it
+(``c10::checked_convert``: NOTE [Checked scalar conversion] in autodiag/ops/_scalar_convert.py),
+and the fuzzer's remaining classes, each compared with PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autodiag as ad
+
+inf, nan = float("inf"), float("nan")
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+VALUES = [
+    True,
+    -1,
+    -255,
+    -256,
+    255,
+    256,
+    2**31,
+    2**63 - 1,
+    2**63,
+    -(2**63) - 1,
+    2**64,
+    1.5,
+    -1.5,
+    -0.5,
+    127.5,
+    65504.0,
+    65519.0,
+    1e6,
+    3.4028235e38,
+    1e39,
+    2.0**63,
+    inf,
+    -inf,
+    nan,
+    -0.0,
+    1 + 2j,
+    1 + 0j,
+    complex(nan, 0),
+    np.float64(1e39),
+    np.int64(-1),
+]
+
+
+def _fill_(m, dt, v):
+    return m.zeros(2, dtype=dt).fill_(v)
+
+
+def _full(m, dt, v):
+    return m.full((2,), v, dtype=dt)
+
+
+def _new_full(m, dt, v):
+    return m.zeros(2, dtype=dt).new_full((2,), v)
+
+
+def _masked_fill(m, dt, v):
+    return m.zeros(2, dtype=dt).masked_fill(m.tensor([True, False]), v)
+
+
+def _masked_fill_(m, dt, v):
+    return m.zeros(2, dtype=dt).masked_fill_(m.tensor([True, False]), v)
+
+
+def _setitem(m, dt, v):
+    t = m.zeros(2, dtype=dt)
+    t[0] = v
+    return t
+
+
+def _setitem_all(m, dt, v):
+    t = m.zeros(2, 2, dtype=dt)
+    t[:] = v  # copy_to's fill_ of the whole tensor
+    return t
+
+
+def _outcome(fn, m, dt, v):
+    try:
+        with np.errstate(all="ignore"):
+            out = fn(m, getattr(m, dt), v)
+        return ("ok", str(out.dtype).split(".")[-1], repr(out.tolist()))
+    except Exception as e:  # the exception's type and message are the contract
+        return (type(e).__name__, str(e).splitlines()[0])
+
+
+@pytest.mark.parametrize(
+    "fn", [_fill_, _full, _new_full, _masked_fill, _masked_fill_, _setitem, _setitem_all]
+)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_fill_value_conversion_is_pytorchs_checked_convert(torch, fn, dt):
+    # int32.fill_(nan) was INT_MIN, float16.fill_(1e6) inf, float32.fill_(1 + 2j) 1.0 (numpy's
+    # casts, silently); uint8.fill_(-1) raised where PyTorch wraps it to 255
+    diffs = []
+    for v in VALUES:
+        want, got = _outcome(fn, torch, dt, v), _outcome(fn, ad, dt, v)
+        if want != got:
+            diffs.append(f"{v!r}: torch {want} autodiag {got}")
+    assert not diffs, "\n".join(diffs)
+
+
+def test_full_infers_dtype_as_pytorch(torch):
+    for v in [True, 3, np.int32(3), 2.5, np.float16(1.5), np.True_]:
+        assert str(ad.full((2,), v).dtype) == str(torch.full((2,), v).dtype), v
+    with pytest.raises(RuntimeError, match="int64_t without overflow"):
+        ad.full((2,), 2**63)
+    with pytest.raises(NotImplementedError, match="complex"):
+        ad.full((2,), 1 + 2j)  # PyTorch: a complex tensor, which autodiag does not have
+
+
+def test_fill_value_that_is_not_a_number_raises_typeerror():
+    with pytest.raises(TypeError, match="fill_"):
+        ad.zeros(2).fill_("x")
+    with pytest.raises(TypeError, match="fill_"):
+        ad.zeros(2).fill_(None)
