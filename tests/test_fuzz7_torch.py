@@ -116,3 +116,48 @@ def test_fill_value_that_is_not_a_number_raises_typeerror():
         ad.zeros(2).fill_("x")
     with pytest.raises(TypeError, match="fill_"):
         ad.zeros(2).fill_(None)
+
+
+REDUCTIONS = {
+    "sum": lambda x: x.sum(2, True),
+    "sum_nokeep": lambda x: x.sum(2),
+    "mean": lambda x: x.mean(2, True),
+    "prod": lambda x: x.prod(2, True),
+    "var": lambda x: x.var(2, keepdim=True),
+    "std": lambda x: x.std(2, keepdim=True),
+    "norm": lambda x: x.norm(dim=2, keepdim=True),
+    "logsumexp": lambda x: x.logsumexp(2, True),
+    "amax": lambda x: x.amax(2, True),
+    "amin": lambda x: x.amin(0),
+    "any": lambda x: x.any(2, True),
+    "all": lambda x: x.all(2, True),
+    "cumsum": lambda x: x.cumsum(2),
+    "cumprod": lambda x: x.cumprod(1),
+    "softmax": lambda x: x.softmax(2),
+    "log_softmax": lambda x: x.log_softmax(0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_of_a_permuted_tensor_is_contiguous_as_pytorch(torch, name):
+    # fuzz class "contiguous | forward grad_fn: CloneBackward0 vs ViewBackward0": numpy's
+    # reductions keep the input's memory order, PyTorch allocates the result contiguous, so
+    # .contiguous() cloned (CloneBackward0) where PyTorch returned the tensor itself
+    got = []
+    for m in (torch, ad):
+        x = m.arange(36, dtype=m.float64).reshape(3, 3, 4).permute(2, 1, 0).requires_grad_()
+        y = REDUCTIONS[name](x)
+        z = y.contiguous()
+        got.append((y.stride(), z is y, type(z.grad_fn).__name__, y.detach().numpy().tolist()))
+    assert got[1] == got[0]
+
+
+def test_einsum_then_contiguous_is_the_einsum_result(torch):
+    # the fuzzer's repro: einsum sums the labels only one operand has with a keepdim sum
+    got = []
+    for m in (torch, ad):
+        x0 = m.ones(3, 3, 4, dtype=m.float64, requires_grad=True)
+        t0 = m.einsum("ijk,kjp->kj", x0, m.ones(1, 1, 1, dtype=m.float64))
+        t2 = t0.contiguous()
+        got.append((t0.stride(), type(t2.grad_fn).__name__))
+    assert got[1] == got[0] == ((3, 1), "ViewBackward0")
