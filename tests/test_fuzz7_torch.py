@@ -161,3 +161,44 @@ def test_einsum_then_contiguous_is_the_einsum_result(torch):
         t2 = t0.contiguous()
         got.append((t0.stride(), type(t2.grad_fn).__name__))
     assert got[1] == got[0] == ((3, 1), "ViewBackward0")
+
+
+def _var_grad2(m, x1, w1, dim, correction):
+    x = m.tensor(x1, dtype=m.float32, requires_grad=True)
+    v = x.var(dim=dim, correction=correction)
+    g = m.ones(v.shape, dtype=m.float32, requires_grad=True)
+    (gx,) = m.autograd.grad(v, x, g, create_graph=True)
+    (gg,) = m.autograd.grad(gx, g, m.tensor(w1, dtype=m.float32))
+    return gg.tolist()
+
+
+@pytest.mark.parametrize(
+    "x1,w1,dim,correction",
+    [
+        # no degree of freedom left: the factor is inf, the row's terms have both signs
+        ([[-4.43, 1.0], [1.0, 1.0], [1.0, 1.0]], [[0.5, 1.0], [1.5, 0.5], [1.0, 1.5]], -1, 2),
+        ([[-4.43, 1.0, 2.0], [1.0, 1.0, 3.0]], [[0.5, 1.0, 1.5], [1.5, 0.5, 1.0]], 0, 2),
+        ([[1.0, 2.0, 4.0], [3.0, 5.0, 8.0]], [[0.5, 1.0, 1.5], [1.5, 0.5, 1.0]], 1, 1),
+    ],
+)
+def test_var_double_backward_scales_the_summed_terms_as_pytorch(torch, x1, w1, dim, correction):
+    # fuzz class "matmul+var | grad2 value: nan vs inf": var's backward expanded the gradient
+    # before multiplying by 2 / (n - correction), so the double backward summed inf * terms of
+    # both signs (NaN) where PyTorch scales the sum (inf)
+    assert str(_var_grad2(ad, x1, w1, dim, correction)) == str(
+        _var_grad2(torch, x1, w1, dim, correction)
+    )
+
+
+def test_var_of_an_empty_dim_double_backward_is_nan_as_pytorch(torch):
+    # fuzz class "gather+matmul+var | grad2 value: 0 vs nan"
+    got = []
+    for m in (torch, ad):
+        x = m.ones(0, dtype=m.float32, requires_grad=True)
+        with np.errstate(all="ignore"), pytest.warns(UserWarning):
+            v = x.var(dim=(0,), correction=0, keepdim=True)
+        g = m.ones(1, requires_grad=True)
+        (gx,) = m.autograd.grad(v, x, g, create_graph=True)
+        (gg,) = m.autograd.grad(gx.sum(), g, allow_unused=True)
+        got.append(str(gg.tolist()))
+    assert got[1] == got[0] == "[nan]"

@@ -624,7 +624,11 @@ class VarBackward0(_Reduce):
                 else x.mean(self.dims, keepdim=True)
             )
             dof = self.n - self.correction
-            g = self.expand(xp, g)
+            if self.unreduce:  # unsqueezed, not expanded: ``factor * g`` is summed before it
+                # is scaled in the double backward (PyTorch's order: inf * (sum of terms), not
+                # a sum of infinities of both signs)
+                keep = tuple(1 if i in self.dims else s for i, s in enumerate(self.in_shape))
+                g = xp.reshape(g, keep)
         factor = 2.0 / dof if dof else math.copysign(math.inf, dof)
         return factor * g * (x - mu)
 
