@@ -69,6 +69,13 @@ class _Reduce(Node):
     def expand(self, xp, g):
         return xp.expand_dims_to(g, self.unreduce, self.in_shape)
 
+    def unsqueeze(self, xp, g):
+        """``g`` with the reduced dims put back as size 1 (PyTorch's unsqueeze_multiple): the
+        formula's broadcast then sums the double backward's terms in PyTorch's order."""
+        if not self.unreduce:
+            return g
+        return xp.reshape(g, tuple(1 if i in self.dims else s for i, s in enumerate(self.in_shape)))
+
     def _saved_extra(self):
         return {"dim": self.dims, "self_sym_sizes": self.in_shape}
 
@@ -624,11 +631,9 @@ class VarBackward0(_Reduce):
                 else x.mean(self.dims, keepdim=True)
             )
             dof = self.n - self.correction
-            if self.unreduce:  # unsqueezed, not expanded: ``factor * g`` is summed before it
-                # is scaled in the double backward (PyTorch's order: inf * (sum of terms), not
-                # a sum of infinities of both signs)
-                keep = tuple(1 if i in self.dims else s for i, s in enumerate(self.in_shape))
-                g = xp.reshape(g, keep)
+            # unsqueezed, not expanded: ``factor * g`` is summed before it is scaled in the
+            # double backward (PyTorch's order: inf * (sum of terms), not a sum of infinities)
+            g = self.unsqueeze(xp, g)
         factor = 2.0 / dof if dof else math.copysign(math.inf, dof)
         return factor * g * (x - mu)
 
