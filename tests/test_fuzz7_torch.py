@@ -202,3 +202,52 @@ def test_var_of_an_empty_dim_double_backward_is_nan_as_pytorch(torch):
         (gg,) = m.autograd.grad(gx.sum(), g, allow_unused=True)
         got.append(str(gg.tolist()))
     assert got[1] == got[0] == "[nan]"
+
+
+def _zero_signs(t) -> str:
+    a = t.detach().numpy().ravel()
+    return "".join(("-" if np.signbit(v) else "+") if v == 0 else "x" for v in a)
+
+
+TIE_SHAPES = [((n,), ()) for n in (3, 8, 9, 15, 16, 17, 33)] + [
+    ((16,), (16,)),
+    ((17,), (17,)),
+    ((3, 17), (3, 1)),
+    ((3, 17), (1, 17)),
+    ((2, 3, 8), (1, 3, 8)),
+    ((2, 3, 8), (2, 1, 8)),
+    ((4, 1, 16), (1, 2, 1)),
+    ((2, 16), (2, 1, 1)),
+    ((1, 17), (17,)),
+]
+
+
+@pytest.mark.parametrize("shapes", TIE_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fn", ["maximum", "minimum"])
+@pytest.mark.parametrize("swap", [False, True])
+def test_maximum_tie_is_pytorchs_vector_body_choice(torch, shapes, dtype, fn, swap):
+    # fuzz class "maximum | forward value: -0 vs 0": PyTorch's vectorised loop (16 float32 / 8
+    # float64 elements a step) returns the second operand on a tie, its scalar tail the first
+    # (NOTE [maximum ties] in autodiag/ops/_vector_ties.py)
+    got = []
+    for m in (torch, ad):
+        a = m.full(shapes[0], -0.0, dtype=getattr(m, dtype))
+        b = m.zeros(shapes[1], dtype=getattr(m, dtype))
+        if swap:
+            a, b = b, a
+        got.append(_zero_signs(getattr(m, fn)(a, b)))
+    assert got[1] == got[0]
+
+
+def test_maximum_tie_with_promoted_operands(torch):
+    got = []
+    for m in (torch, ad):
+        a = m.full((17,), -0.0, dtype=m.float32)
+        got.append(
+            (
+                _zero_signs(m.maximum(a, m.zeros(17, dtype=m.float64))),
+                _zero_signs(m.maximum(a, m.zeros((), dtype=m.float64))),
+            )
+        )
+    assert got[1] == got[0]
