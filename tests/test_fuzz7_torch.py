@@ -21,6 +21,7 @@ VALUES = [
     256,
     2**31,
     2**63 - 1,
+    2**54 + 2**30 + 1,  # float32: rounded once from the int (through a double it would tie)
     2**63,
     -(2**63) - 1,
     2**64,

@@ -114,9 +114,9 @@ def checked_scalar(value, dt: np.dtype, op: str, setitem: bool = False) -> np.nd
         if cls is float:
             if fmax < abs(value) < float("inf"):
                 raise _overflow(_CPP_NAMES[dt])
-        elif abs(value) > fmax:  # an int (the C++ cast of an int64 rounds once: numpy's too)
+        elif abs(value) > fmax:  # an int
             raise _overflow(_CPP_NAMES[dt])
-        else:
+        elif abs(value) > 2**53:  # the C++ cast of an int64 rounds once: not through a double
             src = np.uint64 if value >= 2**63 else np.int64
             return np.asarray(value, dtype=src).astype(dt)
         return np.asarray(value, dtype=dt)
