@@ -59,8 +59,8 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "open",
         r"(^|\+)layer_norm(\.[a-z_]+)?(\+|$)",
         r"^(grad2?|forward) value: -?0 vs -?0$",
-        "sign of a zero from layer_norm: PyTorch normalises as x * (rstd * w) + (-mean * rstd "
-        "* w + b) with its own statistics (the layer_norm statistics entry below); values equal",
+        "sign of a zero from layer_norm and its gradients: PyTorch's statistics and its "
+        "kernels' order of operations (the layer_norm statistics entry below); values equal",
     ),
     KnownIssue(
         "open",
