@@ -17,6 +17,7 @@ from autodiag import _device, dtypes
 from autodiag.ops import rng
 from autodiag.ops._avx_mathfun import fma32
 from autodiag.ops._core import _state, register, wrap
+from autodiag.ops._scalar_convert import checked_scalar
 from autodiag.tensor import REQUIRES_GRAD_DTYPE_ERROR, Tensor
 
 # the global stream (torch.default_generator's): manual_seed and set_rng_state put a new Stream
@@ -217,11 +218,14 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, **kw) -> 
 @register(method=False)
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
-        if isinstance(fill_value, (bool, np.bool_)):
+        if isinstance(fill_value, bool):  # not numpy's bool_: PyTorch gives it the default
             dtype = dtypes.bool
         elif isinstance(fill_value, numbers.Integral):
             dtype = dtypes.int64
-    return _finish(np.full(_shape((size,)), fill_value, dtype=_dt(dtype)), requires_grad)
+        elif isinstance(fill_value, numbers.Complex) and not isinstance(fill_value, numbers.Real):
+            raise NotImplementedError("autodiag: complex tensors are not supported")
+    value = checked_scalar(fill_value, _dt(dtype), "full")
+    return _finish(np.full(_shape((size,)), value), requires_grad)
 
 
 @register(method=False)

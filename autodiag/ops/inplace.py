@@ -27,6 +27,7 @@ from autodiag.ops._core import (
     result,
     wrap,
 )
+from autodiag.ops._scalar_convert import checked_scalar
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace import events
 from autodiag.trace.sites import user_site
@@ -369,15 +370,16 @@ def _fill_like(t: Tensor, value, cls=FillBackward2) -> Tensor:
                 node._input_meta = (None, ((), value._data.dtype))
             return result(out, node)
         return result(out, None)
-    out = _filled(t._data, value)
+    d = t._data
+    out = np.broadcast_to(checked_scalar(value, d.dtype, "fill_"), d.shape)
     if _state.record and t.requires_grad:
         return result(out, cls((edge(t),)))
     return result(out, None)
 
 
-def _filled(like: np.ndarray, value) -> np.ndarray:
-    # np.full's conversion of the value (casts, errors), without its full-size array
-    return np.broadcast_to(np.full((), value, dtype=like.dtype), like.shape)
+def _filled(like: np.ndarray, value: np.ndarray) -> np.ndarray:
+    # a 0-d tensor's value cast (copy_'s rule, unchecked), without a full-size array
+    return np.broadcast_to(value.astype(like.dtype, copy=False), like.shape)
 
 
 def fill_(self, value):
@@ -781,7 +783,7 @@ def _value_tensor(t: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         return value
     if isinstance(value, (bool, int, float, complex, np.generic)):
-        return wrap(np.asarray(value, dtype=t._data.dtype))
+        return wrap(checked_scalar(value, t._data.dtype, "__setitem__", setitem=True))
     raise TypeError(f"can't assign a {type(value).__name__} to a torch.{t.dtype.scalar_name}Tensor")
 
 

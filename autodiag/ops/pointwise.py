@@ -33,6 +33,7 @@ from autodiag.ops._core import (
     sign_array,
     wrap,
 )
+from autodiag.ops._vector_ties import tie_takes_second
 from autodiag.tensor import Tensor, _new
 from autodiag.trace.events import TRACERS, _depth, call_traced, self_traced
 from autodiag.trace.sites import last_user as _last_user
@@ -1703,7 +1704,7 @@ def _min_max(input, other, fn, cls):
     a = as_tensor_operand(input)
     b = as_tensor_operand(other)
     ad, bd = _operands(a, b)
-    out = broadcasting(fn, ad, bd)
+    out = tie_takes_second(broadcasting(fn, ad, bd), ad, bd)  # NOTE [maximum ties]
     if _state.record and (a.requires_grad or b.requires_grad):
         node = cls((edge(a), edge(b)))
         node._saved = (save(a), save(b))
@@ -1712,8 +1713,9 @@ def _min_max(input, other, fn, cls):
     return result(out, None)
 
 
-# NOTE: PyTorch's maximum(a, b) returns a on ties (maximum(-0.0, 0.0) is -0.0); numpy's returns
-# its second argument, so the operands go in swapped.
+# NOTE: PyTorch's scalar maximum(a, b) returns a on ties (maximum(-0.0, 0.0) is -0.0); numpy's
+# returns its second argument, so the operands go in swapped; its vectorised loop returns b
+# (NOTE [maximum ties] in ops/_vector_ties.py).
 @register(expr=True)
 def maximum(input, other):
     return _min_max(input, other, lambda a, b: np.maximum(b, a), MaximumBackward0)

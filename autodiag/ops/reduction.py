@@ -69,8 +69,22 @@ class _Reduce(Node):
     def expand(self, xp, g):
         return xp.expand_dims_to(g, self.unreduce, self.in_shape)
 
+    def unsqueeze(self, xp, g):
+        """``g`` with the reduced dims put back as size 1 (PyTorch's unsqueeze_multiple): the
+        formula's broadcast then sums the double backward's terms in PyTorch's order."""
+        if not self.unreduce:
+            return g
+        return xp.reshape(g, tuple(1 if i in self.dims else s for i, s in enumerate(self.in_shape)))
+
     def _saved_extra(self):
         return {"dim": self.dims, "self_sym_sizes": self.in_shape}
+
+
+def c_order(a: np.ndarray) -> np.ndarray:
+    """PyTorch allocates the result of a reduction (and of softmax, cumsum) contiguous whatever
+    the input's layout; numpy's follows the input's memory order (a permuted input's sum is not
+    contiguous, and ``.contiguous()`` or ``.view`` after it would differ)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
 def _record_reduce(cls, x, out, dims, unreduce, saves=()):
@@ -106,7 +120,8 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
     if npdt is not None and npdt != d.dtype:
         d = d.astype(npdt)
-    out = cascade_sum(d, dims, keepdim)  # PyTorch's order of additions (NOTE [Cascade sums])
+    # PyTorch's order of additions (NOTE [Cascade sums])
+    out = c_order(cascade_sum(d, dims, keepdim))
     if _state.record and x.requires_grad:
         return _record_reduce(SumBackward0 if dim is None else SumBackward1, x, out, dims, unreduce)
     return result(out, None)
@@ -152,7 +167,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         d = d.astype(dtypes.to_np(dtype))
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
-    out = cascade_mean(d, dims, keepdim)  # sum / count, the sum in PyTorch's order
+    out = c_order(cascade_mean(d, dims, keepdim))  # sum / count, the sum in PyTorch's order
     if _state.record and x.requires_grad:
         r = _record_reduce(MeanBackward0 if dim is None else MeanBackward1, x, out, dims, unreduce)
         r.grad_fn.count = builtins.max(int(np.prod([d.shape[i] for i in dims])), 1) if d.ndim else 1
@@ -229,7 +244,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
         raise TypeError("prod(): argument 'dim' must be int")
     dims, unreduce = _reduced_shape_dims(x, dim, keepdim)
     npdt = dtypes.to_np(dtype) if dtype is not None else _sum_dtype(d)
-    out = np.asarray(d.prod(axis=dims, keepdims=keepdim, dtype=npdt))
+    out = c_order(np.asarray(d.prod(axis=dims, keepdims=keepdim, dtype=npdt)))
     if _state.record and x.requires_grad:
         return _record_reduce(
             ProdBackward0 if dim is None else ProdBackward1,
@@ -344,7 +359,7 @@ def _scan(name: str, fn, cls, input, dim, dtype):
         d = d.astype(dtypes.to_np(dtype))  # cast inside the op, as PyTorch does (no ToCopy)
     elif d.dtype.kind in "biu":
         d = d.astype(np.int64)  # PyTorch accumulates integers and bools in int64
-    out = scan_array(fn, d, dim) if d.ndim else d.copy()
+    out = c_order(scan_array(fn, d, dim)) if d.ndim else d.copy()
     if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.dim = dim
@@ -508,7 +523,7 @@ def _amax_amin(input, dim, keepdim, np_red, cls, name):
     if dim == ():
         dims, unreduce = _reduced_shape_dims(x, None, keepdim)
     check_reducible(name, x._data, dims, dim == () or dim is None)
-    out = np.asarray(np_red(x._data, axis=dims, keepdims=keepdim))
+    out = c_order(np.asarray(np_red(x._data, axis=dims, keepdims=keepdim)))
     if _state.record and x.requires_grad:
         return _record_reduce(cls, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
@@ -562,7 +577,7 @@ def _any_all(input, dim, keepdim: bool, np_red):
     if keepdim and dims is None:
         out = out.reshape((1,) * d.ndim)
     # NOTE: PyTorch keeps uint8 for uint8 inputs (a legacy of byte masks); bool otherwise
-    return result(out.astype(np.uint8 if d.dtype == np.uint8 else np.bool_), None)
+    return result(c_order(out.astype(np.uint8 if d.dtype == np.uint8 else np.bool_)), None)
 
 
 @register("any")
@@ -616,7 +631,9 @@ class VarBackward0(_Reduce):
                 else x.mean(self.dims, keepdim=True)
             )
             dof = self.n - self.correction
-            g = self.expand(xp, g)
+            # unsqueezed, not expanded: ``factor * g`` is summed before it is scaled in the
+            # double backward (PyTorch's order: inf * (sum of terms), not a sum of infinities)
+            g = self.unsqueeze(xp, g)
         factor = 2.0 / dof if dof else math.copysign(math.inf, dof)
         return factor * g * (x - mu)
 
@@ -662,7 +679,7 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
         out = np.true_divide(ss, builtins.max(0, n - c))
     if sqrt:
         out = np.sqrt(out)
-    out = np.asarray(out, dtype=d.dtype)
+    out = c_order(np.asarray(out, dtype=d.dtype))
     if _state.record and x.requires_grad:
         r = _record_reduce(cls, x, out, dims, unreduce, ("self", "result") if sqrt else ("self",))
         r.grad_fn.correction, r.grad_fn.whole = c, dim is None or d.ndim == 0
@@ -765,7 +782,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False):  # noqa: A002
         out = np.sqrt((d * d).sum(axis=dims, keepdims=keepdim))
     else:
         out = (a**ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
-    out = np.asarray(out, dtype=d.dtype)
+    out = c_order(np.asarray(out, dtype=d.dtype))
     if _state.record and x.requires_grad:
         r = _record_reduce(LinalgVectorNormBackward0, x, out, dims, unreduce, ("self", "result"))
         r.grad_fn.ord = ord
@@ -798,7 +815,7 @@ def logsumexp(input, dim, keepdim: bool = False):
         out = np.log(np.exp(d - m).sum(axis=dims, keepdims=True)) + m
     if not keepdim:
         out = out.squeeze(dims) if dims else out
-    out = np.asarray(out, dtype=d.dtype)
+    out = c_order(np.asarray(out, dtype=d.dtype))
     if _state.record and x.requires_grad:
         return _record_reduce(LogsumexpBackward0, x, out, dims, unreduce, ("self", "result"))
     return result(out, None)
@@ -907,7 +924,7 @@ def _softmax_like(input, dim, dtype, cls, log: bool):
     e = np.exp(z)
     s = e.sum(axis=ax, keepdims=True)
     out = (z - np.log(s)) if log else e / s
-    out = np.asarray(out, dtype=d.dtype)
+    out = c_order(np.asarray(out, dtype=d.dtype))
     if _state.record and x.requires_grad:
         node = cls((edge(x),))
         node.dim = ax

@@ -27,6 +27,7 @@ from autodiag.ops._core import (
     set_broadcast_meta,
     wrap_dim,
 )
+from autodiag.ops._scalar_convert import checked_scalar
 from autodiag.ops.views import creation_meta, register_view
 from autodiag.tensor import Tensor, vc_of
 from autodiag.trace.events import traced
@@ -1158,8 +1159,11 @@ class MaskedFillBackward1(Node):
 @register(inplace=True)
 def masked_fill(input, mask, value):
     m = as_tensor_operand(mask)
-    v = value._data if isinstance(value, Tensor) else value
-    out = broadcasting(np.where, m._data, np.asarray(v, dtype=input._data.dtype), input._data)
+    if isinstance(value, Tensor):
+        v = np.asarray(value._data, dtype=input._data.dtype)
+    else:
+        v = checked_scalar(value, input._data.dtype, "masked_fill")
+    out = broadcasting(np.where, m._data, v, input._data)
     v_grad = isinstance(value, Tensor) and value.requires_grad
     if _state.record and (input.requires_grad or v_grad):
         if isinstance(value, Tensor):
