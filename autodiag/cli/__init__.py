@@ -16,6 +16,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from autodiag._version import __version__
 from autodiag.cli import anomaly, check, gradcheck, graph, inplace, leaks, trace
 from autodiag.cli._common import typer_command
+from autodiag.cli._light_help import load_rich_utils
 from autodiag.report import output
 
 
@@ -46,6 +47,7 @@ class _Help:
         return params
 
     def format_help(self, ctx, formatter) -> None:
+        load_rich_utils()  # before typer imports it (NOTE [Light help])
         try:
             super().format_help(ctx, formatter)
         except BrokenPipeError:

@@ -24,18 +24,28 @@ import math
 
 import numpy as np
 
+# half the largest finite value of each float dtype: the bound of the common case's test
+_HALF_MAX = {np.dtype(t): float(np.finfo(t).max) / 2 for t in (np.float16, np.float32, np.float64)}
+
 
 def matmul_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b)`` with PyTorch's non-finite results (NOTE [Plain products])."""
-    out = np.asarray(np.matmul(a, b))  # 1-D @ 1-D is a numpy scalar: an array to write into
-    if out.dtype.kind != "f" or out.size == 0 or a.shape[-1] == 0:
+    out = np.matmul(a, b)
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)  # 1-D @ 1-D is a numpy scalar: an array to write into
+    half = _HALF_MAX.get(out.dtype)
+    if half is None:
+        if out.dtype.kind != "f":
+            return out
+        half = float(np.finfo(out.dtype).max) / 2
+    if out.size == 0 or a.shape[-1] == 0:
         return out
     with np.errstate(all="ignore"):
         # the common case: no product can overflow (a NaN or inf operand fails the tests too),
         # so BLAS's sum is PyTorch's. First in one BLAS pass per operand, then exactly.
-        top = float(np.finfo(out.dtype).max)
-        if math.sqrt(_sum_of_squares(a)) * math.sqrt(_sum_of_squares(b)) <= top / 2:
+        if math.sqrt(_sum_of_squares(a)) * math.sqrt(_sum_of_squares(b)) <= half:
             return out
+        top = half * 2
         big = max(float(a.max()), -float(a.min())) * max(float(b.max()), -float(b.min()))
         if big <= top:
             return out
@@ -78,10 +88,11 @@ def _sum_of_squares(x: np.ndarray) -> float:
     at least the largest rounded square, max|x|**2 * (1 - 2**-23) in float32. Half the largest
     float for the product of the two bounds leaves room for that. NaN or inf when an element
     is, or when the sum overflows: the test fails and the exact one decides."""
-    if x.flags.c_contiguous:
-        v = x.reshape(-1)
-    elif x.flags.f_contiguous:
-        v = x.T.reshape(-1)
+    flags = x.flags
+    if flags.c_contiguous:
+        v = x.ravel()
+    elif flags.f_contiguous:
+        v = x.T.ravel()
     else:
         return math.inf
     return float(v.dot(v))

@@ -386,7 +386,25 @@ def fill_(self, value):
     return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value, fills=True)
 
 
+def _plain_zero(t) -> bool:
+    """May ``t.zero_()`` write zeros straight into ``t``'s memory? Where nothing is recorded, no
+    tracer listens and ``t`` owns its memory, as NOTE [In-place arithmetic]: ``p.grad.zero_()``
+    of a training loop then costs one fill, not an out-of-place op and its checks (a 256x784
+    gradient: 51 us against torch's 16)."""
+    if t.__class__ is not Tensor or t._base is not None or events.TRACERS:
+        return False
+    d = t._data
+    return (
+        d.__class__ is np.ndarray and d.flags.writeable and not (_state.record and t.requires_grad)
+    )
+
+
 def zero_(self):
+    if _plain_zero(self):
+        check_inplace(self, "zero_", False)
+        self._data.fill(0)
+        bump_version(self, "zero_")
+        return self
     return apply_inplace(self, "zero_", lambda t: _fill_like(t, 0, ZeroBackward0), fills=True)
 
 

@@ -1,6 +1,7 @@
 """Instructions per op of the engine's forward, counted by callgrind (not a test; prints counts).
 
     python tests/perf/count_instructions.py [--ops 10000] [--rounds 3] [--backward]
+    python tests/perf/count_instructions.py --mlp nn|raw [--steps 20]
 
 The machine is too noisy to see a 2% change in ``bench_engine.py``'s ratios; an instruction count
 is the same on every run, so it can. This runs the 10k-op chain of ``bench_engine.py`` (mul / add
@@ -9,6 +10,9 @@ under ``valgrind --tool=callgrind`` and counts only the forward: each op runs in
 ``functools.reduce``, and callgrind counts while that C function runs (``--toggle-collect``).
 The count includes the cyclic GC collections the forward triggers; their share is printed too.
 ``--backward`` counts the backward instead (per node; the forward runs uncounted).
+``--mlp nn`` / ``--mlp raw`` counts whole training steps of ``bench_mlp.py``'s MLP (``nn.Linear``
++ ``optim.SGD``, or raw tensors with a manual update) instead, per step, after 5 uncounted ones;
+BLAS runs one thread (``OPENBLAS_NUM_THREADS=1``), so its share is the same on every run.
 
 What it leaves out: memory and cache effects, which callgrind does not time. A change that cuts
 instructions but not objects (or the reverse) still needs ``bench_engine.py`` to confirm it.
@@ -60,6 +64,22 @@ def _workload(ops: int, rounds: int, backward: bool) -> None:
         del x, y
 
 
+def _mlp_workload(kind: str, steps: int) -> None:
+    import functools
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.modules["torch"] = None  # bench_mlp's optional import: autodiag alone is counted
+    import bench_mlp
+
+    import autodiag as ad
+
+    make = bench_mlp.make_lib_step if kind == "nn" else bench_mlp.make_raw_step
+    step = make(ad)
+    for _ in range(5):
+        step()
+    functools.reduce(lambda _, __: step(), range(steps), None)  # counted
+
+
 def _inclusive(annotate_out: str, function: str) -> int:
     for line in annotate_out.splitlines():
         if line.rstrip().endswith("]") and f":{function} [" in line:
@@ -72,10 +92,15 @@ def main() -> None:
     p.add_argument("--ops", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--backward", action="store_true", help="count the backward, not the forward")
+    p.add_argument("--mlp", choices=("nn", "raw"), help="count MLP training steps instead")
+    p.add_argument("--steps", type=int, default=20, help="MLP steps counted (with --mlp)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        _workload(a.ops, a.rounds, a.backward)
+        if a.mlp:
+            _mlp_workload(a.mlp, a.steps)
+        else:
+            _workload(a.ops, a.rounds, a.backward)
         return
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         sys.exit("count_instructions.py needs valgrind (callgrind and callgrind_annotate)")
@@ -98,8 +123,10 @@ def main() -> None:
                 "--rounds",
                 str(a.rounds),
             ]
-            + (["--backward"] if a.backward else []),
+            + (["--backward"] if a.backward else [])
+            + (["--mlp", a.mlp, "--steps", str(a.steps)] if a.mlp else []),
             check=True,
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -114,6 +141,12 @@ def main() -> None:
         sys.exit("callgrind_annotate printed no totals")
     total = int(m.group(1).replace(",", ""))
     gc_part = _inclusive(text, "gc_collect_main")
+    if a.mlp:
+        print(
+            f"MLP step ({a.mlp}), {a.steps} steps: {total / a.steps:,.0f} instructions/step "
+            f"(cyclic GC {gc_part / total:.1%} of them)"
+        )
+        return
     n = a.ops * a.rounds
     what = "backward" if a.backward else "forward"
     print(
