@@ -33,7 +33,8 @@ import threading
 
 import numpy as np
 
-from autodiag.ops._avx_mathfun import box_muller_16, fma32
+from autodiag.ops._avx_mathfun import fma32
+from autodiag.ops._normal_fill32 import box_muller_uniform16
 
 __all__ = ["STATE_BYTES", "Stream"]
 
@@ -384,18 +385,19 @@ def _box_muller_16_double(u: np.ndarray, mean: float, std: float) -> np.ndarray:
 
 def _normal_half_blocks(stream: Stream, n: int, mean, std) -> np.ndarray:
     """float16 ``normal_`` of 16 or more contiguous values, as torch 2.13 computes it on AVX2:
-    float32's kernel (``box_muller_16``, float32 mean and std) on float32 uniforms, then each
-    value rounded to half. Unlike float32's path, only the whole blocks' uniforms are drawn
-    first (16 * (n // 16) words, not n); a ragged tail then draws 16 more, whose normals fill
-    the last 16 slots. Checked bit for bit, and the generator state after, against torch."""
+    float32's kernel (``box_muller_uniform16``, float32 mean and std) on float32 uniforms,
+    then each value rounded to half. Unlike float32's path, only the whole blocks' uniforms
+    are drawn first (16 * (n // 16) words, not n); a ragged tail then draws 16 more, whose
+    normals fill the last 16 slots. Checked bit for bit, and the generator state after,
+    against torch."""
     whole = n - n % 16
     out = np.empty(n, dtype=np.float32)
     u = uniform01(stream, whole, np.dtype(np.float32))
-    _fill_blocks(u, box_muller_16, stream, np.float32, mean, std)
+    _fill_blocks(u, box_muller_uniform16, stream, np.float32, mean, std)
     out[:whole] = u
     if n % 16:
         tail = uniform01(stream, 16, np.dtype(np.float32)).reshape(1, 16)
-        out[n - 16 :] = box_muller_16(tail, mean, std).ravel()
+        out[n - 16 :] = box_muller_uniform16(tail, mean, std).ravel()
     return out.astype(np.float16)
 
 
@@ -408,7 +410,8 @@ def normal(
     dtype = np.dtype(dtype)
     _check_float(dtype, "normal_")
     if n >= 16 and contiguous and dtype == np.float32:
-        return _fill_blocks(uniform01(stream, n, dtype), box_muller_16, stream, dtype, mean, std)
+        u = uniform01(stream, n, dtype)
+        return _fill_blocks(u, box_muller_uniform16, stream, dtype, mean, std)
     if n >= 16 and contiguous and dtype == np.float64:
         u = uniform01(stream, n, dtype)
         return _fill_blocks(u, _box_muller_16_double, stream, dtype, mean, std)
