@@ -515,18 +515,67 @@ def random_full(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
 @_atomic
 def randperm(stream: Stream, n: int) -> np.ndarray:
     """``randperm(n)``: PyTorch's Fisher-Yates (position i swaps with i + word % (n - i)),
-    computed without a loop over the swaps (below)."""
+    computed without a loop over the swaps (below); from n = 214748364 on, its inside-out
+    variant on 64-bit draws (``_randperm_inside_out``)."""
     n = int(n)
     if n >= _RANDPERM_SMALL:
-        raise NotImplementedError(
-            f"autodiag: randperm(n) for n >= {_RANDPERM_SMALL} (PyTorch's 64-bit shuffle) "
-            "is not supported"
-        )
+        return _randperm_inside_out(stream, n)
     if n <= 1:
         return np.arange(n, dtype=np.int64)
     i = np.arange(n - 1, dtype=np.int64)
     target = i + (stream.u32(n - 1) % (n - i).astype(np.uint64)).astype(np.int64)
     return _swaps_to_permutation(target, n)
+
+
+# steps a chunk of the inside-out shuffle's draws (2 words each, as uint64: 16 MB)
+_INSIDE_OUT_CHUNK = 1 << 20
+
+
+def _randperm_inside_out(stream: Stream, n: int) -> np.ndarray:
+    """PyTorch's ``randperm`` for large n (``TensorFactories.cpp``): for i = 0 .. n-1,
+    ``z = random64() % (i + 1); r[i] = r[z]; r[z] = i``, without a loop over the steps.
+
+    Step k writes the value k to position z_k, so position p ends with the last step k > p
+    whose z_k is p, if any. Otherwise it keeps what step p moved in: position p itself when
+    z_p = p, else what position z_p held just before step p, which is the latest earlier
+    step k > z_p with z_k = z_p, if any, else (again) what step z_p moved in. Those links go
+    to smaller positions; pointer doubling resolves them in log n vectorised rounds.
+
+    Memory: about 7 int64 arrays of n (n = 214748364: ~12 GB), as the argsort and the links
+    need them; PyTorch's result alone is 1.7 GB."""
+    steps = np.arange(n, dtype=np.int64)
+    z = np.empty(n, dtype=np.int64)
+    for start in range(0, n, _INSIDE_OUT_CHUNK):
+        stop = min(n, start + _INSIDE_OUT_CHUNK)
+        words = stream.u64(stop - start)
+        words %= (steps[start:stop] + 1).astype(np.uint64)
+        z[start:stop] = words
+        del words
+    by_z = np.argsort(z, kind="stable")  # steps grouped by their z, each group in step order
+    z_sorted = z[by_z]
+    same = z_sorted[1:] == z_sorted[:-1]
+    prev = np.full(n, -1, dtype=np.int64)  # the previous step with the same z
+    prev[by_z[1:][same]] = by_z[:-1][same]
+    # the last step writing into each position (the last of its z group), after the position's
+    # own step; -1 where none
+    last = np.full(n, -1, dtype=np.int64)
+    ends = np.r_[~same, True]
+    last[z_sorted[ends]] = by_z[ends]
+    del same, ends, z_sorted, by_z
+    # moved[p]: the value step p moved into position p: p (z_p = p), a step's value (>= 0),
+    # or -1 with link[p] = z_p: what step z_p moved in
+    moved = np.where(prev > z, prev, -1)
+    moved[z == steps] = steps[z == steps]
+    del prev
+    link = z
+    open_ = np.flatnonzero(moved < 0)
+    while open_.size:
+        target = link[open_]
+        found = moved[target]
+        moved[open_] = found
+        link[open_] = link[target]
+        open_ = open_[found < 0]
+    return np.where(last > steps, last, moved)
 
 
 def _swaps_to_permutation(target: np.ndarray, n: int) -> np.ndarray:
