@@ -133,6 +133,11 @@ def box_muller_uniform16(u: np.ndarray, mean, std) -> np.ndarray:
         if plain:
             first += _F(0)
             second += _F(0)
+        elif mean == 0:  # fma(n, std, 0) rounds n * std once, as a float32 product does
+            first *= std
+            first += _F(0)  # (a -0 becomes +0, as in the fused n * std + 0)
+            second *= std
+            second += _F(0)
         else:
             dst[:, :8] = _m.fma32(first, std, mean)
             dst[:, 8:] = _m.fma32(second, std, mean)
