@@ -1,6 +1,6 @@
 """``randperm`` from n = 214748364 on: PyTorch's inside-out Fisher-Yates on 64-bit draws
 (``TensorFactories.cpp``), checked at small n against that loop written out in Python (a
-torch check at the real size needs ~14 GB; see the report in ops/rng.py's docstring)."""
+torch check at the real size needs ~12 GB here, with torch's 1.7 GB: not run)."""
 
 from __future__ import annotations
 
