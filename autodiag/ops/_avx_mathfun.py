@@ -91,7 +91,8 @@ def _fma32_exact(a, b, c) -> np.ndarray:
     err = (p - (s - bv)) + (c64 - bv)  # TwoSum: the float64 sum's rounding error, exactly
     fix = tie & (err != 0)
     if fix.any():
-        out = np.where(fix, np.nextafter(s, s + err), s).astype(np.float32)
+        # toward the error's side: ``s + err`` would round back to s (err is far below its ulp)
+        out = np.where(fix, np.nextafter(s, np.copysign(np.inf, err)), s).astype(np.float32)
     return out
 
 

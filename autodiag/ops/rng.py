@@ -28,12 +28,14 @@ NOTE [FMA]: the AVX2 kernels are compiled with FMA contraction: ``x * (to - from
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 
 import numpy as np
 
-from autodiag.ops._avx_mathfun import box_muller_16, fma32
+from autodiag.ops._avx_mathfun import fma32
+from autodiag.ops._normal_fill32 import box_muller_uniform16
 
 __all__ = ["STATE_BYTES", "Stream"]
 
@@ -273,7 +275,8 @@ def fma64(a, b, c) -> np.ndarray:
     v, ve = _two_sum(sl, pl)
     # round v to odd: inexact and even -> the neighbour on the side of the error
     even = (v.view(np.int64) & 1) == 0
-    v = np.where((ve != 0) & even, np.nextafter(v, v + ve), v)
+    # (toward the error's side: ``v + ve`` would round back to v, ve being below half its ulp)
+    v = np.where((ve != 0) & even, np.nextafter(v, np.copysign(np.inf, ve)), v)
     out = sh + v
     # an infinite or NaN product (huge bounds) has no low part: the plain expression is it
     return np.where(np.isfinite(out), out, a * b + c)
@@ -298,9 +301,46 @@ def uniform01(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     _check_float(dtype, "uniform_")
     digits = _DIGITS[dtype]
-    words = stream.u64(n) if digits == 53 else stream.u32(n)
-    acc = np.float64 if digits == 53 else np.float32  # dist_acctype
-    return (words & np.uint64((1 << digits) - 1)).astype(acc) * acc(2.0**-digits)
+    if digits == 53:
+        bits = stream.u64(n) & np.uint64((1 << 53) - 1)
+        out = bits.view(np.int64).astype(np.float64)  # int64 converts faster than uint64
+        out *= 2.0**-53
+        return out
+    # dist_acctype is float32: the low 24 bits of a word, converted from int32 (SIMD in
+    # numpy, unlike uint64 to float32)
+    bits = stream.u32(n).astype(np.uint32)
+    bits &= np.uint32((1 << digits) - 1)
+    out = bits.view(np.int32).astype(np.float32)
+    out *= np.float32(2.0**-digits)
+    return out
+
+
+def _low_bit(v: float) -> int:
+    """The exponent of the lowest set bit of a nonzero finite float."""
+    num, den = abs(v).as_integer_ratio()
+    return (num & -num).bit_length() - den.bit_length()
+
+
+def _sum_exact_in_float64(scale: np.float32, offset: np.float32) -> bool:
+    """Whether ``u * scale + offset`` is exact in float64 for every float32 uniform ``u =
+    k * 2**-24`` (k < 2**24): each term is a multiple of 2**low and the sum is below 2**top
+    in magnitude, so it has at most ``top - low`` significant bits; 53 fit in a float64.
+    Then rounding that sum to float32 is the fused multiply-add's single rounding, with no
+    double-rounding case to look for (``fma32``'s check). True for most bounds: for
+    ``uniform_(-b, b)`` the sum spans 49 bits."""
+    scale, offset = float(scale), float(offset)
+    if not (math.isfinite(scale) and math.isfinite(offset)):
+        return False
+    lows = [_low_bit(scale) - 24] if scale else []
+    lows += [_low_bit(offset)] if offset else []
+    if not lows:
+        return True
+    top = math.frexp(abs(scale) + abs(offset))[1] + 1  # a bit of margin over the sum's bound
+    return top - min(lows) <= 53
+
+
+# values a chunk of uniform_'s float32 fused multiply-add: 1e6 at once is ~3x slower (measured)
+_UNIFORM_CHUNK = 65536
 
 
 @_atomic
@@ -317,8 +357,16 @@ def uniform(stream: Stream, n: int, dtype: np.dtype, low=0.0, high=1.0) -> np.nd
     else:
         out = uniform01(stream, n, np.dtype(np.float32))
         lo, hi = np.float32(low), np.float32(high)
-        if not (lo == 0 and hi == 1):  # x * 1 + 0 is x
-            out = fma32(out, hi - lo, lo)
+        if lo == 0 and hi == 1:  # x * 1 + 0 is x
+            pass
+        elif _sum_exact_in_float64(hi - lo, lo):  # one rounding, to float32: the fma's
+            wide = np.multiply(out, hi - lo, dtype=np.float64)
+            wide += lo
+            out = wide.astype(np.float32)
+        else:
+            for start in range(0, n, _UNIFORM_CHUNK):  # fma32's float64 temporaries in cache
+                part = out[start : start + _UNIFORM_CHUNK]
+                part[...] = fma32(part, hi - lo, lo)
         out = out.astype(dtype, copy=False)
     out[out == dtype.type(high)] = dtype.type(low)
     return out
@@ -384,18 +432,19 @@ def _box_muller_16_double(u: np.ndarray, mean: float, std: float) -> np.ndarray:
 
 def _normal_half_blocks(stream: Stream, n: int, mean, std) -> np.ndarray:
     """float16 ``normal_`` of 16 or more contiguous values, as torch 2.13 computes it on AVX2:
-    float32's kernel (``box_muller_16``, float32 mean and std) on float32 uniforms, then each
-    value rounded to half. Unlike float32's path, only the whole blocks' uniforms are drawn
-    first (16 * (n // 16) words, not n); a ragged tail then draws 16 more, whose normals fill
-    the last 16 slots. Checked bit for bit, and the generator state after, against torch."""
+    float32's kernel (``box_muller_uniform16``, float32 mean and std) on float32 uniforms,
+    then each value rounded to half. Unlike float32's path, only the whole blocks' uniforms
+    are drawn first (16 * (n // 16) words, not n); a ragged tail then draws 16 more, whose
+    normals fill the last 16 slots. Checked bit for bit, and the generator state after,
+    against torch."""
     whole = n - n % 16
     out = np.empty(n, dtype=np.float32)
     u = uniform01(stream, whole, np.dtype(np.float32))
-    _fill_blocks(u, box_muller_16, stream, np.float32, mean, std)
+    _fill_blocks(u, box_muller_uniform16, stream, np.float32, mean, std)
     out[:whole] = u
     if n % 16:
         tail = uniform01(stream, 16, np.dtype(np.float32)).reshape(1, 16)
-        out[n - 16 :] = box_muller_16(tail, mean, std).ravel()
+        out[n - 16 :] = box_muller_uniform16(tail, mean, std).ravel()
     return out.astype(np.float16)
 
 
@@ -408,7 +457,8 @@ def normal(
     dtype = np.dtype(dtype)
     _check_float(dtype, "normal_")
     if n >= 16 and contiguous and dtype == np.float32:
-        return _fill_blocks(uniform01(stream, n, dtype), box_muller_16, stream, dtype, mean, std)
+        u = uniform01(stream, n, dtype)
+        return _fill_blocks(u, box_muller_uniform16, stream, dtype, mean, std)
     if n >= 16 and contiguous and dtype == np.float64:
         u = uniform01(stream, n, dtype)
         return _fill_blocks(u, _box_muller_16_double, stream, dtype, mean, std)
@@ -465,18 +515,67 @@ def random_full(stream: Stream, n: int, dtype: np.dtype) -> np.ndarray:
 @_atomic
 def randperm(stream: Stream, n: int) -> np.ndarray:
     """``randperm(n)``: PyTorch's Fisher-Yates (position i swaps with i + word % (n - i)),
-    computed without a loop over the swaps (below)."""
+    computed without a loop over the swaps (below); from n = 214748364 on, its inside-out
+    variant on 64-bit draws (``_randperm_inside_out``)."""
     n = int(n)
     if n >= _RANDPERM_SMALL:
-        raise NotImplementedError(
-            f"autodiag: randperm(n) for n >= {_RANDPERM_SMALL} (PyTorch's 64-bit shuffle) "
-            "is not supported"
-        )
+        return _randperm_inside_out(stream, n)
     if n <= 1:
         return np.arange(n, dtype=np.int64)
     i = np.arange(n - 1, dtype=np.int64)
     target = i + (stream.u32(n - 1) % (n - i).astype(np.uint64)).astype(np.int64)
     return _swaps_to_permutation(target, n)
+
+
+# steps a chunk of the inside-out shuffle's draws (2 words each, as uint64: 16 MB)
+_INSIDE_OUT_CHUNK = 1 << 20
+
+
+def _randperm_inside_out(stream: Stream, n: int) -> np.ndarray:
+    """PyTorch's ``randperm`` for large n (``TensorFactories.cpp``): for i = 0 .. n-1,
+    ``z = random64() % (i + 1); r[i] = r[z]; r[z] = i``, without a loop over the steps.
+
+    Step k writes the value k to position z_k, so position p ends with the last step k > p
+    whose z_k is p, if any. Otherwise it keeps what step p moved in: position p itself when
+    z_p = p, else what position z_p held just before step p, which is the latest earlier
+    step k > z_p with z_k = z_p, if any, else (again) what step z_p moved in. Those links go
+    to smaller positions; pointer doubling resolves them in log n vectorised rounds.
+
+    Memory: about 7 int64 arrays of n (n = 214748364: ~12 GB), as the argsort and the links
+    need them; PyTorch's result alone is 1.7 GB."""
+    steps = np.arange(n, dtype=np.int64)
+    z = np.empty(n, dtype=np.int64)
+    for start in range(0, n, _INSIDE_OUT_CHUNK):
+        stop = min(n, start + _INSIDE_OUT_CHUNK)
+        words = stream.u64(stop - start)
+        words %= (steps[start:stop] + 1).astype(np.uint64)
+        z[start:stop] = words
+        del words
+    by_z = np.argsort(z, kind="stable")  # steps grouped by their z, each group in step order
+    z_sorted = z[by_z]
+    same = z_sorted[1:] == z_sorted[:-1]
+    prev = np.full(n, -1, dtype=np.int64)  # the previous step with the same z
+    prev[by_z[1:][same]] = by_z[:-1][same]
+    # the last step writing into each position (the last of its z group), after the position's
+    # own step; -1 where none
+    last = np.full(n, -1, dtype=np.int64)
+    ends = np.r_[~same, True]
+    last[z_sorted[ends]] = by_z[ends]
+    del same, ends, z_sorted, by_z
+    # moved[p]: the value step p moved into position p: p (z_p = p), a step's value (>= 0),
+    # or -1 with link[p] = z_p: what step z_p moved in
+    moved = np.where(prev > z, prev, -1)
+    moved[z == steps] = steps[z == steps]
+    del prev
+    link = z
+    open_ = np.flatnonzero(moved < 0)
+    while open_.size:
+        target = link[open_]
+        found = moved[target]
+        moved[open_] = found
+        link[open_] = link[target]
+        open_ = open_[found < 0]
+    return np.where(last > steps, last, moved)
 
 
 def _swaps_to_permutation(target: np.ndarray, n: int) -> np.ndarray:
