@@ -118,3 +118,38 @@ def test_backward_with_arguments_still_reads_them():
         torch.autograd.grad((x * 2).sum(), [x])
     assert seen == [(True, False, True), (False, False, True), (False, False, False)]
     assert x.grad.tolist() == [6.0, 6.0]
+
+
+def _bench():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "perf", "bench_torch_engine.py")
+    spec = importlib.util.spec_from_file_location("bench_torch_engine", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "name, observers",
+    [
+        ("observe(anomaly)", ("anomaly",)),
+        ("observe(inplace)", ("inplace",)),
+        ("observe(leaks)", ("leaks",)),
+        ("observe(health)", ("health",)),
+        ("observe(graph)", ("graph",)),
+        ("observe()", ("health", "inplace", "leaks", "anomaly")),
+    ],
+)
+def test_the_bench_times_the_library_api_with_each_observer(name, observers):
+    """bench_torch_engine.py's ``observe(...)`` contestants are ``autodiag.torch.observe`` with
+    the one observer they are named after (its default: every detector), and see the workload
+    they time: its ops and its backward call."""
+    bench = _bench()
+    with bench.CONTESTANTS[name]() as seen:
+        bench.chain(20)()
+    assert sorted(seen.observers) == sorted(observers)
+    assert seen.status == "ok"
+    assert seen.backward_calls == 1
+    assert seen.ops >= 20

@@ -18,7 +18,9 @@ the work done. Targets (issue 21): graph <= 1.3x on the MLP, inplace <= 1.5x, an
 (below detect_anomaly), leaks <= 1.3x, check <= 1.5x (``check``: the detectors ``check
 --engine torch`` runs, ``analysis.check.on_torch()``: gradient health, in-place, leaks and
 anomaly; ``trace``: the backward trace, which hooks
-every node of each backward call).
+every node of each backward call). ``observe(...)``: the library API
+(``autodiag.torch.observe``) with one observer each, and ``observe()`` with its default (every
+detector, as ``check``); each block's analysis at its end is not timed.
 """
 
 from __future__ import annotations
@@ -96,7 +98,21 @@ CONTESTANTS = {
     # in-place, leaks and anomaly
     "check": lambda: _observed(*[d.make() for d in check.on_torch()]),
     "trace": lambda: _observed(BackwardTrace()),
+    # the library API (autodiag.torch.observe), one contestant per observer and the default
+    # (every detector, as check); the findings are made at the block's end, outside the timing
+    "observe(anomaly)": lambda: _library(anomaly=True),
+    "observe(inplace)": lambda: _library(inplace=True),
+    "observe(leaks)": lambda: _library(leaks=True),
+    "observe(health)": lambda: _library(health=True),
+    "observe(graph)": lambda: _library(graph=True),
+    "observe()": lambda: _library(),
 }
+
+
+def _library(**observers):
+    import autodiag.torch
+
+    return autodiag.torch.observe(**observers)
 
 
 def measure(work, runs: int, names) -> dict:
