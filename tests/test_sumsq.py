@@ -36,6 +36,12 @@ def test_strided_views_as_the_loop(step):
     assert sum_of_squares(r).hex() == _loop(r).hex() == _chunk_by_chunk(r).hex()
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.int64])
+def test_other_dtypes_as_the_loop(dtype):
+    r = (np.arange(3 * CHUNK + 11) % 7).astype(dtype)
+    assert sum_of_squares(r) == _loop(r)
+
+
 @pytest.mark.parametrize("where", [0, CHUNK - 1, 2 * CHUNK, 3 * CHUNK + 2])
 def test_a_nan_or_inf_anywhere(where):
     for bad in (np.nan, np.inf, -np.inf):

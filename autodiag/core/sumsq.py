@@ -28,8 +28,10 @@ def sum_of_squares(r: np.ndarray) -> float:
     n = r.shape[0]
     if n <= CHUNK:
         return float(r.dot(r))
-    if r.strides[0] != r.itemsize:
-        return _chunk_by_chunk(r)  # a strided view: BLAS reads it with a stride, as the loop
+    if r.strides[0] != r.itemsize or r.dtype.char not in "fd":
+        # a strided view (BLAS reads it with a stride), or no BLAS float (float16's dot and
+        # matmul need not add alike): chunk by chunk, as ever
+        return _chunk_by_chunk(r)
     # NOTE [Chunk dots at once]: the whole chunks' dots in one call: a batched matmul of
     # (k, 1, CHUNK) rows by (k, CHUNK, 1) columns runs numpy's vector-vector dot (the BLAS
     # call ``c.dot(c)`` makes) on each chunk in turn, in C: the same k numbers as the loop of
