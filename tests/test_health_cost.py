@@ -47,6 +47,41 @@ def test_node_events_reach_only_the_detectors_that_read_that_node():
     assert muls.names == ["MulBackward0", "MulBackward0"]
 
 
+class _Ops(HealthDetector):
+    """Records the ops it is handed."""
+
+    def __init__(self):
+        self.ops = []
+
+    def on_op(self, health, op, node, inputs, outputs, stack):
+        self.ops.append(op)
+
+
+class _OpsRelu(_Ops):
+    OPS = frozenset({"relu"})
+
+
+def test_op_events_reach_only_the_detectors_that_read_that_op():
+    x = torch.ones(3, requires_grad=True)
+    tracer = GradHealth(detectors=[_Ops, _OpsRelu])
+    with tracing(tracer):
+        (x * 2.0).relu().sum().backward()
+    assert tracer.detector(_Ops).ops == ["mul", "relu", "sum"]
+    assert tracer.detector(_OpsRelu).ops == ["relu"]
+
+
+def test_dead_relu_reads_relu_ops_only(monkeypatch):
+    seen = []
+    real = health.DeadRelu.on_op
+    monkeypatch.setattr(
+        health.DeadRelu, "on_op", lambda self, h, op, *a: seen.append(op) or real(self, h, op, *a)
+    )
+    x = torch.ones(3, requires_grad=True)
+    with tracing(GradHealth()):
+        (x * 2.0).relu().sum().backward()
+    assert seen == ["relu"]
+
+
 def test_an_object_that_becomes_an_optimizer_is_adopted_once_it_has_param_groups():
     # the variables of the frames are looked at again at every backward call, skipping the
     # types that can hold no parameter: an optimizer-like type is never one of those

@@ -109,6 +109,8 @@ class HealthDetector:
     # the names of the nodes whose ``on_node_backward`` it reads (None: every node); the
     # others are not handed to it (one dict lookup per node for all the detectors)
     NODES: frozenset | None = None
+    # the names of the ops whose ``on_op`` it reads (None: every op), as ``NODES``
+    OPS: frozenset | None = None
 
     def of(self, rec: _Leaf):
         """This detector's record of the leaf ``rec`` (made on first use)."""
@@ -164,6 +166,7 @@ class GradHealth(Tracer):
         self.detectors = [d() for d in (DETECTORS if detectors is None else detectors)]
         ds = self.detectors
         self._op_hooks = _hooks(ds, "on_op")
+        self._op_hooks_by_name: dict = {}  # op name -> the hooks that read it
         self._begin_hooks = _hooks(ds, "on_backward_begin")
         self._node_hooks = _hooks(ds, "on_node_backward")
         self._node_hooks_by_name: dict = {}  # node class name -> the hooks that read it
@@ -243,7 +246,12 @@ class GradHealth(Tracer):
         for t in inputs:
             if t.grad_fn is None and t.requires_grad:
                 self.leaf(t)
-        for hook in self._op_hooks:
+        hooks = self._op_hooks_by_name.get(op)
+        if hooks is None:
+            hooks = self._op_hooks_by_name[op] = tuple(
+                h for h in self._op_hooks if h.__self__.OPS is None or op in h.__self__.OPS
+            )
+        for hook in hooks:
             hook(self, op, node, inputs, outputs, stack)
 
     def on_backward_begin(self, task):
@@ -1132,6 +1140,7 @@ class DeadRelu(HealthDetector):
 
     KINDS = ("dead_relu",)
     NODES = frozenset({"ReluBackward0"})
+    OPS = frozenset({"relu"})
 
     def __init__(self):
         self._calls: list = []  # per backward call in progress: its relus' (site, alive, module)

@@ -28,8 +28,31 @@ def sum_of_squares(r: np.ndarray) -> float:
     n = r.shape[0]
     if n <= CHUNK:
         return float(r.dot(r))
+    if r.strides[0] != r.itemsize or r.dtype.char not in "fd":
+        # a strided view (BLAS reads it with a stride), or no BLAS float (float16's dot and
+        # matmul need not add alike): chunk by chunk, as ever
+        return _chunk_by_chunk(r)
+    # NOTE [Chunk dots at once]: the whole chunks' dots in one call: a batched matmul of
+    # (k, 1, CHUNK) rows by (k, CHUNK, 1) columns runs numpy's vector-vector dot (the BLAS
+    # call ``c.dot(c)`` makes) on each chunk in turn, in C: the same k numbers as the loop of
+    # ``c.dot(c)`` it replaces, then added in the same order, so the sum is bit for bit the
+    # same (tests/test_sumsq.py), 2-3x faster on a 200k-element gradient (no Python per chunk)
+    k = n // CHUNK
+    body = r[: k * CHUNK].reshape(k, 1, CHUNK)
     total = 0.0
-    for i in range(0, n, CHUNK):
+    for x in np.matmul(body, body.reshape(k, CHUNK, 1)).ravel().tolist():
+        total += x
+    if n > k * CHUNK:
+        c = r[k * CHUNK :]
+        total += float(c.dot(c))
+    return total
+
+
+def _chunk_by_chunk(r: np.ndarray) -> float:
+    """``sum_of_squares``, one ``c.dot(c)`` per chunk (the reference of NOTE [Chunk dots at
+    once])."""
+    total = 0.0
+    for i in range(0, r.shape[0], CHUNK):
         c = r[i : i + CHUNK]
         total += float(c.dot(c))
     return total
