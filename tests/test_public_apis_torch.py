@@ -418,3 +418,53 @@ def test_legacy_tensor_constructor_of_a_tensor_is_an_alias_as_torch():
         assert type(y.grad_fn).__name__ == "AliasBackward0"
         (y * 3).sum().backward()
         assert x.grad.tolist() == [3.0, 3.0]
+
+
+# --- torch.nn.parallel on a CPU-only PyTorch (pytorch/examples dcgan: `import torch.nn.parallel`,
+# `nn.parallel.data_parallel` behind `input.is_cuda`) ------------------------------------------
+
+
+def test_data_parallel_wrapper_runs_the_module_as_torch_on_cpu():
+    outs = {}
+    for name, T in both():
+        T.manual_seed(0)
+        inner = T.nn.Linear(3, 2)
+        model = T.nn.DataParallel(inner)
+        assert model.module is inner and model.device_ids == []
+        assert list(model.state_dict()) == ["module.weight", "module.bias"]
+        y = model(T.ones(4, 3))
+        assert type(y.grad_fn).__name__ == "AddmmBackward0"
+        y.sum().backward()
+        outs[name] = (y.detach().numpy(), inner.weight.grad.numpy())
+    for a, b in zip(outs["torch"], outs["autodiag"]):
+        np.testing.assert_array_equal(a, b)
+    assert ad.nn.parallel.DataParallel is ad.nn.DataParallel
+
+
+def test_data_parallel_function_refuses_as_torch_on_cpu():
+    for _, T in both():
+        with pytest.raises(RuntimeError, match="device type could not be determined"):
+            T.nn.parallel.data_parallel(T.nn.Linear(2, 1), T.ones(3, 2))
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
+        ad.nn.parallel.DistributedDataParallel(ad.nn.Linear(2, 1))
+
+
+def test_import_torch_nn_parallel_works_under_the_alias(tmp_path):
+    src = textwrap.dedent(
+        """\
+        import torch
+        import torch.nn as nn
+        import torch.nn.parallel
+
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 2))
+        x = torch.ones(4, 3)
+        out = net(x) if not x.is_cuda else nn.parallel.data_parallel(net, x, range(2))
+        print(round(out.sum().item(), 6))
+        """
+    )
+    path = tmp_path / "par.py"
+    path.write_text(src)
+    r = cli("graph", str(path))
+    assert r.exit_code == 0, r.stdout
+    assert "AddmmBackward0" in r.stdout
