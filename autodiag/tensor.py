@@ -58,10 +58,27 @@ class Tensor:
     # numpy must hand binary operators back to Tensor (ndarray * Tensor -> Tensor.__rmul__).
     __array_ufunc__ = None
 
-    def __init__(self, data=None, *, requires_grad: bool = False):
-        # torch.Tensor(...) builds a default-dtype float tensor.
-        arr = np.array([] if data is None else data, dtype=dtypes.get_default_dtype().np)
-        _init(self, arr, None, requires_grad, None, 0)
+    def __new__(cls, *args, **kwargs):
+        # torch.Tensor(t) is PyTorch's t.alias(): same storage, dtype and version counter,
+        # AliasBackward0 when t requires grad (__init__ then leaves the alias as it is).
+        if cls is Tensor and len(args) == 1 and isinstance(args[0], Tensor) and not kwargs:
+            from autodiag.ops.shape import AliasBackward0, _shape_op
+
+            src = args[0]
+            return _shape_op(src, src._data.view(), AliasBackward0)
+        return _new(cls)
+
+    def __init__(self, *args, requires_grad: bool = False, device=None):
+        # PyTorch's legacy constructor: Tensor(data) copies a sequence as the default float
+        # dtype; Tensor(2, 3), Tensor(torch.Size) and Tensor(3) are uninitialised tensors of
+        # that size (zeros here); Tensor() is empty. A number alone is not data (TypeError).
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            return  # made by __new__
+        _device.check(device)
+        arr = _legacy_array(args)
+        _init(self, arr, None, False, None, 0)
+        if requires_grad:
+            self.requires_grad_(True)
 
     # ------------------------------------------------------------------ construction (internal)
 
@@ -388,6 +405,35 @@ class Tensor:
 
 
 _new = object.__new__
+
+
+def _legacy_array(args: tuple) -> np.ndarray:
+    """The array of ``torch.Tensor(*args)`` (see ``Tensor.__init__``)."""
+    from autodiag.size import Size
+
+    dt = dtypes.get_default_dtype().np
+    if not args:
+        return np.zeros((0,), dtype=dt)
+    if len(args) == 1 and (
+        isinstance(args[0], (bool, np.bool_)) or not isinstance(args[0], (int, np.integer, Size))
+    ):
+        data = args[0]
+        if isinstance(data, (bool, float, complex, np.bool_, np.floating, np.complexfloating)):
+            raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+        return np.array(data, dtype=dt)
+    size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], Size) else args
+    for pos, n in enumerate(size):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(
+                f"new(): argument 'size' failed to unpack the object at pos {pos + 1} with "
+                f'error "type must be tuple of ints,but got {type(n).__name__}"'
+            )
+    if any(n < 0 for n in size):
+        bad = next(n for n in size if n < 0)
+        raise RuntimeError(
+            f"Trying to create tensor with negative dimension {bad}: [{', '.join(map(str, size))}]"
+        )
+    return np.zeros(tuple(int(n) for n in size), dtype=dt)
 
 
 bindings.bind_tensor_type(Tensor)  # NOTE [Layers]: the core rebuilds saved outputs as Tensors

@@ -85,6 +85,7 @@ TORCH_MODULES = {
     "torch.backends.mha": "autodiag.backends.mha",
     "torch.onnx": "autodiag.onnx",
     "torch.nn.modules.transformer": "autodiag.nn.modules.transformer",
+    "torch.nn.parallel": "autodiag.nn.parallel",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

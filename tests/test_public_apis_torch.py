@@ -369,3 +369,102 @@ def test_polynomial_custom_function_has_no_finding_on_either_engine(tmp_path):
         assert [f["kind"] for f in doc["findings"]] == [], (engine, doc["findings"])
         assert r.exit_code == 0
     assert torch.__version__  # the oracle engine ran
+
+
+# --- the legacy constructor torch.Tensor(...) (pytorch/tutorials advanced_tutorial.py:
+# torch.Tensor(1, n).fill_(-10000.)) ----------------------------------------------------------
+
+LEGACY_SIZES = [(2, 3), (3,), (0,), (1, 5), ()]
+
+
+@pytest.mark.parametrize("args", LEGACY_SIZES)
+def test_legacy_tensor_constructor_sizes_as_torch(args):
+    got = ad.Tensor(*args)
+    want = torch.Tensor(*args)
+    assert tuple(got.shape) == tuple(want.shape)
+    assert str(got.dtype) == str(want.dtype)
+    assert not got.requires_grad and got.grad_fn is None
+
+
+def test_legacy_tensor_constructor_from_a_size_and_from_data_as_torch():
+    for T in (torch, ad):
+        assert tuple(T.Tensor(T.Size([2, 3])).shape) == (2, 3)
+    for data in ([1, 2], (2, 3), [[1.5, 2.0]], []):
+        np.testing.assert_array_equal(ad.Tensor(data).numpy(), torch.Tensor(data).numpy())
+        assert str(ad.Tensor(data).dtype) == str(torch.Tensor(data).dtype)
+    filled = [T.Tensor(1, 5).fill_(-10000.0) for T in (torch, ad)]
+    np.testing.assert_array_equal(filled[0].numpy(), filled[1].numpy())
+
+
+@pytest.mark.parametrize("args", [(2.5,), (True,), (-1,), (2, "a"), (2, 3.0)])
+def test_legacy_tensor_constructor_errors_as_torch(args):
+    with pytest.raises(Exception) as want:
+        torch.Tensor(*args)
+    with pytest.raises(Exception) as got:
+        ad.Tensor(*args)
+    assert type(got.value) is type(want.value)
+    assert str(got.value) == str(want.value)
+
+
+def test_legacy_tensor_constructor_of_a_tensor_is_an_alias_as_torch():
+    for T in (torch, ad):
+        ints = T.tensor([1, 2])
+        a = T.Tensor(ints)
+        assert str(a.dtype) == str(ints.dtype)  # no conversion to float
+        a[0] = 7
+        assert ints.tolist() == [7, 2]  # same storage
+        x = T.tensor([1.0, 2.0], requires_grad=True)
+        y = T.Tensor(x)
+        assert type(y.grad_fn).__name__ == "AliasBackward0"
+        (y * 3).sum().backward()
+        assert x.grad.tolist() == [3.0, 3.0]
+
+
+# --- torch.nn.parallel on a CPU-only PyTorch (pytorch/examples dcgan: `import torch.nn.parallel`,
+# `nn.parallel.data_parallel` behind `input.is_cuda`) ------------------------------------------
+
+
+def test_data_parallel_wrapper_runs_the_module_as_torch_on_cpu():
+    outs = {}
+    for name, T in both():
+        T.manual_seed(0)
+        inner = T.nn.Linear(3, 2)
+        model = T.nn.DataParallel(inner)
+        assert model.module is inner and model.device_ids == []
+        assert list(model.state_dict()) == ["module.weight", "module.bias"]
+        y = model(T.ones(4, 3))
+        assert type(y.grad_fn).__name__ == "AddmmBackward0"
+        y.sum().backward()
+        outs[name] = (y.detach().numpy(), inner.weight.grad.numpy())
+    for a, b in zip(outs["torch"], outs["autodiag"]):
+        np.testing.assert_array_equal(a, b)
+    assert ad.nn.parallel.DataParallel is ad.nn.DataParallel
+
+
+def test_data_parallel_function_refuses_as_torch_on_cpu():
+    for _, T in both():
+        with pytest.raises(RuntimeError, match="device type could not be determined"):
+            T.nn.parallel.data_parallel(T.nn.Linear(2, 1), T.ones(3, 2))
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
+        ad.nn.parallel.DistributedDataParallel(ad.nn.Linear(2, 1))
+
+
+def test_import_torch_nn_parallel_works_under_the_alias(tmp_path):
+    src = textwrap.dedent(
+        """\
+        import torch
+        import torch.nn as nn
+        import torch.nn.parallel
+
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 2))
+        x = torch.ones(4, 3)
+        out = net(x) if not x.is_cuda else nn.parallel.data_parallel(net, x, range(2))
+        print(round(out.sum().item(), 6))
+        """
+    )
+    path = tmp_path / "par.py"
+    path.write_text(src)
+    r = cli("graph", str(path))
+    assert r.exit_code == 0, r.stdout
+    assert "AddmmBackward0" in r.stdout

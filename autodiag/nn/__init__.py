@@ -11,3 +11,9 @@ from autodiag.nn.modules import *  # noqa: F403 - the layers; modules.__all__ li
 from autodiag.nn.parameter import Buffer, Parameter
 
 __all__ = ["functional", "init", "utils", "Parameter", "Buffer", *modules.__all__]
+
+# torch.nn.parallel (DataParallel is torch.nn.DataParallel too)
+from autodiag.nn import parallel  # noqa: E402
+from autodiag.nn.parallel import DataParallel  # noqa: E402
+
+__all__ += ["parallel", "DataParallel"]
