@@ -214,7 +214,7 @@ class Function(metaclass=FunctionMeta):
             if node is not None and node._saved is not None:
                 note_saver(node)  # NOTE [Saving sites] in core/graph.py
             return out
-        if events._depth[0]:
+        if events._depth.n:
             return cls._record(*args, **kwargs)
         # the ops inside forward are not recorded, and not reported either: the Function is the op
         return events.call_traced(cls.__name__, cls._record, args, kwargs)

@@ -112,7 +112,7 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
     """
 
     def op(input):
-        if TRACERS and not _depth[0] and name:
+        if TRACERS and not _depth.n and name:
             return call_traced(name, op, (input,), None)
         x = (
             input
@@ -1069,7 +1069,7 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
     """
 
     def op(a, b):
-        if TRACERS and not _depth[0]:
+        if TRACERS and not _depth.n:
             return call_traced(name, op, (a, b), None)
         if a.__class__ is not Tensor and not isinstance(a, Tensor):
             return _binary(a, b, fn, cls, save_a, save_b, true_divide)

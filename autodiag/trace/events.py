@@ -27,8 +27,16 @@ from autodiag.trace.sites import Stack, capture_stack, note_saver
 
 # The installed tracers, in installation order. Mutated only by ``install``/``uninstall``.
 TRACERS: list = []
-# How many traced op calls are running (nested calls inside an op are not reported).
-_depth = [0]
+
+
+class _Depth(threading.local):
+    """Per thread, how many traced op calls are running (``n``; nested calls inside an op are
+    not reported): another thread's op in progress never hides this thread's ops."""
+
+    n = 0  # a class default: a new thread starts at 0 without an __init__ call
+
+
+_depth = _Depth()
 # What the engine reported while a tracer was installed: [outermost ops, backward/grad calls,
 # optimizer steps, and of the ops those PyTorch's observer reported (--engine torch)]. The
 # target runner reads them (a run in which nothing was recorded analysed nothing; a run on
@@ -135,15 +143,15 @@ def traced(name: str, fn):
             out = fn(*args, **kwargs)
             _note_saving_result(out)
             return out
-        if _depth[0]:
+        if _depth.n:
             return fn(*args, **kwargs)
         # call_traced, inlined (one frame less per op, and stacks start one frame closer)
         mark = _next_seq()
-        _depth[0] += 1
+        _depth.n += 1
         try:
             out = fn(*args, **kwargs)
         finally:
-            _depth[0] -= 1
+            _depth.n -= 1
         emit_op(name, _tensors_in(args, kwargs), out, mark, 3)
         return out
 
@@ -160,15 +168,15 @@ def traced_binary(name: str, fn):
             out = fn(self, other)
             _note_saving_result(out)
             return out
-        if _depth[0]:
+        if _depth.n:
             return fn(self, other)
         # call_traced, inlined: operators are the most frequent ops of all
         mark = _next_seq()
-        _depth[0] += 1
+        _depth.n += 1
         try:
             out = fn(self, other)
         finally:
-            _depth[0] -= 1
+            _depth.n -= 1
         emit_op(name, (self, other) if isinstance(other, _Tensor) else (self,), out, mark, 3)
         return out
 
@@ -188,11 +196,11 @@ def call_traced(name: str, fn, args: tuple, kwargs: dict | None):
     """Call the op ``fn`` and report it: for ops that check ``TRACERS`` themselves (the hot
     operators) rather than through a ``traced`` wrapper."""
     mark = _next_seq()
-    _depth[0] += 1
+    _depth.n += 1
     try:
         out = fn(*args, **kwargs) if kwargs else fn(*args)
     finally:
-        _depth[0] -= 1
+        _depth.n -= 1
     emit_op(name, _tensors_in(args, kwargs), out, mark)
     return out
 
