@@ -13,12 +13,16 @@ The count includes the cyclic GC collections the forward triggers; their share i
 ``--mlp nn`` / ``--mlp raw`` counts whole training steps of ``bench_mlp.py``'s MLP (``nn.Linear``
 + ``optim.SGD``, or raw tensors with a manual update) instead, per step, after 5 uncounted ones;
 BLAS runs one thread (``OPENBLAS_NUM_THREADS=1``), so its share is the same on every run.
+``--torch CONTESTANT`` counts ``bench_torch_engine.py``'s MLP training steps on real PyTorch
+(one intra-op thread) under one of its contestants (``plain``, ``check``, ``observe(health)``,
+...; issue 21's ``--engine torch`` overheads): the ratio of two counts is the overhead without
+the machine's noise. PyTorch starts slowly under callgrind (a minute or more).
 
 What it leaves out: memory and cache effects, which callgrind does not time. A change that cuts
 instructions but not objects (or the reverse) still needs ``bench_engine.py`` to confirm it.
 The reduce callback adds a Python call per op (and materialises one frame object per saving op,
 since ``sys._getframe`` sees a new caller each time), the same for every revision compared.
-Requires valgrind; autodiag only (PyTorch is not loaded).
+Requires valgrind; autodiag only (PyTorch is not loaded) but with ``--torch``.
 """
 
 from __future__ import annotations
@@ -80,6 +84,23 @@ def _mlp_workload(kind: str, steps: int) -> None:
     functools.reduce(lambda _, __: step(), range(steps), None)  # counted
 
 
+def _torch_workload(contestant: str, steps: int) -> None:
+    import functools
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_torch_engine as b
+    import torch
+
+    torch.set_num_threads(1)
+    b.register()
+    b.backward_trace.bind_seam()  # as bench_torch_engine.main does
+    run = b.mlp(1)
+    run()  # warm-up, uncounted
+    with b.CONTESTANTS[contestant]():
+        run()
+        functools.reduce(lambda _, __: run(), range(steps), None)  # counted
+
+
 def _inclusive(annotate_out: str, function: str) -> int:
     for line in annotate_out.splitlines():
         if line.rstrip().endswith("]") and f":{function} [" in line:
@@ -94,10 +115,17 @@ def main() -> None:
     p.add_argument("--backward", action="store_true", help="count the backward, not the forward")
     p.add_argument("--mlp", choices=("nn", "raw"), help="count MLP training steps instead")
     p.add_argument("--steps", type=int, default=20, help="MLP steps counted (with --mlp)")
+    p.add_argument(
+        "--torch",
+        metavar="CONTESTANT",
+        help="count MLP steps on PyTorch under a bench_torch_engine.py contestant",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
-        if a.mlp:
+        if a.torch:
+            _torch_workload(a.torch, a.steps)
+        elif a.mlp:
             _mlp_workload(a.mlp, a.steps)
         else:
             _workload(a.ops, a.rounds, a.backward)
@@ -124,7 +152,8 @@ def main() -> None:
                 str(a.rounds),
             ]
             + (["--backward"] if a.backward else [])
-            + (["--mlp", a.mlp, "--steps", str(a.steps)] if a.mlp else []),
+            + (["--mlp", a.mlp, "--steps", str(a.steps)] if a.mlp else [])
+            + (["--torch", a.torch, "--steps", str(a.steps)] if a.torch else []),
             check=True,
             env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
             stdout=subprocess.DEVNULL,
@@ -141,6 +170,12 @@ def main() -> None:
         sys.exit("callgrind_annotate printed no totals")
     total = int(m.group(1).replace(",", ""))
     gc_part = _inclusive(text, "gc_collect_main")
+    if a.torch:
+        print(
+            f"MLP step on PyTorch under {a.torch!r}, {a.steps} steps: "
+            f"{total / a.steps:,.0f} instructions/step (cyclic GC {gc_part / total:.1%} of them)"
+        )
+        return
     if a.mlp:
         print(
             f"MLP step ({a.mlp}), {a.steps} steps: {total / a.steps:,.0f} instructions/step "
