@@ -105,3 +105,46 @@ def test_errG_gradient_reaching_optimizerD_is_found_the_same_on_both_engines(
             "netD.5.bias",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    "clear_d",
+    ["optimizerD.zero_grad()", "netD.zero_grad(set_to_none=False)"],
+)
+def test_every_way_of_clearing_the_discriminator_is_seen(script, clear_d):
+    ours, theirs = _check(script, gan("in a main() loop", clear_d), "gan.py")
+    assert ours == [] and theirs == []
+
+
+LOOP = """\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x = torch.randn(16, 3)
+for step in range(6):
+    {clear}
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    {between}
+    opt.step()
+"""
+
+
+def test_a_clipped_stale_sum_is_still_consumed(script):
+    # clip_grad_norm_ writes .grad in place: the step still reads the stale sum, scaled
+    src = LOOP.format(clear="pass", between="torch.nn.utils.clip_grad_norm_(model.parameters(), 1)")
+    ours, theirs = _check(script, src, "clip.py")
+    assert [(f["location"]["line"], f["steps"]) for f in ours] == [(9, 6)]
+    assert [(f["location"]["line"], f["steps"]) for f in theirs] == [(9, 6)]
+
+
+def test_a_clear_every_other_step_still_lets_a_step_read_a_stale_sum(script):
+    # cleared on even steps only: the odd steps' updates read the previous step's gradient too
+    src = LOOP.format(clear="if step % 2 == 0: opt.zero_grad()", between="pass")
+    ours, theirs = _check(script, src, "every_other.py")
+    for found in (ours, theirs):
+        (f,) = found
+        assert (f["location"]["line"], f["optimizer_step"]["line"], f["steps"]) == (9, 11, 4)
+        assert ".grad is not cleared before that update" in f["message"]
+    assert ours[0]["parameters"] == theirs[0]["parameters"] == ["model.weight", "model.bias"]
