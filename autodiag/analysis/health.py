@@ -654,25 +654,40 @@ class NoneGrad(HealthDetector):
 
 
 class _Arrivals:
-    """How one leaf's gradients arrived: cleared before, or added to a stale one."""
+    """How one leaf's gradients arrived (cleared before, or added to a stale one), and which
+    updates consumed a stale sum."""
 
-    __slots__ = ("grad_ref", "version", "cleared", "stale", "stale_at", "hooked", "updated_at")
+    __slots__ = (
+        "grad_ref",
+        "grad_version",
+        "version",
+        "cleared",
+        "mixed_at",
+        "stale",
+        "stale_at",
+        "order",
+        "hooked",
+    )
 
     def __init__(self):
         self.grad_ref = None  # weakref to the .grad object after the last accumulation
+        self.grad_version = None  # that .grad's version then (an in-place zero_() bumps it)
         self.version = None  # the leaf's version then
-        self.cleared = False
-        self.stale = 0
-        self.stale_at = None  # (backward stack, update stack) of the first stale accumulation
+        self.cleared = False  # its gradient was cleared at least once in the run
+        # the stack of the backward call that first added to a gradient left from before the
+        # leaf's last update, while that stale sum is still in ``.grad`` (None: there is none)
+        self.mixed_at = None
+        self.stale = 0  # updates that consumed a stale sum
+        self.stale_at = None  # (backward stack, update stack) of the first of them
+        self.order = None  # the consuming optimizer's rank of the leaf (NOTE [Listed in order])
         self.hooked = False
-        self.updated_at = None  # stack of the optimizer step that updates it
 
 
 class UnplannedAccumulation(HealthDetector):
-    """``unplanned_accumulation`` (error): a backward added its gradient to a ``.grad`` that
-    still held the gradient of a backward from *before the parameter was last updated* (the
-    optimizer step, or a manual ``p -= lr * p.grad``, bumped the parameter's version in
-    between), and that parameter's gradient was never cleared in the whole run.
+    """``unplanned_accumulation`` (error): an update of a parameter (its optimizer's step, or a
+    manual ``p -= lr * p.grad``) consumed a ``.grad`` in which a backward had added its gradient
+    to the gradient of a backward from *before the parameter was last updated*, with no clear in
+    between.
 
     NOTE [Telling accumulation from clearing]
     How a gradient arrived is read at the leaf's ``AccumulateGrad`` event (after accumulation),
@@ -684,10 +699,23 @@ class UnplannedAccumulation(HealthDetector):
     gradient is *stale* when the parameter's version counter moved since that gradient arrived
     (optimizers and manual updates write parameters in place). Micro-batch accumulation (k
     backward calls, one step, one clear) adds onto gradients of the same version: never stale.
-    Leaves with gradient hooks are not classified (a hook may change ``g``)."""
+    Leaves with gradient hooks are not classified (a hook may change ``g``).
+
+    NOTE [A stale sum is a bug only when an update consumes it]
+    A stale sum in ``.grad`` is harmless until an update of *that* parameter reads it: in the
+    GAN loop (``netD.zero_grad(); errD.backward(); optimizerD.step(); netG.zero_grad();
+    errG.backward(); optimizerG.step()``) ``errG.backward()`` adds to netD's gradient from
+    before ``optimizerD.step()``, but only ``optimizerG`` steps before the next
+    ``netD.zero_grad()`` clears it. The sum is consumed when the parameter's own optimizer steps
+    while ``.grad`` is still that object, untouched since (``on_parameter_step``), or when the
+    parameter's version moved while it held the sum (a manual update: seen at the next
+    accumulation, or at the end of the run)."""
 
     KINDS = ("unplanned_accumulation",)
     State = _Arrivals
+
+    def __init__(self):
+        self._ranked = 0  # leaves ranked so far (NOTE [Listed in order])
 
     def keeps(self, rec):
         s = rec.state.get(self)
@@ -695,42 +723,75 @@ class UnplannedAccumulation(HealthDetector):
 
     def on_accumulated(self, health, rec, var, node, g, grad, data, stack):
         s = self.of(rec)
+        version = inspect.version(var)
         if inspect.has_hooks(var) or inspect.has_hooks(node):
             s.hooked = True
         elif s.grad_ref is not None:
+            if s.mixed_at is not None and s.version != version:
+                self._consumed(s, None)  # an update that was no optimizer step read the sum
             # NOTE [Telling accumulation from clearing]
             ga = inspect.values(g)
             if s.grad_ref() is not grad or _same_values(data, ga):
                 s.cleared = True
-            elif s.version != inspect.version(var):
-                s.stale += 1
-                if s.stale_at is None:
-                    s.stale_at = (stack, s.updated_at)
+                s.mixed_at = None
+            elif s.version != version and s.mixed_at is None:
+                s.mixed_at = stack
         s.grad_ref = weakref.ref(grad)
-        s.version = inspect.version(var)
+        s.grad_version = inspect.version(grad)
+        s.version = version
 
     def on_parameter_step(self, health, rec, p, stack):
         s = self.of(rec)
-        s.updated_at = s.updated_at or stack
+        if s.mixed_at is None:
+            return
+        grad = inspect.grad(p)
+        # written in place since the backward (clip_grad_norm_, or zero_()): consumed unless
+        # it was zeroed
+        if grad is s.grad_ref() and (
+            inspect.version(grad) == s.grad_version or inspect.array(grad).any()
+        ):
+            self._consumed(s, stack)
+            # NOTE [Listed in order]: the leaves of a finding are listed in the order their
+            # optimizer holds them (the model's order), the same on every engine, not in the
+            # order an engine's backward reached them
+            if s.order is None:
+                s.order = self._ranked
+                self._ranked += 1
+        s.mixed_at = None
+
+    def _consumed(self, s: _Arrivals, update_stack) -> None:
+        s.stale += 1
+        if s.stale_at is None:
+            s.stale_at = (s.mixed_at, update_stack)
+        s.mixed_at = None
 
     def findings(self, health, every, records, names):
         """One finding per backward site whose gradients piled up across updates."""
         by_site: dict = {}
-        for rec in every:
+        for i, rec in enumerate(every):
             s = rec.state.get(self)
-            if s is None or not s.stale or s.cleared or s.hooked:
+            if s is None or s.hooked:
+                continue
+            t = rec.ref()
+            if s.mixed_at is not None and t is not None and inspect.version(t) != s.version:
+                self._consumed(s, None)  # the run's last update read the sum
+            if not s.stale:
                 continue
             bstack, ustack = s.stale_at
-            entry = by_site.setdefault(bstack.site, [bstack, ustack, [], 0])
-            entry[2].append(_name(rec, names))
+            entry = by_site.setdefault(bstack.site, [bstack, ustack, [], 0, True])
+            key = (0, s.order) if s.order is not None else (1, i)
+            entry[2].append((key, _name(rec, names)))
             entry[3] = max(entry[3], s.stale)
+            entry[4] = entry[4] and not s.cleared
         out = []
-        for bstack, ustack, params, stale in by_site.values():
+        for bstack, ustack, params, stale, never in by_site.values():
+            params = [name for _, name in sorted(params, key=lambda kn: kn[0])]
             step = ustack.location() if ustack is not None else None
             what = f"the optimizer step at line {step['line']}" if step else "each update"
+            how = "is never cleared" if never else "is not cleared before that update"
             msg = (
-                f"backward() added to gradients left from before {what}: .grad is never "
-                f"cleared, so {', '.join(params)} accumulated over {stale + 1} steps"
+                f"backward() added to gradients left from before {what}: .grad {how}, so "
+                f"{', '.join(params)} accumulated over {stale + 1} steps"
             )
             out.append(
                 _make(
