@@ -1160,7 +1160,13 @@ class MaskedFillBackward1(Node):
 def masked_fill(input, mask, value):
     m = as_tensor_operand(mask)
     if isinstance(value, Tensor):
-        v = np.asarray(value._data, dtype=input._data.dtype)
+        if value._data.ndim != 0:
+            raise RuntimeError(
+                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value._data.ndim} dimension(s)."
+            )
+        # PyTorch reads the tensor's number (value.item()) and converts it checked, as a number
+        v = checked_scalar(value._data.item(), input._data.dtype, "masked_fill")
     else:
         v = checked_scalar(value, input._data.dtype, "masked_fill")
     out = broadcasting(np.where, m._data, v, input._data)
