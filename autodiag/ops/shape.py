@@ -29,7 +29,7 @@ from autodiag.ops._core import (
 )
 from autodiag.ops._scalar_convert import checked_scalar
 from autodiag.ops.views import creation_meta, register_view
-from autodiag.tensor import Tensor, vc_of
+from autodiag.tensor import Tensor, bind_alias, vc_of
 from autodiag.trace.events import traced
 
 _weakref = weakref.ref
@@ -808,6 +808,14 @@ def getitem(self: Tensor, index, _cls=None):
 
 class AliasBackward0(_ShapeNode):
     __slots__ = ()
+
+
+def _alias_of(t: Tensor) -> Tensor:
+    # torch.Tensor(t): PyTorch's t.alias() (Tensor.__new__ calls it; tensor.py sits below ops)
+    return _shape_op(t, t._data.view(), AliasBackward0)
+
+
+bind_alias(_alias_of)
 
 
 Tensor.__getitem__ = traced("__getitem__", getitem)
