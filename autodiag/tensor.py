@@ -62,10 +62,7 @@ class Tensor:
         # torch.Tensor(t) is PyTorch's t.alias(): same storage, dtype and version counter,
         # AliasBackward0 when t requires grad (__init__ then leaves the alias as it is).
         if cls is Tensor and len(args) == 1 and isinstance(args[0], Tensor) and not kwargs:
-            from autodiag.ops.shape import AliasBackward0, _shape_op
-
-            src = args[0]
-            return _shape_op(src, src._data.view(), AliasBackward0)
+            return _alias_of(args[0])  # bound by ops/shape.py (NOTE [Layers]: no upward import)
         return _new(cls)
 
     def __init__(self, *args, requires_grad: bool = False, device=None):
@@ -405,6 +402,17 @@ class Tensor:
 
 
 _new = object.__new__
+
+
+def _alias_of(t: Tensor) -> Tensor:
+    """``t.alias()``: ops/shape.py, which defines AliasBackward0, binds the real one."""
+    raise RuntimeError("autodiag: torch.Tensor(tensor) needs autodiag.ops (import autodiag first)")
+
+
+def bind_alias(fn) -> None:
+    """Make ``fn`` the ``t.alias()`` of ``torch.Tensor(t)`` (ops/shape.py, at import)."""
+    global _alias_of
+    _alias_of = fn
 
 
 def _legacy_array(args: tuple) -> np.ndarray:

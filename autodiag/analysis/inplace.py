@@ -19,6 +19,10 @@ tensors, and a later backward through it checks their versions again. A write af
 backward is not a hazard by itself (``loss.backward(retain_graph=True); opt.step()`` writes
 saved parameters and is fine if no backward follows), so it is recorded with the call that ran
 the node (``after_call``) and reported only when a later backward call needs the node.
+The same holds for an optimizer step's write (``by_optimizer``) to a tensor that a graph no
+backward has run saved: ``val_loss = model(x)`` kept with grad enabled, then the next
+``opt.step()``, is a correct program (PyTorch raises only if that graph's backward runs), so
+the write is reported once a backward needs the node.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class _Hazard:
         "no_grad",
         "is_output",
         "after_call",
+        "by_optimizer",
     )
 
     def __init__(self, **kw):
@@ -93,7 +98,12 @@ class InplaceWatcher(Tracer):
         if self._saves % SWEEP_EVERY == 0:
             self._sweep()
 
-    def on_inplace(self, tensor, op, stack):
+    def on_param_write(self, tensor, op, stack):
+        """An optimizer step's write to a parameter (``optim.ParamWriter``): ``on_inplace``,
+        reported only if a backward then needs what it modified (NOTE [Retained saves])."""
+        self.on_inplace(tensor, op, stack, by_optimizer=True)
+
+    def on_inplace(self, tensor, op, stack, by_optimizer=False):
         vc = inspect.version_counter(tensor)
         entry = self._watch.get(id(vc)) if vc is not None else None
         if entry is None or entry[0] is not vc:
@@ -107,7 +117,7 @@ class InplaceWatcher(Tracer):
                 continue
             self._record(
                 op, stack, node, version, now, tensor, is_output, not is_grad_enabled(),
-                self._ran.get(node),
+                self._ran.get(node), by_optimizer,
             )  # fmt: skip
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
@@ -143,8 +153,9 @@ class InplaceWatcher(Tracer):
     # --- bookkeeping ----------------------------------------------------------------------
 
     def _record(
-        self, op, stack, node, saved_version, version, tensor, is_output, no_grad, after_call
-    ):
+        self, op, stack, node, saved_version, version, tensor, is_output, no_grad, after_call,
+        by_optimizer=False,
+    ):  # fmt: skip
         self.note_hazard(
             op=op,
             stack=stack,
@@ -158,11 +169,12 @@ class InplaceWatcher(Tracer):
             is_output=is_output,
             no_grad=no_grad,
             after_call=after_call,
+            by_optimizer=by_optimizer,
         )
 
     def note_hazard(
         self, *, op, stack, node_name, node_ref, save_stack, saved_version, version, shape,
-        dtype, is_output, no_grad, after_call=None,
+        dtype, is_output, no_grad, after_call=None, by_optimizer=False,
     ) -> _Hazard:  # fmt: skip
         """Record a write by ``op`` at ``stack`` to a tensor that the node ``node_name`` saved
         at ``save_stack`` (``node_ref()``: None once the node no longer holds it) and whose
@@ -170,7 +182,8 @@ class InplaceWatcher(Tracer):
         Observers of another engine (``--engine torch``) report through this, and mark
         ``needed_at``/``needed_call``/``failed`` on it when that backward unpacks the tensor.
         ``after_call``: the last backward call that ran the node keeping its saves
-        (``retain_graph=True``); such a write is reported only once a later backward needs it."""
+        (``retain_graph=True``); such a write is reported only once a later backward needs it,
+        and so is an optimizer step's write (``by_optimizer``)."""
         key = (stack.site, node_name, save_stack.site if save_stack is not None else None)
         h = self.hazards.get(key)
         if h is not None:
@@ -193,6 +206,7 @@ class InplaceWatcher(Tracer):
             no_grad=no_grad,
             is_output=is_output,
             after_call=after_call,
+            by_optimizer=by_optimizer,
         )
         return h
 
@@ -217,7 +231,7 @@ class InplaceWatcher(Tracer):
         out = [
             _finding(h)
             for h in self.hazards.values()
-            if h.after_call is None or h.needed_at is not None
+            if (h.after_call is None and not h.by_optimizer) or h.needed_at is not None
         ]
         if VERSION_ERROR in message:
             consumed = True  # the script died of the hazard: the error is the finding

@@ -63,6 +63,10 @@ def tie_takes_second(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarra
     """``out`` (the first operand on ties) with PyTorch's vectorised body's choice: the second
     operand where the two are equal. Only a zero's sign can change."""
     dt = out.dtype
+    if dt == np.float16 and np.count_nonzero(out) != out.size:
+        # numpy's float16 maximum/minimum return the second operand on ties (its float32 and
+        # float64 ones the first): the first here, PyTorch's scalar code's choice
+        np.copyto(out, a, where=a == b)
     if dt.kind != "f" or not _STEP_BYTES // dt.itemsize <= out.size < _THREADED:
         return out
     if np.count_nonzero(out) == out.size:  # no zero, no sign to choose (the common case)

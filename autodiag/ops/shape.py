@@ -29,7 +29,7 @@ from autodiag.ops._core import (
 )
 from autodiag.ops._scalar_convert import checked_scalar
 from autodiag.ops.views import creation_meta, register_view
-from autodiag.tensor import Tensor, vc_of
+from autodiag.tensor import Tensor, bind_alias, vc_of
 from autodiag.trace.events import traced
 
 _weakref = weakref.ref
@@ -810,6 +810,14 @@ class AliasBackward0(_ShapeNode):
     __slots__ = ()
 
 
+def _alias_of(t: Tensor) -> Tensor:
+    # torch.Tensor(t): PyTorch's t.alias() (Tensor.__new__ calls it; tensor.py sits below ops)
+    return _shape_op(t, t._data.view(), AliasBackward0)
+
+
+bind_alias(_alias_of)
+
+
 Tensor.__getitem__ = traced("__getitem__", getitem)
 
 
@@ -1160,7 +1168,13 @@ class MaskedFillBackward1(Node):
 def masked_fill(input, mask, value):
     m = as_tensor_operand(mask)
     if isinstance(value, Tensor):
-        v = np.asarray(value._data, dtype=input._data.dtype)
+        if value._data.ndim != 0:
+            raise RuntimeError(
+                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                f"{value._data.ndim} dimension(s)."
+            )
+        # PyTorch reads the tensor's number (value.item()) and converts it checked, as a number
+        v = checked_scalar(value._data.item(), input._data.dtype, "masked_fill")
     else:
         v = checked_scalar(value, input._data.dtype, "masked_fill")
     out = broadcasting(np.where, m._data, v, input._data)

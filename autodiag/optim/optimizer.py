@@ -127,8 +127,12 @@ class ParamWriter:
         if watchers:  # the in-place analysis sees optimizer writes as the user's own add_
             if self.stack is None:
                 self.stack = capture_stack(2)
-            for t in watchers:
-                t.on_inplace(p, op, self.stack)
+            for t in watchers:  # the in-place analysis tells them apart (NOTE [Retained saves])
+                write = getattr(t, "on_param_write", None)
+                if write is not None:
+                    write(p, op, self.stack)
+                else:
+                    t.on_inplace(p, op, self.stack)
 
 
 class Optimizer:

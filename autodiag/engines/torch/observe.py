@@ -305,6 +305,7 @@ class Observer:
         if stack is None:
             stack = capture_stack(4)
         no_grad = not torch.is_grad_enabled()
+        by_optimizer = hooks.STEPPING[0] > 0  # inside an optimizer's step (NOTE [Retained saves])
         for p in hazards:
             for sink in self.sinks:
                 h = sink.note_hazard(
@@ -320,6 +321,7 @@ class Observer:
                     is_output=p.output,
                     no_grad=no_grad,
                     after_call=p.ran,
+                    by_optimizer=by_optimizer,
                 )
                 if p.hazards is None:
                     p.hazards = []
@@ -416,8 +418,11 @@ class Observer:
         with contextlib.ExitStack() as stack:
             if self.sinks:
                 stack.enter_context(saved_tensors_hooks(self.pack, self.unpack))
+            # the step hooks also when an in-place analysis listens: hooks.STEPPING tells it
+            # an optimizer's writes (NOTE [Retained saves] in analysis/inplace.py)
+            watch_steps = self.op_watchers or self.sinks
             stack.enter_context(
-                hooks.installed(ready("on_op"), ready("on_optimizer_step"), self.op_watchers)
+                hooks.installed(ready("on_op"), ready("on_optimizer_step"), watch_steps)
             )
             tagger = stack.enter_context(modules.installed_for(events.TRACERS))
             self.made_in_module = tagger.made if tagger is not None else None
