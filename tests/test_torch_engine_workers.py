@@ -424,3 +424,40 @@ def test_two_threads_training_at_once_are_each_counted(script, engine, switch_of
     assert r.exit_code == 0, r.stdout[-2000:]
     doc = json.loads(r.stdout)
     assert (doc["backward_calls"], doc["optimizer_steps"]) == (100, 100)
+
+
+OWN_PROFILE = """\
+import threading
+import torch
+seen = []
+threading.setprofile(lambda frame, event, arg: seen.append(event))
+def work():
+    x = torch.randn(3, requires_grad=True)
+    y = x.sigmoid()
+    y.mul_(2)
+    y.sum().backward()
+z = torch.randn(3, requires_grad=True)
+(z * 2).sum().backward()
+t = threading.Thread(target=work)
+t.start()
+t.join()
+print("profiled:", bool(seen), threading.getprofile() is not None)
+"""
+
+
+def test_a_script_setting_its_own_thread_profile_is_still_observed(script):
+    """``threading.setprofile`` in the script replaced the observer's: its threads went
+    unobserved and ``inplace`` said ✓ (exit 0) over a write that broke backward."""
+    r = subprocess.run(
+        [sys.executable, "-m", "autodiag", "inplace", script(OWN_PROFILE), "--engine", "torch"]
+        + ["-f", "json", "-q"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    (f,) = json.loads(r.stdout)["findings"]
+    assert f["location"]["line"] == 8 and f["backward_failed"]
+    assert "profiled: True True" in r.stdout + r.stderr  # the script's function ran, and is its
+    assert threading.getprofile() is None

@@ -21,7 +21,9 @@ call through (``closed``), as autodiag's engine stops reporting once its tracers
 Not observed: threads started before the run (a pool the caller of ``autodiag.torch.observe()``
 made earlier), threads PyTorch runs in C++ (a CPU backward runs in the thread that called it,
 and so do its hooks), and DataLoader worker processes (a forked worker inherits the mode, but
-what it sees stays in that process; they load data and build no graph).
+what it sees stays in that process; they load data and build no graph). A script that sets its
+own thread profile function while it runs (``threading.setprofile``) gets it in its threads,
+after the observer's.
 """
 
 from __future__ import annotations
@@ -75,9 +77,14 @@ def observing_threads(run: Observer):
     observers: list = []
     closed = [False]
     previous = threading.getprofile()
+    # the profile function the script's threads should get: one the script sets while it runs
+    # (``threading.setprofile(f)``) takes this place instead of replacing ``started``, so
+    # threads it starts afterwards are still observed, then run ``f``
+    theirs = [previous]
+    real_set, real_get = threading.setprofile, threading.getprofile
 
     def started(frame, event, arg):
-        sys.setprofile(previous)  # once per thread: the script's own profile function, if it
+        sys.setprofile(theirs[0])  # once per thread: the script's own profile function, if it
         with lock:  # set one, from the next event on
             if closed[0]:
                 return
@@ -85,11 +92,19 @@ def observing_threads(run: Observer):
             observers.append(obs)
         obs.enter()  # left with the thread (modes and hooks are per thread)
 
-    threading.setprofile(started)
+    def setprofile(func):
+        theirs[0] = func
+
+    def getprofile():
+        return theirs[0]
+
+    real_set(started)
+    threading.setprofile, threading.getprofile = setprofile, getprofile
     try:
         yield observers
     finally:
-        threading.setprofile(previous)
+        threading.setprofile, threading.getprofile = real_set, real_get
+        real_set(previous)
         with lock:
             closed[0] = True
             for obs in observers:
