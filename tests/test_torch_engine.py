@@ -124,34 +124,6 @@ def test_inplace_sample_names_the_three_lines(tmp_path):
     assert "inplace_saved.py:18 (backward call 1): it failed there" in r.stdout
 
 
-GAN = """\
-import torch
-torch.manual_seed(0)
-g = torch.nn.Linear(3, 3)
-d = torch.nn.Linear(3, 1)
-opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
-fake = g(torch.randn(4, 3))
-loss_d = d(fake).mean()
-loss_g = -d(fake).mean()
-loss_d.backward(retain_graph=True)
-opt_d.step()
-loss_g.backward()
-"""
-
-
-def test_an_optimizer_step_between_two_backwards_is_found(script):
-    """The GAN pattern: opt_d.step() writes d.weight, which loss_g's graph saved."""
-    r = cli("inplace", script(GAN), "--engine", "torch", "-f", "json")
-    assert r.exit_code == 1, r.stderr
-    doc = json.loads(r.stdout)
-    kinds = {(f["kind"], f["location"]["line"], f["backward_failed"]) for f in doc["findings"]}
-    assert kinds == {("inplace_saved_tensor", 10, True)}
-    (f,) = doc["findings"]
-    assert f["saved_by"]["node"] == "AddmmBackward0" and not f["saved_by"]["output"]
-    assert f["saved_by"]["location"]["line"] == 8 and f["no_grad"]
-    # (autodiag's own engine gives the same finding: tests/test_inplace_retained.py)
-
-
 def test_inplace_relu_and_setitem_and_out(script):
     path = script("""\
         import torch
