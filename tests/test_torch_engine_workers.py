@@ -134,7 +134,7 @@ def test_the_text_report_names_the_workers_lines(script):
     r = cli("inplace", path, "--engine", "torch", "--no-color", env={"COLUMNS": "300"})
     assert r.exit_code == 1, r.stderr
     out = r.stdout.replace(os.path.dirname(path), "")
-    assert "written at /s.py:7 in work" in out
+    assert "written at /s.py:7 in work" in out, out
     assert "saved by SigmoidBackward0 at /s.py:6 in work" in out
     assert "needed by backward at /s.py:8 (backward call 1): it failed there" in out
 
