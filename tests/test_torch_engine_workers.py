@@ -18,6 +18,7 @@ from test_torch_engine import ENV, _graph_shape, _inplace_facts
 from test_torch_engine_anomaly import _anomaly_facts, _leak_facts
 from test_torch_engine_check import _errors, _trace_rows, _warnings
 
+import autodiag
 from autodiag.trace.sites import short_path
 
 torch = pytest.importorskip("torch")
@@ -141,6 +142,26 @@ def test_the_text_report_names_the_workers_lines(script):
     assert f"written at {shown}:7 in work" in out, out
     assert f"saved by SigmoidBackward0 at {shown}:6 in work" in out
     assert f"needed by backward at {shown}:8 (backward call 1): it failed there" in out
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_a_workers_error_is_printed_as_python_prints_it(script, engine):
+    # threading's excepthook prints the thread's traceback; autodiag's frames are not in it
+    # (on --engine torch, the observer's mode sat between the script's frames and PyTorch's)
+    source = IN_A_THREAD
+    if engine == "autodiag":
+        source = source.replace("import torch", "import autodiag as torch")
+    path = script(source)
+    run = [sys.executable, "-m", "autodiag", "inplace", path, "--engine", engine, "-q"]
+    r = subprocess.run(run, capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "Exception in thread trainer:" in r.stderr
+    assert f'File "{path}", line 8, in work' in r.stderr
+    package = os.path.dirname(os.path.abspath(autodiag.__file__)) + os.sep
+    assert package not in r.stderr.split("Exception in thread trainer:")[1]
+    if engine == "torch":
+        plain = subprocess.run([sys.executable, path], capture_output=True, text=True, env=ENV)
+        assert r.stderr.endswith(plain.stderr), r.stderr
 
 
 BOTH_THREADS = """\

@@ -403,12 +403,17 @@ def _threads_stop_quietly():
     """A tracer's ``StopRun`` raised in a thread the script started (``autodiag anomaly`` stops
     at the first origin) ends that thread as it ends the run in the script's own thread: the
     report says so, and ``threading.excepthook`` prints no traceback of autodiag's for it. Any
-    other error of a thread is printed as Python prints it."""
+    other error of a thread is printed as Python prints it, without autodiag's own frames (on
+    ``--engine torch`` the observer's frames sit between the script's and PyTorch's)."""
     previous = threading.excepthook
 
     def hook(args):
         if args.exc_type is None or not issubclass(args.exc_type, StopRun):
-            previous(args)
+            tb = _without_autodiag(args.exc_traceback)
+            if args.exc_value is not None and args.exc_value.__traceback__ is not tb:
+                # Python's hook prints the exception's own traceback: the thread ends with it
+                args.exc_value.__traceback__ = tb
+            previous(threading.ExceptHookArgs((args.exc_type, args.exc_value, tb, args.thread)))
 
     threading.excepthook = hook
     try:
@@ -416,6 +421,35 @@ def _threads_stop_quietly():
     finally:
         if threading.excepthook is hook:  # the script may have set its own since
             threading.excepthook = previous
+
+
+def _without_autodiag(tb):
+    """Traceback ``tb`` without the frames of autodiag's package (a new chain; ``tb`` itself
+    is left as it is), nor PyTorch's dispatch to the observer's function mode: a Python method
+    of ``torch.Tensor`` calls ``handle_torch_function`` only because a mode is active (plain
+    python shows the method's frame at its real work, which follows the mode's frames)."""
+    entries = _tb_entries(tb)
+    drop = {i for i, t in enumerate(entries) if t.tb_frame.f_code.co_filename.startswith(_PKG)}
+    for i, t in enumerate(entries):
+        code = t.tb_frame.f_code
+        if code.co_name == "handle_torch_function" and i + 1 in drop and i > 0:
+            drop.update((i - 1, i))
+    kept = [t for i, t in enumerate(entries) if i not in drop]
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def _tb_entries(tb) -> list:
+    out = []
+    while tb is not None:
+        out.append(tb)
+        tb = tb.tb_next
+    return out
+
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _engine(engine: str, run=None):
