@@ -574,3 +574,80 @@ def test_torch_hub_tqdm_imports_under_the_alias(tmp_path):
     r = cli("check", str(path))
     assert r.exit_code == 0, r.stdout
     assert "no findings" in r.stdout and "1 backward call" in r.stdout  # x.grad is 2, not 0
+
+
+# --- nn.LazyLinear (d2l's concise chapters) --------------------------------------------------
+
+
+def test_lazy_linear_materialises_in_place_with_torchs_numbers_and_becomes_linear():
+    out = []
+    for _, T in both():
+        T.manual_seed(0)
+        net = T.nn.Sequential(T.nn.Flatten(), T.nn.LazyLinear(5), T.nn.ReLU(), T.nn.LazyLinear(2))
+        before = repr(net)
+        params = list(net.parameters())
+        kinds = [type(p).__name__ for p in params]
+        opt = T.optim.SGD(net.parameters(), lr=0.1)  # built before the shapes are known
+        x = T.arange(24.0).reshape(2, 3, 4) / 10
+        loss = net(x).pow(2).sum()
+        loss.backward()
+        opt.step()
+        after = [p.detach().numpy().copy() for p in net.parameters()]
+        assert [p is q for p, q in zip(params, net.parameters())] == [True] * 4
+        out.append(
+            (
+                before,
+                repr(net),
+                kinds,
+                [type(p).__name__ for p in params],
+                after,
+                type(net[1]).__name__,
+                loss.grad_fn.name(),
+            )
+        )
+    t, a = out
+    assert a[0] == t[0] and a[1] == t[1]
+    assert a[2] == t[2] == ["UninitializedParameter"] * 4
+    assert a[3] == t[3] == ["Parameter"] * 4
+    for x, y in zip(a[4], t[4]):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+    assert a[5:] == t[5:]
+
+
+def test_uninitialized_parameter_refuses_its_shape_as_torch():
+    for _, T in both():
+        p = T.nn.parameter.UninitializedParameter()
+        assert repr(p) == "<UninitializedParameter>"
+        assert T.nn.UninitializedParameter is T.nn.parameter.UninitializedParameter
+        with pytest.raises(RuntimeError, match="Can't access the shape of an uninitialized"):
+            _ = p.shape
+        with pytest.raises(ValueError, match="Attempted to use an uninitialized parameter"):
+            p.numel()
+        fc = T.nn.LazyLinear(3, bias=False)
+        assert fc.bias is None
+        fc(T.ones(1, 2))
+        assert tuple(fc.weight.shape) == (3, 2) and type(fc).__name__ == "Linear"
+
+
+def test_lazy_linear_runs_under_the_alias(tmp_path):
+    path = tmp_path / "lazy.py"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from torch import nn
+
+            torch.manual_seed(0)
+            net = nn.Sequential(nn.LazyLinear(4), nn.ReLU(), nn.LazyLinear(1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(3):
+                opt.zero_grad()
+                loss = net(torch.ones(8, 3)).pow(2).mean()
+                loss.backward()
+                opt.step()
+            """
+        )
+    )
+    r = cli("check", str(path))
+    assert r.exit_code == 0, r.stdout
+    assert "3 backward calls, 3 optimizer steps" in r.stdout
