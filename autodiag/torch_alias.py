@@ -86,6 +86,7 @@ TORCH_MODULES = {
     "torch.onnx": "autodiag.onnx",
     "torch.nn.modules.transformer": "autodiag.nn.modules.transformer",
     "torch.nn.parallel": "autodiag.nn.parallel",
+    "torch.hub": "autodiag.hub",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

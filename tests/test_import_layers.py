@@ -40,6 +40,7 @@ LAYERS = [
             "autodiag.amp",
             "autodiag.cuda_amp",
             "autodiag.onnx",
+            "autodiag.hub",
             "autodiag.trace.per_thread",
         ],
     ),

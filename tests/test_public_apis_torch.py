@@ -468,3 +468,186 @@ def test_import_torch_nn_parallel_works_under_the_alias(tmp_path):
     r = cli("graph", str(path))
     assert r.exit_code == 0, r.stdout
     assert "AddmmBackward0" in r.stdout
+
+
+# --- Tensor.unfold (vision_transformer's patches), nn.init's deprecated spellings, torch.hub ---
+
+UNFOLD_CASES = [
+    ((2, 5, 3), (1, 2, 2)),  # non-overlapping, a remainder dropped
+    ((2, 6, 3), (1, 3, 1)),  # overlapping windows: the gradient adds them up
+    ((4, 7), (-1, 3, 2)),
+    ((2, 3, 8, 8), (2, 4, 4)),  # vision_transformer: unfold(2, p, p).unfold(3, p, p)
+    ((5,), (0, 0, 1)),
+    ((), (0, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("shape,args", UNFOLD_CASES)
+def test_tensor_unfold_values_node_and_gradients_as_torch(shape, args):
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(shape).astype(np.float32)
+    out = {}
+    for name, T in both():
+        x = T.tensor(data, requires_grad=True)
+        y = x.unfold(*args)
+        w = T.tensor(np.arange(y.numel(), dtype=np.float32).reshape(tuple(y.shape)))
+        (g,) = T.autograd.grad((y * y * w).sum(), x, create_graph=True)
+        (gg,) = T.autograd.grad((g * g).sum(), x)
+        out[name] = (y.detach().numpy(), tuple(y.shape), y.grad_fn.name(), y._base is x, g, gg)
+        out[name] = out[name][:4] + (g.detach().numpy(), gg.numpy(), type(g.grad_fn).__name__)
+    t, a = out["torch"], out["autodiag"]
+    np.testing.assert_array_equal(a[0], t[0])
+    assert a[1:4] == t[1:4]
+    np.testing.assert_allclose(a[4], t[4], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(a[5], t[5], rtol=1e-5, atol=1e-5)
+    assert a[6] == t[6]
+
+
+def test_tensor_unfold_is_a_view_and_saves_torchs_arguments():
+    for _, T in both():
+        x = T.arange(6.0)
+        x.unfold(0, 2, 2)[1].fill_(-1.0)
+        assert x.tolist() == [0.0, 1.0, -1.0, -1.0, 4.0, 5.0]
+    xs = [T.zeros(2, 5, 3, requires_grad=True).unfold(1, 2, 2) for _, T in both()]
+    for attr in ("self_sym_sizes", "dimension", "size", "step"):
+        assert getattr(xs[1].grad_fn, f"_saved_{attr}") == getattr(xs[0].grad_fn, f"_saved_{attr}")
+
+
+@pytest.mark.parametrize("args", [(0, 4, 1), (0, 2, 0), (0, -1, 1), (1, 1, 1)])
+def test_tensor_unfold_errors_as_torch(args):
+    errors = []
+    for _, T in both():
+        with pytest.raises((RuntimeError, IndexError)) as e:
+            T.zeros(3).unfold(*args)
+        errors.append((e.type, str(e.value)))
+    assert errors[1] == errors[0]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "uniform",
+        "normal",
+        "constant",
+        "xavier_uniform",
+        "xavier_normal",
+        "kaiming_uniform",
+        "kaiming_normal",
+    ],
+)
+def test_deprecated_init_spellings_warn_and_fill_as_torch(name):
+    args = (0.5,) if name == "constant" else ()
+    out = []
+    for _, T in both():
+        T.manual_seed(0)
+        w = T.empty(4, 3)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            r = getattr(T.nn.init, name)(w, *args)
+        assert r is w
+        msgs = [(x.category, str(x.message), x.filename) for x in rec]
+        out.append((w.numpy().copy(), msgs))
+    np.testing.assert_array_equal(out[1][0], out[0][0])
+    assert out[1][1] == out[0][1]
+    assert out[0][1][0][2] == __file__
+
+
+def test_torch_hub_tqdm_imports_under_the_alias(tmp_path):
+    import autodiag.hub
+
+    assert autodiag.hub.tqdm.__name__ == torch.hub.tqdm.__name__
+    path = tmp_path / "hub.py"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from torch.hub import tqdm
+
+            bar = tqdm(total=4)
+            bar.update(2)
+            x = torch.ones(2, requires_grad=True)
+            (x * bar.n).sum().backward()
+            print(x.grad.tolist())
+            """
+        )
+    )
+    r = cli("check", str(path))
+    assert r.exit_code == 0, r.stdout
+    assert "no findings" in r.stdout and "1 backward call" in r.stdout  # x.grad is 2, not 0
+
+
+# --- nn.LazyLinear (d2l's concise chapters) --------------------------------------------------
+
+
+def test_lazy_linear_materialises_in_place_with_torchs_numbers_and_becomes_linear():
+    out = []
+    for _, T in both():
+        T.manual_seed(0)
+        net = T.nn.Sequential(T.nn.Flatten(), T.nn.LazyLinear(5), T.nn.ReLU(), T.nn.LazyLinear(2))
+        before = repr(net)
+        params = list(net.parameters())
+        kinds = [type(p).__name__ for p in params]
+        opt = T.optim.SGD(net.parameters(), lr=0.1)  # built before the shapes are known
+        x = T.arange(24.0).reshape(2, 3, 4) / 10
+        loss = net(x).pow(2).sum()
+        loss.backward()
+        opt.step()
+        after = [p.detach().numpy().copy() for p in net.parameters()]
+        assert [p is q for p, q in zip(params, net.parameters())] == [True] * 4
+        out.append(
+            (
+                before,
+                repr(net),
+                kinds,
+                [type(p).__name__ for p in params],
+                after,
+                type(net[1]).__name__,
+                loss.grad_fn.name(),
+            )
+        )
+    t, a = out
+    assert a[0] == t[0] and a[1] == t[1]
+    assert a[2] == t[2] == ["UninitializedParameter"] * 4
+    assert a[3] == t[3] == ["Parameter"] * 4
+    for x, y in zip(a[4], t[4]):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+    assert a[5:] == t[5:]
+
+
+def test_uninitialized_parameter_refuses_its_shape_as_torch():
+    for _, T in both():
+        p = T.nn.parameter.UninitializedParameter()
+        assert repr(p) == "<UninitializedParameter>"
+        assert T.nn.UninitializedParameter is T.nn.parameter.UninitializedParameter
+        with pytest.raises(RuntimeError, match="Can't access the shape of an uninitialized"):
+            _ = p.shape
+        with pytest.raises(ValueError, match="Attempted to use an uninitialized parameter"):
+            p.numel()
+        fc = T.nn.LazyLinear(3, bias=False)
+        assert fc.bias is None
+        fc(T.ones(1, 2))
+        assert tuple(fc.weight.shape) == (3, 2) and type(fc).__name__ == "Linear"
+
+
+def test_lazy_linear_runs_under_the_alias(tmp_path):
+    path = tmp_path / "lazy.py"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from torch import nn
+
+            torch.manual_seed(0)
+            net = nn.Sequential(nn.LazyLinear(4), nn.ReLU(), nn.LazyLinear(1))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(3):
+                opt.zero_grad()
+                loss = net(torch.ones(8, 3)).pow(2).mean()
+                loss.backward()
+                opt.step()
+            """
+        )
+    )
+    r = cli("check", str(path))
+    assert r.exit_code == 0, r.stdout
+    assert "3 backward calls, 3 optimizer steps" in r.stdout

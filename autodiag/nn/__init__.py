@@ -17,3 +17,8 @@ from autodiag.nn import parallel  # noqa: E402
 from autodiag.nn.parallel import DataParallel  # noqa: E402
 
 __all__ += ["parallel", "DataParallel"]
+
+# torch.nn.UninitializedParameter (torch.nn.parameter.UninitializedParameter too): lazy modules
+from autodiag.nn.modules.lazy import UninitializedParameter  # noqa: E402
+
+__all__ += ["UninitializedParameter"]

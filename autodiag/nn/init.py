@@ -25,6 +25,13 @@ __all__ = [
     "kaiming_uniform_",
     "kaiming_normal_",
     "trunc_normal_",
+    "uniform",
+    "normal",
+    "constant",
+    "xavier_uniform",
+    "xavier_normal",
+    "kaiming_uniform",
+    "kaiming_normal",
 ]
 
 
@@ -241,3 +248,29 @@ def trunc_normal_(
                     break
             tensor.copy_(result)
         return tensor
+
+
+def _deprecated(new):
+    """PyTorch's deprecated spelling without the trailing underscore (``nn.init.xavier_uniform``):
+    a FutureWarning naming both spellings at the caller's line, then the in-place fill."""
+    old = new.__name__[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        _warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+            FutureWarning,
+        )
+        return new(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old
+    deprecated_init.__doc__ = f"Deprecated: ``{new.__name__}`` with a FutureWarning, as PyTorch's."
+    return deprecated_init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)

@@ -73,3 +73,13 @@ class Buffer(Tensor):
 
     def __init__(self, data=None, *, persistent: bool = True):
         pass
+
+
+def __getattr__(name: str):
+    # ``torch.nn.parameter.UninitializedParameter``: defined with the lazy modules (it needs
+    # the module machinery this module must not import)
+    if name == "UninitializedParameter":
+        from autodiag.nn.modules.lazy import UninitializedParameter
+
+        return UninitializedParameter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

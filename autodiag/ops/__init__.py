@@ -21,6 +21,7 @@ from autodiag.ops import (  # noqa: F401
     sampling,
     selection,
     shape,
+    unfold_windows,
 )
 from autodiag.ops._core import OPS, REGISTRY, torch_namespace
 

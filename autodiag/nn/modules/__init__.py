@@ -31,6 +31,7 @@ from autodiag.nn.modules.conv import (
 )
 from autodiag.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
 from autodiag.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from autodiag.nn.modules.lazy import LazyLinear
 from autodiag.nn.modules.linear import (
     Flatten,
     Identity,
@@ -147,4 +148,5 @@ __all__ = [
     "InstanceNorm1d",
     "InstanceNorm2d",
     "InstanceNorm3d",
+    "LazyLinear",
 ]
