@@ -96,7 +96,10 @@ def kinds(t) -> tuple[int, int]:
 
 def as_array(t):
     """A tensor's values as a numpy array (for the report's statistics)."""
-    t = t.detach().cpu().resolve_conj().resolve_neg()
+    t = t.detach().cpu()
+    if t.layout != torch.strided:
+        t = t.to_dense()  # a sparse tensor: the values it stands for
+    t = t.resolve_conj().resolve_neg()
     if t.dtype is torch.bfloat16:
         t = t.float()  # numpy has no bfloat16
     try:

@@ -200,8 +200,24 @@ def _described(text: str) -> tuple:
 
 def _entry(name: str, t, values: bool) -> tuple:
     version = t._version
-    e = (name, tuple(t.shape), dtype_name(t), t.nbytes, version, version)
-    return e + (t.detach().numpy(),) if values else e
+    e = (name, tuple(t.shape), dtype_name(t), nbytes(t), version, version)
+    return e + (array(t),) if values else e
+
+
+def nbytes(t) -> int:
+    """The bytes tensor ``t``'s values take: a sparse tensor's are its indices' and values'
+    (PyTorch's ``nbytes`` refuses a sparse layout)."""
+    if t.layout == torch.strided:
+        return t.nbytes
+    if t.layout == torch.sparse_coo:
+        return t._indices().nbytes + t._values().nbytes
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        parts = (t.crow_indices(), t.col_indices(), t.values())
+    elif t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        parts = (t.ccol_indices(), t.row_indices(), t.values())
+    else:  # another layout (a nested tensor, say): as many bytes as its elements
+        return t.numel() * t.element_size()
+    return sum(p.nbytes for p in parts)
 
 
 # --- tensors ---------------------------------------------------------------------------------
