@@ -257,4 +257,27 @@ def missing_name(exc: BaseException) -> str | None:
         m = _CANNOT_IMPORT.match(str(exc))
         if m and _aliased(m.group(2)):
             return f"{m.group(2)}.{m.group(1)}"
+    if isinstance(exc, AttributeError) and _tensor_method(exc):
+        return f"Tensor.{exc.name}"
     return None
+
+
+def _tensor_method(exc: AttributeError) -> bool:
+    """Whether ``exc`` is the script's own read of a ``torch.Tensor`` attribute that autodiag's
+    Tensor lacks (``x.acos()``): raised by Python's attribute lookup on one of autodiag's
+    tensors, in a frame outside autodiag (a read in autodiag's own code is autodiag's bug),
+    for a name PyTorch's Tensor has (a typo stays the script's error)."""
+    from autodiag._pytorch_names import TENSOR
+    from autodiag.tensor import Tensor
+    from autodiag.trace import sites
+
+    if getattr(exc, "name", None) not in TENSOR or not isinstance(
+        getattr(exc, "obj", None), Tensor
+    ):
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return sites._user(tb.tb_frame.f_code)

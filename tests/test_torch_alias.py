@@ -102,6 +102,19 @@ def test_import_torch_script_finds_what_the_autodiag_version_finds(script, comma
             "x = torch.trace(torch.eye(2))",
         ),
         ("import torchvision\n", 1, "torchvision", "import torchvision"),
+        # a method of PyTorch's Tensor autodiag's lacks: exit 2 too, not the script's failure
+        (
+            "import torch\na = torch.eye(3).to_sparse()\n",
+            2,
+            "Tensor.to_sparse",
+            "a = torch.eye(3).to_sparse()",
+        ),
+        (
+            "import torch\ndef f(x):\n    return x.to_mkldnn()\nf(torch.ones(2))\n",
+            3,
+            "Tensor.to_mkldnn",
+            "return x.to_mkldnn()",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["graph", "check"])
@@ -277,3 +290,21 @@ def test_every_sample_both_ways(tmp_path, name):
     assert r2.exit_code == r1.exit_code, r2.stderr[-2000:]
     d1, d2 = json.loads(r1.stdout), json.loads(r2.stdout)
     assert json.dumps(d2).replace("/b/", "/a/") == json.dumps(d1)
+
+
+def test_a_misspelt_tensor_method_stays_the_scripts_error(script):
+    # not a name of PyTorch's Tensor: the script's own AttributeError (exit 3), as python says
+    path = script("import torch\nx = torch.ones(2)\ny = x.sinn()\n")
+    r = cli("graph", path)
+    assert r.exit_code == 3, r.stderr
+    assert "AttributeError: 'Tensor' object has no attribute 'sinn'" in r.stderr
+    assert "does not provide" not in r.stderr
+
+
+def test_the_list_of_pytorchs_tensor_names_is_pytorchs():
+    torch = pytest.importorskip("torch")
+    from autodiag._pytorch_names import TENSOR
+
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip("the list is PyTorch 2.13's")
+    assert sorted(TENSOR) == sorted(n for n in dir(torch.Tensor) if not n.startswith("_"))
