@@ -49,6 +49,7 @@ from autodiag.trace.sites import capture_stack
 
 _Tensor = torch.Tensor
 _ACCUMULATE = seam.ACCUMULATE
+_own = torch._C.DisableTorchFunction  # NOTE [Listeners' own reads] in engines/torch/hooks.py
 _STEP = "autodiag.step"  # node.metadata key: the token of the step that made the node
 _RETAINED = "autodiag.retained"  # node.metadata key: the retain_graph=True call that ran it
 _OWN_REFS = sys.getrefcount(object()) + 1  # a token's count with only the step holding it
@@ -146,7 +147,8 @@ class TorchLeakFinder(LeakFinder):
             if finder is None or finder not in events.TRACERS:
                 return  # the run is over (the hooks are removed by ``finish``)
             finder.stepping_depth = max(finder.stepping_depth - 1, 0)
-            finder.on_optimizer_step(optimizer)
+            with _own():  # the census is autodiag's, not the script's ops (observe.py's mode)
+                finder.on_optimizer_step(optimizer)
 
         self._hook = (
             register_optimizer_step_pre_hook(stepping),

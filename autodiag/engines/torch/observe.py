@@ -28,6 +28,8 @@ import contextlib
 import inspect as _pyinspect
 import itertools
 import os
+import re
+import sysconfig
 import threading
 import weakref
 
@@ -245,6 +247,8 @@ class Observer:
             if _SITE in md:
                 return {}
             md[_SITE] = stack if own else self._apply_site(node) or stack
+            if _TRACEBACK in md:  # PyTorch's anomaly mode is on (NOTE [Autodiag's own calls])
+                md[_TRACEBACK] = _without_own_frames(md[_TRACEBACK])
             self.last_seq = seq
             if self.made_in_module is not None:
                 self.made_in_module(node)
@@ -258,6 +262,8 @@ class Observer:
             if _SITE in md:
                 continue
             md[_SITE] = stack if own and n is node else self._apply_site(n) or stack
+            if _TRACEBACK in md:
+                md[_TRACEBACK] = _without_own_frames(md[_TRACEBACK])
             s = n._sequence_nr()
             made[s] = n
             if self.made_in_module is not None:
@@ -333,14 +339,19 @@ class Observer:
     def pack(self, t):
         if _is_compiling():
             return t
-        fn = t.grad_fn
-        p = _Packed(
-            t.detach(),  # NOTE [Two pitfalls] (2): never the tensor itself
-            t._version,
-            (fn.name(), t.output_nr) if fn is not None else None,
-            fn._sequence_nr() if fn is not None and type(fn) is not _ACCUMULATE else -1,
-            _key(t),
-        )
+        mode = self.mode
+        own, mode.own = mode.own, True  # NOTE [Autodiag's own calls]
+        try:
+            fn = t.grad_fn
+            p = _Packed(
+                t.detach(),  # NOTE [Two pitfalls] (2): never the tensor itself
+                t._version,
+                (fn.name(), t.output_nr) if fn is not None else None,
+                fn._sequence_nr() if fn is not None and type(fn) is not _ACCUMULATE else -1,
+                _key(t),
+            )
+        finally:
+            mode.own = own
         self.pending.append(p)
         return p
 
@@ -433,10 +444,25 @@ class Observer:
                 self.made_in_module = None
 
 
+# NOTE [Autodiag's own calls]: the mode sees every torch call made while it is installed, and
+# not only the script's: a hook PyTorch runs outside any call the mode handles runs under it
+# too. Inside ``__torch_function__`` (an op, a ``backward()``: the node hooks) PyTorch has
+# taken the mode off its stack, but the pack hook of a custom Function's ``save_for_backward``
+# (run by ``apply``, which no mode sees) and the optimizer step hooks are not inside one: their
+# ``t.detach()`` was counted, traced and tested as the script's op. The pack hook raises the
+# mode's ``own`` flag (``DisableTorchFunction`` would also switch off a tensor subclass's
+# ``__torch_function__``, and a subclass's saved tensor would come back as a plain Tensor); the
+# step and module hooks, which only read values, run under ``DisableTorchFunction`` (NOTE
+# [Listeners' own reads] in hooks.py). PyTorch's anomaly mode records the Python stack of
+# every node it makes (``metadata["traceback_"]``, printed when backward fails): ``tag`` takes
+# the mode's frames out of it, and the CLI's runner frames (``_without_own_frames``).
+
+
 class _Mode(TorchFunctionMode):
     def __init__(self, observer: Observer):
         super().__init__()
         self.observer = observer
+        self.own = False  # autodiag's own calls in progress (NOTE [Autodiag's own calls])
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
@@ -445,7 +471,7 @@ class _Mode(TorchFunctionMode):
             return func(*args) if not kwargs else func(*args, **kwargs)
         if kwargs is None:
             kwargs = {}
-        if _is_compiling():
+        if self.own or _is_compiling():
             return func(*args, **kwargs)
         kind = _BACKWARD.get(func)
         if kind is not None:
@@ -493,6 +519,43 @@ def _written(name: str, args, kwargs) -> tuple | None:
         if kwargs.get("inplace") is True and args and isinstance(args[0], _Tensor):
             return (args[0],)
     return None
+
+
+_TRACEBACK = "traceback_"  # node.metadata key: the stack PyTorch's anomaly mode recorded
+_FRAME_FILE = re.compile(r'  File "(.*?)", line \d+, in ')
+_OWN_DIR = sites._PKG_DIR  # autodiag's package
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_OVERRIDES = os.path.abspath(torch.overrides.__file__)
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+
+
+def _without_own_frames(stack: list) -> list:
+    """PyTorch's anomaly-mode stack of a node (``traceback.format_stack()`` entries, outermost
+    first) without autodiag's frames: the CLI's runner (with the thread it starts) outside the
+    script's first frame, and the mode's ``__torch_function__`` with the dispatch that led to
+    it (``handle_torch_function`` and the torch function that called it, which runs again
+    inside the mode's call): what plain PyTorch records (NOTE [Autodiag's own calls])."""
+    files = []
+    for entry in stack:
+        m = _FRAME_FILE.match(entry) if isinstance(entry, str) else None
+        files.append(m.group(1) if m is not None else "")
+    start = 0  # the runner's frames: stdlib (threading) and autodiag's, before the script's
+    for i, f in enumerate(files):
+        if f.startswith(_OWN_DIR):
+            start = i + 1
+        elif not f.startswith(_STDLIB) or "site-packages" in f:
+            break
+    drop = set()
+    for i in range(start, len(files)):
+        if files[i].startswith(_OWN_DIR):
+            drop.add(i)
+            if i - 1 >= start and files[i - 1] == _OVERRIDES:
+                drop.add(i - 1)
+                if i - 2 >= start and files[i - 2].startswith(_TORCH_DIR):
+                    drop.add(i - 2)
+    if not start and not drop:
+        return stack
+    return [e for i, e in enumerate(stack) if i >= start and i not in drop]
 
 
 def _saves_result(node) -> bool:
