@@ -246,7 +246,7 @@ def test_module_calls_are_per_thread_on_autodiag_engine(switch_often):
     class Innermost(Tracer):
         def on_op(self, op, node, inputs, outputs, stack):
             seen.append(
-                (threading.get_ident(), events.MODULES[-1] if len(events.MODULES) else None)
+                (threading.current_thread(), events.MODULES[-1] if len(events.MODULES) else None)
             )
 
     models = [ad.nn.Sequential(ad.nn.Linear(3, 3), ad.nn.Tanh()) for _ in range(4)]
@@ -254,7 +254,8 @@ def test_module_calls_are_per_thread_on_autodiag_engine(switch_often):
     x = ad.ones(2, 3)
 
     def work(k):
-        owner[threading.get_ident()] = set(map(id, models[k].modules()))
+        # keyed by the Thread object: a thread that ended may leave its ident to a later one
+        owner[threading.current_thread()] = set(map(id, models[k].modules()))
         for _ in range(200):
             models[k](x)  # every op reported in this thread runs inside models[k]
 
