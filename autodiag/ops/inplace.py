@@ -275,6 +275,9 @@ def _method(name: str, fn):
     # the in-place method is the traced op; the out-of-place op it runs inside needs no second
     # tracing check, so it calls the registered op's unwrapped function
     raw = getattr(fn, "__wrapped__", fn)
+    # an op whose out-of-place result has checks its in-place twin skips names the computation
+    # the twin runs (masked_fill: PyTorch refuses an int output requiring grad only out of place)
+    raw = getattr(fn, "inplace_compute", raw)
     ufunc = _UFUNC_TWINS.get(name)
     alpha_first = name[:-1] in pw.ALPHA_FIRST
 
@@ -436,7 +439,9 @@ def _copy_result(t: Tensor, src) -> Tensor:
                 f"the broadcast shape [{', '.join(map(str, shape))}]"
             )
     out = np.broadcast_to(s._data, ts).astype(t._data.dtype, copy=True)
-    if _state.record and (t.requires_grad or s.requires_grad):
+    # PyTorch's copy_ records only into a differentiable dtype: a float that requires grad
+    # copied into an int tensor leaves it not requiring grad
+    if _state.record and (t.requires_grad or s.requires_grad) and t._data.dtype.kind == "f":
         node = CopyBackwards((edge(t), edge(s)))
         node.src_shape, node.src_dtype = s._data.shape, s._data.dtype
         if s._data.dtype != t._data.dtype:
@@ -800,9 +805,13 @@ def _value_tensor(t: Tensor, value) -> Tensor:
     """PyTorch's valueToTensor: a tensor as it is, a number as a 0-d tensor of ``t``'s dtype."""
     if isinstance(value, Tensor):
         return value
-    if isinstance(value, (bool, int, float, complex, np.generic)):
+    # PyTorch takes Python numbers (np.float64 and np.complex128 are subclasses) and numpy
+    # integers; np.float32, np.float16, np.bool_ and 0-d arrays are refused
+    if isinstance(value, (bool, int, float, complex, np.integer)):
         return wrap(checked_scalar(value, t._data.dtype, "__setitem__", setitem=True))
-    raise TypeError(f"can't assign a {type(value).__name__} to a torch.{t.dtype.scalar_name}Tensor")
+    cls = type(value)
+    what = f"numpy.{cls.__name__}" if cls.__module__ == "numpy" else cls.__name__  # tp_name
+    raise TypeError(f"can't assign a {what} to a torch.{t.dtype.scalar_name}Tensor")
 
 
 def _shape_str(shape) -> str:
@@ -846,6 +855,8 @@ def _basic_result(t: Tensor, basic: tuple, v: Tensor) -> Tensor:
         if vd.ndim:  # copy_; a 0-d value is fill_, which clones a value sharing memory
             _check_copy_overlap(t, dst, v, vd.shape, _strides(vd), written)
     out[basic] = written
+    if t._data.dtype.kind != "f" and (vd.ndim or not dst.ndim):
+        return result(out, None)  # copy_ (not fill_) into the view: copy_ records no int output
     return _record(t, out, v, (basic,), CopySlices)
 
 
