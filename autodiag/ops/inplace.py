@@ -278,6 +278,8 @@ def _method(name: str, fn):
     # an op whose out-of-place result has checks its in-place twin skips names the computation
     # the twin runs (masked_fill: PyTorch refuses an int output requiring grad only out of place)
     raw = getattr(fn, "inplace_compute", raw)
+    # the inputs read as arrays, for the overlap check (masked_fill_ reads its value's number)
+    read = getattr(fn, "inplace_reads", None)
     ufunc = _UFUNC_TWINS.get(name)
     alpha_first = name[:-1] in pw.ALPHA_FIRST
 
@@ -287,7 +289,7 @@ def _method(name: str, fn):
             args, kwargs = (other,), {**kwargs, "alpha": alpha}
         # tensors given by keyword (clamp_(min=t)) are inputs too: overlap, grad recording
         others = (*args, *kwargs.values()) if kwargs else args
-        loop_read = check_overlap(self, others)
+        loop_read = check_overlap(self, read(*args, **kwargs) if read else others)
         if (
             ufunc is not None
             and len(args) == 1

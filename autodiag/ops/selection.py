@@ -206,7 +206,7 @@ class RollBackward0(Node):
     def backward(self, xp, g):
         back = tuple(-s for s in self.shifts)
         if xp.arrays:
-            return (_roll_array(g, back, self.dims),)
+            return (_roll_array(g, back, self.dims) if g.size else g,)
         return (roll(g, back, self.dims or None),)
 
     def _saved_extra(self):
@@ -240,7 +240,7 @@ def roll(input, shifts, dims=None):
         raise RuntimeError(
             f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}"
         )
-    if dims:
+    if dims and d.size:  # PyTorch returns an empty tensor's copy before it reads the dims
         dims = tuple(wrap_dim(k, d.ndim) for k in dims)
     out = _roll_array(d, shifts, dims) if d.size else d.copy()
     if _state.record and input.requires_grad:

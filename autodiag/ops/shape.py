@@ -1204,6 +1204,9 @@ def _masked_fill(input, mask, value):
 
 
 masked_fill.inplace_compute = _masked_fill
+# PyTorch's masked_fill_ takes the value tensor's number (value.item()): only the mask is read
+# as an array, so a value sharing the written memory is no overlap (x.masked_fill_(m, x[0]))
+masked_fill.inplace_reads = lambda mask, value: (mask,)
 
 
 # --- copies and dtype conversion -------------------------------------------------------------
