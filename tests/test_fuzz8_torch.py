@@ -243,3 +243,24 @@ def test_roll_of_empty_tensor_reads_no_dims(torch):
         return r
 
     _same(fn, torch)
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((), ()), ((2,), ()), ((), (2,))])
+def test_lerp_all_zero_dim_promotes_as_pytorch(torch, x_shape, w_shape):
+    # lerp(0-d float32, 0-d float32, 0-d float64) is float64 in PyTorch (all 0-d: promoted);
+    # lerp_ keeps self's dtype
+    def out_of_place(m):
+        x = m.full(x_shape, 1.5, requires_grad=True)
+        w = m.full(w_shape, 0.3, dtype=m.float64, requires_grad=True)
+        y = m.lerp(x, m.full(x_shape, 4.0), w)
+        y.sum().backward()
+        assert (str(x.grad.dtype), str(w.grad.dtype)) == (str(x.dtype), str(w.dtype))
+        return y
+
+    def in_place(m):
+        return m.full(x_shape, 1.5).lerp_(
+            m.full(x_shape, 4.0), m.full(w_shape, 0.3, dtype=m.float64)
+        )
+
+    _same(out_of_place, torch)
+    _same(in_place, torch)

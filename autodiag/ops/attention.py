@@ -163,6 +163,10 @@ def lerp(input, end, weight):
     >>> torch.lerp(torch.tensor([1.0, 2.0]), torch.tensor([3.0, 5.0]), 0.25)
     tensor([1.5000, 2.7500])
     """
+    return _lerp(input, end, weight, in_place=False)
+
+
+def _lerp(input, end, weight, in_place: bool):
     x, e = as_tensor_operand(input), as_tensor_operand(end)
     if x._data.dtype != e._data.dtype:
         raise RuntimeError(f"expected dtype {_cpp_name(x)} for `end` but got dtype {_cpp_name(e)}")
@@ -173,13 +177,17 @@ def lerp(input, end, weight):
     if isinstance(weight, Tensor):
         w = weight
         wd = w._data
+        out_dt = x._data.dtype
         if wd.dtype != x._data.dtype:
             if wd.ndim:
                 raise RuntimeError(
                     f"expected dtype {_cpp_name(x)} for `weight` but got dtype {_cpp_name(w)}"
                 )
-            wd = wd.astype(x._data.dtype)  # PyTorch checks a 0-d weight's dtype not: cast
-        out = broadcasting(_lerp_array, x._data, e._data, wd).astype(x._data.dtype)
+            if x._data.ndim == 0 and e._data.ndim == 0 and not in_place:
+                out_dt = np.promote_types(x._data.dtype, wd.dtype)  # all 0-d: promoted
+            wd = wd.astype(out_dt)  # PyTorch checks a 0-d weight's dtype not: cast
+        xd, ed = x._data.astype(out_dt, copy=False), e._data.astype(out_dt, copy=False)
+        out = broadcasting(_lerp_array, xd, ed, wd).astype(out_dt)
         if _state.record and (x.requires_grad or e.requires_grad or w.requires_grad):
             node = LerpBackward1((edge(x), edge(e), edge(w)))
             node._saved = (save(x), save(e), save(w))
@@ -196,6 +204,10 @@ def lerp(input, end, weight):
         set_broadcast_meta(node, out, x, e)
         return result(out, node)
     return result(out, None)
+
+
+# lerp_ writes into self: its dtype stays (an all-0-d out-of-place lerp promotes)
+lerp.inplace_compute = lambda input, end, weight: _lerp(input, end, weight, in_place=True)
 
 
 # ---------------------------------------------------------------------------------------------
