@@ -264,3 +264,24 @@ def test_lerp_all_zero_dim_promotes_as_pytorch(torch, x_shape, w_shape):
 
     _same(out_of_place, torch)
     _same(in_place, torch)
+
+
+def test_roll_of_an_efficient_zero_gradient(torch):
+    # abs_'s SgnBackward0 hands roll's backward an immutable zero: np.roll wrote into it
+    # ("ZeroTensors are immutable") in the second derivative
+    def fn(m):
+        x = m.tensor([1.0], dtype=m.float64, requires_grad=True)
+        y = m.roll(x, 2, -1).abs_()
+        (g,) = m.autograd.grad(y, x, m.ones(1, dtype=m.float64), create_graph=True)
+        return m.autograd.grad(g, x, m.ones(1, dtype=m.float64))[0]
+
+    _same(fn, torch)
+
+
+def test_copy_into_an_expanded_empty_view(torch):
+    # numpy's "assignment destination is read-only" (a ValueError) leaked: nothing to write
+    def fn(m):
+        t = m.empty((0,)).expand((2, -1)).detach()
+        return t.copy_(m.empty((1, 0)))
+
+    _same(fn, torch)

@@ -165,6 +165,8 @@ def _write(t: Tensor, base, rd: np.ndarray, fills: bool = False) -> None:
     """Store ``rd`` into ``t``'s memory (its base's too, when it is a view). ``fills``: one
     value everywhere (fill_, zero_), which PyTorch writes into overlapping views too."""
     d = t._data
+    if not d.size:
+        return  # nothing to write (an expanded empty view is read-only to numpy)
     if base is None or d.flags.writeable and not views.overlaps(d):
         np.copyto(d, rd, casting="unsafe")
         return

@@ -14,6 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from autodiag.core.graph import Node
+from autodiag.core.zeros import ZeroArray
 from autodiag.ops._core import _state, as_tensor_operand, edge, register, result, save, wrap
 from autodiag.size import wrap_dim
 from autodiag.tensor import Tensor
@@ -214,6 +215,8 @@ class RollBackward0(Node):
 
 
 def _roll_array(a: np.ndarray, shifts: tuple, dims: tuple) -> np.ndarray:
+    if a.__class__ is ZeroArray:
+        return a  # an efficient zero gradient (SgnBackward0's) rolled: np.roll would write it
     if not dims:  # rolled as if flattened
         return np.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
     return np.roll(a, shifts, dims)
