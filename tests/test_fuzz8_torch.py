@@ -285,3 +285,48 @@ def test_copy_into_an_expanded_empty_view(torch):
         return t.copy_(m.empty((1, 0)))
 
     _same(fn, torch)
+
+
+@pytest.mark.parametrize("n", [3, 17, 40])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("how", ["min", "max", "min_", "max_", "min_row", "min_bcast"])
+def test_clamp_one_tensor_bound_ties_as_pytorchs_maximum(torch, n, dt, how):
+    # clamp(x, min=t) is PyTorch's maximum(x, t): on tied zeros its vectorised body returns the
+    # bound, its scalar tail x (NOTE [maximum ties]); autodiag returned x everywhere
+    def fn(m):
+        x = m.zeros(n, dtype=getattr(m, dt))
+        x[::2] = -0.0
+        b = m.zeros(n, dtype=getattr(m, dt))
+        b[1::3] = -0.0
+        r = {
+            "min": lambda: m.clamp(x, min=b),
+            "max": lambda: m.clamp(x, max=b),
+            "min_": lambda: x.clone().clamp_(min=b),
+            "max_": lambda: x.clone().clamp_(max=b),
+            "min_row": lambda: m.clamp(x, min=b.reshape(1, n)),
+            "min_bcast": lambda: m.clamp(x.reshape(1, n), min=b[:1]),
+        }[how]()
+        return m.tensor(np.signbit(r.numpy()).astype(np.int64).tolist())
+
+    _same(fn, torch)
+
+
+@pytest.mark.parametrize("index", ["all", "ellipsis", "fill_tensor", "fill_number", "row"])
+def test_writing_a_tensor_value_into_self_overlapping_memory_as_pytorch(torch, index):
+    # x[:] = 2.0 on an expanded tensor is fill_ of a 0-d tensor, which PyTorch refuses (internal
+    # overlap); autodiag wrote the shared elements. fill_ of a number writes them in both.
+    def fn(m):
+        t = m.ones(1, 1).expand(2, 3)
+        if index == "all":
+            t[:] = 2.0
+        elif index == "ellipsis":
+            t[...] = m.tensor(2.0)
+        elif index == "fill_tensor":
+            t.fill_(m.tensor(2.0))
+        elif index == "fill_number":
+            t.fill_(2.0)
+        else:
+            t[0] = 2.0
+        return t
+
+    _same(fn, torch)

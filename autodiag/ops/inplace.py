@@ -390,6 +390,10 @@ def _filled(like: np.ndarray, value: np.ndarray) -> np.ndarray:
 
 
 def fill_(self, value):
+    # PyTorch's fill_ of a tensor value (fill_.Tensor, also x[:] = v's copy_to) checks the
+    # written tensor for internal overlap; fill_ of a number writes the shared elements
+    if isinstance(value, Tensor) and self._data.size > 1 and views.overlaps(self._data):
+        raise RuntimeError(views.OVERLAP_ERROR)
     return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value, fills=True)
 
 

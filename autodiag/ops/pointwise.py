@@ -862,9 +862,16 @@ def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
     # NOTE: the bound first (see _clamp_array: a tie keeps self's value, e.g. -0.0); the
     # operands stay in PyTorch's order for the broadcast error
     if min is not None:
-        out = broadcasting(lambda a, b: np.maximum(b, a), out, min._data.astype(dt, copy=False))
+        lo = min._data.astype(dt, copy=False)
+        out = broadcasting(lambda a, b: np.maximum(b, a), out, lo)
+        if max is None:  # PyTorch's clamp(min=tensor) is maximum: its ties (NOTE [maximum ties])
+            out = tie_takes_second(out, x._data.astype(dt, copy=False), lo)
     if max is not None:
-        out = broadcasting(lambda a, b: np.minimum(b, a), out, max._data.astype(dt, copy=False))
+        hi = max._data.astype(dt, copy=False)
+        prev = out
+        out = broadcasting(lambda a, b: np.minimum(b, a), out, hi)
+        if min is None:
+            out = tie_takes_second(out, prev, hi)
     if out is x._data:
         out = out.copy()
     if not (_state.record and any(t.requires_grad for t in [x] + bounds)):
