@@ -330,3 +330,32 @@ def test_writing_a_tensor_value_into_self_overlapping_memory_as_pytorch(torch, i
         return t
 
     _same(fn, torch)
+
+
+TIE_OPS = {
+    "maximum(b, x)": lambda m, x, b: m.maximum(b, x),
+    "minimum(b, x)": lambda m, x, b: m.minimum(b, x),
+    "maximum(x, b)": lambda m, x, b: m.maximum(x, b),
+    "minimum(x, b)": lambda m, x, b: m.minimum(x, b),
+    "clamp(min=b)": lambda m, x, b: m.clamp(x, min=b),
+    "clamp(max=b)": lambda m, x, b: m.clamp(x, max=b),
+    "clamp(b, b + 1)": lambda m, x, b: m.clamp(x, b, b + 1),
+    "clamp_max(x, b)": lambda m, x, b: m.clamp_max(x, b),
+    "clamp_min(x, b)": lambda m, x, b: m.clamp_min(x, b),
+}
+
+
+@pytest.mark.parametrize("case", list(TIE_OPS))
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_tie_of_a_promoted_operand_splits_the_gradient_as_pytorch(torch, case, create_graph):
+    # a float64 0-d -0.41 next to a float32 -0.41: the forward compares them in float32 (a
+    # tie), and so does PyTorch's backward; autodiag's compared the saved operands in float64
+    # and gave the float32 operand no gradient (minimum(b, x): x.grad [0, 0] for [0, 0.5])
+    def fn(m):
+        x = m.tensor([1.0, -0.41, -1.0], dtype=m.float32, requires_grad=True)
+        b = m.tensor(-0.41, dtype=m.float64, requires_grad=True)
+        r = TIE_OPS[case](m, x, b)
+        gx, gb = m.autograd.grad(r.sum(), [x, b], create_graph=create_graph)
+        return m.cat([gx.double(), gb.reshape(1)]).detach()
+
+    _same(fn, torch)

@@ -799,19 +799,26 @@ class ClampBackward0(Node):
 
 
 def _clamp_backward(xp, g, x, lo, hi, needs_self, needs_min, needs_max) -> tuple:
-    """The gradients of clamp for self, min and max; a bound of None is missing."""
+    """The gradients of clamp for self, min and max; a bound of None is missing. The three
+    are compared in the result's dtype, as maximum/minimum's (``_compared``)."""
     gx = gmin = gmax = None
+    dt = g.dtype if xp.arrays else g._data.dtype
+    as_mask = (lambda m: m) if xp.arrays else wrap
+    x, lo, hi = (
+        None if t is None else (t if xp.arrays else t._data).astype(dt, copy=False)
+        for t in (x, lo, hi)
+    )
     if needs_self:
         keep = x >= lo if lo is not None else None
         if hi is not None:
             keep = (x <= hi) if keep is None else keep & (x <= hi)
-        gx = xp.mask(keep, g)
+        gx = xp.mask(as_mask(keep), g)
     if needs_min:
         below = x < lo
-        gmin = xp.mask(below & (lo < hi) if hi is not None else below, g)
+        gmin = xp.mask(as_mask(below & (lo < hi) if hi is not None else below), g)
     if needs_max:
         above = x > hi
-        gmax = xp.mask(above | (hi < lo) if lo is not None else above, g)
+        gmax = xp.mask(as_mask(above | (hi < lo) if lo is not None else above), g)
     return (gx, gmin, gmax)
 
 
@@ -836,10 +843,10 @@ class ClampMaxBackward1(Node):
 
     def backward(self, xp, g):
         needs_self, needs_max = self.needs_grad
-        x, hi = self.saved_self(xp), self.saved_max(xp)
+        x, hi, as_mask = _compared(xp, self.saved_self(xp), self.saved_max(xp), g)
         return (
-            xp.mask(x <= hi, g) if needs_self else None,
-            xp.mask(x > hi, g) if needs_max else None,
+            xp.mask(as_mask(x <= hi), g) if needs_self else None,
+            xp.mask(as_mask(x > hi), g) if needs_max else None,
         )
 
 
@@ -1682,17 +1689,29 @@ def _scalar_pow(base, exponent: Tensor):
     return result(out, None)
 
 
+def _compared(xp, a, b, g):
+    """maximum/minimum's saved operands as arrays in the result's dtype (``g``'s): PyTorch's
+    backward compares them after the forward's promotion, so a float64 0-d -0.41 next to a
+    float32 -0.41 is a tie (numpy would compare the two in float64); the masks are constants,
+    wrapped as tensors for a recorded backward."""
+    if xp.arrays:
+        dt = g.dtype
+        return a.astype(dt, copy=False), b.astype(dt, copy=False), lambda m: m
+    dt = g._data.dtype
+    return a._data.astype(dt, copy=False), b._data.astype(dt, copy=False), wrap
+
+
 class MaximumBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        a, b = self.saved_self(xp), self.saved_other(xp)
+        a, b, as_mask = _compared(xp, self.saved_self(xp), self.saved_other(xp), g)
         needs_self, needs_other = self.needs_grad
         # PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0); NaN keeps the gradient
-        split = xp.where(a == b, g / 2, g)
+        split = xp.where(as_mask(a == b), g / 2, g)
         return (
-            xp.mask(~(a < b), split) if needs_self else None,
-            xp.mask(~(a > b), split) if needs_other else None,
+            xp.mask(as_mask(~(a < b)), split) if needs_self else None,
+            xp.mask(as_mask(~(a > b)), split) if needs_other else None,
         )
 
 
@@ -1700,12 +1719,12 @@ class MinimumBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        a, b = self.saved_self(xp), self.saved_other(xp)
+        a, b, as_mask = _compared(xp, self.saved_self(xp), self.saved_other(xp), g)
         needs_self, needs_other = self.needs_grad
-        split = xp.where(a == b, g / 2, g)
+        split = xp.where(as_mask(a == b), g / 2, g)
         return (
-            xp.mask(~(a > b), split) if needs_self else None,
-            xp.mask(~(a < b), split) if needs_other else None,
+            xp.mask(as_mask(~(a > b)), split) if needs_self else None,
+            xp.mask(as_mask(~(a < b)), split) if needs_other else None,
         )
 
 
