@@ -374,3 +374,15 @@ def test_std_var_of_all_elements_use_pytorchs_float32_mean(torch, f):
     for _ in range(50):
         a = (rng.standard_normal(int(rng.integers(2, 300))) * 1e3 + 5).astype(np.float32)
         assert getattr(ad.tensor(a), f)().item() == getattr(torch.from_numpy(a), f)().item()
+
+
+def test_inplace_clamp_compares_in_the_promoted_dtype_not_selfs(torch):
+    # x.clamp_(max=b) of a float32 x and a float64 b (both with dims): the result is float32,
+    # but PyTorch's backward compares x and b promoted (float64): no tie at 0.1f vs 0.1
+    def fn(m):
+        x = m.tensor([0.1, 2.0, -1.0], dtype=m.float32)
+        b = m.tensor([0.1, 0.5, 0.5], dtype=m.float64, requires_grad=True)
+        (gb,) = m.autograd.grad(x.clamp_(max=b).sum(), b)
+        return gb
+
+    _same(fn, torch)

@@ -800,14 +800,10 @@ class ClampBackward0(Node):
 
 def _clamp_backward(xp, g, x, lo, hi, needs_self, needs_min, needs_max) -> tuple:
     """The gradients of clamp for self, min and max; a bound of None is missing. The three
-    are compared in the result's dtype, as maximum/minimum's (``_compared``)."""
+    are compared in their promoted dtype, as maximum/minimum's (``_compared``)."""
     gx = gmin = gmax = None
-    dt = g.dtype if xp.arrays else g._data.dtype
     as_mask = (lambda m: m) if xp.arrays else wrap
-    x, lo, hi = (
-        None if t is None else (t if xp.arrays else t._data).astype(dt, copy=False)
-        for t in (x, lo, hi)
-    )
+    x, lo, hi = _in_compare_dtype(xp, x, lo, hi)
     if needs_self:
         keep = x >= lo if lo is not None else None
         if hi is not None:
@@ -1690,15 +1686,22 @@ def _scalar_pow(base, exponent: Tensor):
 
 
 def _compared(xp, a, b, g):
-    """maximum/minimum's saved operands as arrays in the result's dtype (``g``'s): PyTorch's
-    backward compares them after the forward's promotion, so a float64 0-d -0.41 next to a
-    float32 -0.41 is a tie (numpy would compare the two in float64); the masks are constants,
-    wrapped as tensors for a recorded backward."""
-    if xp.arrays:
-        dt = g.dtype
-        return a.astype(dt, copy=False), b.astype(dt, copy=False), lambda m: m
-    dt = g._data.dtype
-    return a._data.astype(dt, copy=False), b._data.astype(dt, copy=False), wrap
+    """maximum/minimum's saved operands as arrays, in the dtype PyTorch's backward compares
+    them in (its type promotion: a float64 0-d -0.41 next to a float32 -0.41 is a float32 tie,
+    where numpy would compare the two in float64); the masks are constants, wrapped as
+    tensors for a recorded backward."""
+    a, b = _in_compare_dtype(xp, a, b)
+    return a, b, (lambda m: m) if xp.arrays else wrap
+
+
+def _in_compare_dtype(xp, *operands):
+    """The operands (None: absent) as arrays in PyTorch's promoted dtype of them."""
+    arrays = [t if t is None or xp.arrays else t._data for t in operands]
+    kinds = {t.dtype for t in arrays if t is not None}
+    if len(kinds) == 1:
+        return arrays
+    dt = dtypes.result_type([wrap(t) for t in arrays if t is not None]).np
+    return [t if t is None else t.astype(dt, copy=False) for t in arrays]
 
 
 class MaximumBackward0(_Binary):
