@@ -95,6 +95,10 @@ def checked_scalar(value, dt: np.dtype, op: str, setitem: bool = False) -> np.nd
     conversion]); ``setitem``: the rule of ``x[i] = value``."""
     cls = type(value)
     if cls is not float and cls is not int and cls is not bool:
+        if cls is np.uint64 and value >= 2**63 and not setitem:
+            # PyTorch's argument parser reads a numpy integer as an int64 (setitem's parser
+            # raises its "Overflow when unpacking long long", as for a Python int)
+            raise TypeError("an integer is required")
         value = _python_number(value, op)
         cls = type(value)
     if cls is int:

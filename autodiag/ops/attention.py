@@ -27,6 +27,7 @@ from autodiag.ops._core import (
     set_broadcast_meta,
     wrap,
 )
+from autodiag.ops._scalar_convert import _CPP_NAMES
 from autodiag.ops.inplace import apply_inplace
 from autodiag.ops.pointwise import NotImplementedBackward, _refuse
 from autodiag.tensor import Tensor
@@ -149,6 +150,11 @@ def _lerp_array(a, b, w):
     return np.where(np.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
 
 
+def _cpp_name(t: Tensor) -> str:
+    """The C++ type name PyTorch's lerp messages use ("float", "double")."""
+    return _CPP_NAMES.get(t._data.dtype, t.dtype.scalar_name)
+
+
 @register(inplace=True)
 def lerp(input, end, weight):
     """``input + weight * (end - input)``.
@@ -157,18 +163,31 @@ def lerp(input, end, weight):
     >>> torch.lerp(torch.tensor([1.0, 2.0]), torch.tensor([3.0, 5.0]), 0.25)
     tensor([1.5000, 2.7500])
     """
+    return _lerp(input, end, weight, in_place=False)
+
+
+def _lerp(input, end, weight, in_place: bool):
     x, e = as_tensor_operand(input), as_tensor_operand(end)
     if x._data.dtype != e._data.dtype:
-        raise RuntimeError(f"expected dtype {x.dtype} for `end` but got dtype {e.dtype}")
+        raise RuntimeError(f"expected dtype {_cpp_name(x)} for `end` but got dtype {_cpp_name(e)}")
     if x._data.dtype.kind != "f":
         raise NotImplementedError(
             f"\"lerp_kernel_scalar\" not implemented for '{x.dtype.scalar_name}'"
         )
     if isinstance(weight, Tensor):
         w = weight
-        if w._data.dtype != x._data.dtype:
-            raise RuntimeError(f"expected dtype {x.dtype} for `weight` but got dtype {w.dtype}")
-        out = broadcasting(_lerp_array, x._data, e._data, w._data).astype(x._data.dtype)
+        wd = w._data
+        out_dt = x._data.dtype
+        if wd.dtype != x._data.dtype:
+            if wd.ndim:
+                raise RuntimeError(
+                    f"expected dtype {_cpp_name(x)} for `weight` but got dtype {_cpp_name(w)}"
+                )
+            if x._data.ndim == 0 and e._data.ndim == 0 and not in_place:
+                out_dt = np.promote_types(x._data.dtype, wd.dtype)  # all 0-d: promoted
+            wd = wd.astype(out_dt)  # PyTorch checks a 0-d weight's dtype not: cast
+        xd, ed = x._data.astype(out_dt, copy=False), e._data.astype(out_dt, copy=False)
+        out = broadcasting(_lerp_array, xd, ed, wd).astype(out_dt)
         if _state.record and (x.requires_grad or e.requires_grad or w.requires_grad):
             node = LerpBackward1((edge(x), edge(e), edge(w)))
             node._saved = (save(x), save(e), save(w))
@@ -185,6 +204,10 @@ def lerp(input, end, weight):
         set_broadcast_meta(node, out, x, e)
         return result(out, node)
     return result(out, None)
+
+
+# lerp_ writes into self: its dtype stays (an all-0-d out-of-place lerp promotes)
+lerp.inplace_compute = lambda input, end, weight: _lerp(input, end, weight, in_place=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,6 +454,21 @@ def _pad_array(d: np.ndarray, widths: tuple, value) -> np.ndarray:
     return out
 
 
+def _check_crops(shape: tuple, widths: tuple) -> None:
+    """PyTorch's constant_pad_nd crops first, with narrow (outer padded dim first, its left
+    crop then its right one), before it checks the padded sizes: a crop longer than what is
+    left is narrow's error (F.pad(zeros(0, 0), (2, -1)), F.pad(ones(2, 1), (-1, -1)))."""
+    n = len(widths) // 2
+    for ax in range(len(shape) - n, len(shape)):
+        k = 2 * (len(shape) - 1 - ax)
+        size = shape[ax]
+        for crop in widths[k : k + 2]:
+            if crop < 0:
+                size += crop
+                if size < 0:
+                    raise RuntimeError("narrow(): length must be non-negative.")
+
+
 @register(method=False, home="nn.functional")
 def pad(input, pad, mode: str = "constant", value=None):  # noqa: A002 - PyTorch's names
     """Pad the last ``len(pad) // 2`` dims: ``pad = (left, right, top, bottom, ...)``;
@@ -455,6 +493,7 @@ def pad(input, pad, mode: str = "constant", value=None):  # noqa: A002 - PyTorch
             "Padding length should be less than or equal to two times the input dimension but "
             f"got padding length {len(widths)} and input of dimension {d.ndim}"
         )
+    _check_crops(d.shape, widths)
     out = _pad_array(d, widths, 0 if value is None else value)
     if _state.record and input.requires_grad:
         node = ConstantPadNdBackward0((edge(input),))

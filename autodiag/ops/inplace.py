@@ -165,6 +165,8 @@ def _write(t: Tensor, base, rd: np.ndarray, fills: bool = False) -> None:
     """Store ``rd`` into ``t``'s memory (its base's too, when it is a view). ``fills``: one
     value everywhere (fill_, zero_), which PyTorch writes into overlapping views too."""
     d = t._data
+    if not d.size:
+        return  # nothing to write (an expanded empty view is read-only to numpy)
     if base is None or d.flags.writeable and not views.overlaps(d):
         np.copyto(d, rd, casting="unsafe")
         return
@@ -275,6 +277,11 @@ def _method(name: str, fn):
     # the in-place method is the traced op; the out-of-place op it runs inside needs no second
     # tracing check, so it calls the registered op's unwrapped function
     raw = getattr(fn, "__wrapped__", fn)
+    # an op whose out-of-place result has checks its in-place twin skips names the computation
+    # the twin runs (masked_fill: PyTorch refuses an int output requiring grad only out of place)
+    raw = getattr(fn, "inplace_compute", raw)
+    # the inputs read as arrays, for the overlap check (masked_fill_ reads its value's number)
+    read = getattr(fn, "inplace_reads", None)
     ufunc = _UFUNC_TWINS.get(name)
     alpha_first = name[:-1] in pw.ALPHA_FIRST
 
@@ -284,7 +291,7 @@ def _method(name: str, fn):
             args, kwargs = (other,), {**kwargs, "alpha": alpha}
         # tensors given by keyword (clamp_(min=t)) are inputs too: overlap, grad recording
         others = (*args, *kwargs.values()) if kwargs else args
-        loop_read = check_overlap(self, others)
+        loop_read = check_overlap(self, read(*args, **kwargs) if read else others)
         if (
             ufunc is not None
             and len(args) == 1
@@ -383,6 +390,10 @@ def _filled(like: np.ndarray, value: np.ndarray) -> np.ndarray:
 
 
 def fill_(self, value):
+    # PyTorch's fill_ of a tensor value (fill_.Tensor, also x[:] = v's copy_to) checks the
+    # written tensor for internal overlap; fill_ of a number writes the shared elements
+    if isinstance(value, Tensor) and self._data.size > 1 and views.overlaps(self._data):
+        raise RuntimeError(views.OVERLAP_ERROR)
     return apply_inplace(self, "fill_", lambda t: _fill_like(t, value), value, fills=True)
 
 
@@ -436,7 +447,9 @@ def _copy_result(t: Tensor, src) -> Tensor:
                 f"the broadcast shape [{', '.join(map(str, shape))}]"
             )
     out = np.broadcast_to(s._data, ts).astype(t._data.dtype, copy=True)
-    if _state.record and (t.requires_grad or s.requires_grad):
+    # PyTorch's copy_ records only into a differentiable dtype: a float that requires grad
+    # copied into an int tensor leaves it not requiring grad
+    if _state.record and (t.requires_grad or s.requires_grad) and t._data.dtype.kind == "f":
         node = CopyBackwards((edge(t), edge(s)))
         node.src_shape, node.src_dtype = s._data.shape, s._data.dtype
         if s._data.dtype != t._data.dtype:
@@ -800,9 +813,13 @@ def _value_tensor(t: Tensor, value) -> Tensor:
     """PyTorch's valueToTensor: a tensor as it is, a number as a 0-d tensor of ``t``'s dtype."""
     if isinstance(value, Tensor):
         return value
-    if isinstance(value, (bool, int, float, complex, np.generic)):
+    # PyTorch takes Python numbers (np.float64 and np.complex128 are subclasses) and numpy
+    # integers; np.float32, np.float16, np.bool_ and 0-d arrays are refused
+    if isinstance(value, (bool, int, float, complex, np.integer)):
         return wrap(checked_scalar(value, t._data.dtype, "__setitem__", setitem=True))
-    raise TypeError(f"can't assign a {type(value).__name__} to a torch.{t.dtype.scalar_name}Tensor")
+    cls = type(value)
+    what = f"numpy.{cls.__name__}" if cls.__module__ == "numpy" else cls.__name__  # tp_name
+    raise TypeError(f"can't assign a {what} to a torch.{t.dtype.scalar_name}Tensor")
 
 
 def _shape_str(shape) -> str:
@@ -846,6 +863,8 @@ def _basic_result(t: Tensor, basic: tuple, v: Tensor) -> Tensor:
         if vd.ndim:  # copy_; a 0-d value is fill_, which clones a value sharing memory
             _check_copy_overlap(t, dst, v, vd.shape, _strides(vd), written)
     out[basic] = written
+    if t._data.dtype.kind != "f" and (vd.ndim or not dst.ndim):
+        return result(out, None)  # copy_ (not fill_) into the view: copy_ records no int output
     return _record(t, out, v, (basic,), CopySlices)
 
 

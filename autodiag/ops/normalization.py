@@ -123,6 +123,25 @@ def _check_channel_vector(name: str, t, c: int) -> None:
         raise RuntimeError(f"{name} should contain {c} elements not {t._data.size}")
 
 
+def _check_parameter_dtypes(input, params) -> None:
+    """PyTorch's CPU batch_norm dtype rule: parameters of another dtype than the input's
+    first defined one (weight, bias, running_mean, running_var) are its "mixed type" path,
+    float32 parameters of a float16/bfloat16 input only; otherwise each must be the input's."""
+    dt = input._data.dtype
+    given = [p for p in params if p is not None]
+    if given and given[0]._data.dtype != dt:
+        if any(p._data.dtype != np.float32 for p in given):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+        if dt != np.float16:
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+        return
+    for p in given:
+        if p._data.dtype != dt:
+            raise RuntimeError(
+                f"expected scalar type {input.dtype.scalar_name} but found {p.dtype.scalar_name}"
+            )
+
+
 @register(method=False, home="nn.functional")
 def batch_norm(
     input,
@@ -164,11 +183,7 @@ def batch_norm(
             )
     elif running_mean is None:
         raise RuntimeError("running_mean must be defined in evaluation mode")
-    for t in (running_mean, running_var):
-        if t is not None and t._data.dtype != xd.dtype:
-            raise RuntimeError(
-                f"expected scalar type {input.dtype.scalar_name} but found {t.dtype.scalar_name}"
-            )
+    _check_parameter_dtypes(input, (weight, bias, running_mean, running_var))
     _check_channel_vector("running_mean", running_mean, c)
     _check_channel_vector("running_var", running_var, c)
     _check_channel_vector("weight", weight, c)

@@ -561,8 +561,10 @@ class ErfBackward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
+        # PyTorch's formula, pow(2) as it records it: with create_graph, the double backward
+        # then gives PyTorch's NaN where 2 * x overflows (x * x differentiated gave 0 there)
         x = self.saved_self(xp)
-        return (g * (_2_SQRT_PI * xp.exp(-(x * x))),)
+        return (_2_SQRT_PI * xp.exp(-(x**2)) * g,)
 
 
 erf = register()(unary_op("erf", _np_erf, ErfBackward0, _SELF))
@@ -797,19 +799,22 @@ class ClampBackward0(Node):
 
 
 def _clamp_backward(xp, g, x, lo, hi, needs_self, needs_min, needs_max) -> tuple:
-    """The gradients of clamp for self, min and max; a bound of None is missing."""
+    """The gradients of clamp for self, min and max; a bound of None is missing. The three
+    are compared in their promoted dtype, as maximum/minimum's (``_compared``)."""
     gx = gmin = gmax = None
+    as_mask = (lambda m: m) if xp.arrays else wrap
+    x, lo, hi = _in_compare_dtype(xp, x, lo, hi)
     if needs_self:
         keep = x >= lo if lo is not None else None
         if hi is not None:
             keep = (x <= hi) if keep is None else keep & (x <= hi)
-        gx = xp.mask(keep, g)
+        gx = xp.mask(as_mask(keep), g)
     if needs_min:
         below = x < lo
-        gmin = xp.mask(below & (lo < hi) if hi is not None else below, g)
+        gmin = xp.mask(as_mask(below & (lo < hi) if hi is not None else below), g)
     if needs_max:
         above = x > hi
-        gmax = xp.mask(above | (hi < lo) if lo is not None else above, g)
+        gmax = xp.mask(as_mask(above | (hi < lo) if lo is not None else above), g)
     return (gx, gmin, gmax)
 
 
@@ -834,10 +839,10 @@ class ClampMaxBackward1(Node):
 
     def backward(self, xp, g):
         needs_self, needs_max = self.needs_grad
-        x, hi = self.saved_self(xp), self.saved_max(xp)
+        x, hi, as_mask = _compared(xp, self.saved_self(xp), self.saved_max(xp), g)
         return (
-            xp.mask(x <= hi, g) if needs_self else None,
-            xp.mask(x > hi, g) if needs_max else None,
+            xp.mask(as_mask(x <= hi), g) if needs_self else None,
+            xp.mask(as_mask(x > hi), g) if needs_max else None,
         )
 
 
@@ -860,9 +865,16 @@ def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
     # NOTE: the bound first (see _clamp_array: a tie keeps self's value, e.g. -0.0); the
     # operands stay in PyTorch's order for the broadcast error
     if min is not None:
-        out = broadcasting(lambda a, b: np.maximum(b, a), out, min._data.astype(dt, copy=False))
+        lo = min._data.astype(dt, copy=False)
+        out = broadcasting(lambda a, b: np.maximum(b, a), out, lo)
+        if max is None:  # PyTorch's clamp(min=tensor) is maximum: its ties (NOTE [maximum ties])
+            out = tie_takes_second(out, x._data.astype(dt, copy=False), lo)
     if max is not None:
-        out = broadcasting(lambda a, b: np.minimum(b, a), out, max._data.astype(dt, copy=False))
+        hi = max._data.astype(dt, copy=False)
+        prev = out
+        out = broadcasting(lambda a, b: np.minimum(b, a), out, hi)
+        if min is None:
+            out = tie_takes_second(out, prev, hi)
     if out is x._data:
         out = out.copy()
     if not (_state.record and any(t.requires_grad for t in [x] + bounds)):
@@ -1673,17 +1685,36 @@ def _scalar_pow(base, exponent: Tensor):
     return result(out, None)
 
 
+def _compared(xp, a, b, g):
+    """maximum/minimum's saved operands as arrays, in the dtype PyTorch's backward compares
+    them in (its type promotion: a float64 0-d -0.41 next to a float32 -0.41 is a float32 tie,
+    where numpy would compare the two in float64); the masks are constants, wrapped as
+    tensors for a recorded backward."""
+    a, b = _in_compare_dtype(xp, a, b)
+    return a, b, (lambda m: m) if xp.arrays else wrap
+
+
+def _in_compare_dtype(xp, *operands):
+    """The operands (None: absent) as arrays in PyTorch's promoted dtype of them."""
+    arrays = [t if t is None or xp.arrays else t._data for t in operands]
+    kinds = {t.dtype for t in arrays if t is not None}
+    if len(kinds) == 1:
+        return arrays
+    dt = dtypes.result_type([wrap(t) for t in arrays if t is not None]).np
+    return [t if t is None else t.astype(dt, copy=False) for t in arrays]
+
+
 class MaximumBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        a, b = self.saved_self(xp), self.saved_other(xp)
+        a, b, as_mask = _compared(xp, self.saved_self(xp), self.saved_other(xp), g)
         needs_self, needs_other = self.needs_grad
         # PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0); NaN keeps the gradient
-        split = xp.where(a == b, g / 2, g)
+        split = xp.where(as_mask(a == b), g / 2, g)
         return (
-            xp.mask(~(a < b), split) if needs_self else None,
-            xp.mask(~(a > b), split) if needs_other else None,
+            xp.mask(as_mask(~(a < b)), split) if needs_self else None,
+            xp.mask(as_mask(~(a > b)), split) if needs_other else None,
         )
 
 
@@ -1691,12 +1722,12 @@ class MinimumBackward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        a, b = self.saved_self(xp), self.saved_other(xp)
+        a, b, as_mask = _compared(xp, self.saved_self(xp), self.saved_other(xp), g)
         needs_self, needs_other = self.needs_grad
-        split = xp.where(a == b, g / 2, g)
+        split = xp.where(as_mask(a == b), g / 2, g)
         return (
-            xp.mask(~(a > b), split) if needs_self else None,
-            xp.mask(~(a < b), split) if needs_other else None,
+            xp.mask(as_mask(~(a > b)), split) if needs_self else None,
+            xp.mask(as_mask(~(a < b)), split) if needs_other else None,
         )
 
 

@@ -674,7 +674,14 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     acc = d.astype(np.float64) if d.dtype.kind == "f" and d.dtype.itemsize < 8 else d
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice is NaN
-        ss = np.square(acc - acc.mean(axis=dims, keepdims=True)).sum(axis=dims, keepdims=keepdim)
+        if d.size and d.size == n and d.dtype in (np.float32, np.float64):
+            # NOTE: one output (PyTorch's std_var_all_cpu): the mean is self.mean() in the
+            # input's dtype (a float32 sum can overflow: std of [-3e38, -3e38, 1] is inf), then
+            # the squares are summed in double around it
+            m = acc.dtype.type(cascade_mean(d))
+        else:
+            m = acc.mean(axis=dims, keepdims=True)
+        ss = np.square(acc - m).sum(axis=dims, keepdims=keepdim)
     with np.errstate(all="ignore"):
         out = np.true_divide(ss, builtins.max(0, n - c))
     if sqrt:

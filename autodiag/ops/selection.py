@@ -14,6 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from autodiag.core.graph import Node
+from autodiag.core.zeros import ZeroArray
 from autodiag.ops._core import _state, as_tensor_operand, edge, register, result, save, wrap
 from autodiag.size import wrap_dim
 from autodiag.tensor import Tensor
@@ -206,7 +207,7 @@ class RollBackward0(Node):
     def backward(self, xp, g):
         back = tuple(-s for s in self.shifts)
         if xp.arrays:
-            return (_roll_array(g, back, self.dims),)
+            return (_roll_array(g, back, self.dims) if g.size else g,)
         return (roll(g, back, self.dims or None),)
 
     def _saved_extra(self):
@@ -214,6 +215,8 @@ class RollBackward0(Node):
 
 
 def _roll_array(a: np.ndarray, shifts: tuple, dims: tuple) -> np.ndarray:
+    if a.__class__ is ZeroArray:
+        return a  # an efficient zero gradient (SgnBackward0's) rolled: np.roll would write it
     if not dims:  # rolled as if flattened
         return np.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
     return np.roll(a, shifts, dims)
@@ -240,7 +243,7 @@ def roll(input, shifts, dims=None):
         raise RuntimeError(
             f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}"
         )
-    if dims:
+    if dims and d.size:  # PyTorch returns an empty tensor's copy before it reads the dims
         dims = tuple(wrap_dim(k, d.ndim) for k in dims)
     out = _roll_array(d, shifts, dims) if d.size else d.copy()
     if _state.record and input.requires_grad:

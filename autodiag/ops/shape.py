@@ -1166,6 +1166,18 @@ class MaskedFillBackward1(Node):
 
 @register(inplace=True)
 def masked_fill(input, mask, value):
+    out = _masked_fill(input, mask, value)
+    if out.grad_fn is not None and out._data.dtype.kind not in "fc":
+        # PyTorch's set_history refuses an integer output that would require grad (an int
+        # tensor filled with a float value that requires grad); masked_fill_ writes it in place
+        # without that check (the tensor then requires grad, as PyTorch's does)
+        raise RuntimeError(f"Autograd not support dtype: {out.dtype.scalar_name}")
+    return out
+
+
+def _masked_fill(input, mask, value):
+    """masked_fill without the dtype check of its out-of-place output: masked_fill_'s
+    computation (ops/inplace.py ``inplace_compute``)."""
     m = as_tensor_operand(mask)
     if isinstance(value, Tensor):
         if value._data.ndim != 0:
@@ -1189,6 +1201,12 @@ def masked_fill(input, mask, value):
         node._saved = (save(m),)
         return result(out, node)
     return result(out, None)
+
+
+masked_fill.inplace_compute = _masked_fill
+# PyTorch's masked_fill_ takes the value tensor's number (value.item()): only the mask is read
+# as an array, so a value sharing the written memory is no overlap (x.masked_fill_(m, x[0]))
+masked_fill.inplace_reads = lambda mask, value: (mask,)
 
 
 # --- copies and dtype conversion -------------------------------------------------------------

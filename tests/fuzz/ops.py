@@ -827,4 +827,217 @@ def _(g):
 # another order, -inf vs inf where terms overflow; its zero padding: known_issues.py), topk's
 # order among ties (README)): drawn only with ``--extended`` or by name, so that the CI budget
 # stays a measure of the fixed classes. An op leaves this set when its classes are fixed (elu).
-EXTENDED = frozenset({"conv1d", "group_norm", "topk", "max_pool1d"})
+EXTENDED = frozenset({"conv1d", "group_norm", "topk", "max_pool1d"}) | {
+    # fuzz8's ops with open classes (run.py --ops ..., 2,817 programs): batch_norm's statistics
+    # (the sign of a zero, inf/NaN where they overflow, as layer_norm's), conv2d's non-finite
+    # float32 values (oneDNN, as conv1d's), lerp's sign of a zero (weight 1 at end = -0.0),
+    # clamp between two tensors' tied zeros
+    "batch_norm",
+    "conv2d",
+    "lerp",
+    "lerp_",
+    "clamp.both_tensors",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# fuzz8: more of issue 17's families (elementwise, views, indexing, in-place, nn.functional)
+# ---------------------------------------------------------------------------------------------
+
+for _nm in ("erf", "sgn"):
+    op(_nm, "elementwise", weight=0.4)(lambda g, _nm=_nm: f"torch.{_nm}({g.pick()})")
+
+
+@op("lerp", "binary", weight=0.5)
+def _(g):
+    x = g.pick()
+    w = g.lit(g.scalar()) if g.rng.random() < 0.5 else g.partner(x, "within")
+    return f"torch.lerp({x}, {g.partner(x, 'within')}, {w})"
+
+
+@op("rsub", "binary", weight=0.4)
+def _(g):
+    x = g.pick()
+    return f"torch.rsub({x}, {g.partner(x, 'bcast')})"
+
+
+@op("clamp.both_tensors", "elementwise", weight=0.5, refuse=("clamp",))
+def _(g):
+    x = g.pick()
+    return f"torch.clamp({x}, {g.partner(x, 'within')}, {g.partner(x, 'within')})"
+
+
+for _nm in ("tril", "triu"):
+    op(_nm, "view", weight=0.4)(
+        lambda g, _nm=_nm: (
+            f"torch.{_nm}({g.pick(lambda t: t.ndim >= 2)}, {int(g.rng.integers(-2, 3))})"
+        )
+    )
+
+
+@op("diagonal", "view", weight=0.4)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 2)
+    nd = g.ndim(x)
+    d1 = g.dim(nd)
+    d2 = (d1 + 1) % nd
+    return f"torch.diagonal({x}, {int(g.rng.integers(-2, 3))}, {d1}, {d2})"
+
+
+@op("movedim", "view", weight=0.4)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 1)
+    nd = g.ndim(x)
+    return f"torch.movedim({x}, {g.dim(nd)}, {g.dim(nd)})"
+
+
+@op("roll", "view", weight=0.4)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 1)
+    return f"torch.roll({x}, {int(g.rng.integers(-3, 4))}, {g.dim(g.ndim(x))})"
+
+
+@op("repeat_interleave", "view", weight=0.3)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 1)
+    return f"torch.repeat_interleave({x}, {int(g.rng.integers(0, 3))}, dim={g.dim(g.ndim(x))})"
+
+
+@op("setitem.advanced", "indexing", stmt=True, weight=0.6, refuse=("setitem", "index"))
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 1)
+    n = g.shape_of(x)[0]
+    idx = sorted({int(i) for i in g.rng.integers(0, n, int(g.rng.integers(0, 3)))}) if n else []
+    value = g.lit(g.scalar()) if g.rng.random() < 0.3 else g.partner(x, "scalar_tensor")
+    return f"{x}[torch.tensor({idx!r}, dtype=torch.int64)] = {value}"
+
+
+@op("masked_fill_", "inplace", weight=0.5)
+def _(g):
+    x = g.pick(inplace=True)
+    m = g.partner(x, "within", kind="bool")
+    value = g.lit(g.scalar()) if g.rng.random() < 0.5 else g.partner(x, "scalar_tensor")
+    if value.startswith("x") or value.startswith("t"):
+        value = f"{value}.reshape(())"  # masked_fill takes a 0-d value tensor
+    return f"{x}.masked_fill_({m}, {value})"
+
+
+@op("lerp_", "inplace", weight=0.4)
+def _(g):
+    x = g.pick(inplace=True)
+    return f"{x}.lerp_({g.partner(x, 'within')}, {g.lit(g.scalar())})"
+
+
+@op("clamp_.tensor", "inplace", weight=0.4, refuse=("clamp_", "clamp"))
+def _(g):
+    x = g.pick(inplace=True)
+    return f"{x}.clamp_(max={g.partner(x, 'within')})"
+
+
+op("tril_", "inplace", weight=0.3)(
+    lambda g: f"{g.pick(lambda t: t.ndim >= 2, inplace=True)}.tril_({int(g.rng.integers(-1, 2))})"
+)
+
+
+@op("normalize", "nn.functional", weight=0.5)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 1)
+    p = g.rng.choice([2.0, 1.0, 3.0])
+    return f"F.normalize({x}, p={p!r}, dim={g.dim(g.ndim(x))})"
+
+
+@op("kl_div", "nn.functional", weight=0.4)
+def _(g):
+    x = g.pick()
+    red = g.rng.choice(["mean", "sum", "none", "batchmean"])
+    log_target = bool(g.rng.random() < 0.5)
+    return f"F.kl_div({x}, {g.partner(x, 'same')}, reduction={red!r}, log_target={log_target})"
+
+
+@op("binary_cross_entropy", "nn.functional", weight=0.4)
+def _(g):
+    x = g.pick()
+    return (
+        f"F.binary_cross_entropy(torch.sigmoid({x}), torch.sigmoid({g.partner(x, 'same')}), "
+        f"reduction={_reduction(g)!r})"
+    )
+
+
+@op("margin_ranking_loss", "nn.functional", weight=0.3)
+def _(g):
+    x = g.pick()
+    return (
+        f"F.margin_ranking_loss({x}, {g.partner(x, 'same')}, torch.sign({g.partner(x, 'same')}), "
+        f"margin={g.rng.choice([0.0, 0.5])!r}, reduction={_reduction(g)!r})"
+    )
+
+
+@op("pad", "nn.functional", weight=0.4)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 1)
+    pads = [
+        int(v) for v in g.rng.integers(-1, 3, 2 * int(g.rng.integers(1, min(g.ndim(x), 2) + 1)))
+    ]
+    return f"F.pad({x}, {tuple(pads)!r}, value={g.lit(g.scalar())})"
+
+
+@op("batch_norm", "nn.functional", weight=0.4)
+def _(g):
+    x = g.pick(lambda t: t.ndim >= 2 and 0 not in t.shape, shape=g.shape(2, 3, min_size=1))
+    c = g.shape_of(x)[1]
+    wb = f", {g.new((c,))}, {g.new((c,))}" if g.rng.random() < 0.5 else ", None, None"
+    return (
+        f"F.batch_norm({x}, None, None{wb}, training=True, eps={g.lit(g.rng.choice([1e-5, 1.0]))})"
+    )
+
+
+@op("avg_pool2d", "nn.functional", weight=0.3)
+def _(g):
+    x = g.pick(lambda t: t.ndim == 4 and 0 not in t.shape, shape=g.shape(4, 4, min_size=1))
+    k = int(g.rng.integers(1, min(g.shape_of(x)[2:]) + 1))
+    return f"F.avg_pool2d({x}, {k})"
+
+
+@op("conv2d", "nn.functional", weight=0.3)
+def _(g):
+    x = g.pick(lambda t: t.ndim == 4 and 0 not in t.shape, shape=g.shape(4, 4, min_size=1))
+    n, c, h, w_ = g.shape_of(x)
+    w = g.new(
+        (
+            int(g.rng.integers(1, 3)),
+            c,
+            int(g.rng.integers(1, h + 1)),
+            int(g.rng.integers(1, w_ + 1)),
+        )
+    )
+    return f"F.conv2d({x}, {w}, padding={int(g.rng.integers(0, 2))})"
+
+
+FUZZ8 = frozenset(
+    {
+        "erf",
+        "sgn",
+        "lerp",
+        "rsub",
+        "clamp.both_tensors",
+        "tril",
+        "triu",
+        "diagonal",
+        "movedim",
+        "roll",
+        "repeat_interleave",
+        "setitem.advanced",
+        "masked_fill_",
+        "lerp_",
+        "clamp_.tensor",
+        "tril_",
+        "normalize",
+        "kl_div",
+        "binary_cross_entropy",
+        "margin_ranking_loss",
+        "pad",
+        "batch_norm",
+        "avg_pool2d",
+        "conv2d",
+    }
+)
