@@ -33,7 +33,7 @@ from autodiag import inspect
 from autodiag.analysis.findings import Finding
 from autodiag.ops.inplace import LEAF_ERROR, VIEW_OF_LEAF_ERROR
 from autodiag.tensor import Tensor
-from autodiag.trace import Tracer
+from autodiag.trace import Tracer, events
 from autodiag.trace.sites import capture_stack
 
 VERSION_ERROR = "modified by an inplace operation"
@@ -48,6 +48,7 @@ class _Hazard:
         "write_stack",
         "node_name",
         "node_ref",
+        "nodes",
         "save_stack",
         "saved_version",
         "version",
@@ -110,6 +111,11 @@ class InplaceWatcher(Tracer):
             return
         from autodiag.core.grad_mode import is_grad_enabled
 
+        # a write made while an optimizer's step runs in this thread is the optimizer's, whatever
+        # its class (a script's own Optimizer subclass: ``p.add_`` under no_grad), as
+        # ``--engine torch`` tags the writes between the global step hooks
+        by_optimizer = by_optimizer or events.STEPPING.n > 0
+
         now = inspect.version(tensor)
         for ref, version, is_output in list(entry[1].values()):
             node = ref()
@@ -129,12 +135,12 @@ class InplaceWatcher(Tracer):
         self._retaining.append(task.retain_graph)
         self.calls += 1
         needed = []
-        pending = [h for h in self.hazards.values() if h.needed_at is None and h.node_ref()]
+        pending = [h for h in self.hazards.values() if h.needed_at is None and h.nodes]
         if pending:
             reached = _reachable(task.roots)
             stack = capture_stack(1)  # the user's backward()/grad() call
             for h in pending:
-                if h.node_ref() in reached:
+                if any(n in reached for n in list(h.nodes)):
                     h.needed_at, h.needed_call = stack, self.calls
                     needed.append(h)
         self._needed.append(needed)
@@ -188,12 +194,22 @@ class InplaceWatcher(Tracer):
         h = self.hazards.get(key)
         if h is not None:
             h.count += 1
+            if h.needed_at is None:
+                # a loop's later write of the same site to another node's save (the next
+                # epoch's graph): a backward that needs any of them needs this hazard
+                node = node_ref()
+                if node is not None:
+                    h.nodes.add(node)
+                if after_call is None and not by_optimizer:
+                    h.after_call, h.by_optimizer = None, False  # this one is a hazard by itself
             return h
+        node = node_ref()
         h = self.hazards[key] = _Hazard(
             op=op,
             write_stack=stack,
             node_name=node_name,
             node_ref=node_ref,
+            nodes=weakref.WeakSet(() if node is None else (node,)),
             save_stack=save_stack,
             saved_version=saved_version,
             version=version,
