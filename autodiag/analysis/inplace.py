@@ -27,6 +27,7 @@ the write is reported once a backward needs the node.
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 from autodiag import inspect
@@ -69,6 +70,15 @@ class _Hazard:
             setattr(self, k, v)
 
 
+class _Calls(threading.local):
+    """One thread's backward calls in progress, innermost last: their ``retain_graph``
+    (``retaining``, under a base False) and the hazards each needs (``needed``)."""
+
+    def __init__(self):
+        self.retaining: list = [False]
+        self.needed: list = []
+
+
 class InplaceWatcher(Tracer):
     """Watches every tensor saved for backward; reports writes that a pending backward needs."""
 
@@ -80,8 +90,9 @@ class InplaceWatcher(Tracer):
         # nodes whose backward ran and kept their saves (retain_graph=True) -> that call's number:
         # a later write matters only if another backward needs the node (NOTE [Retained saves])
         self._ran = weakref.WeakKeyDictionary()
-        self._retaining: list = [False]  # retain_graph of the backward calls in progress
-        self._needed: list = []  # per backward call in progress: the hazards it needs
+        # per thread (two threads' backward calls at once are not nested calls): ``retaining``,
+        # retain_graph of its backward calls in progress; ``needed``, per call the hazards it needs
+        self._here = _Calls()
         self.hazards: dict = {}  # (write site, node name, save site) -> _Hazard
         self.calls = 0
 
@@ -128,11 +139,12 @@ class InplaceWatcher(Tracer):
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         # without retain_graph a node that ran has freed its saved tensors: nothing to track
-        if self._retaining[-1] and not inspect.is_leaf_node(node):
+        if self._here.retaining[-1] and not inspect.is_leaf_node(node):
             self._ran[node] = self.calls
 
     def on_backward_begin(self, task):
-        self._retaining.append(task.retain_graph)
+        here = self._here
+        here.retaining.append(task.retain_graph)
         self.calls += 1
         needed = []
         pending = [h for h in self.hazards.values() if h.needed_at is None and h.nodes]
@@ -143,11 +155,12 @@ class InplaceWatcher(Tracer):
                 if any(n in reached for n in list(h.nodes)):
                     h.needed_at, h.needed_call = stack, self.calls
                     needed.append(h)
-        self._needed.append(needed)
+        here.needed.append(needed)
 
     def on_backward_end(self, task):
-        self._retaining.pop()
-        needed = self._needed.pop()
+        here = self._here
+        here.retaining.pop()
+        needed = here.needed.pop()
         err = task.error
         if needed and err is not None and VERSION_ERROR in str(err):
             # the call died of a modified saved tensor: of the hazards it needed, those of the
