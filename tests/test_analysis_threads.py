@@ -131,3 +131,60 @@ def test_retained_graph_verdicts_of_two_threads_at_once_are_those_of_one_thread(
 
     assert retained(both[1]) == retained(one[1]), both[2]
     assert one[:2] == (1, [("retained_graph", _line(one[3], "LONELY"), False, 0)])
+
+
+STEP_WHILE_WRITING = """\
+import threading
+import torch
+
+in_step, written = threading.Event(), threading.Event()
+
+
+class Slow(torch.optim.Optimizer):
+    def __init__(self, params):
+        super().__init__(params, dict(lr=0.1))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        in_step.set()
+        written.wait(10)  # the other thread writes while this step runs
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"])
+
+
+def writer():
+    v = torch.ones(3, requires_grad=True)
+    u = v * 1.0
+    kept = (u * u).sum()  # saves u
+    in_step.wait(10)
+    with torch.no_grad():
+        u.mul_(2.0)  # WRITE: no optimizer's, whatever another thread's step is doing
+    written.set()
+    print(kept.item())
+
+
+w = torch.nn.Parameter(torch.ones(3))
+opt = Slow([w])
+(w * 2.0).sum().backward()
+t = threading.Thread(target=writer)
+t.start()
+opt.step()
+t.join()
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_another_threads_optimizer_step_does_not_make_a_write_an_optimizers(script, engine):
+    # the count of steps in progress is per thread (events.STEPPING): a write made while
+    # another thread's step runs is reported at once, as when no step runs
+    path = script(STEP_WHILE_WRITING)
+    args = ["inplace", path, "-f", "json", "-q"]
+    if engine == "torch":
+        pytest.importorskip("torch")
+        args += ["--engine", "torch"]
+    r = cli(*args)
+    assert r.exit_code == 1, r.stdout + r.stderr
+    (f,) = json.loads(r.stdout)["findings"]
+    assert f["location"]["line"] == _line(STEP_WHILE_WRITING, "WRITE")
+    assert f["needed_by"] is None
