@@ -27,13 +27,14 @@ the write is reported once a backward needs the node.
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 from autodiag import inspect
 from autodiag.analysis.findings import Finding
 from autodiag.ops.inplace import LEAF_ERROR, VIEW_OF_LEAF_ERROR
 from autodiag.tensor import Tensor
-from autodiag.trace import Tracer
+from autodiag.trace import Tracer, events
 from autodiag.trace.sites import capture_stack
 
 VERSION_ERROR = "modified by an inplace operation"
@@ -48,6 +49,7 @@ class _Hazard:
         "write_stack",
         "node_name",
         "node_ref",
+        "nodes",
         "save_stack",
         "saved_version",
         "version",
@@ -68,6 +70,15 @@ class _Hazard:
             setattr(self, k, v)
 
 
+class _Calls(threading.local):
+    """One thread's backward calls in progress, innermost last: their ``retain_graph``
+    (``retaining``, under a base False) and the hazards each needs (``needed``)."""
+
+    def __init__(self):
+        self.retaining: list = [False]
+        self.needed: list = []
+
+
 class InplaceWatcher(Tracer):
     """Watches every tensor saved for backward; reports writes that a pending backward needs."""
 
@@ -79,8 +90,9 @@ class InplaceWatcher(Tracer):
         # nodes whose backward ran and kept their saves (retain_graph=True) -> that call's number:
         # a later write matters only if another backward needs the node (NOTE [Retained saves])
         self._ran = weakref.WeakKeyDictionary()
-        self._retaining: list = [False]  # retain_graph of the backward calls in progress
-        self._needed: list = []  # per backward call in progress: the hazards it needs
+        # per thread (two threads' backward calls at once are not nested calls): ``retaining``,
+        # retain_graph of its backward calls in progress; ``needed``, per call the hazards it needs
+        self._here = _Calls()
         self.hazards: dict = {}  # (write site, node name, save site) -> _Hazard
         self.calls = 0
 
@@ -110,6 +122,11 @@ class InplaceWatcher(Tracer):
             return
         from autodiag.core.grad_mode import is_grad_enabled
 
+        # a write made while an optimizer's step runs in this thread is the optimizer's, whatever
+        # its class (a script's own Optimizer subclass: ``p.add_`` under no_grad), as
+        # ``--engine torch`` tags the writes between the global step hooks
+        by_optimizer = by_optimizer or events.STEPPING.n > 0
+
         now = inspect.version(tensor)
         for ref, version, is_output in list(entry[1].values()):
             node = ref()
@@ -122,26 +139,28 @@ class InplaceWatcher(Tracer):
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         # without retain_graph a node that ran has freed its saved tensors: nothing to track
-        if self._retaining[-1] and not inspect.is_leaf_node(node):
+        if self._here.retaining[-1] and not inspect.is_leaf_node(node):
             self._ran[node] = self.calls
 
     def on_backward_begin(self, task):
-        self._retaining.append(task.retain_graph)
+        here = self._here
+        here.retaining.append(task.retain_graph)
         self.calls += 1
         needed = []
-        pending = [h for h in self.hazards.values() if h.needed_at is None and h.node_ref()]
+        pending = [h for h in self.hazards.values() if h.needed_at is None and h.nodes]
         if pending:
             reached = _reachable(task.roots)
             stack = capture_stack(1)  # the user's backward()/grad() call
             for h in pending:
-                if h.node_ref() in reached:
+                if any(n in reached for n in list(h.nodes)):
                     h.needed_at, h.needed_call = stack, self.calls
                     needed.append(h)
-        self._needed.append(needed)
+        here.needed.append(needed)
 
     def on_backward_end(self, task):
-        self._retaining.pop()
-        needed = self._needed.pop()
+        here = self._here
+        here.retaining.pop()
+        needed = here.needed.pop()
         err = task.error
         if needed and err is not None and VERSION_ERROR in str(err):
             # the call died of a modified saved tensor: of the hazards it needed, those of the
@@ -188,12 +207,22 @@ class InplaceWatcher(Tracer):
         h = self.hazards.get(key)
         if h is not None:
             h.count += 1
+            if h.needed_at is None:
+                # a loop's later write of the same site to another node's save (the next
+                # epoch's graph): a backward that needs any of them needs this hazard
+                node = node_ref()
+                if node is not None:
+                    h.nodes.add(node)
+                if after_call is None and not by_optimizer:
+                    h.after_call, h.by_optimizer = None, False  # this one is a hazard by itself
             return h
+        node = node_ref()
         h = self.hazards[key] = _Hazard(
             op=op,
             write_stack=stack,
             node_name=node_name,
             node_ref=node_ref,
+            nodes=weakref.WeakSet(() if node is None else (node,)),
             save_stack=save_stack,
             saved_version=saved_version,
             version=version,

@@ -34,6 +34,7 @@ import collections
 import gc
 import linecache
 import re
+import threading
 import weakref
 
 from autodiag import inspect
@@ -94,6 +95,20 @@ class _RetainCall:
         self.saved_bytes = 0
 
 
+class _ThreadState(threading.local):
+    """What is in progress in one thread (a script's threads report to the same finder, and two
+    threads' backward calls at once are not nested calls): ``hi``, the highest sequence number
+    this thread's ops recorded; ``bw_depth``, its backward calls in progress; ``retain``, the
+    ``retain_graph=True`` call among them (its outermost); ``stepping``, its optimizer steps in
+    progress (``--engine torch``: their ops are the optimizer's). Class defaults: a new thread
+    starts with nothing in progress."""
+
+    hi = -1
+    bw_depth = 0
+    retain = None
+    stepping = 0
+
+
 class LeakFinder(Tracer):
     """Finds graphs kept alive across steps; ``findings()`` after the run."""
 
@@ -106,9 +121,8 @@ class LeakFinder(Tracer):
         # the current step and its ``dead`` bound once: one callback object shared by the step's
         # weakrefs, not a bound method per node (a million of them on a million-op chain)
         self._dead: tuple = (None, None)
-        self._hi = -1  # highest sequence number recorded
+        self._here = _ThreadState()  # per thread: its sequence numbers and backward calls
         self._optimizer = None  # weakref to the optimizer whose step() ends a step
-        self._bw_depth = 0
         self._pending = False  # a backward ended: the step ends at the next op (or backward)
         self.census: list[dict] = []  # per step end: step, nodes, bytes (of earlier steps)
         self._growth = 0  # consecutive step ends at which retention grew
@@ -116,8 +130,8 @@ class LeakFinder(Tracer):
         self._leaks: dict = {}  # holder key -> _Leak (one finding per holder)
         self._investigations = {True: 0, False: 0}  # growing, constant
         self._leak_open = False
-        # retain_graph=True calls: the one in progress, the nodes they ran, all of them by site
-        self._retain: _RetainCall | None = None
+        # retain_graph=True calls (the one in progress: per thread, ``_here.retain``): the nodes
+        # they ran, all of them by site
         self._ran: dict = {}  # id(node) -> (weakref to node, the _RetainCall that ran it)
         self._retain_calls: dict = {}  # site -> [_RetainCall]
 
@@ -130,12 +144,13 @@ class LeakFinder(Tracer):
             self._end_step()
         if node is not None:
             seq = sequence_nr(node)  # read once: a node's attribute reads are slow
-            if seq > self._hi:
+            if seq > self._here.hi:
                 self._record(node, seq)
 
     def _record(self, node, seq: int) -> None:
         """Record the nodes the op made: ``node`` (numbered ``seq``) and any of ops it called."""
-        hi = self._hi
+        here = self._here
+        hi = here.hi
         step = self._steps[-1]
         cached = self._dead
         if cached[0] is not step:
@@ -147,36 +162,39 @@ class LeakFinder(Tracer):
         else:  # the common case: the op's own node alone
             step.refs.append(weakref.ref(node, dead))
             step.alive += 1
-            self._hi = seq
+            here.hi = seq
             return
         nodes = new_nodes(node, hi)
         add = step.refs.append
         for n in nodes:
             add(weakref.ref(n, dead))
         step.alive += len(nodes)
-        self._hi = max(sequence_nr(n) for n in nodes)
+        here.hi = max(sequence_nr(n) for n in nodes)
 
     def on_backward_begin(self, task) -> None:
-        self._bw_depth += 1
-        if self._bw_depth == 1 and task.retain_graph and not task.create_graph:
-            self._retain = _RetainCall(capture_stack(3).site)
+        here = self._here
+        here.bw_depth += 1
+        if here.bw_depth == 1 and task.retain_graph and not task.create_graph:
+            here.retain = _RetainCall(capture_stack(3).site)
 
     def on_node_backward(self, node, grad_outputs, grad_inputs) -> None:
         if sequence_nr(node) >= LEAF_SEQUENCE_NR:
             return  # a leaf's AccumulateGrad is shared by every step's graph
+        retain = self._here.retain
         entry = self._ran.get(id(node))
-        if entry is not None and entry[0]() is node and entry[1] is not self._retain:
+        if entry is not None and entry[0]() is node and entry[1] is not retain:
             entry[1].reused = True
-        if self._retain is not None:
-            self._ran[id(node)] = (weakref.ref(node), self._retain)
-            self._retain.nodes += 1
-            self._retain.saved_bytes += sum(s[3] for s in saved_info(node))
+        if retain is not None:
+            self._ran[id(node)] = (weakref.ref(node), retain)
+            retain.nodes += 1
+            retain.saved_bytes += sum(s[3] for s in saved_info(node))
 
     def on_backward_end(self, task) -> None:
-        self._bw_depth -= 1
-        if self._bw_depth:
+        here = self._here
+        here.bw_depth -= 1
+        if here.bw_depth:
             return
-        rec, self._retain = self._retain, None
+        rec, here.retain = here.retain, None
         if rec is not None:
             self._retain_calls.setdefault(rec.site, []).append(rec)
         if self.mode in (None, "backward") and task.accumulate:

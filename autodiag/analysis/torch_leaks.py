@@ -95,16 +95,15 @@ class TorchLeakFinder(LeakFinder):
     def __init__(self, grow_steps: int = 3):
         super().__init__(grow_steps)
         self._hook = None  # the optimizer step hooks' handles, once registered
-        self.stepping_depth = (
-            0  # optimizer step() calls in progress: their ops are not the script's
-        )
+        # per thread, ``_here.stepping``: its optimizer step() calls in progress, whose ops are
+        # not the script's (another thread's step says nothing about this thread's ops)
 
     # --- events ---------------------------------------------------------------------------
 
     def torch_op(self, name, args, kwargs, out, made) -> None:
         if self._hook is None:
             self._watch_optimizers()
-        if self.stepping_depth or not made:
+        if self._here.stepping or not made:
             # an optimizer's update, or an op that made no node (``optimizer.step()`` runs
             # some before its hooks): a step that ended at a backward ends at the next node
             return
@@ -140,13 +139,14 @@ class TorchLeakFinder(LeakFinder):
         def stepping(optimizer, args, kwargs):
             finder = ref()
             if finder is not None and finder in events.TRACERS:
-                finder.stepping_depth += 1
+                finder._here.stepping += 1
 
         def stepped(optimizer, args, kwargs):
             finder = ref()
             if finder is None or finder not in events.TRACERS:
                 return  # the run is over (the hooks are removed by ``finish``)
-            finder.stepping_depth = max(finder.stepping_depth - 1, 0)
+            here = finder._here
+            here.stepping = max(here.stepping - 1, 0)
             with _own():  # the census is autodiag's, not the script's ops (observe.py's mode)
                 finder.on_optimizer_step(optimizer)
 
@@ -156,12 +156,13 @@ class TorchLeakFinder(LeakFinder):
         )
 
     def on_backward_begin(self, task) -> None:
-        self._bw_depth += 1
-        if self._bw_depth != 1:
+        here = self._here
+        here.bw_depth += 1
+        if here.bw_depth != 1:
             return
         rec = None
         if task.retain_graph and not task.create_graph:
-            self._retain = rec = _RetainCall(capture_stack(3).site)
+            here.retain = rec = _RetainCall(capture_stack(3).site)
         if rec is not None or self._retain_calls:
             self._mark_retained(task, rec)
 

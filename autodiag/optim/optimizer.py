@@ -59,7 +59,9 @@ def _use_grad_for_differentiable(step):
 
 
 def _hooked_step(step):
-    """Wrap a subclass's ``step``: pre-hooks, the step, post-hooks, then ``_step_done``.
+    """Wrap a subclass's ``step``: pre-hooks, the step, post-hooks, then ``_step_done``. While
+    they run, ``events.STEPPING`` counts the step in this thread: an in-place write the step
+    makes (a custom optimizer's ``p.add_``) is an optimizer write, as on ``--engine torch``.
 
     Nested calls (a subclass's step calling ``super().step()``) report once, from the outermost.
     """
@@ -69,6 +71,8 @@ def _hooked_step(step):
         if self.__dict__.get("_in_step"):
             return step(self, *args, **kwargs)
         self._in_step = True
+        stepping = events.STEPPING
+        stepping.n += 1  # this thread's writes until the post hooks are the optimizer's
         try:
             for pre in list(self._optimizer_step_pre_hooks.values()):
                 r = pre(self, args, kwargs)
@@ -85,6 +89,7 @@ def _hooked_step(step):
                 post(self, args, kwargs)
         finally:
             self._in_step = False
+            stepping.n -= 1
         self._step_done()
         return out
 

@@ -37,6 +37,19 @@ class _Depth(threading.local):
 
 
 _depth = _Depth()
+
+
+class _Stepping(threading.local):
+    """Per thread, how many ``Optimizer.step`` calls are running (``n``; optim/optimizer.py's
+    ``_hooked_step`` counts them, from the step's pre hooks to its post hooks, as PyTorch's
+    global step hooks bracket a step on ``--engine torch``): an in-place write made while a
+    step runs is the optimizer's, whatever optimizer class made it (NOTE [Retained saves] in
+    analysis/inplace.py). Another thread's step says nothing about this thread's writes."""
+
+    n = 0  # a class default: a new thread starts at 0 without an __init__ call
+
+
+STEPPING = _Stepping()
 # What the engine reported while a tracer was installed: [outermost ops, backward/grad calls,
 # optimizer steps, and of the ops those PyTorch's observer reported (--engine torch)]. The
 # target runner reads them (a run in which nothing was recorded analysed nothing; a run on
