@@ -49,6 +49,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict
+from operator import attrgetter
 
 from autodiag.core import bindings
 from autodiag.core.zeros import MATERIALIZED_BY, materializing
@@ -660,11 +661,28 @@ Node.needs_grad = Node.__dict__["_next"]
 # fixed: a unary op has one, a binary op two (None for an input that needs no gradient).
 
 
+def _first_edge(node) -> tuple:
+    return (node._e0,)
+
+
 class FlatNode(Node):
     """A node whose edges and saved values live in slots (NOTE [Flat nodes])."""
 
     __slots__ = ()
     _arity = 1
+
+    def __init__(self, next_functions=(), saved=None):
+        self._set_next(next_functions)
+        self._set_saved(saved)
+        self._seq = next(_seq_counter)
+        self._x = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # the engine reads a node's edges two or three times per backward: a getter per
+        # arity, the binary one a C function (no Python frame, no test of the arity)
+        get = _first_edge if cls._arity == 1 else attrgetter("_e0", "_e1")
+        cls._next = cls.needs_grad = property(get, FlatNode._set_next)
 
     def _get_next(self) -> tuple:
         return (self._e0,) if self._arity == 1 else (self._e0, self._e1)

@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 
 from autodiag import _device, _warnings, dtypes
-from autodiag.core.graph import Node
+from autodiag.core.graph import FlatNode, Node
 from autodiag.ops._core import (
     IdentityBackward,
     _state,
@@ -57,7 +57,7 @@ def _make_view(x: Tensor, data: np.ndarray, node, multi_output: bool = False) ->
     return t
 
 
-class _ShapeNode(Node):
+class _ShapeNode(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("in_shape",)
 
     def backward(self, xp, g):
@@ -245,7 +245,7 @@ def unsqueeze(input, dim: int):
     return _shape_op(input, np.expand_dims(d, dim), UnsqueezeBackward0)
 
 
-class TransposeBackward0(Node):
+class TransposeBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("dim0", "dim1")
 
     def backward(self, xp, g):
@@ -264,7 +264,7 @@ def _swap(xp, g, d0, d1):
     return g.transpose(d0, d1)
 
 
-class TBackward0(Node):
+class TBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ()
 
     def backward(self, xp, g):
@@ -295,7 +295,7 @@ def t(input):
     return _make_view(input, d.T, node)
 
 
-class PermuteBackward0(Node):
+class PermuteBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("dims",)
 
     def backward(self, xp, g):
@@ -386,7 +386,7 @@ def _mT(self):
 Tensor.mT = property(_mT)
 
 
-class ExpandBackward0(Node):
+class ExpandBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("in_shape",)
 
     def backward(self, xp, g):
