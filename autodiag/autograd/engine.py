@@ -166,10 +166,9 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             key, _, node = heapq.heappop(heap)
             if key > written and (task.execute is None or node in task.execute):
                 # NOTE [Version checks at backward]: a node older than the last in-place write
-                # before this call. The heap key -seq, not node._seq: an attribute read of a
-                # node is slow (Node.__getattr__ defeats CPython's attribute caches), and every
-                # node passes here. A write by a hook during the call is still caught where the
-                # formula reads the tensor.
+                # before this call. The heap key -seq, not node._seq: no attribute read, and
+                # every node passes here. A write by a hook during the call is still caught
+                # where the formula reads the tensor.
                 check_saved(node)
             grads = buffers.pop(node, None)
             if grads is None:

@@ -502,6 +502,8 @@ class Node:
 
     # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
     _saved_names: tuple = ()
+    # Keys of _saved_extra() (NOTE [Saved attributes]).
+    _extra_names: tuple = ()
     # Outputs of the forward op = gradients this node receives (multi-output nodes shadow it).
     _num_outputs = 1
     # Whether backward version-checks all saved tensors first (check_saved).
@@ -517,6 +519,7 @@ class Node:
                 )
         if cls.__name__ in MATERIALIZED_BY:  # NOTE [Efficient zero gradients]
             cls._apply = materializing(cls._apply)
+        _add_saved_attributes(cls)
         names = cls.__dict__.get("_saved_names")
         if names is None:
             return  # the readers of the base's names serve
@@ -599,14 +602,6 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
 
-    def __getattr__(self, attr: str):
-        # grad_fn._saved_self / _saved_result / _raw_saved_self, as PyTorch exposes them.
-        if attr.startswith("_saved_"):
-            return self._saved_attr(attr[7:], raw=False)
-        if attr.startswith("_raw_saved_"):
-            return self._saved_attr(attr[11:], raw=True)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
-
     def _saved_attr(self, name: str, raw: bool):
         names = type(self)._saved_names
         if name in names:
@@ -640,6 +635,48 @@ class Node:
         """Free saved tensors after a backward without retain_graph (NOTE [Freed graphs])."""
         if self._saved is not None:
             self._saved = freed
+
+
+# NOTE [Saved attributes]
+# PyTorch's ``grad_fn._saved_<name>`` (and ``_raw_saved_<name>`` for a saved tensor) are
+# properties generated per class when it is created: one per name of ``_saved_names`` and of
+# ``_extra_names`` (the keys of ``_saved_extra()``, the non-tensor values: dims, scalars). Not a
+# ``__getattr__`` on Node: a class with one gets CPython's slow attribute hook for every read
+# (3.11 specialises no attribute read or method load on its instances), and the engine and the
+# formulas read nodes' slots several times per node (a quarter of the backward's instructions
+# on the 10k-op chain went to that hook). A class that overrides ``_saved_extra`` without
+# naming its keys in ``_extra_names`` gets the lookup by name as a ``__getattr__`` of its own:
+# correct, and slow only for its instances.
+
+
+def _saved_property(name: str, raw: bool) -> property:
+    def get(self):
+        return self._saved_attr(name, raw)
+
+    prefix = "_raw_saved_" if raw else "_saved_"
+    get.__name__ = get.__qualname__ = prefix + name
+    return property(get)
+
+
+def _saved_getattr(self, attr: str):
+    """``_saved_<name>`` of a class whose ``_saved_extra`` keys are not declared."""
+    if attr.startswith("_saved_"):
+        return self._saved_attr(attr[7:], raw=False)
+    if attr.startswith("_raw_saved_"):
+        return self._saved_attr(attr[11:], raw=True)
+    raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+
+def _add_saved_attributes(cls) -> None:
+    own = cls.__dict__
+    names = tuple(own.get("_saved_names", ())) + tuple(own.get("_extra_names", ()))
+    for name in names:
+        for raw in (False, True):
+            attr = ("_raw_saved_" if raw else "_saved_") + name
+            if attr not in own:
+                setattr(cls, attr, _saved_property(name, raw))
+    if "_saved_extra" in own and "_extra_names" not in own and "__getattr__" not in own:
+        cls.__getattr__ = _saved_getattr
 
 
 # NOTE [Backward vocabulary]: which inputs need a gradient is the ``_next`` slot itself, read

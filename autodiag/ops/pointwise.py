@@ -1186,6 +1186,8 @@ class AddBackward0(_Binary):
             (g if self.alpha == 1 else g * self.alpha) if needs_other else None,
         )
 
+    _extra_names = ("alpha",)  # NOTE [Saved attributes]
+
     def _saved_extra(self):
         return {"alpha": self.alpha}
 

@@ -76,6 +76,8 @@ class _Reduce(FlatNode):  # NOTE [Flat nodes]
             return g
         return xp.reshape(g, tuple(1 if i in self.dims else s for i, s in enumerate(self.in_shape)))
 
+    _extra_names = ("dim", "self_sym_sizes")  # NOTE [Saved attributes]
+
     def _saved_extra(self):
         return {"dim": self.dims, "self_sym_sizes": self.in_shape}
 

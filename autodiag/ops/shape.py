@@ -63,6 +63,8 @@ class _ShapeNode(FlatNode):  # NOTE [Flat nodes]
     def backward(self, xp, g):
         return (xp.reshape(g, self.in_shape),)
 
+    _extra_names = ("self_sym_sizes",)  # NOTE [Saved attributes]
+
     def _saved_extra(self):
         return {"self_sym_sizes": self.in_shape}
 
@@ -253,6 +255,8 @@ class TransposeBackward0(FlatNode):  # NOTE [Flat nodes]
             xp.mT(g) if (self.dim0, self.dim1) == (-2, -1) else _swap(xp, g, self.dim0, self.dim1),
         )
 
+    _extra_names = ("dim0", "dim1")  # NOTE [Saved attributes]
+
     def _saved_extra(self):
         return {"dim0": self.dim0, "dim1": self.dim1}
 
@@ -301,6 +305,8 @@ class PermuteBackward0(FlatNode):  # NOTE [Flat nodes]
     def backward(self, xp, g):
         inv = tuple(np.argsort(self.dims))
         return (xp.permute(g, inv),)
+
+    _extra_names = ("dims",)  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"dims": self.dims}
@@ -391,6 +397,8 @@ class ExpandBackward0(FlatNode):  # NOTE [Flat nodes]
 
     def backward(self, xp, g):
         return (xp.sum_to(g, self.in_shape),)
+
+    _extra_names = ("self_sym_sizes",)  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"self_sym_sizes": self.in_shape}
