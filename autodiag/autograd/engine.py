@@ -91,7 +91,7 @@ def _count_dependencies(roots) -> dict:
     seen = set(stack)
     while stack:
         node = stack.pop()
-        for child in node._next:
+        for child in node._edges:
             if child is None:
                 continue
             if child.__class__ is tuple:
@@ -190,7 +190,7 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                     t.on_node_backward(node, grads, outs)
             else:
                 outs = _run_node(node, grads, task, xp)
-            for child, g in zip(node._next, outs):
+            for child, g in zip(node._edges, outs):
                 if child is None:
                     continue
                 nr = 0

@@ -682,6 +682,8 @@ def _add_saved_attributes(cls) -> None:
 # NOTE [Backward vocabulary]: which inputs need a gradient is the ``_next`` slot itself, read
 # under a second name (the slot's own descriptor: as fast as reading ``_next``).
 Node.needs_grad = Node.__dict__["_next"]
+# The engine's read of a node's edges: ``_next`` itself but for a FlatNode (see FlatNode._edges).
+Node._edges = Node.__dict__["_next"]
 
 
 # NOTE [Flat nodes]
@@ -732,11 +734,14 @@ class FlatNode(Node):
                 f"(NOTE [Flat nodes])"
             )
         self._e0 = edges[0]
-        if self._arity == 2:
-            self._e1 = edges[1]
+        self._e1 = edges[1] if self._arity == 2 else None  # see _edges
 
     _next = property(_get_next, _set_next)
     needs_grad = _next  # NOTE [Backward vocabulary]
+    # The engine's read of the edges (twice per node and backward): a C getter for both
+    # arities, no Python frame. A unary node's ``_e1`` is None (its writers set it): the
+    # engine skips a None edge and zips the edges with the node's one gradient.
+    _edges = property(attrgetter("_e0", "_e1"))
 
     def _get_saved(self):
         held = self._held

@@ -146,7 +146,7 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
         if e is None or x._output_nr:
             e = edge(x)
         node = _new(cls)  # a FlatNode: edge and saved values in slots (NOTE [Flat nodes])
-        node._e0 = e
+        node._e0, node._e1 = e, None  # FlatNode._edges reads both
         node._seq = next(_seq_counter)
         node._x = None
         r.grad_fn, r.requires_grad = node, True
