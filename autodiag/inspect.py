@@ -61,7 +61,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from autodiag.core import grad_mode as _grad_mode
-from autodiag.core.graph import AccumulateGrad, Freed, Node, SavedTensor
+from autodiag.core.graph import AccumulateGrad, FlatNode, Freed, Node, SavedTensor
 from autodiag.core.graph import children as _children
 from autodiag.ops._core import edge as _edge
 from autodiag.tensor import Tensor
@@ -353,7 +353,10 @@ def has_hooks(obj) -> bool:
 
 
 def footprint(node) -> int:
-    """Bytes of the node object and its edge tuple (its saved tensors not counted)."""
+    """Bytes of the node object and its edge tuple (its saved tensors not counted); a FlatNode
+    keeps its edges in its own slots (NOTE [Flat nodes])."""
+    if isinstance(node, FlatNode):
+        return sys.getsizeof(node)
     return sys.getsizeof(node) + sys.getsizeof(node._next)
 
 

@@ -91,7 +91,12 @@ def test_needs_grad_is_the_edges_of_the_inputs():
     needs_self, needs_other = y.grad_fn.needs_grad
     assert needs_self is x.grad_fn or needs_self is y.grad_fn.next_functions[0][0]
     assert needs_other is None
-    assert y.grad_fn.needs_grad is y.grad_fn._next
+    # NOTE [Flat nodes]: a pointwise node keeps its edges in slots, both names build the same
+    # tuple of them; every other node reads the ``_next`` tuple itself
+    assert y.grad_fn.needs_grad == y.grad_fn._next
+    assert all(a is b for a, b in zip(y.grad_fn.needs_grad, y.grad_fn._next))
+    z = ad.stack([x, x])
+    assert z.grad_fn.needs_grad is z.grad_fn._next
 
 
 def test_a_custom_function_ctx_keeps_needs_grad_as_a_user_attribute():

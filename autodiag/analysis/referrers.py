@@ -217,6 +217,9 @@ _TIDY = (
     # a node's NodeExtras (NOTE [Node layout]) is read through the node's own attributes
     (re.compile(r"\._x\.metadata\b"), ".metadata"),
     (re.compile(r"\._x\.(hooks|input_meta|trace)\b"), r"._\1"),
+    # a FlatNode's edges and saved values (NOTE [Flat nodes]), as other nodes' tuples read
+    (re.compile(r"\._e([01])\b"), r".next[\1]"),
+    (re.compile(r"\._s([01])\b"), r"._saved[\1]"),
 )
 
 

@@ -91,7 +91,7 @@ def _count_dependencies(roots) -> dict:
     seen = set(stack)
     while stack:
         node = stack.pop()
-        for child in node._next:
+        for child in node._edges:
             if child is None:
                 continue
             if child.__class__ is tuple:
@@ -166,10 +166,9 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
             key, _, node = heapq.heappop(heap)
             if key > written and (task.execute is None or node in task.execute):
                 # NOTE [Version checks at backward]: a node older than the last in-place write
-                # before this call. The heap key -seq, not node._seq: an attribute read of a
-                # node is slow (Node.__getattr__ defeats CPython's attribute caches), and every
-                # node passes here. A write by a hook during the call is still caught where the
-                # formula reads the tensor.
+                # before this call. The heap key -seq, not node._seq: no attribute read, and
+                # every node passes here. A write by a hook during the call is still caught
+                # where the formula reads the tensor.
                 check_saved(node)
             grads = buffers.pop(node, None)
             if grads is None:
@@ -191,7 +190,7 @@ def execute(root_edges, root_grads, task: GraphTask) -> None:
                     t.on_node_backward(node, grads, outs)
             else:
                 outs = _run_node(node, grads, task, xp)
-            for child, g in zip(node._next, outs):
+            for child, g in zip(node._edges, outs):
                 if child is None:
                     continue
                 nr = 0

@@ -49,11 +49,19 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict
+from operator import attrgetter
 
 from autodiag.core import bindings
 from autodiag.core.zeros import MATERIALIZED_BY, materializing
 
-__all__ = ["Node", "AccumulateGrad", "SavedTensor", "RemovableHandle", "saved_tensors_hooks"]
+__all__ = [
+    "Node",
+    "FlatNode",
+    "AccumulateGrad",
+    "SavedTensor",
+    "RemovableHandle",
+    "saved_tensors_hooks",
+]
 
 _new_object = object.__new__
 _seq_counter = itertools.count()  # next(_seq_counter): 3.11 specializes it, not a bound __next__
@@ -399,6 +407,35 @@ def _saved_reader(name: str, i: int):
     return reader
 
 
+def _flat_reader(name: str, i: int):
+    """``saved_<name>(xp)`` of a FlatNode: the value in slot ``_s0`` or ``_s1`` (NOTE [Flat
+    nodes]); the same checks and results as ``_saved_reader``'s."""
+    slot = Node.__dict__["_s0" if i == 0 else "_s1"].__get__
+
+    def reader(self, xp):
+        held = self._held
+        if held.__class__ is not int:
+            if held.__class__ is Freed:
+                raise_freed(self)
+            raise TypeError(f"{type(self).__name__} saved nothing for backward")
+        if i >= held:
+            raise IndexError(f"{type(self).__name__} saved {held} value(s), not '{name}'")
+        s = slot(self)
+        if s.__class__ is SavedTensor:
+            return s.unpack_data(self) if xp.arrays else s.unpack_tensor(self)
+        if isinstance(s, _Tensor):
+            vc = s._vc  # NOTE [Compact saves]
+            if vc is not None and vc[0]:
+                _raise_version_error(SavedTensor.compact(s), self)
+            return s._data if xp.arrays else s
+        return s
+
+    reader.__name__ = reader.__qualname__ = f"saved_{name}"
+    reader.__doc__ = _saved_reader(name, i).__doc__
+    reader._saved_position = i
+    return reader
+
+
 def _not_saved_reader(name: str, cls_name: str, names: tuple):
     """For a class that drops ``name`` from its base's saved names: reading it is an error."""
 
@@ -436,10 +473,13 @@ class Node:
     # through the ``_input_meta``/``_metadata``/``_hooks``/``_trace`` properties (the engine
     # reads ``_x`` once per node). ``_src_code``/``_src_lasti``: the user's line that recorded
     # a node which saves tensors, left unset by every other node (NOTE [Saving sites]).
-    # ``_pad0``/``_pad1`` are never set (an unset slot costs the GC one NULL test): they keep a
-    # node's size in a pymalloc size class numpy's arrays do not use, so that the two kinds of
-    # object do not interleave in memory the full collections walk (CHANGELOG, "Performance",
-    # has the figures). No ``__dict__`` anywhere in the hierarchy (test_graph_lifetime.py).
+    # ``_e0``/``_e1``/``_s0``/``_s1``/``_held`` hold the edges and saved values of a FlatNode
+    # (NOTE [Flat nodes]) and are never set on other nodes (an unset slot costs the GC one NULL
+    # test), as ``_next``/``_saved`` are never set on a FlatNode. They are declared here, not on
+    # FlatNode, so that every node has one size, in a pymalloc size class numpy's arrays do not
+    # use: the two kinds of object do not interleave in memory the full collections walk
+    # (CHANGELOG, "Performance", has the figures). No ``__dict__`` anywhere in the hierarchy
+    # (test_graph_lifetime.py).
     __slots__ = (
         "_next",
         "_saved",
@@ -447,8 +487,11 @@ class Node:
         "_x",
         "_src_code",
         "_src_lasti",
-        "_pad0",
-        "_pad1",
+        "_e0",
+        "_e1",
+        "_s0",
+        "_s1",
+        "_held",
         "__weakref__",
     )
 
@@ -459,6 +502,8 @@ class Node:
 
     # Names of the saved tensors, in the order of self._saved (as PyTorch spells them).
     _saved_names: tuple = ()
+    # Keys of _saved_extra() (NOTE [Saved attributes]).
+    _extra_names: tuple = ()
     # Outputs of the forward op = gradients this node receives (multi-output nodes shadow it).
     _num_outputs = 1
     # Whether backward version-checks all saved tensors first (check_saved).
@@ -474,9 +519,15 @@ class Node:
                 )
         if cls.__name__ in MATERIALIZED_BY:  # NOTE [Efficient zero gradients]
             cls._apply = materializing(cls._apply)
+        _add_saved_attributes(cls)
         names = cls.__dict__.get("_saved_names")
         if names is None:
             return  # the readers of the base's names serve
+        flat = issubclass(cls, FlatNode)
+        if flat and len(names) > 2:
+            raise TypeError(
+                f"{cls.__name__}: a FlatNode saves at most 2 values (NOTE [Flat nodes])"
+            )
         inherited = {n for base in cls.__mro__[1:] for n in getattr(base, "_saved_names", ())}
         for name in inherited.difference(names):
             if f"saved_{name}" not in cls.__dict__:
@@ -491,7 +542,7 @@ class Node:
                 raise TypeError(
                     f"{cls.__name__}: the saved name '{name}' clashes with {attr} of a base class"
                 )
-            setattr(cls, attr, _saved_reader(name, i))
+            setattr(cls, attr, (_flat_reader if flat else _saved_reader)(name, i))
 
     def __init__(self, next_functions=(), saved=None):
         # NOTE [Compact edges]: an edge is stored as the node itself when its input_nr is 0,
@@ -551,14 +602,6 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
 
-    def __getattr__(self, attr: str):
-        # grad_fn._saved_self / _saved_result / _raw_saved_self, as PyTorch exposes them.
-        if attr.startswith("_saved_"):
-            return self._saved_attr(attr[7:], raw=False)
-        if attr.startswith("_raw_saved_"):
-            return self._saved_attr(attr[11:], raw=True)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
-
     def _saved_attr(self, name: str, raw: bool):
         names = type(self)._saved_names
         if name in names:
@@ -594,9 +637,137 @@ class Node:
             self._saved = freed
 
 
+# NOTE [Saved attributes]
+# PyTorch's ``grad_fn._saved_<name>`` (and ``_raw_saved_<name>`` for a saved tensor) are
+# properties generated per class when it is created: one per name of ``_saved_names`` and of
+# ``_extra_names`` (the keys of ``_saved_extra()``, the non-tensor values: dims, scalars). Not a
+# ``__getattr__`` on Node: a class with one gets CPython's slow attribute hook for every read
+# (3.11 specialises no attribute read or method load on its instances), and the engine and the
+# formulas read nodes' slots several times per node (a quarter of the backward's instructions
+# on the 10k-op chain went to that hook). A class that overrides ``_saved_extra`` without
+# naming its keys in ``_extra_names`` gets the lookup by name as a ``__getattr__`` of its own:
+# correct, and slow only for its instances.
+
+
+def _saved_property(name: str, raw: bool) -> property:
+    def get(self):
+        return self._saved_attr(name, raw)
+
+    prefix = "_raw_saved_" if raw else "_saved_"
+    get.__name__ = get.__qualname__ = prefix + name
+    return property(get)
+
+
+def _saved_getattr(self, attr: str):
+    """``_saved_<name>`` of a class whose ``_saved_extra`` keys are not declared."""
+    if attr.startswith("_saved_"):
+        return self._saved_attr(attr[7:], raw=False)
+    if attr.startswith("_raw_saved_"):
+        return self._saved_attr(attr[11:], raw=True)
+    raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+
+def _add_saved_attributes(cls) -> None:
+    own = cls.__dict__
+    names = tuple(own.get("_saved_names", ())) + tuple(own.get("_extra_names", ()))
+    for name in names:
+        for raw in (False, True):
+            attr = ("_raw_saved_" if raw else "_saved_") + name
+            if attr not in own:
+                setattr(cls, attr, _saved_property(name, raw))
+    if "_saved_extra" in own and "_extra_names" not in own and "__getattr__" not in own:
+        cls.__getattr__ = _saved_getattr
+
+
 # NOTE [Backward vocabulary]: which inputs need a gradient is the ``_next`` slot itself, read
 # under a second name (the slot's own descriptor: as fast as reading ``_next``).
 Node.needs_grad = Node.__dict__["_next"]
+# The engine's read of a node's edges: ``_next`` itself but for a FlatNode (see FlatNode._edges).
+Node._edges = Node.__dict__["_next"]
+
+
+# NOTE [Flat nodes]
+# A node of a one- or two-input pointwise op (the bulk of the graphs of elementwise code: every
+# op of the 10k-op chain) keeps its edges in the slots ``_e0``/``_e1`` and its saved values in
+# ``_s0``/``_s1`` instead of a tuple each: two objects fewer per op that the cyclic GC counts
+# towards its next collection and scans in each one (tests/perf/gc_census.py: 3.0 tracked
+# objects per node of the chain before, 1.33 after). ``_held`` says what ``_s0``/``_s1`` hold:
+# the number of saved values (0, 1 or 2), None when the node saved nothing, or the Freed
+# marker once a backward freed them (NOTE [Freed graphs]). ``_next``, ``needs_grad`` and
+# ``_saved`` still read (and write) as on every node, as tuples built on demand, so that the
+# code that walks graphs needs no second case; the backward formulas' ``saved_<name>`` readers
+# read the slots directly (``_flat_reader``). The number of edges is the class's ``_arity``,
+# fixed: a unary op has one, a binary op two (None for an input that needs no gradient).
+
+
+def _first_edge(node) -> tuple:
+    return (node._e0,)
+
+
+class FlatNode(Node):
+    """A node whose edges and saved values live in slots (NOTE [Flat nodes])."""
+
+    __slots__ = ()
+    _arity = 1
+
+    def __init__(self, next_functions=(), saved=None):
+        self._set_next(next_functions)
+        self._set_saved(saved)
+        self._seq = next(_seq_counter)
+        self._x = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # the engine reads a node's edges two or three times per backward: a getter per
+        # arity, the binary one a C function (no Python frame, no test of the arity)
+        get = _first_edge if cls._arity == 1 else attrgetter("_e0", "_e1")
+        cls._next = cls.needs_grad = property(get, FlatNode._set_next)
+
+    def _get_next(self) -> tuple:
+        return (self._e0,) if self._arity == 1 else (self._e0, self._e1)
+
+    def _set_next(self, edges) -> None:
+        edges = tuple(edges)
+        if len(edges) != self._arity:
+            raise TypeError(
+                f"{type(self).__name__} takes {self._arity} edge(s), not {len(edges)} "
+                f"(NOTE [Flat nodes])"
+            )
+        self._e0 = edges[0]
+        self._e1 = edges[1] if self._arity == 2 else None  # see _edges
+
+    _next = property(_get_next, _set_next)
+    needs_grad = _next  # NOTE [Backward vocabulary]
+    # The engine's read of the edges (twice per node and backward): a C getter for both
+    # arities, no Python frame. A unary node's ``_e1`` is None (its writers set it): the
+    # engine skips a None edge and zips the edges with the node's one gradient.
+    _edges = property(attrgetter("_e0", "_e1"))
+
+    def _get_saved(self):
+        held = self._held
+        if held.__class__ is not int:
+            return held  # None, or the Freed marker
+        return (self._s0, self._s1) if held == 2 else (self._s0,) if held else ()
+
+    def _set_saved(self, saved) -> None:
+        if saved is None or saved.__class__ is Freed:
+            self._held, self._s0, self._s1 = saved, None, None
+            return
+        saved = tuple(saved)
+        n = len(saved)
+        if n > 2:
+            raise TypeError(
+                f"{type(self).__name__} saves at most 2 values, not {n} (NOTE [Flat nodes])"
+            )
+        self._s0 = saved[0] if n else None
+        self._s1 = saved[1] if n == 2 else None
+        self._held = n
+
+    _saved = property(_get_saved, _set_saved)
+
+    def _release(self, freed: Freed) -> None:
+        if self._held is not None:
+            self._held, self._s0, self._s1 = freed, None, None
 
 
 class AccumulateGrad(Node):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from autodiag import _warnings, dtypes
-from autodiag.core.graph import Node
+from autodiag.core.graph import FlatNode, Node
 from autodiag.ops._core import _state, as_tensor_operand, edge, register, result, save, wrap
 from autodiag.ops.factories import zeros_like
 from autodiag.ops.nn_ops import (
@@ -348,10 +348,11 @@ def _xlogy_array(x, y):
     return np.where((x == 0) & ~np.isnan(y), 0, out).astype(out.dtype, copy=False)
 
 
-class XlogyBackward0(Node):
+class XlogyBackward0(FlatNode):
     """self: ``grad * xlogy(self != 0, other)``; other: ``grad * self / other``."""
 
     __slots__ = ()
+    _arity = 2
     _saved_names = ("self", "other")
 
     def backward(self, xp, g):

@@ -13,7 +13,7 @@ from sys import _getframe
 import numpy as np
 
 from autodiag import dtypes
-from autodiag.core.graph import Node, _saved_hooks_stack, _seq_counter
+from autodiag.core.graph import FlatNode, Node, _saved_hooks_stack, _seq_counter
 from autodiag.ops._core import (
     ARRAY,
     NO_EDGE,
@@ -102,6 +102,13 @@ def _no_bool(np_fn, kernel: str):
     return fn
 
 
+def _check_flat(cls, arity: int) -> None:
+    """The hot paths write a node's slots directly: its class must be a FlatNode of that many
+    edges (NOTE [Flat nodes])."""
+    if not (issubclass(cls, FlatNode) and cls._arity == arity):
+        raise TypeError(f"{cls.__name__} must be a FlatNode with {arity} edge(s)")
+
+
 def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
     """The op ``name(input)``: ``fn`` on the data, recording ``cls``; ``saves`` is what its
     backward reads (_SELF, _RESULT, _NONE or _SELF_RESULT); ``float_only`` computes integer
@@ -110,6 +117,7 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
     ``x.sin()`` and ``torch.sin(x)`` are one Python call (NOTE [Hot path]). A ``name`` of None
     makes an op that never reports itself, for use inside another op.
     """
+    _check_flat(cls, 1)
 
     def op(input):
         if TRACERS and not _depth.n and name:
@@ -137,21 +145,24 @@ def unary_op(name: str | None, fn, cls, saves: int, float_only: bool = True):
         e = x.grad_fn
         if e is None or x._output_nr:
             e = edge(x)
-        node = _new(cls)
-        node._next = (e,)
+        node = _new(cls)  # a FlatNode: edge and saved values in slots (NOTE [Flat nodes])
+        node._e0, node._e1 = e, None  # FlatNode._edges reads both
         node._seq = next(_seq_counter)
         node._x = None
         r.grad_fn, r.requires_grad = node, True
         if saves == _SELF:
-            node._saved = (
-                x if x._vc is None and not _saved_hooks_stack and not x._inference else save(x),
+            node._s0 = (
+                x if x._vc is None and not _saved_hooks_stack and not x._inference else save(x)
             )
+            node._held = 1
         elif saves == _RESULT:
-            node._saved = (save_output(r),)
+            node._s0 = save_output(r)
+            node._held = 1
         elif saves == _SELF_RESULT:  # sgn's, unread for real tensors: saved as PyTorch saves them
-            node._saved = (save(x), save_output(r))
+            node._s0, node._s1 = save(x), save_output(r)
+            node._held = 2
         else:
-            node._saved = None
+            node._held = None
             return r
         if TRACERS:
             return r  # a tracer gives the node its whole stack (node._trace)
@@ -173,12 +184,12 @@ def _unary(x, fn, cls, saves: int, float_only: bool = True) -> Tensor:
     return unary_op(None, fn, cls, saves, float_only)(x)
 
 
-class _Unary(Node):
+class _Unary(FlatNode):
     __slots__ = ()
     _saved_names = ("self",)
 
 
-class _UnaryResult(Node):
+class _UnaryResult(FlatNode):
     __slots__ = ()
     _saved_names = ("result",)
 
@@ -186,7 +197,7 @@ class _UnaryResult(Node):
 # --- simple math ----------------------------------------------------------------------------
 
 
-class NegBackward0(Node):
+class NegBackward0(FlatNode):
     __slots__ = ()
 
     def backward(self, xp, g):
@@ -910,7 +921,7 @@ def _zero_grad_node(name: str):
     def backward(self, xp, g):
         return (xp.zeros_like(g),)  # NOTE [Masked gradients]: not g * 0
 
-    return type(name, (Node,), {"__slots__": (), "backward": backward})
+    return type(name, (FlatNode,), {"__slots__": (), "backward": backward})
 
 
 RoundBackward0 = _zero_grad_node("RoundBackward0")
@@ -918,7 +929,7 @@ RoundBackward1 = _zero_grad_node("RoundBackward1")  # round(x, decimals=...)
 SignBackward0 = _zero_grad_node("SignBackward0")
 
 
-class SgnBackward0(Node):
+class SgnBackward0(FlatNode):
     """PyTorch's sgn of a real tensor is its sign, but a node of its own; abs's and norm's
     backward use sgn, so their double-backward graphs hold SgnBackward0. Its gradient is
     PyTorch's efficient zero tensor, which stays zero through the products and quotients of
@@ -1079,6 +1090,7 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
     tensors of one dtype and shape or a float tensor and a Python number, are handled right here;
     everything else (promotion, broadcasting, coercion) by ``_binary``.
     """
+    _check_flat(cls, 2)
 
     def op(a, b):
         if TRACERS and not _depth.n:
@@ -1123,8 +1135,8 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
                 eb = edge(b)
         else:
             eb = None
-        node = _new(cls)
-        node._next = (ea, eb)
+        node = _new(cls)  # a FlatNode: edges and saved values in slots (NOTE [Flat nodes])
+        node._e0, node._e1 = ea, eb
         node._seq = next(_seq_counter)
         node._x = None
         r.grad_fn, r.requires_grad = node, True
@@ -1143,7 +1155,8 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
             if save_a == _ALWAYS or (save_a and eb is not None):
                 sa = a if a._vc is None and not _saved_hooks_stack and not a._inference else save(a)
             if sa is not None or sb is not None:
-                node._saved = (sa, sb)
+                node._s0, node._s1 = sa, sb
+                node._held = 2
                 if TRACERS:
                     return r
                 f = _getframe(1)  # note_saver, inlined as in unary_op
@@ -1153,14 +1166,15 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
                 else:
                     note_saver(node)
                 return r
-        node._saved = None
+        node._held = None
         return r
 
     return self_traced(name, _own_code(op))
 
 
-class _Binary(Node):
+class _Binary(FlatNode):
     __slots__ = ()
+    _arity = 2
     _saved_names = ("self", "other")
 
     def _saved_attr(self, name: str, raw: bool):
@@ -1183,6 +1197,8 @@ class AddBackward0(_Binary):
             g if needs_self else None,
             (g if self.alpha == 1 else g * self.alpha) if needs_other else None,
         )
+
+    _extra_names = ("alpha",)  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"alpha": self.alpha}

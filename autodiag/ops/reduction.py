@@ -15,7 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from autodiag import _warnings, dtypes
-from autodiag.core.graph import Node
+from autodiag.core.graph import FlatNode, Node
 from autodiag.ops._cascade import cascade_mean, cascade_sum
 from autodiag.ops._core import (
     ARRAY,
@@ -60,7 +60,7 @@ def check_reducible(name: str, d: np.ndarray, dims, full: bool, exc=RuntimeError
             raise IndexError(f"{name}(): Expected reduction dim {k} to have non-zero size.")
 
 
-class _Reduce(Node):
+class _Reduce(FlatNode):  # NOTE [Flat nodes]
     """A reduction over ``dims``; ``unreduce`` = dims to reinsert (empty with keepdim)."""
 
     __slots__ = ("dims", "unreduce", "in_shape")
@@ -75,6 +75,8 @@ class _Reduce(Node):
         if not self.unreduce:
             return g
         return xp.reshape(g, tuple(1 if i in self.dims else s for i, s in enumerate(self.in_shape)))
+
+    _extra_names = ("dim", "self_sym_sizes")  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"dim": self.dims, "self_sym_sizes": self.in_shape}

@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 
 from autodiag import _device, _warnings, dtypes
-from autodiag.core.graph import Node
+from autodiag.core.graph import FlatNode, Node
 from autodiag.ops._core import (
     IdentityBackward,
     _state,
@@ -57,11 +57,13 @@ def _make_view(x: Tensor, data: np.ndarray, node, multi_output: bool = False) ->
     return t
 
 
-class _ShapeNode(Node):
+class _ShapeNode(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("in_shape",)
 
     def backward(self, xp, g):
         return (xp.reshape(g, self.in_shape),)
+
+    _extra_names = ("self_sym_sizes",)  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"self_sym_sizes": self.in_shape}
@@ -245,13 +247,15 @@ def unsqueeze(input, dim: int):
     return _shape_op(input, np.expand_dims(d, dim), UnsqueezeBackward0)
 
 
-class TransposeBackward0(Node):
+class TransposeBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("dim0", "dim1")
 
     def backward(self, xp, g):
         return (
             xp.mT(g) if (self.dim0, self.dim1) == (-2, -1) else _swap(xp, g, self.dim0, self.dim1),
         )
+
+    _extra_names = ("dim0", "dim1")  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"dim0": self.dim0, "dim1": self.dim1}
@@ -264,7 +268,7 @@ def _swap(xp, g, d0, d1):
     return g.transpose(d0, d1)
 
 
-class TBackward0(Node):
+class TBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ()
 
     def backward(self, xp, g):
@@ -295,12 +299,14 @@ def t(input):
     return _make_view(input, d.T, node)
 
 
-class PermuteBackward0(Node):
+class PermuteBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("dims",)
 
     def backward(self, xp, g):
         inv = tuple(np.argsort(self.dims))
         return (xp.permute(g, inv),)
+
+    _extra_names = ("dims",)  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"dims": self.dims}
@@ -386,11 +392,13 @@ def _mT(self):
 Tensor.mT = property(_mT)
 
 
-class ExpandBackward0(Node):
+class ExpandBackward0(FlatNode):  # NOTE [Flat nodes]
     __slots__ = ("in_shape",)
 
     def backward(self, xp, g):
         return (xp.sum_to(g, self.in_shape),)
+
+    _extra_names = ("self_sym_sizes",)  # NOTE [Saved attributes]
 
     def _saved_extra(self):
         return {"self_sym_sizes": self.in_shape}
