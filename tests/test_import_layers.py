@@ -42,6 +42,7 @@ LAYERS = [
             "autodiag.onnx",
             "autodiag.hub",
             "autodiag.trace.per_thread",
+            "autodiag._pytorch_names",
         ],
     ),
     # the engine core and the event API the engine reports through
