@@ -185,7 +185,7 @@ def _twin_scripts(tmp_path, body: str, head: str = "import autodiag as torch\n")
         paths.append(str(p))
     marks = {}
     for i, line in enumerate(source.splitlines(), 1):
-        for mark in ("FORWARD", "BACKWARD", "HOLDER", "CREATED"):
+        for mark in ("FORWARD", "BACKWARD", "HOLDER", "CREATED", "ORIGIN"):
             if f"# {mark}" in line:
                 marks[mark] = i
     return paths, marks

@@ -14,6 +14,18 @@ NaN/Inf that no op of the run left in an input (an optimizer step, a write throu
 are reported at the first op that meets them, while nothing else is found (NOTE [Values from
 outside]; the finding's ``entered`` is true).
 
+NOTE [Masked origins]
+A forward origin is reported when its value goes on: an op other than a test of finiteness
+(``TESTS``) reads it, its node runs in backward, or it is never masked (it may be printed,
+returned, saved: a value the script holds is a value it sees). It is not reported when every
+value it made is masked away before any such use: read by a masking op (``MASKS``) whose result
+is finite, or overwritten in place (pytorch/examples gcn: ``r_inv = rowsum ** -1`` then
+``r_inv[torch.isinf(r_inv)] = 0``). PyTorch users write these idioms on purpose; the where
+trap (``torch.where(x > 0, torch.sqrt(x), 0)`` with ``x`` requiring grad) is still found: the
+masked value's node runs in backward, where the NaN it holds comes back. Only while some
+origin's value is pending does an op's input get looked up (``_pending``): a clean run pays
+nothing.
+
 NOTE [Anomaly cost]
 Every op output and every backward gradient is checked, so the check must be cheap on tiny
 tensors: ``r.dot(r)`` of the flattened array is finite exactly when every element is (NaN and
@@ -135,6 +147,55 @@ SAFE_OPS = frozenset(
         "dropout",
     }
 )
+# Ops that only test values (a mask of where they are NaN/Inf, or a comparison): reading a
+# NaN/Inf so is not using it (NOTE [Masked origins])
+TESTS = frozenset(
+    {
+        "isnan",
+        "isinf",
+        "isfinite",
+        "isposinf",
+        "isneginf",
+        "isreal",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "equal",
+        "greater",
+        "greater_equal",
+        "less",
+        "less_equal",
+        "not_equal",
+    }
+)
+# Ops that replace values: with a finite result, the NaN/Inf of their input are masked away
+# (``torch.where(torch.isfinite(x), x, 0)``, ``x[torch.isinf(x)] = 0``, ``x.nan_to_num_()``)
+MASKS = frozenset(
+    {
+        "where",
+        "masked_fill",
+        "masked_fill_",
+        "nan_to_num",
+        "nan_to_num_",
+        "__setitem__",
+        "index_put",
+        "index_put_",
+        "index_fill",
+        "index_fill_",
+        "fill_",
+        "zero_",
+        "copy_",
+    }
+)
 BATCH = 512  # gradients kept before a batched check (memory bound: BATCH small arrays)
 BIG = 1024  # arrays at least this large are checked at once (the batch would copy them)
 
@@ -195,6 +256,8 @@ class _Origin:
         "propagated",
         "detail",
         "input_refs",
+        "used",
+        "unmasked",
     )
 
     def __init__(self, kind, key, op, stack, step, detail, input_refs=()):
@@ -202,6 +265,13 @@ class _Origin:
         self.first_step, self.count, self.propagated = step, 1, 0
         self.detail = detail
         self.input_refs = input_refs
+        # NOTE [Masked origins]: a forward origin is reported when its value was used, or
+        # some value it made was never masked
+        self.used = False
+        self.unmasked = 0
+
+    def reported(self) -> bool:
+        return self.used or self.unmasked > 0 or not self.kind.endswith("_forward")
 
 
 class AnomalyFinder(Tracer):
@@ -228,7 +298,13 @@ class AnomalyFinder(Tracer):
         # backward calls in progress (see on_backward_begin), per thread: an op of one thread
         # while another is in backward is a forward op (trace/per_thread.py)
         self._here = PerThread()
-        self._tainted = weakref.WeakSet()  # nodes whose forward output held NaN/Inf
+        # nodes whose forward output held NaN/Inf -> the origin key of that value (or None)
+        self._tainted = weakref.WeakKeyDictionary()
+        # NOTE [Masked origins]: id(value) -> [weakref, origin key, masked, in a graph] for the
+        # values forward origins made while not yet used
+        self._pending: dict = {}
+        self._masked_graph: set = set()  # keys of masked origins whose values are in a graph
+        self.masked: dict = {}  # op -> origin values masked before any use (not reported)
 
     @property
     def _tasks(self) -> list:
@@ -245,6 +321,8 @@ class AnomalyFinder(Tracer):
             # ``t[mask] = -inf`` returns None: the tensor it wrote is its output (nanoGPT's
             # generate() writes -inf so, then a softmax over the wrong dim makes NaN of it)
             outputs = inputs[:1]
+        if self._pending:
+            self._uses(op, inputs, outputs)
         if op in SAFE_OPS:
             # finite in, finite out: only an input already known to be bad matters
             bad = self._bad
@@ -279,11 +357,71 @@ class AnomalyFinder(Tracer):
         n_nan, n_inf = _kinds(d)
         if not (n_nan or n_inf):
             return  # a sum of squares that overflowed: finite after all
+        key = self._judge(op, inputs, out, n_nan, n_inf, lambda: stack, node is not None)
         if node is not None:
             # its backward works on non-finite values: a NaN/Inf gradient there is a
             # consequence of this forward value, not a backward origin
-            self._tainted.add(node)
-        self._judge(op, inputs, out, n_nan, n_inf, lambda: stack)
+            self._tainted[node] = key
+
+    def _uses(self, op, inputs, outputs) -> None:
+        """NOTE [Masked origins]: ``op`` read its ``inputs``; a pending origin's value among
+        them is used, masked (a masking op with a finite result), or only tested."""
+        if op in TESTS:
+            return
+        pending = self._pending
+        for t in inputs:
+            a = self._value(t)
+            rec = pending.get(id(a))
+            if rec is None or rec[0]() is not a:
+                continue
+            origin = self.origins.get(rec[1])
+            if origin is None:
+                continue
+            if op in MASKS:
+                finite = True
+                for o in outputs:
+                    v = self._value(o)
+                    if self._floating(v) and not self._finite(v) and any(self._kinds(v)):
+                        finite = False
+                        break
+                if not finite:
+                    continue  # NaN/Inf left: ``_judge`` says where they went
+                if not rec[2]:
+                    rec[2] = True
+                    origin.unmasked -= 1
+                    self.masked[origin.op] = self.masked.get(origin.op, 0) + 1
+                    if rec[3]:
+                        self._masked_graph.add(rec[1])
+                if any(self._value(o) is a for o in outputs):
+                    del pending[id(a)]  # overwritten in place: its NaN/Inf are gone
+                continue
+            origin.used = True
+            del pending[id(a)]
+
+    def _confirm_tainted(self, key) -> None:
+        """The node of a masked origin's value runs in backward: the value went on."""
+        if key in self._masked_graph:
+            self._masked_graph.discard(key)
+            origin = self.origins.get(key)
+            if origin is not None:
+                origin.used = True
+
+    def _track(self, a, key, origin, graph: bool) -> None:
+        """NOTE [Masked origins]: follow ``a``, a value origin ``key`` made, until it is used."""
+        aid = id(a)
+        pending = self._pending
+
+        @callback
+        def gone(_, aid=aid):
+            pending.pop(aid, None)  # it died unmasked: ``origin.unmasked`` keeps it reported
+
+        try:
+            ref = weakref.ref(a, gone)
+        except TypeError:  # not followed: reported as it is
+            origin.used = True
+            return
+        pending[aid] = [ref, key, False, graph]
+        origin.unmasked += 1
 
     # How this engine's values are read; TorchAnomalyFinder reads PyTorch's tensors instead.
     # ``_value``: what is tested and kept in ``_bad`` for a tensor (autodiag's: its array).
@@ -300,11 +438,12 @@ class AnomalyFinder(Tracer):
     def _base(a):
         return a.base
 
-    def _judge(self, op, inputs, out, n_nan, n_inf, stack) -> None:
+    def _judge(self, op, inputs, out, n_nan, n_inf, stack, graph: bool = False):
         """``out`` of ``op`` holds ``n_nan`` NaN and ``n_inf`` ±inf: an origin (none of the
         inputs held that kind), a value carried along from a known one, or a value the user
         wrote (a factory, ``fill_``); ``stack()`` gives the user's stack, asked only for an
-        origin."""
+        origin; ``graph``: ``out`` has a node. Returns the key of the origin ``out``'s NaN/Inf
+        come from, or None."""
         d = self._value(out)
         inplace = (
             op.endswith("_")
@@ -345,7 +484,12 @@ class AnomalyFinder(Tracer):
             kind = "nan_forward"
         elif n_inf and not in_nan and not in_inf:
             kind = "inf_forward"
-        elif strays and source is None and not self.origins and any(map(self._unseen, strays)):
+        elif (
+            strays
+            and source is None
+            and not any(o.reported() for o in self.origins.values())
+            and any(map(self._unseen, strays))
+        ):
             # NOTE [Values from outside]: the NaN/Inf came in through an input no op of the run
             # made so (an optimizer's own arithmetic, a write through .data or numpy, loaded
             # data, BatchNorm's running statistics): this op is where the run met it first.
@@ -357,19 +501,22 @@ class AnomalyFinder(Tracer):
             kind = None
         if op in UNINITIALISED:
             self._mark(d, None, n_nan, n_inf)  # followed, never reported
-            return
+            return None
         if kind is not None and (op in VALUE_OPS or not inputs):
             # a value the user wrote: neither an anomaly nor propagation (a clean report says
             # so: "every output was finite" would not be true)
             self.written[op] = self.written.get(op, 0) + 1
             self._mark(d, None, n_nan, n_inf)
-            return
+            return None
         if kind is None:
             self.propagated_forward += 1
             if source is not None and source in self.origins:
-                self.origins[source].propagated += 1
+                origin = self.origins[source]
+                origin.propagated += 1
+                if id(d) not in self._pending:
+                    origin.used = True  # carried into a new value (not the same one in place)
             self._mark(d, source, n_nan, n_inf)
-            return
+            return source
         stack = stack()
         key = (kind, op, stack.site, "entered") if entered else (kind, op, stack.site)
         origin = self.origins.get(key)
@@ -383,10 +530,14 @@ class AnomalyFinder(Tracer):
             if entered:
                 detail["entered"] = True
             refs = tuple(_weak(t) for t in inputs)
-            self.origins[key] = _Origin(kind, key, op, stack, self.calls + 1, detail, refs)
+            origin = _Origin(kind, key, op, stack, self.calls + 1, detail, refs)
+            self.origins[key] = origin
         else:
             origin.count += 1
+        if not origin.used:
+            self._track(d, key, origin, graph)
         self._mark(d, key, n_nan, n_inf)
+        return key
 
     def _unseen(self, a) -> bool:
         """``a`` holds NaN/Inf, and no op of the run left them in its values (nor in those of
@@ -425,6 +576,8 @@ class AnomalyFinder(Tracer):
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
         # NOTE [Anomaly cost]: gradients are only collected here, and checked in batches
+        if self._masked_graph and node in self._tainted:
+            self._confirm_tainted(self._tainted[node])
         if not grad_inputs:
             return
         entry = self._tasks[-1]
@@ -533,6 +686,8 @@ class AnomalyFinder(Tracer):
         out = []
         order = {"nan_forward": 0, "inf_forward": 0, "nan_backward": 1, "inf_backward": 1}
         for o in sorted(self.origins.values(), key=lambda o: order[o.kind]):
+            if not o.reported():
+                continue  # NOTE [Masked origins]
             out.append(_finding(o, names_by_id))
         return out
 

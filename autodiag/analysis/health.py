@@ -81,7 +81,17 @@ class _Leaf:
     """One leaf that requires grad: what the detectors share about it, and each detector's own
     record of it (``state``, by detector)."""
 
-    __slots__ = ("ref", "shape", "name", "candidate", "needs_grad", "frozen", "handled", "state")
+    __slots__ = (
+        "ref",
+        "shape",
+        "name",
+        "candidate",
+        "needs_grad",
+        "frozen",
+        "handled",
+        "state",
+        "in_optimizer",
+    )
 
     def __init__(self, t: Tensor):
         self.ref = weakref.ref(t)
@@ -96,6 +106,7 @@ class _Leaf:
         self.frozen = False  # a Parameter with requires_grad False: frozen on purpose
         self.handled = False  # autograd.grad took it, or it was in a backward call that raised
         self.state: dict = {}  # detector -> its record of this leaf
+        self.in_optimizer = False  # an optimizer of the run holds it (NOTE [Untrained on purpose])
 
 
 class HealthDetector:
@@ -179,6 +190,7 @@ class GradHealth(Tracer):
         # calls at once are two stacks, not one: trace/per_thread.py)
         self._here = PerThread()
         self._optimizers: dict = {}  # id(opt) -> (weakref, step stack)
+        self.optimizers_seen = False  # the run made an optimizer (stepped, or in its frames)
         self._module_names: dict = {}  # id(module) -> (weakref, the name the script gave it)
         # id(type) -> type, of the types whose values hold no parameter, whatever the value (a
         # str, a function, a module): skipped when the frames are looked at again, every
@@ -221,10 +233,13 @@ class GradHealth(Tracer):
         named = self._module_names.get(id(module))
         return named[1] if named is not None and named[0]() is module else None
 
-    def adopt(self, t: Tensor, name: str | None) -> None:
-        """``t`` is a parameter the script means to train, known as ``name``."""
+    def adopt(self, t: Tensor, name: str | None, optimizer: bool = False) -> None:
+        """``t`` is a parameter the script means to train, known as ``name`` (``optimizer``:
+        an optimizer holds it)."""
         rec = self.leaf(t)
         rec.candidate = True
+        if optimizer:
+            rec.in_optimizer = self.optimizers_seen = True
         rec.needs_grad = needs = t.requires_grad
         rec.frozen = not needs and _is_parameter(t)  # (the type test only when it matters)
         if rec.name is None and name is not None:
@@ -324,7 +339,7 @@ class GradHealth(Tracer):
             self._adopt_frames()  # name its parameters as the script's frames name them
         for group in optimizer.param_groups:
             for p in group["params"]:
-                self.adopt(p, None)
+                self.adopt(p, None, optimizer=True)
                 if p.grad is None:
                     continue
                 rec = self.leaf(p)
@@ -397,7 +412,7 @@ class GradHealth(Tracer):
             for gi, group in enumerate(v.param_groups):
                 for pi, p in enumerate(group["params"]):
                     if inspect.is_tensor(p):
-                        self.adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]")
+                        self.adopt(p, f"{k}.param_groups[{gi}]['params'][{pi}]", optimizer=True)
         elif inspect.is_tensor(v):
             if v.requires_grad and v.grad_fn is None:
                 self.adopt(v, k)
@@ -586,6 +601,18 @@ class NoneGrad(HealthDetector):
                 reason="zero",
                 steps=use.received,
             )
+        if (
+            health.optimizers_seen
+            and not rec.in_optimizer
+            and (use.graph is not None or use.no_grad is not None)
+        ):
+            # NOTE [Untrained on purpose]: the run trains with optimizers, none of them holds
+            # this parameter, and the script ran it (in a graph, or under no_grad): a module it
+            # runs but does not train (the LSTM tutorial's demonstration ``lstm = nn.LSTM(3, 3)``
+            # run once, a DQN target network under no_grad), so no gradient is no bug. One an
+            # optimizer holds is judged; so is one no op ran (a layer built and forgotten), and
+            # every parameter of a script without optimizer (manual SGD: ``p -= lr * p.grad``)
+            return None
         convert = use.convert
         if convert is not None and (
             _read_only(convert[1]) or use.graph is not None and not convert[2]

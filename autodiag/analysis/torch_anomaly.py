@@ -155,6 +155,8 @@ class TorchAnomalyFinder(AnomalyFinder):
         """An outermost op of the script ran (``observe.Observer.after_op``)."""
         if self._bw.tasks:
             return  # inside backward (a custom Function's, create_graph): a gradient
+        if self._pending:  # NOTE [Masked origins]
+            self._torch_uses(op_name(name), args, kwargs, out)
         if out.__class__ is _Tensor:
             if not out.dtype.is_floating_point:
                 return
@@ -191,14 +193,29 @@ class TorchAnomalyFinder(AnomalyFinder):
             if self.check_forward:
                 self._torch_forward(op_name(name), args, kwargs, o)
 
+    def _torch_uses(self, op, args, kwargs, out) -> None:
+        """``AnomalyFinder._uses`` for a PyTorch op: its result, or for an in-place op that
+        returns nothing (``x[mask] = 0``), the tensor it wrote."""
+        if isinstance(out, _Tensor):
+            outputs = [out]
+        elif isinstance(out, (tuple, list)):
+            outputs = [o for o in out if isinstance(o, _Tensor)]
+        else:
+            outputs = []
+        if not outputs and args and isinstance(args[0], _Tensor):
+            outputs = [args[0]]
+        self._uses(op, tensors_in(args, kwargs), outputs)
+
     def _torch_forward(self, op, args, kwargs, out) -> None:
         n_nan, n_inf = kinds(out)
         if not (n_nan or n_inf):
             return  # a sum that overflowed: finite after all
         node = out.grad_fn
+        key = self._judge(
+            op, tensors_in(args, kwargs), out, n_nan, n_inf, capture_stack, node is not None
+        )
         if node is not None:
-            node.metadata[_TAINTED] = True
-        self._judge(op, tensors_in(args, kwargs), out, n_nan, n_inf, capture_stack)
+            node.metadata[_TAINTED] = key or True
 
     # AnomalyFinder._judge reads PyTorch's tensors themselves
     _finite = staticmethod(finite)
@@ -271,6 +288,10 @@ class TorchAnomalyFinder(AnomalyFinder):
         ``grad_outputs`` those it received. Returns None: the gradients are never changed."""
         if not self._calls:
             return
+        if self._masked_graph:  # NOTE [Masked origins]: a masked value's node runs
+            node = _current_node()
+            if node is not None:
+                self._confirm_tainted(node.metadata.get(_TAINTED))
         for g in grad_inputs:
             if g is not None and g.dtype.is_floating_point:
                 if g.numel() == 1:

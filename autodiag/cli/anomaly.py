@@ -49,6 +49,7 @@ def anomaly(
             "backward_calls": finder.calls,
             "ops": result.ops,
             "written": dict(finder.written),
+            "masked": dict(finder.masked),
             "stopped_at_call": finder.stopped_at,
             "propagated": {
                 "forward": finder.propagated_forward,

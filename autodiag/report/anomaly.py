@@ -12,17 +12,15 @@ def render(console, findings: list[dict], info: dict) -> None:
     if not findings:
         calls = info["calls"]
         written = info.get("written") or {}
-        # values the script set to NaN/Inf itself (masked_fill(mask, -inf)): not anomalies,
-        # but not finite either
-        but = (
-            ", except what the script set to NaN/Inf on purpose ("
-            + ", ".join(
-                f"{escape(op)}: {n} output{'s' if n != 1 else ''}" for op, n in written.items()
-            )
-            + ")"
-            if written
-            else ""
-        )
+        masked = info.get("masked") or {}
+        # values the script set to NaN/Inf itself (masked_fill(mask, -inf)), and those it
+        # masked before any use (NOTE [Masked origins]): not anomalies, but not finite either
+        parts = []
+        if written:
+            parts.append("what the script set to NaN/Inf on purpose (" + _counts(written) + ")")
+        if masked:
+            parts.append("NaN/Inf the script masked before any use (" + _counts(masked) + ")")
+        but = ", except " + " and ".join(parts) if parts else ""
         if info.get("failed"):
             console.print(
                 f"no NaN or Inf in {escape(info['target'])} before it stopped "
@@ -64,6 +62,10 @@ def render(console, findings: list[dict], info: dict) -> None:
         )
     for note in notes:
         console.print(f"[dim]{escape(note)}[/]")
+
+
+def _counts(by_op: dict) -> str:
+    return ", ".join(f"{escape(op)}: {n} output{'s' if n != 1 else ''}" for op, n in by_op.items())
 
 
 KINDS = ("nan_forward", "inf_forward", "nan_backward", "inf_backward")
@@ -125,6 +127,7 @@ def text_report(sink, outcome) -> None:
             "stopped_at": info["stopped_at_call"],
             "ops": info["ops"],
             "written": info.get("written"),
+            "masked": info.get("masked"),
             "propagated": info["propagated"],
             "failed": outcome.failed,
         },

@@ -188,6 +188,7 @@ class Observation:
                 "backward_calls": f.calls,
                 "ops": run.ops,
                 "written": dict(f.written),
+                "masked": dict(f.masked),
                 "stopped_at_call": f.stopped_at,
                 "propagated": {
                     "forward": f.propagated_forward,
