@@ -1175,6 +1175,7 @@ ATTN_CASES = [
         ),
         ("topk", lambda T, x: x.topk(2, dim=0), (I((3, 4), "distinct"),), ("topk",), None),
         ("roll", lambda T, x: x.roll((1, -1), (0, 1)), (I((3, 4)),), ("roll",), None),
+        ("unfold", lambda T, x: x.unfold(1, 2, 1), (I((3, 4)),), ("unfold",), None),
         (
             "repeat_interleave",
             lambda T, x: x.repeat_interleave(T.tensor([2, 0, 1]), dim=0),

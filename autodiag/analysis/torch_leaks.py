@@ -49,7 +49,6 @@ from autodiag.trace.sites import capture_stack
 
 _Tensor = torch.Tensor
 _ACCUMULATE = seam.ACCUMULATE
-_own = torch._C.DisableTorchFunction  # NOTE [Listeners' own reads] in engines/torch/hooks.py
 _STEP = "autodiag.step"  # node.metadata key: the token of the step that made the node
 _RETAINED = "autodiag.retained"  # node.metadata key: the retain_graph=True call that ran it
 _OWN_REFS = sys.getrefcount(object()) + 1  # a token's count with only the step holding it
@@ -139,21 +138,29 @@ class TorchLeakFinder(LeakFinder):
         def stepping(optimizer, args, kwargs):
             finder = ref()
             if finder is not None and finder in events.TRACERS:
-                finder._here.stepping += 1
+                finder.step_begins()
 
         def stepped(optimizer, args, kwargs):
             finder = ref()
             if finder is None or finder not in events.TRACERS:
                 return  # the run is over (the hooks are removed by ``finish``)
-            here = finder._here
-            here.stepping = max(here.stepping - 1, 0)
-            with _own():  # the census is autodiag's, not the script's ops (observe.py's mode)
-                finder.on_optimizer_step(optimizer)
+            finder.step_ends(optimizer)
 
         self._hook = (
             register_optimizer_step_pre_hook(stepping),
             register_optimizer_step_post_hook(stepped),
         )
+
+    def step_begins(self) -> None:
+        """An optimizer's ``step()`` starts in this thread (its pre-hook)."""
+        self._here.stepping += 1
+
+    def step_ends(self, optimizer) -> None:
+        """``optimizer.step()`` returned in this thread (its post-hook): a step boundary."""
+        here = self._here
+        here.stepping = max(here.stepping - 1, 0)
+        with seam.own_calls():  # the census is autodiag's, not the script's ops (observe.py)
+            self.on_optimizer_step(optimizer)
 
     def on_backward_begin(self, task) -> None:
         here = self._here

@@ -245,6 +245,11 @@ def dtype_name(t) -> str:
     return name
 
 
+# autodiag's own torch calls made where the observer's function mode would see them as the
+# script's ops (NOTE [Listeners' own reads] in hooks.py): ``with own_calls(): ...``
+own_calls = torch._C.DisableTorchFunction
+
+
 def version_counter(t, create: bool = False):
     """An object shared by ``t`` and every view of it (compared by identity): its storage."""
     return t.untyped_storage()
