@@ -8,6 +8,7 @@ so a skipped oracle can never look green.
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
 
 import pytest
@@ -71,3 +72,12 @@ def script(tmp_path):
         return str(p)
 
     return make
+
+
+@pytest.fixture
+def switch_often():
+    """Threads switch every microsecond: a race between two bytecodes shows at once."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)

@@ -6,7 +6,6 @@ they need, its sequence numbers and optimizer steps) is that thread's in ``inpla
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from cli_helpers import cli
@@ -58,14 +57,6 @@ else:
     work(0)
     work(1)
 """
-
-
-@pytest.fixture
-def switch_often():
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(before)
 
 
 def _line(source: str, marker: str) -> int:

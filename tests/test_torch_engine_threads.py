@@ -219,15 +219,6 @@ def test_threads_without_torch_calls_of_the_script_change_nothing(script):
 # --- shared state of the observers, hammered from several threads ------------------------------
 
 
-@pytest.fixture
-def switch_often():
-    """Threads switch every microsecond: a race between two bytecodes shows at once."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(before)
-
-
 def _in_threads(n: int, work) -> None:
     threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
     for t in threads:

@@ -282,14 +282,6 @@ def test_threads_started_inside_observe_are_observed_and_left_alone_after():
 # --- the observers' shared state under several threads at once --------------------------------
 
 
-@pytest.fixture
-def switch_often():
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(before)
-
-
 def test_saves_writes_and_sweeps_from_several_threads_at_once(switch_often, monkeypatch):
     """NOTE [Shared saves]: four threads save, write in place and sweep the shared saves at
     once; every hazard is found, none raises, gradients are PyTorch's."""
