@@ -115,6 +115,25 @@ def test_import_torch_script_finds_what_the_autodiag_version_finds(script, comma
             "Tensor.to_mkldnn",
             "return x.to_mkldnn()",
         ),
+        # read on the class (an unbound method), and on a Parameter
+        (
+            "import torch\nx = torch.ones(2)\ny = torch.Tensor.acos(x)\n",
+            3,
+            "Tensor.acos",
+            "y = torch.Tensor.acos(x)",
+        ),
+        (
+            "import torch\nf = torch.nn.Parameter.to_sparse\n",
+            2,
+            "Tensor.to_sparse",
+            "f = torch.nn.Parameter.to_sparse",
+        ),
+        (
+            "import torch\np = torch.nn.Parameter(torch.ones(2))\nq = p.acos()\n",
+            3,
+            "Tensor.acos",
+            "q = p.acos()",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["graph", "check"])
