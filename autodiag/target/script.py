@@ -409,10 +409,14 @@ def _threads_stop_quietly():
 
     def hook(args):
         if args.exc_type is None or not issubclass(args.exc_type, StopRun):
+            if os.environ.get("AUTODIAG_DEBUG") == "1":  # autodiag's frames: to report its bugs
+                previous(args)
+                return
             tb = _without_autodiag(args.exc_traceback)
-            if args.exc_value is not None and args.exc_value.__traceback__ is not tb:
-                # Python's hook prints the exception's own traceback: the thread ends with it
-                args.exc_value.__traceback__ = tb
+            if args.exc_value is not None:
+                # Python's hook prints the exception's own traceback, and those of the ones it
+                # chains (raise ... from e): the thread ends with them
+                _chain_without_autodiag(args.exc_value, tb)
             previous(threading.ExceptHookArgs((args.exc_type, args.exc_value, tb, args.thread)))
 
     threading.excepthook = hook
@@ -439,6 +443,23 @@ def _without_autodiag(tb):
     for t in reversed(kept):
         out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
     return out
+
+
+def _chain_without_autodiag(exc: BaseException, kept) -> None:
+    """``exc`` (its traceback now ``kept``) and the exceptions it chains
+    (``__cause__``, ``__context__``) with tracebacks without autodiag's frames."""
+    seen = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e is exc:
+            e.__traceback__ = kept
+        elif e.__traceback__ is not None:
+            e.__traceback__ = _without_autodiag(e.__traceback__)
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
 
 
 def _tb_entries(tb) -> list:
