@@ -629,6 +629,34 @@ def test_uninitialized_parameter_refuses_its_shape_as_torch():
         assert tuple(fc.weight.shape) == (3, 2) and type(fc).__name__ == "Linear"
 
 
+def test_a_checkpoint_loads_into_a_lazy_linear_before_its_first_forward():
+    # PyTorch's _lazy_load_hook: load_state_dict materialises the lazy parameters from the
+    # checkpoint's shapes (was: "Can't access the shape of an uninitialized parameter")
+    out = []
+    for _, T in both():
+        T.manual_seed(0)
+        src = T.nn.Sequential(T.nn.Linear(3, 2))
+        net = T.nn.Sequential(T.nn.LazyLinear(2))
+        saved = {k: type(v).__name__ for k, v in net.state_dict().items()}
+        keys = str(net.load_state_dict(src.state_dict()))
+        loaded = (
+            repr(net),
+            tuple(net[0].weight.shape),
+            bool((net[0].weight == src[0].weight).all()),
+        )
+        y = net(T.ones(1, 3)).tolist()
+        with pytest.raises(AssertionError, match="in_features inferred from input: 4 is not"):
+            lazy = T.nn.LazyLinear(2)
+            lazy.load_state_dict(src[0].state_dict())
+            lazy(T.ones(1, 4))
+        a, b = T.nn.LazyLinear(2), T.nn.LazyLinear(2)  # lazy into lazy: nothing to copy
+        both_lazy = (str(b.load_state_dict(a.state_dict())), b.has_uninitialized_params())
+        out.append((saved, keys, loaded, y, repr(net), both_lazy))
+    t, a = out
+    assert a == t
+    assert t[0] == {"0.weight": "UninitializedParameter", "0.bias": "UninitializedParameter"}
+
+
 def test_lazy_linear_runs_under_the_alias(tmp_path):
     path = tmp_path / "lazy.py"
     path.write_text(
