@@ -503,6 +503,24 @@ def test_tensor_unfold_values_node_and_gradients_as_torch(shape, args):
     assert a[6] == t[6]
 
 
+@pytest.mark.parametrize(
+    "shape, args", [((6,), (0, 3, 1)), ((6,), (0, 4, 2)), ((3, 5), (1, 3, 1)), ((5, 2), (0, 2, 1))]
+)
+def test_overlapping_windows_read_after_their_base_is_written_sum_their_gradients(shape, args):
+    # the view is stale after the write: its regenerated AsStridedBackward0 adds the gradient of
+    # every window an element is in (was: one window's gradient, the others overwritten)
+    out = []
+    for _, T in both():
+        x = T.arange(float(np.prod(shape)), dtype=T.float64).reshape(shape).requires_grad_()
+        z = x * 1
+        y = z.unfold(*args)
+        z.mul_(2)
+        w = T.arange(float(y.numel()), dtype=T.float64).reshape(y.shape)
+        (y * w).sum().backward()
+        out.append((y.tolist(), x.grad.tolist(), type(y.grad_fn).__name__))
+    assert out[1] == out[0]
+
+
 def test_tensor_unfold_is_a_view_and_saves_torchs_arguments():
     for _, T in both():
         x = T.arange(6.0)
