@@ -521,6 +521,35 @@ def test_overlapping_windows_read_after_their_base_is_written_sum_their_gradient
     assert out[1] == out[0]
 
 
+def test_an_in_place_op_on_overlapping_windows_is_refused_unless_torchs_result_is_ours():
+    # PyTorch writes an element shared by k windows k times, each write reading the last one
+    # (mul_(3) multiplies it up to 27 times): computed out of place that is not reproducible,
+    # so refused (was: each element multiplied once, silently unlike PyTorch)
+    x = ad.arange(6.0)
+    with pytest.raises(NotImplementedError, match="mul_: the view written has elements that"):
+        x.unfold(0, 3, 1).mul_(3)
+    assert x.tolist() == list(range(6))  # nothing written
+    with pytest.raises(NotImplementedError, match="copy_: the view written"):
+        x.unfold(0, 3, 1).copy_(ad.arange(12.0).reshape(4, 3))
+    # where every shared element keeps its value, or gets one value, PyTorch's result is ours
+    for write in [
+        lambda y, T: y.add_(0),
+        lambda y, T: y.zero_(),
+        lambda y, T: y.fill_(2),
+        lambda y, T: y.copy_(T.ones(4, 3)),
+        lambda y, T: y.__setitem__(slice(None), 5.0),
+        lambda y, T: y.clamp_(-1, 100),
+        lambda y, T: y[0].mul_(3),
+        lambda y, T: T.arange(6.0).unfold(0, 2, 2).mul_(3),
+    ]:
+        out = []
+        for _, T in both():
+            x = T.arange(6.0)
+            write(x.unfold(0, 3, 1), T)
+            out.append(x.tolist())
+        assert out[1] == out[0]
+
+
 def test_tensor_unfold_is_a_view_and_saves_torchs_arguments():
     for _, T in both():
         x = T.arange(6.0)

@@ -267,13 +267,21 @@ def overlaps(a: np.ndarray) -> bool:
 
 def _repeats(view: np.ndarray, pos: np.ndarray) -> bool:
     """Does ``view`` reach one element of memory twice through nonzero strides (the windows of
-    ``Tensor.unfold`` with step < size)? The strides, smallest first, each clear the extent of
-    the smaller ones when no two elements meet; only a view that fails that counts its
+    ``Tensor.unfold`` with step < size)? Only a view ``may_repeat`` cannot clear counts its
     positions."""
+    return may_repeat(view) and np.unique(pos).size != pos.size
+
+
+def may_repeat(view: np.ndarray) -> bool:
+    """False when no two elements of ``view`` can share memory: its strides, smallest first,
+    each clear the extent of the smaller ones (a test on the strides only)."""
+    flags = view.flags
+    if flags.c_contiguous or flags.f_contiguous:
+        return False
     extent = 0
     for s, n in sorted((abs(s), n) for n, s in zip(view.shape, view.strides) if n > 1):
         if s <= extent:
-            return np.unique(pos).size != pos.size
+            return True
         extent += (n - 1) * s
     return False
 
