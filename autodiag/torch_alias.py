@@ -265,15 +265,17 @@ def missing_name(exc: BaseException) -> str | None:
 def _tensor_method(exc: AttributeError) -> bool:
     """Whether ``exc`` is the script's own read of a ``torch.Tensor`` attribute that autodiag's
     Tensor lacks (``x.acos()``): raised by Python's attribute lookup on one of autodiag's
-    tensors, in a frame outside autodiag (a read in autodiag's own code is autodiag's bug),
-    for a name PyTorch's Tensor has (a typo stays the script's error)."""
+    tensors (or on their class), in a frame outside autodiag (a read in autodiag's own code is
+    autodiag's bug), for a name PyTorch's Tensor has (a typo stays the script's error)."""
     from autodiag._pytorch_names import TENSOR
     from autodiag.tensor import Tensor
     from autodiag.trace import sites
 
-    if getattr(exc, "name", None) not in TENSOR or not isinstance(
-        getattr(exc, "obj", None), Tensor
-    ):
+    obj = getattr(exc, "obj", None)
+    # read on a tensor (``x.acos()``) or on the class itself (``torch.Tensor.acos(x)``,
+    # ``nn.Parameter.to_sparse``)
+    on_tensor = isinstance(obj, Tensor) or (isinstance(obj, type) and issubclass(obj, Tensor))
+    if getattr(exc, "name", None) not in TENSOR or not on_tensor:
         return False
     tb = exc.__traceback__
     if tb is None:

@@ -164,6 +164,50 @@ def test_a_workers_error_is_printed_as_python_prints_it(script, engine):
         assert r.stderr.endswith(plain.stderr), r.stderr
 
 
+CHAINED_IN_A_THREAD = """\
+import threading
+import torch
+
+def inner():
+    return torch.ones(2).reshape(3)
+
+def work():
+    x = torch.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    try:
+        inner()
+    except RuntimeError as e:
+        raise ValueError("wrapped") from e
+
+t = threading.Thread(target=work, name="trainer")
+t.start()
+t.join()
+"""
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_a_workers_chained_errors_are_printed_without_autodiags_frames(script, engine):
+    # raise ... from e: the cause's traceback is printed too, and autodiag's frames (its op on
+    # the default engine, the observer's mode on --engine torch) are not in it either
+    path = script(CHAINED_IN_A_THREAD)
+    run = [sys.executable, "-m", "autodiag", "check", path, "--engine", engine, "-q"]
+    r = subprocess.run(run, capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    printed = r.stderr.split("Exception in thread trainer:")[1]
+    assert f'File "{path}", line 5, in inner' in printed
+    assert "The above exception was the direct cause" in printed
+    package = os.path.dirname(os.path.abspath(autodiag.__file__)) + os.sep
+    assert package not in printed, printed
+    if engine == "torch":
+        plain = subprocess.run([sys.executable, path], capture_output=True, text=True, env=ENV)
+        assert plain.stderr in r.stderr, r.stderr
+    # AUTODIAG_DEBUG=1 keeps autodiag's frames: an error of autodiag's own code stays visible
+    debug = subprocess.run(
+        run, capture_output=True, text=True, env={**ENV, "AUTODIAG_DEBUG": "1"}, timeout=300
+    )
+    assert package in debug.stderr.split("Exception in thread trainer:")[1], debug.stderr
+
+
 BOTH_THREADS = """\
 import threading
 import torch

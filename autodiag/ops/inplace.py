@@ -144,6 +144,8 @@ def apply_inplace(
             f"output with shape [{', '.join(map(str, t._data.shape))}] doesn't "
             f"match the broadcast shape [{', '.join(map(str, rd.shape))}]"
         )
+    if base is not None and not fills and views.may_repeat(t._data):
+        _check_one_value_each(t, base, rd, op_name)
     node = r.grad_fn
     if node is not None:
         _snapshot_saved_self(node, t)
@@ -159,6 +161,37 @@ def apply_inplace(
             _rebase(t, base, node)
         _rebind_saved_result(node, r, t)
     return t
+
+
+def _check_one_value_each(t: Tensor, base: Tensor, rd: np.ndarray, op_name: str) -> None:
+    """A view whose elements share memory through nonzero strides (``Tensor.unfold`` with
+    step < size): PyTorch writes it element by element, a shared element once per alias, each
+    write reading what the previous one wrote (``x.unfold(0, 3, 1).mul_(3)`` multiplies an
+    element up to three times), so its result depends on its loop order. Computed out of place
+    here: refuse, rather than differ, unless every shared element keeps its value (or, for a
+    write that does not read the view, ``copy_``/``x[i] = v``, gets one value)."""
+    d = t._data
+    if views.overlaps(d):  # stride 0 (expand): PyTorch's own error, in _write
+        return
+    pos = views.positions(base._data, d).ravel()
+    uniq, first, counts = np.unique(pos, return_index=True, return_counts=True)
+    if uniq.size == pos.size:
+        return
+    flat = base._data.reshape(-1)
+    written = rd.astype(d.dtype, copy=False).ravel()
+    shared = np.isin(pos, uniq[counts > 1])
+    if op_name in ("copy_", "__setitem__"):
+        new = flat.copy()
+        new[pos] = written
+        expected = new[pos]
+    else:
+        expected = flat[pos]
+    if not np.array_equal(expected[shared], written[shared], equal_nan=written.dtype.kind in "fc"):
+        raise NotImplementedError(
+            f"{op_name}: the view written has elements that share memory (overlapping "
+            "windows, as Tensor.unfold with step < size makes), and PyTorch's result then "
+            "depends on its loop order; clone() the view first"
+        )
 
 
 def _write(t: Tensor, base, rd: np.ndarray, fills: bool = False) -> None:

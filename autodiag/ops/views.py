@@ -158,6 +158,8 @@ def _stale_grad_fn(v):
 
     node = AsStridedBackward0((edge(base),))
     set_geometry(node, base._data, v._data)
+    if not node.overlap:  # windows that overlap (Tensor.unfold, step < size): summed too
+        node.overlap = _repeats(v._data, node.positions)
     _grad_fn_slot.__set__(v, node)
     _requires_grad_slot.__set__(v, True)
     if v._retains_grad:  # retain_grad follows the tensor to its new grad_fn, as in PyTorch
@@ -261,6 +263,27 @@ def _positions(base: np.ndarray, view: np.ndarray) -> np.ndarray:
 def overlaps(a: np.ndarray) -> bool:
     """Do two elements of ``a`` share memory (a dimension of stride 0, as expand makes)?"""
     return a.size > 1 and any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides))
+
+
+def _repeats(view: np.ndarray, pos: np.ndarray) -> bool:
+    """Does ``view`` reach one element of memory twice through nonzero strides (the windows of
+    ``Tensor.unfold`` with step < size)? Only a view ``may_repeat`` cannot clear counts its
+    positions."""
+    return may_repeat(view) and np.unique(pos).size != pos.size
+
+
+def may_repeat(view: np.ndarray) -> bool:
+    """False when no two elements of ``view`` can share memory: its strides, smallest first,
+    each clear the extent of the smaller ones (a test on the strides only)."""
+    flags = view.flags
+    if flags.c_contiguous or flags.f_contiguous:
+        return False
+    extent = 0
+    for s, n in sorted((abs(s), n) for n, s in zip(view.shape, view.strides) if n > 1):
+        if s <= extent:
+            return True
+        extent += (n - 1) * s
+    return False
 
 
 OVERLAP_ERROR = (

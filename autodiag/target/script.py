@@ -320,10 +320,14 @@ def run_script(
                 contextlib.redirect_stdout(sys.stderr),
                 alarm,
                 _engine(on, run),
-                _threads_stop_quietly(),
+                _threads_stop_quietly(on) as outside,
                 deferring_sigint(),
             ):
                 _exec(code, module.__dict__)
+                if outside:  # a thread used a name outside the engine: exit 2, as the script's
+                    from autodiag.target.alias import not_provided
+
+                    raise not_provided(*outside[0])
                 if run is not None:  # which array libraries it ran with, as it saw them
                     run.libraries = _libraries()
         except BaseException as e:
@@ -399,25 +403,37 @@ def run_script(
 
 
 @contextlib.contextmanager
-def _threads_stop_quietly():
+def _threads_stop_quietly(engine: str = "autodiag"):
     """A tracer's ``StopRun`` raised in a thread the script started (``autodiag anomaly`` stops
     at the first origin) ends that thread as it ends the run in the script's own thread: the
     report says so, and ``threading.excepthook`` prints no traceback of autodiag's for it. Any
     other error of a thread is printed as Python prints it, without autodiag's own frames (on
-    ``--engine torch`` the observer's frames sit between the script's and PyTorch's)."""
+    ``--engine torch`` the observer's frames sit between the script's and PyTorch's). Yields
+    the list of ``(error, name)`` of the threads that ended on a name autodiag's engine lacks
+    (``x.acos()`` in a worker): the run is then outside the engine, as in the script's own
+    thread."""
     previous = threading.excepthook
+    outside: list = []
 
     def hook(args):
         if args.exc_type is None or not issubclass(args.exc_type, StopRun):
+            if engine == "autodiag" and args.exc_value is not None:
+                name = missing_name(args.exc_value)
+                if name is not None:
+                    outside.append((args.exc_value, name))
+            if os.environ.get("AUTODIAG_DEBUG") == "1":  # autodiag's frames: to report its bugs
+                previous(args)
+                return
             tb = _without_autodiag(args.exc_traceback)
-            if args.exc_value is not None and args.exc_value.__traceback__ is not tb:
-                # Python's hook prints the exception's own traceback: the thread ends with it
-                args.exc_value.__traceback__ = tb
+            if args.exc_value is not None:
+                # Python's hook prints the exception's own traceback, and those of the ones it
+                # chains (raise ... from e): the thread ends with them
+                _chain_without_autodiag(args.exc_value, tb)
             previous(threading.ExceptHookArgs((args.exc_type, args.exc_value, tb, args.thread)))
 
     threading.excepthook = hook
     try:
-        yield
+        yield outside
     finally:
         if threading.excepthook is hook:  # the script may have set its own since
             threading.excepthook = previous
@@ -439,6 +455,23 @@ def _without_autodiag(tb):
     for t in reversed(kept):
         out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
     return out
+
+
+def _chain_without_autodiag(exc: BaseException, kept) -> None:
+    """``exc`` (its traceback now ``kept``) and the exceptions it chains
+    (``__cause__``, ``__context__``) with tracebacks without autodiag's frames."""
+    seen = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e is exc:
+            e.__traceback__ = kept
+        elif e.__traceback__ is not None:
+            e.__traceback__ = _without_autodiag(e.__traceback__)
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
 
 
 def _tb_entries(tb) -> list:

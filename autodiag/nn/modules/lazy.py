@@ -112,6 +112,40 @@ class LazyLinear(Linear):
             isinstance(p, UninitializedParameter) for p in (self.weight, self.bias) if p is not None
         )
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        # PyTorch's: a parameter not materialised yet is saved as itself (not an empty tensor,
+        # which a lazy module loading it would take for a real shape)
+        for name, param in self._parameters.items():
+            if param is not None:
+                lazy = isinstance(param, UninitializedParameter)
+                destination[prefix + name] = param if lazy or keep_vars else param.detach()
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
+        # PyTorch's _lazy_load_hook: a parameter not materialised yet takes the shape of the one
+        # loaded into it (a checkpoint loaded before the first forward); the class stays lazy
+        # until that forward, as PyTorch's does
+        with no_grad():
+            for name, param in self._parameters.items():
+                key = prefix + name
+                if isinstance(param, UninitializedParameter) and key in state_dict:
+                    loaded = state_dict[key]
+                    if not isinstance(loaded, UninitializedParameter):
+                        param.materialize(loaded.shape)
+        # both lazy: nothing to copy, the key is neither missing nor unexpected (PyTorch)
+        skip = {
+            prefix + k
+            for k, v in self._parameters.items()
+            if isinstance(v, UninitializedParameter) and prefix + k in state_dict
+        }
+        if skip:
+            state_dict = {k: v for k, v in state_dict.items() if k not in skip}
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+        missing_keys[:] = [k for k in missing_keys if k not in skip]
+
     def initialize_parameters(self, input, *args, **kwargs) -> None:
         if self.has_uninitialized_params():
             with no_grad():
@@ -120,6 +154,14 @@ class LazyLinear(Linear):
                 if self.bias is not None:
                     self.bias.materialize((self.out_features,))
                 self.reset_parameters()
+        if self.in_features == 0:  # materialised by load_state_dict: its in_features, checked
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise AssertionError(
+                    f"The in_features inferred from input: {input.shape[-1]} "
+                    f"is not equal to in_features from self.weight: "
+                    f"{self.weight.shape[-1]}"
+                )
+            self.in_features = input.shape[-1]
 
 
 def _infer_parameters(module, args) -> None:
