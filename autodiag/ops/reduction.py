@@ -676,10 +676,12 @@ def _var_std(input, dim, unbiased, keepdim, correction, cls, sqrt: bool):
     acc = d.astype(np.float64) if d.dtype.kind == "f" and d.dtype.itemsize < 8 else d
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice is NaN
-        if d.size and d.size == n and d.dtype in (np.float32, np.float64):
+        if d.size and d.size == n and d.dtype == np.float32:
             # NOTE: one output (PyTorch's std_var_all_cpu): the mean is self.mean() in the
             # input's dtype (a float32 sum can overflow: std of [-3e38, -3e38, 1] is inf), then
-            # the squares are summed in double around it
+            # the squares are summed in double around it. Not for float64: its squares are not
+            # summed in PyTorch's order either, so the last digit differs anyway, and PyTorch's
+            # mean costs 1.6-2.6x numpy's on small inputs (review, session 14)
             m = acc.dtype.type(cascade_mean(d))
         else:
             m = acc.mean(axis=dims, keepdims=True)
