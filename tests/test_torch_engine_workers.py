@@ -522,3 +522,12 @@ def test_a_script_setting_its_own_thread_profile_is_still_observed(script):
     assert f["location"]["line"] == 8 and f["backward_failed"]
     assert "profiled: True True" in r.stdout + r.stderr  # the script's function ran, and is its
     assert threading.getprofile() is None
+
+
+def test_a_scripts_own_thread_excepthook_is_removed_after_the_run(script):
+    # the runner puts back the process's hook, also when the script replaced autodiag's
+    before = threading.excepthook
+    path = script("import threading\nthreading.excepthook = lambda args: None\n")
+    r = cli("graph", path)
+    assert r.exit_code == 2, r.stderr  # no op: nothing analysed
+    assert threading.excepthook is before

@@ -435,8 +435,9 @@ def _threads_stop_quietly(engine: str = "autodiag"):
     try:
         yield outside
     finally:
-        if threading.excepthook is hook:  # the script may have set its own since
-            threading.excepthook = previous
+        # also when the script set its own since: the process gets back the hook it had (as
+        # the runner restores sys.modules, sys.argv, ...)
+        threading.excepthook = previous
 
 
 def _without_autodiag(tb):
