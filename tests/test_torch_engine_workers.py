@@ -531,3 +531,30 @@ def test_a_scripts_own_thread_excepthook_is_removed_after_the_run(script):
     r = cli("graph", path)
     assert r.exit_code == 2, r.stderr  # no op: nothing analysed
     assert threading.excepthook is before
+
+
+def test_a_scripts_own_frames_stay_in_a_threads_traceback(tmp_path):
+    # only PyTorch's handle_torch_function (torch/overrides.py, called from PyTorch's code) is
+    # dispatch to drop with autodiag's frames: a script's function of that name stays
+    from autodiag.target.script import _without_autodiag
+
+    (tmp_path / "mine.py").write_text(
+        "import autodiag\n"
+        "def caller():\n"
+        "    return handle_torch_function()\n"
+        "def handle_torch_function():\n"
+        "    return autodiag.tensor([1.0]).view(5)\n"
+    )
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mine", tmp_path / "mine.py")
+    mine = importlib.util.module_from_spec(spec)  # not in sys.modules: nothing left behind
+    spec.loader.exec_module(mine)
+    with pytest.raises(RuntimeError) as info:
+        mine.caller()
+    names = []
+    tb = _without_autodiag(info.value.__traceback__)
+    while tb is not None:
+        names.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    assert names[-2:] == ["caller", "handle_torch_function"], names

@@ -449,7 +449,13 @@ def _without_autodiag(tb):
     drop = {i for i, t in enumerate(entries) if t.tb_frame.f_code.co_filename.startswith(_PKG)}
     for i, t in enumerate(entries):
         code = t.tb_frame.f_code
-        if code.co_name == "handle_torch_function" and i + 1 in drop and i > 0:
+        if (
+            code.co_name == "handle_torch_function"
+            and code.co_filename.endswith(_TORCH_OVERRIDES)
+            and i + 1 in drop
+            and i > 0
+            and _TORCH_DIR in entries[i - 1].tb_frame.f_code.co_filename
+        ):  # PyTorch's own dispatch, called by one of PyTorch's methods: a script's frame stays
             drop.update((i - 1, i))
     kept = [t for i, t in enumerate(entries) if i not in drop]
     out = None
@@ -484,6 +490,8 @@ def _tb_entries(tb) -> list:
 
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_TORCH_DIR = os.sep + "torch" + os.sep
+_TORCH_OVERRIDES = _TORCH_DIR + "overrides.py"
 
 
 def _engine(engine: str, run=None):
