@@ -29,27 +29,21 @@ from autodiag.trace.sites import Stack, capture_stack, note_saver
 TRACERS: list = []
 
 
-class _Depth(threading.local):
-    """Per thread, how many traced op calls are running (``n``; nested calls inside an op are
-    not reported): another thread's op in progress never hides this thread's ops."""
+class _Count(threading.local):
+    """A count per thread (``n``)."""
 
     n = 0  # a class default: a new thread starts at 0 without an __init__ call
 
 
-_depth = _Depth()
-
-
-class _Stepping(threading.local):
-    """Per thread, how many ``Optimizer.step`` calls are running (``n``; optim/optimizer.py's
-    ``_hooked_step`` counts them, from the step's pre hooks to its post hooks, as PyTorch's
-    global step hooks bracket a step on ``--engine torch``): an in-place write made while a
-    step runs is the optimizer's, whatever optimizer class made it (NOTE [Retained saves] in
-    analysis/inplace.py). Another thread's step says nothing about this thread's writes."""
-
-    n = 0  # a class default: a new thread starts at 0 without an __init__ call
-
-
-STEPPING = _Stepping()
+# How many traced op calls are running in this thread (nested calls inside an op are not
+# reported): another thread's op in progress never hides this thread's ops.
+_depth = _Count()
+# How many ``Optimizer.step`` calls are running in this thread, from the step's pre hooks to its
+# post hooks (optim/optimizer.py's ``_hooked_step``; on ``--engine torch`` PyTorch's global step
+# hooks, engines/torch/hooks.py): an in-place write made while a step runs is the optimizer's,
+# whatever optimizer class made it (NOTE [Retained saves] in analysis/inplace.py). Another
+# thread's step says nothing about this thread's writes.
+STEPPING = _Count()
 # What the engine reported while a tracer was installed: [outermost ops, backward/grad calls,
 # optimizer steps, and of the ops those PyTorch's observer reported (--engine torch)]. The
 # target runner reads them (a run in which nothing was recorded analysed nothing; a run on

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 import warnings
 
 import torch
@@ -47,7 +46,7 @@ _is_compiling = torch.compiler.is_compiling
 # bookkeeping (half of ``check``'s cost on the MLP step, tests/perf/bench_torch_engine.py).
 # Listeners run with torch functions' overrides off: what they do is autodiag's, not the
 # script's.
-_own = torch._C.DisableTorchFunction
+_own = seam.own_calls
 
 
 def _fire(listeners, node, grad_inputs, grad_outputs) -> None:
@@ -112,34 +111,18 @@ def remove(handles: list) -> None:
 # the count stays up, and no-grad ops stay unreported until the run ends (the script has failed
 # by then, as a rule).
 # Counted per thread: a step running in one thread says nothing about another thread's ops.
-
-
-class _PerThreadCount(threading.local):
-    """A count per thread, read and written as ``STEPPING[0]`` (as the list it replaced:
-    observe.py's per-op path reads it so)."""
-
-    def __init__(self):
-        self.n = 0
-
-    def __getitem__(self, i: int) -> int:
-        return self.n
-
-    def __setitem__(self, i: int, value: int) -> None:
-        self.n = value
-
-
-STEPPING = _PerThreadCount()
+STEPPING = events.STEPPING  # the count autodiag's own optimizers keep on its engine
 
 
 def _optimizer_stepping(optimizer, args, kwargs) -> None:
     if not _is_compiling():
-        STEPPING[0] += 1
+        STEPPING.n += 1
 
 
 def _optimizer_stepped(listeners, optimizer, args, kwargs) -> None:
     if _is_compiling():
         return
-    STEPPING[0] = max(0, STEPPING[0] - 1)
+    STEPPING.n = max(0, STEPPING.n - 1)
     events.REPORTED[2] += 1
     with _own():  # NOTE [Listeners' own reads]
         for t in listeners:
@@ -184,4 +167,4 @@ def installed(op_listeners: tuple, step_listeners: tuple, op_watchers: list | tu
     finally:
         remove(handles)
         del events.MODULES.stack[:]  # this thread's: the one that ran the script
-        STEPPING[0] = 0
+        STEPPING.n = 0

@@ -29,13 +29,13 @@ from torch.utils._pytree import tree_leaves
 
 from autodiag.engines.torch.seam import ACCUMULATE as _ACCUMULATE
 from autodiag.engines.torch.seam import MODULE
+from autodiag.engines.torch.seam import own_calls as _own
 
 _is_compiling = torch.compiler.is_compiling
 # NOTE: the number the next node made in this thread gets (PyTorch's thread-local counter);
 # nodes made inside a module's forward are numbered from the mark taken when it started
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 _Tensor = torch.Tensor
-_own = torch._C.DisableTorchFunction  # NOTE [Listeners' own reads] in hooks.py
 
 
 class _Calls(threading.local):

@@ -208,7 +208,7 @@ class Observer:
             for t in written:
                 if t.__class__ is _Tensor or isinstance(t, _Tensor):
                     self.wrote(name, t, stack)
-        if hooks.STEPPING[0] and not torch.is_grad_enabled():
+        if hooks.STEPPING.n and not torch.is_grad_enabled():
             return  # an optimizer's own arithmetic: NOTE [Optimizer internals] in hooks.py
         for w in self.op_watchers:
             w.torch_op(name, args, kwargs, out, made)
@@ -311,7 +311,7 @@ class Observer:
         if stack is None:
             stack = capture_stack(4)
         no_grad = not torch.is_grad_enabled()
-        by_optimizer = hooks.STEPPING[0] > 0  # inside an optimizer's step (NOTE [Retained saves])
+        by_optimizer = hooks.STEPPING.n > 0  # inside an optimizer's step (NOTE [Retained saves])
         for p in hazards:
             for sink in self.sinks:
                 h = sink.note_hazard(
