@@ -90,6 +90,10 @@ TORCH_MODULES = {
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 
+# PyTorch functions whose names autodiag's package gives to a module of its own: ``torch.trace``
+# is the op (``Tensor.trace``), ``autodiag.trace`` the tracing API.
+SHADOWED_OPS = ("trace",)
+
 # Packages built on PyTorch's internals: under the alias they would import autodiag as their
 # torch and fail somewhere inside; refusing them at the import names the real cause.
 _TORCH_PACKAGES = ("torchvision", "torchaudio", "torchtext", "torchdata")
@@ -148,9 +152,14 @@ class _TorchModule(types.ModuleType):
             raise NotProvided(f"{self.__name__}.{name}") from None
         if isinstance(value, types.ModuleType):
             torch_name = _AUTODIAG_MODULES.get(value.__name__)
-            if torch_name is None:  # an autodiag-only module (autodiag.trace, ...)
+            if torch_name is not None:
+                value = _stand_in(torch_name)
+            elif self.__name__ == "torch" and name in SHADOWED_OPS:
+                from autodiag.ops import REGISTRY
+
+                value = REGISTRY[name]
+            else:  # an autodiag-only module (autodiag.trace, ...)
                 raise NotProvided(f"{self.__name__}.{name}")
-            value = _stand_in(torch_name)
         if isinstance(
             value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
         ):
