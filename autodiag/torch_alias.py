@@ -87,6 +87,7 @@ TORCH_MODULES = {
     "torch.nn.modules.transformer": "autodiag.nn.modules.transformer",
     "torch.nn.parallel": "autodiag.nn.parallel",
     "torch.hub": "autodiag.hub",
+    "torch.sparse": "autodiag.sparse",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 
@@ -260,7 +261,9 @@ _CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)' from '([^']+)'")
 def missing_name(exc: BaseException) -> str | None:
     """The ``torch.*`` name autodiag lacks that ``exc`` (escaping a script run under the
     alias) is about, or None when ``exc`` is about something else."""
-    if isinstance(exc, (NotProvided, ModuleNotProvided)):
+    from autodiag.ops.sparse_coo import SparseNotSupported
+
+    if isinstance(exc, (NotProvided, ModuleNotProvided, SparseNotSupported)):
         return exc.qualname
     if isinstance(exc, ImportError) and not isinstance(exc, ModuleNotFoundError):
         m = _CANNOT_IMPORT.match(str(exc))

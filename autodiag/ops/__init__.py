@@ -22,6 +22,7 @@ from autodiag.ops import (  # noqa: F401
     sampling,
     selection,
     shape,
+    sparse_coo,
     stats,
     trig,
     unfold_windows,
