@@ -104,10 +104,10 @@ def test_import_torch_script_finds_what_the_autodiag_version_finds(script, comma
         ("import torchvision\n", 1, "torchvision", "import torchvision"),
         # a method of PyTorch's Tensor autodiag's lacks: exit 2 too, not the script's failure
         (
-            "import torch\na = torch.eye(3).to_sparse()\n",
+            "import torch\na = torch.eye(3).to_sparse_csr()\n",
             2,
-            "Tensor.to_sparse",
-            "a = torch.eye(3).to_sparse()",
+            "Tensor.to_sparse_csr",
+            "a = torch.eye(3).to_sparse_csr()",
         ),
         (
             "import torch\ndef f(x):\n    return x.to_mkldnn()\nf(torch.ones(2))\n",
@@ -123,10 +123,10 @@ def test_import_torch_script_finds_what_the_autodiag_version_finds(script, comma
             "y = torch.Tensor.lgamma(x)",
         ),
         (
-            "import torch\nf = torch.nn.Parameter.to_sparse\n",
+            "import torch\nf = torch.nn.Parameter.to_sparse_csr\n",
             2,
-            "Tensor.to_sparse",
-            "f = torch.nn.Parameter.to_sparse",
+            "Tensor.to_sparse_csr",
+            "f = torch.nn.Parameter.to_sparse_csr",
         ),
         (
             "import torch\np = torch.nn.Parameter(torch.ones(2))\nq = p.lgamma()\n",
