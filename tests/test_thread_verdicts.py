@@ -303,3 +303,219 @@ def test_a_thread_still_running_after_the_run_is_left_to_python(script):
     finally:
         threading.excepthook = before
     assert got == [ValueError]
+
+
+# --- leaks: steps per thread (NOTE [Steps per thread] in analysis/leaks.py) ------------------
+
+# Two threads train at once. ``fast`` steps its optimizer 30 times; ``accumulate`` sums a loss
+# over 10 micro-batches per step (3 steps), and ``fast`` steps once between each two of them
+# (the semaphores make the interleaving certain). ``accumulate``'s graph in progress spans 10 of
+# ``fast``'s steps: with one process-wide step count it was judged graph kept across steps,
+# growing, and reported as a graph_leak (a local variable ``total`` that no one leaks).
+TWO_TRAINERS = """\
+import threading
+import torch
+
+built, stepped = threading.Semaphore(0), threading.Semaphore(0)
+
+
+def fast(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(30):
+        built.acquire(timeout=30)  # the other thread added a micro-batch to its graph
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        stepped.release()
+
+
+def accumulate(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    window = []  # kept for a step, then cleared: no leak either
+    for step in range(3):
+        total = 0
+        for micro in range(10):
+            part = model(torch.randn(4, 8)).pow(2).mean()
+            window.append(part)
+            total = total + part
+            built.release()
+            stepped.acquire(timeout=30)  # the other thread stepped meanwhile
+        opt.zero_grad()
+        total.backward()
+        opt.step()
+        window.clear()
+"""
+
+CLEAN_AND_LEAKY = """\
+import threading
+import torch
+
+
+def clean(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(20):
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def leaky(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    history = []  # HOLDER
+    for step in range(12):
+        loss = model(torch.randn(4, 8)).pow(2).mean()  # CREATED
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        history.append(loss){fix}
+"""
+
+# Where the two threads (targets ``{a}`` and ``{b}``) are started.
+TWO_PLACEMENTS = {
+    "module": """\
+ts = [threading.Thread(target={a}, args=(0,)), threading.Thread(target={b}, args=(1,))]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+""",
+    "function": """\
+def run():
+    ts = [threading.Thread(target={a}, args=(0,)), threading.Thread(target={b}, args=(1,))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+run()
+""",
+    "method": """\
+class Runner:
+    def fit(self):
+        ts = [threading.Thread(target=self.a), threading.Thread(target=self.b)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    def a(self):
+        {a}(0)
+
+    def b(self):
+        {b}(1)
+
+Runner().fit()
+""",
+    "main_loop": """\
+def main():
+    for epoch in range(1):
+        ts = [threading.Thread(target={a}, args=(0,)), threading.Thread(target={b}, args=(1,))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+if __name__ == "__main__":
+    main()
+""",
+}
+
+
+def _two(engine: str, source: str, a: str, b: str, placement: str) -> str:
+    if engine == "autodiag":
+        source = source.replace("import torch", "import autodiag as torch")
+    start = TWO_PLACEMENTS[placement].format(a=a, b=b)
+    return source + "\n\n" + start
+
+
+def _leaks(doc) -> list:
+    return [f for f in doc["findings"] if f["kind"] == "graph_leak"]
+
+
+@pytest.mark.parametrize("placement", list(TWO_PLACEMENTS))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_another_threads_steps_do_not_make_a_graph_in_progress_a_leak(script, engine, placement):
+    path = script(_two(engine, TWO_TRAINERS, "fast", "accumulate", placement))
+    r = _run("leaks", path, engine, "-f", "json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and _leaks(doc) == [], r.stdout[-3000:] + r.stderr[-2000:]
+    # the census shown is the busiest thread's: fast's 30 steps, none of them retained
+    assert len(doc["steps"]) == 30 and doc["step_source"] == "optimizer"
+    assert all(c["nodes"] == 0 for c in doc["steps"])
+
+
+@pytest.mark.parametrize("placement", list(TWO_PLACEMENTS))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_leak_in_one_of_two_threads_is_found_with_its_lines(script, engine, placement):
+    source = _two(engine, CLEAN_AND_LEAKY.format(fix=""), "clean", "leaky", placement)
+    r = _run("leaks", script(source), engine, "-f", "json")
+    assert r.exit_code == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    (leak,) = _leaks(json.loads(r.stdout))
+    assert leak["severity"] == "error"
+    assert leak["holder"]["name"] == "history" and leak["holder"]["function"] == "leaky"
+    assert leak["location"]["line"] == _line(source, "HOLDER")
+    assert leak["created_at"]["line"] == _line(source, "CREATED")
+    # fixed (a number kept instead of the tensor): clean
+    fixed = _two(engine, CLEAN_AND_LEAKY.format(fix=".item()"), "clean", "leaky", placement)
+    fixed = fixed.replace("history.append(loss).item()", "history.append(loss.item())")
+    r = _run("leaks", script(fixed, name="fixed.py"), engine, "-f", "json")
+    assert r.exit_code == 0 and _leaks(json.loads(r.stdout)) == [], r.stdout[-3000:]
+
+
+HELD_BY_ANOTHER_THREAD = """\
+import queue
+import threading
+import torch
+
+
+def produce(q):
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(12):
+        loss = model(torch.randn(4, 8)).pow(2).mean()  # CREATED
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        q.put(loss)
+        q.join()  # the main thread has it in its list
+    q.put(None)
+
+
+def main():
+    q = queue.Queue()
+    t = threading.Thread(target=produce, args=(q,))
+    t.start()
+    got = []  # HOLDER
+    while (item := q.get()) is not None:
+        got.append(item)
+        q.task_done()
+    t.join()
+
+
+main()
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_leak_held_in_another_threads_frame_is_named(script, engine):
+    # the worker's graphs, judged at the worker's steps, are held by a local of main() in the
+    # main thread: the holder search reads the other threads' frames too
+    source = HELD_BY_ANOTHER_THREAD
+    if engine == "autodiag":
+        source = source.replace("import torch", "import autodiag as torch")
+    r = _run("leaks", script(source), engine, "-f", "json")
+    assert r.exit_code == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    (leak,) = _leaks(json.loads(r.stdout))
+    assert leak["holder"]["name"] == "got" and leak["holder"]["function"] == "main"
+    assert leak["location"]["line"] == _line(source, "HOLDER")
+    assert leak["created_at"]["line"] == _line(source, "CREATED")

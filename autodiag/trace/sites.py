@@ -132,11 +132,12 @@ def code_site(code, lasti: int):
     return (code, line)
 
 
-def live_user_frames(skip: int = 1) -> list:
+def live_user_frames(skip: int = 1, top=None) -> list:
     """The frame objects of the user's code on the current call stack, innermost first (for
-    analyses that must read live locals, such as the leak detector's holder search)."""
+    analyses that must read live locals, such as the leak detector's holder search); with
+    ``top``, on the stack of that frame (another thread's, from ``sys._current_frames()``)."""
     out = []
-    f = sys._getframe(skip)
+    f = sys._getframe(skip) if top is None else top
     while f is not None:
         k = _kind_of(f.f_code)
         if k == _STOP:
