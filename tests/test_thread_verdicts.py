@@ -463,6 +463,9 @@ def test_a_leak_in_one_of_two_threads_is_found_with_its_lines(script, engine, pl
     (leak,) = _leaks(json.loads(r.stdout))
     assert leak["severity"] == "error"
     assert leak["holder"]["name"] == "history" and leak["holder"]["function"] == "leaky"
+    # judged against the steps of the thread that made the graph, which the finding names
+    assert leak["thread"].endswith(("(leaky)", "(b)")), leak
+    assert f"By step {leak['detected_at_step']} of thread {leak['thread']}," in leak["message"]
     assert leak["location"]["line"] == _line(source, "HOLDER")
     assert leak["created_at"]["line"] == _line(source, "CREATED")
     # fixed (a number kept instead of the tensor): clean

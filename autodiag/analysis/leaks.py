@@ -492,9 +492,14 @@ class LeakFinder(Tracer):
             )
         else:
             held = f"holds a tensor{created} whose graph retains {leak.nodes_each} nodes"
+        # a thread the script started: its steps are its own (NOTE [Steps per thread])
+        thread = None
+        if leak.timeline is not None and leak.timeline is not self._timelines[0]:
+            thread = leak.timeline.thread
+        of = f" of thread {thread}" if thread else ""
         if leak.growing:
             msg = (
-                f"{what} {held}. By step {c['step']}, {c['nodes']} nodes "
+                f"{what} {held}. By step {c['step']}{of}, {c['nodes']} nodes "
                 f"({fmt_bytes(c['bytes'])}) from {c['steps']} earlier steps were alive, "
                 f"growing by +{dn:.0f} nodes / +{fmt_bytes(db)} per step"
             )
@@ -535,6 +540,7 @@ class LeakFinder(Tracer):
             "retained_at_end": {k: last[k] for k in ("nodes", "bytes", "steps")},
             "growing": leak.growing,
             "bounded": bounded,
+            **({"thread": thread} if thread else {}),
         }
         severity = "error" if leak.growing and not bounded else "warning"
         return Finding(

@@ -5,7 +5,9 @@ on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. Wh
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
 ``--timeout`` stops it; ``import torch`` gives autodiag (``autodiag.torch_alias``), and a
-``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2). ``sys.argv``,
+``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2); a thread the
+script started that dies of an error fails the run as the script's own error does (NOTE [Thread
+errors]). ``sys.argv``,
 ``sys.path``, the modules it imported from its own folder, the working directory, stdin/stdout,
 grad mode, anomaly mode, the default dtype and the engine's count of backward calls (a script's
 calls are numbered from 1, as in its own process) are restored afterwards.
