@@ -7,10 +7,10 @@ standard output goes to standard error (so autodiag's report on stdout stays par
 ``--timeout`` stops it; ``import torch`` gives autodiag (``autodiag.torch_alias``), and a
 ``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2); a thread the
 script started that dies of an error fails the run as the script's own error does (NOTE [Thread
-errors]). ``sys.argv``,
-``sys.path``, the modules it imported from its own folder, the working directory, stdin/stdout,
-grad mode, anomaly mode, the default dtype and the engine's count of backward calls (a script's
-calls are numbered from 1, as in its own process) are restored afterwards.
+errors]). ``sys.argv``, ``sys.path``, the modules it imported from its own folder, the working
+directory, stdin/stdout, grad mode, anomaly mode, the default dtype and the engine's count of
+backward calls (a script's calls are numbered from 1, as in its own process) are restored
+afterwards.
 """
 
 from __future__ import annotations
