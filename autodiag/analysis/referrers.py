@@ -27,7 +27,6 @@ import dataclasses
 import gc
 import re
 import sys
-import threading
 import types
 
 from autodiag._look import attributes, is_a, look, module_file, type_name
@@ -59,7 +58,10 @@ def find_holder(obj, ignore: tuple = (), max_expansions: int = 80) -> tuple[Hold
     ``ignore``: containers of the caller's that refer to ``obj`` and must not count as holders.
     The chain holds strong references: drop it as soon as it has been read.
     """
-    frames = [(f, f.f_locals, f.f_code.co_name == "<module>") for f in _user_frames()]
+    frames = [
+        (f, f.f_locals, f.f_code.co_name == "<module>")
+        for f in live_user_frames(2, other_threads=True)
+    ]
     ignored = {id(x) for x in ignore}
     objs: dict = {id(obj): obj}  # id -> object, for every object met
     down: dict = {}  # id(referrer) -> id(the object it refers to), towards ``obj``
@@ -103,23 +105,6 @@ def find_holder(obj, ignore: tuple = (), max_expansions: int = 80) -> tuple[Hold
 
 
 # --- roots ------------------------------------------------------------------------------------
-
-
-def _user_frames() -> list:
-    """The user's running frames: those of the calling thread first (innermost first), then
-    those of the script's other threads (a list local to ``main()`` that a worker thread fills
-    with its graphs is held from the main thread's frame)."""
-    own = live_user_frames(3)
-    others = sys._current_frames()
-    # this thread's entry is this very frame: kept in a local, it would make a cycle that keeps
-    # the callers' frames (and the graphs their locals hold) alive until a collection
-    del others[threading.get_ident()]
-    try:
-        for top in others.values():
-            own += live_user_frames(top=top)
-    finally:
-        del others
-    return own
 
 
 def _frame_root(x, frames) -> tuple | None:
