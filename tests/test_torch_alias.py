@@ -360,4 +360,8 @@ def test_a_name_autodiag_lacks_used_in_a_worker_thread_is_exit_2_not_a_pass(scri
         x.sum().backward()
         """)
     r = cli("check", path)
-    assert r.exit_code == 0, r.stderr  # in-process, pytest's thread hook takes the traceback
+    # the thread died of it: the run failed (exit 3, the thread named), as in the script's own
+    # thread; in-process, pytest's thread hook takes the printed traceback
+    assert r.exit_code == 3, r.stderr
+    assert "AttributeError: 'Tensor' object has no attribute 'sinn'" in r.stderr
+    assert "does not provide" not in r.stderr
