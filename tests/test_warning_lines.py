@@ -170,3 +170,14 @@ def test_an_op_error_shows_the_scripts_line_once(tmp_path, engine):
     assert ours.returncode == 3, ours.stderr[-3000:]
     frames = [ln.strip() for ln in ours.stderr.splitlines() if ln.strip().startswith("File ")]
     assert [f.rsplit(", ", 1)[-1] for f in frames] == ["in <module>", "in f"], ours.stderr
+
+
+def test_warning_attribute_reads_name_the_scripts_line_on_torch(tmp_path):
+    """Attribute reads take the mode's short path, but for those PyTorch warns about (``.T`` of
+    a tensor that is not 2-D; autodiag's engine does not give that warning yet)."""
+    pytest.importorskip("torch")
+    text = "import torch\n\nz = torch.ones(2, 3, 4, requires_grad=True)\nw = (z * 2).T\nw.grad\n"
+    plain, ours = _plain_and_cli(tmp_path, "torch", text)
+    printed = [ln for ln in plain.stderr.splitlines() if "Warning:" in ln]
+    assert [ln.split(": ")[0] for ln in printed] == [f"{tmp_path / 'warns.py'}:{n}" for n in (4, 5)]
+    assert [ln for ln in ours.stderr.splitlines() if "Warning:" in ln] == printed, ours.stderr

@@ -473,10 +473,13 @@ class _Mode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__" or name == "__set__":  # attribute reads (x.grad_fn, x.shape)
             # (half the calls of a training step: first, before anything else is asked)
-            if _is_compiling():
+            if getattr(getattr(func, "__self__", None), "__name__", None) not in _WARN_ATTRS:
                 return func(*args) if not kwargs else func(*args, **kwargs)
+            kwargs = kwargs or _NO_KWARGS
+            if _is_compiling():
+                return func(*args, **kwargs)
             try:  # NOTE [Warnings at the user's line]: ``x.grad`` of a non-leaf warns
-                return _from_callers_line(sys._getframe(1))(func, args, kwargs or _NO_KWARGS)
+                return _from_callers_line(_getframe(1))(func, args, kwargs)
             except BaseException as e:
                 _drop_call_frame(e)
                 raise
@@ -484,7 +487,12 @@ class _Mode(TorchFunctionMode):
             kwargs = {}
         if self.own or _is_compiling():
             return func(*args, **kwargs)
-        call = _from_callers_line(sys._getframe(1))  # NOTE [Warnings at the user's line]
+        # NOTE [Warnings at the user's line] (``_from_callers_line``, inlined: every op)
+        f = _getframe(1)
+        if f.f_code is _HANDLE:
+            f = f.f_back.f_back
+        site = _call_sites.get((id(f.f_code), f.f_lasti))
+        call = site[0] if site is not None else _new_call_site(f)
         kind = _BACKWARD.get(func)
         if kind is not None:
             return self.observer.backward(kind, func, args, kwargs, call)
@@ -521,7 +529,8 @@ class _Mode(TorchFunctionMode):
 # table on every read); at most ``MAX_CALL_SITES`` per run, past which ops are called from
 # here. The frame is autodiag's: stacks skip it (``sites.hide_code``), a traceback through
 # the op drops it (``_drop_call_frame``), and so does an anomaly-mode stack
-# (``_without_own_frames``).
+# (``_without_own_frames``). Attribute reads (half the mode's calls) take this path only for
+# the attributes that warn (``_WARN_ATTRS``).
 
 
 def _call_op(func, args, kwargs):
@@ -529,6 +538,10 @@ def _call_op(func, args, kwargs):
 
 
 _NO_KWARGS: dict = {}
+_getframe = sys._getframe
+# the attributes whose reads (or writes) PyTorch warns about: ``.grad`` of a non-leaf, ``.T`` of
+# a tensor that is not 2-D, ``.volatile``; any other attribute is read without the call site
+_WARN_ATTRS = frozenset({"grad", "T", "volatile"})
 _HANDLE = torch.overrides.handle_torch_function.__code__
 _CALL_CODE = _call_op.__code__
 # the line table of _call_op (RESUME on its def line, the call on the next) without columns:
