@@ -58,6 +58,7 @@ _BACKWARD = {
 }
 _SIGNATURES = {f: _pyinspect.signature(f) for f in _BACKWARD}
 _TENSOR_BACKWARD = torch.Tensor.backward
+_KEYWORDS = frozenset(_SIGNATURES[_TENSOR_BACKWARD].parameters) - {"self"}
 SWEEP_EVERY = 10_000  # watched saves between sweeps of the storages whose saves are all gone
 
 # Names ending in "_" that do not write the tensor's values.
@@ -378,8 +379,11 @@ class Observer:
     # --- backward calls -------------------------------------------------------------------
 
     def backward(self, kind: str, func, args, kwargs, call_op=None):
-        if func is _TENSOR_BACKWARD and len(args) == 1 and not kwargs:
-            a = {"self": args[0]}  # loss.backward(): once per step, without a signature bind
+        if func is _TENSOR_BACKWARD and len(args) == 1 and _KEYWORDS.issuperset(kwargs):
+            # loss.backward(): once per step, without a signature bind (Tensor.backward hands
+            # itself to the mode with its four parameters as keywords, whatever the call)
+            a = dict(kwargs)
+            a["self"] = args[0]
         else:
             a = _SIGNATURES[func].bind(*args, **kwargs).arguments
         if func is torch.Tensor.backward:
@@ -639,6 +643,7 @@ _FRAME_FILE = re.compile(r'  File "(.*?)", line \d+, in ')
 _OWN_DIR = sites._PKG_DIR  # autodiag's package
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OVERRIDES = os.path.abspath(torch.overrides.__file__)
+_THIS_FILE = os.path.abspath(__file__)
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 
@@ -667,9 +672,14 @@ def _without_own_frames(stack: list) -> list:
                 if i - 2 >= start and files[i - 2].startswith(_TORCH_DIR):
                     drop.add(i - 2)
             # the mode's call of the op, made from the script's line (NOTE [Warnings at the
-            # user's line]): the entry after the mode's, in the script's file
+            # user's line]): the entry after this module's, in the script's file
             j = i + 1
-            if j < len(files) and files[j] and not files[j].startswith((_OWN_DIR, _TORCH_DIR)):
+            if (
+                files[i] == _THIS_FILE
+                and j < len(files)
+                and files[j]
+                and not files[j].startswith((_OWN_DIR, _TORCH_DIR))
+            ):
                 drop.add(j)
     if not start and not drop:
         return stack
