@@ -477,7 +477,9 @@ class _Mode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__" or name == "__set__":  # attribute reads (x.grad_fn, x.shape)
             # (half the calls of a training step: first, before anything else is asked)
-            if getattr(getattr(func, "__self__", None), "__name__", None) not in _WARN_ATTRS:
+            attr = getattr(getattr(func, "__self__", None), "__name__", None)
+            if attr not in _WARN_ATTRS or (attr == "grad" and getattr(args[0], "is_leaf", 0)):
+                # (a leaf's .grad, the optimizers' many reads, never warns)
                 return func(*args) if not kwargs else func(*args, **kwargs)
             kwargs = kwargs or _NO_KWARGS
             if _is_compiling():
