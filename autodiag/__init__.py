@@ -87,6 +87,7 @@ def _engine() -> dict:
     )
     from autodiag.generator import Generator, default_generator
     from autodiag.ops import torch_namespace as _torch_namespace
+    from autodiag.ops.sparse_coo import layout, sparse_coo, strided
     from autodiag.random import get_rng_state, initial_seed, manual_seed, seed, set_rng_state
     from autodiag.size import Size
     from autodiag.tensor import Tensor

@@ -87,8 +87,13 @@ TORCH_MODULES = {
     "torch.nn.modules.transformer": "autodiag.nn.modules.transformer",
     "torch.nn.parallel": "autodiag.nn.parallel",
     "torch.hub": "autodiag.hub",
+    "torch.sparse": "autodiag.sparse",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
+
+# PyTorch functions whose names autodiag's package gives to a module of its own: ``torch.trace``
+# is the op (``Tensor.trace``), ``autodiag.trace`` the tracing API.
+SHADOWED_OPS = ("trace",)
 
 # Packages built on PyTorch's internals: under the alias they would import autodiag as their
 # torch and fail somewhere inside; refusing them at the import names the real cause.
@@ -148,9 +153,14 @@ class _TorchModule(types.ModuleType):
             raise NotProvided(f"{self.__name__}.{name}") from None
         if isinstance(value, types.ModuleType):
             torch_name = _AUTODIAG_MODULES.get(value.__name__)
-            if torch_name is None:  # an autodiag-only module (autodiag.trace, ...)
+            if torch_name is not None:
+                value = _stand_in(torch_name)
+            elif self.__name__ == "torch" and name in SHADOWED_OPS:
+                from autodiag.ops import REGISTRY
+
+                value = REGISTRY[name]
+            else:  # an autodiag-only module (autodiag.trace, ...)
                 raise NotProvided(f"{self.__name__}.{name}")
-            value = _stand_in(torch_name)
         if isinstance(
             value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
         ):
@@ -251,7 +261,9 @@ _CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)' from '([^']+)'")
 def missing_name(exc: BaseException) -> str | None:
     """The ``torch.*`` name autodiag lacks that ``exc`` (escaping a script run under the
     alias) is about, or None when ``exc`` is about something else."""
-    if isinstance(exc, (NotProvided, ModuleNotProvided)):
+    from autodiag.ops.sparse_coo import SparseNotSupported
+
+    if isinstance(exc, (NotProvided, ModuleNotProvided, SparseNotSupported)):
         return exc.qualname
     if isinstance(exc, ImportError) and not isinstance(exc, ModuleNotFoundError):
         m = _CANNOT_IMPORT.match(str(exc))

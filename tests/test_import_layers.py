@@ -53,6 +53,7 @@ LAYERS = [
         [
             "autodiag.ops",
             "autodiag.ops.*",
+            "autodiag.sparse",
             "autodiag.compat",
             "autodiag.generator",
             "autodiag.random",

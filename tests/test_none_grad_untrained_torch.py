@@ -1,7 +1,8 @@
 """NOTE [Untrained on purpose]: a parameter the run used but none of its optimizers holds,
 while the run has optimizers, is not trained on purpose (the LSTM tutorial's demonstration
-``lstm = nn.LSTM(3, 3)`` run forward once, a DQN target network): no ``none_grad`` for it, on
-either engine. A parameter an optimizer holds that gets no gradient is still an error, so is a
+``lstm = nn.LSTM(3, 3)`` run forward once, a DQN target network, a model whose values are
+read out to start another, a frozen layer used through ``detach()``): no ``none_grad`` for it,
+on either engine. A parameter an optimizer holds that gets no gradient is still an error, so is a
 layer built and never used, and every unreached parameter of a script without optimizer (manual
 SGD)."""
 
@@ -25,13 +26,16 @@ target_net = nn.Linear(4, 2)  # a target network: forward under no_grad only
 model = nn.Linear(4, 2)
 held_unused = nn.Parameter(torch.randn(2))  # in the optimizer, never used
 forgotten = nn.Linear(4, 2)  # built, never used, in no optimizer: still a finding
+snapshot = nn.Linear(4, 2)  # its values read out once (another model's start), never trained
+init = [p.detach().numpy().copy() for p in snapshot.parameters()]
+frozen = nn.Linear(4, 4)  # a frozen feature extractor: its weight's detach() feeds the graph
 opt = torch.optim.SGD(list(model.parameters()) + [held_unused], lr=0.1)
 x = torch.randn(8, 4)
 for step in range(3):
     opt.zero_grad()
     with torch.no_grad():
         goal = target_net(x)
-    loss = (model(x) - goal).pow(2).mean()
+    loss = (model(x @ frozen.weight.detach() + frozen.bias.detach()) - goal).pow(2).mean()
     loss.backward()  # LOSS
     opt.step()
 """

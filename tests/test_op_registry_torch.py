@@ -28,6 +28,11 @@ ATEN_BINDINGS = {
 ATEN_BINDINGS |= {"kl_div", "cosine_embedding_loss", "margin_ranking_loss"}  # int reduction
 
 
+# ``torch.<name>`` ops whose name is an autodiag module (``autodiag.trace`` is the tracing API):
+# the op is the Tensor method and, through the ``import torch`` alias, ``torch.<name>``.
+SHADOWED = {"trace"}
+
+
 def test_every_op_is_registered_once_with_one_record():
     assert list(OPS) == list(REGISTRY)
     assert all(OPS[n].op is REGISTRY[n] for n in OPS)
@@ -39,7 +44,14 @@ def test_registered_op_is_where_torch_has_it(torch, name):
     in_torch = hasattr(torch, name) and name not in ATEN_BINDINGS
     assert in_torch == (info.home == "torch"), f"torch.{name}: {in_torch}, registered {info}"
     assert hasattr(ad, name) == in_torch, f"autodiag.{name}"
-    if in_torch:
+    if in_torch and name in SHADOWED:
+        from autodiag.torch_alias import torch_alias
+
+        with torch_alias():
+            import torch as aliased
+
+            assert getattr(aliased, name) is info.op
+    elif in_torch:
         assert getattr(ad, name) is info.op
     assert hasattr(torch.Tensor, name) == (info.method is not None), f"Tensor.{name}"
     assert hasattr(ad.Tensor, name) == (info.method is not None), f"autodiag Tensor.{name}"
@@ -58,6 +70,9 @@ def test_declared_inplace_twin_is_torchs(torch, name):
     x = ad.tensor([0.5, 0.25], dtype=ad.float64)
     if name in ("tril", "triu"):  # matrices only
         x = x.reshape(1, 2)
+    if name in ("acosh", "arccosh"):  # defined from 1 up
+        x = x + 1
+    y = ad.tensor([1.0, 2.0], dtype=ad.float64)
     args = {
         "clamp": (0.3,),
         "clip": (0.3,),
@@ -68,6 +83,11 @@ def test_declared_inplace_twin_is_torchs(torch, name):
         "masked_fill": (ad.tensor([True, False]), -1.0),
         "tril": (-1,),
         "triu": (1,),
+        "atan2": (y,),
+        "arctan2": (y,),
+        "hypot": (y,),
+        "addcmul": (y, y),
+        "addcdiv": (y, y),
     }.get(
         name,
         (2.0,)

@@ -192,7 +192,10 @@ def test_a_workers_chained_errors_are_printed_without_autodiags_frames(script, e
     path = script(CHAINED_IN_A_THREAD)
     run = [sys.executable, "-m", "autodiag", "check", path, "--engine", engine, "-q"]
     r = subprocess.run(run, capture_output=True, text=True, env=ENV, timeout=300)
-    assert r.returncode == 0, r.stderr
+    # the thread died of its error: the run failed (NOTE [Thread errors]), as the script's own
+    # error would make it
+    assert r.returncode == 3, r.stderr
+    assert "a thread of" in r.stderr and "(trainer) raised ValueError: wrapped" in r.stderr
     printed = r.stderr.split("Exception in thread trainer:")[1]
     assert f'File "{path}", line 5, in inner' in printed
     assert "The above exception was the direct cause" in printed

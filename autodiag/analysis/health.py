@@ -58,6 +58,11 @@ from autodiag.trace.sites import capture_stack, live_user_frames
 
 CONVERT_OPS = frozenset({"item", "tolist", "numpy"})
 DETACH_OPS = frozenset({"detach", "detach_"})
+# reads of a tensor's shape, not of its values: no use of a parameter (PyTorch's nn.init reads
+# them while a module is built, and --engine torch sees those calls)
+SHAPE_READS = frozenset(
+    {"dim", "ndimension", "size", "numel", "nelement", "stride", "is_contiguous"}
+)
 MAX_WALK = 10_000  # nodes walked from a detached/converted tensor to its leaves
 MAX_FRAMES_SCANNED = 16  # user frames whose locals are searched for parameters
 RECENT = 8  # norms kept per parameter for the report
@@ -515,7 +520,10 @@ class NoneGrad(HealthDetector):
             if t.grad_fn is None:
                 if t.requires_grad:
                     use = self.of(health.leaf(t))
-                    use.used = True
+                    if node is not None or not (
+                        op in SHAPE_READS or op[-1:] == "_" and t is inputs[0]
+                    ):  # a value written in place without a graph (initialised) is not used
+                        use.used = True
                     if node is not None:
                         if use.graph is None:
                             use.graph = stack
@@ -611,17 +619,15 @@ class NoneGrad(HealthDetector):
                 reason="zero",
                 steps=use.received,
             )
-        if (
-            health.optimizers_seen
-            and not rec.in_optimizer
-            and (use.graph is not None or use.no_grad is not None)
-        ):
+        if health.optimizers_seen and not rec.in_optimizer and use.used:
             # NOTE [Untrained on purpose]: the run trains with optimizers, none of them holds
-            # this parameter, and the script ran it (in a graph, or under no_grad): a module it
-            # runs but does not train (the LSTM tutorial's demonstration ``lstm = nn.LSTM(3, 3)``
-            # run once, a DQN target network under no_grad), so no gradient is no bug. One an
-            # optimizer holds is judged; so is one no op ran (a layer built and forgotten), and
-            # every parameter of a script without optimizer (manual SGD: ``p -= lr * p.grad``)
+            # this parameter, and the script used it (ran it in a graph or under no_grad, read
+            # it out with detach()/.numpy()): a module it uses but does not train (the LSTM
+            # tutorial's demonstration ``lstm = nn.LSTM(3, 3)`` run once, a DQN target network
+            # under no_grad, a model whose values start another, a frozen layer used through
+            # ``w.detach()``), so no gradient is no bug. One an optimizer holds is judged; so
+            # is one no op used (a layer built and forgotten), and every parameter of a script
+            # without optimizer (manual SGD: ``p -= lr * p.grad``)
             return None
         convert = use.convert
         if convert is not None and (
@@ -1245,9 +1251,10 @@ class DeadRelu(HealthDetector):
     OPS = frozenset({"relu"})
 
     def __init__(self):
-        self._calls: list = []  # per backward call in progress: its relus' (site, alive, module)
-        self._relus: dict = {}  # (site, module, ordinal, width) -> _Relu
+        self._calls: list = []  # per backward call in progress: (site, alive, module, layer)
+        self._relus: dict = {}  # (site, module, layer or ordinal, width) -> _Relu
         self._relu_modules: dict = {}  # id(relu node) -> (id(root module), path), until backward
+        self._relu_layers: dict = {}  # id(relu node) -> its layer's parameters, until backward
         self._module_paths: dict = {}  # id(root module) -> (weakref, {id(submodule): path})
 
     def on_op(self, health, op, node, inputs, outputs, stack):
@@ -1256,6 +1263,11 @@ class DeadRelu(HealthDetector):
                 self._relu_modules[id(node)] = self._module_path(events.MODULES.stack)
             else:
                 self._relu_modules.pop(id(node), None)
+            layer = _layer_of(node)
+            if layer is not None:
+                self._relu_layers[id(node)] = layer
+            else:
+                self._relu_layers.pop(id(node), None)
 
     def on_backward_begin(self, health, task):
         self._calls.append([])
@@ -1273,7 +1285,8 @@ class DeadRelu(HealthDetector):
                 else:
                     alive = (a != 0).reshape(-1, a.shape[-1]).any(axis=0)
                 module = self._relu_modules.pop(id(node), None)
-                self._calls[-1].append((where, alive, module))
+                layer = self._relu_layers.pop(id(node), None)
+                self._calls[-1].append((where, alive, module, layer))
 
     def on_backward_end(self, health, task, stack):
         relus = self._calls.pop()
@@ -1281,21 +1294,30 @@ class DeadRelu(HealthDetector):
             self._relu_call(relus)
 
     def _relu_call(self, relus: list) -> None:
-        """Fold one call's relu gradients in; sites seen several times in the call are told
-        apart by forward order (backward runs them last first)."""
-        per_site: dict = {}
-        for st, _, module in relus:
-            per_site[st.site, module] = per_site.get((st.site, module), 0) + 1
-        seen: dict = {}
-        for st, alive, module in relus:
-            site = (st.site, module)
-            k = seen.get(site, 0)
-            seen[site] = k + 1
-            ordinal = per_site[site] - 1 - k
-            key = (st.site, module, ordinal, alive.shape[0])
+        """Fold one call's relu gradients in. A site seen several times in the call is one
+        relu per layer: the calls after the same parameters (an unrolled loop over time steps,
+        one network on two inputs) are the same units, their samples pooled; calls after other
+        parameters, or after none, are told apart by forward order (backward runs them last
+        first). NOTE: REINFORCE's policy runs once per time step with one sample; judged per
+        time step, units that fire only later in an episode looked dead at every step."""
+        groups: dict = {}  # (site, module, layer or ordinal) -> [stack, alive], forward order
+        for st, alive, module, layer in reversed(relus):
+            if layer is None:
+                layer = ("call", sum(1 for k in groups if k[:2] == (st.site, module)))
+            key = (st.site, module, layer, alive.shape[0])
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [st, alive.copy()]
+            else:
+                g[1] |= alive
+        ordinals: dict = {}
+        for (site, module, layer, width), (st, alive) in groups.items():
+            ordinal = ordinals.get((site, module), 0)
+            ordinals[site, module] = ordinal + 1
+            key = (site, module, layer if layer[0] != "call" else ordinal, width)
             r = self._relus.get(key)
             if r is None:
-                r = self._relus[key] = _Relu(st, alive.shape[0], ordinal, module)
+                r = self._relus[key] = _Relu(st, width, ordinal, module)
             r.alive |= alive
             r.calls += 1
 
@@ -1325,8 +1347,8 @@ class DeadRelu(HealthDetector):
 
     def findings(self, health, every, records, names):
         out = []
-        # forward order: backward met (and recorded) the relus last first
-        for r in sorted(reversed(self._relus.values()), key=lambda r: r.ordinal):
+        # forward order (``_relu_call`` records a call's relus first first)
+        for r in sorted(self._relus.values(), key=lambda r: r.ordinal):
             if r.calls < health.th.dead_steps:
                 continue
             dead = np.flatnonzero(~r.alive).tolist()
@@ -1359,6 +1381,26 @@ class DeadRelu(HealthDetector):
                 )
             )
         return out
+
+
+def _layer_of(relu_node, depth: int = 3) -> tuple | None:
+    """The parameters of the layer a relu follows: the ids of the leaves requiring grad nearest
+    above its input's node (a Linear's bias one edge up, its weight two; a conv's weight and
+    bias; a norm's affine parameters), within ``depth`` edges; None when none is that near."""
+    level = [c for c in inspect.children(relu_node) if c is not None]
+    for _ in range(depth):
+        found, below = [], []
+        for n in level:
+            if inspect.is_leaf_node(n):
+                v = inspect.leaf_variable(n)
+                if v is not None:
+                    found.append(id(v))
+            else:
+                below.extend(c for c in inspect.children(n) if c is not None)
+        if found:
+            return tuple(sorted(found))
+        level = below[:16]
+    return None
 
 
 # The nodes whose backward the detectors read (``on_node_backward``): an engine that must hook

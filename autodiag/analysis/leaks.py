@@ -6,6 +6,7 @@ memory creeps up step by step. ``LeakFinder`` watches from the tracing hooks:
 * **Steps** end at each optimizer ``step()`` (of the first optimizer that steps), or at each
   outermost ``backward()`` when the script never steps an optimizer, or at each
   ``autodiag.trace.step()`` marker when the script has any (markers win, then optimizers).
+  Steps are counted per thread (NOTE [Steps per thread]).
 * **Census**: every graph node an op records is tagged, through a weak reference, with the step
   that made it. At each step's end the census counts the nodes of *earlier* steps that are still
   alive and the bytes they hold (saved tensors plus the node objects). The references are weak:
@@ -82,6 +83,7 @@ class _Leak:
         self.created = created  # location dict of the retained tensor's op, or None
         self.growing = growing
         self.census: dict = {}  # the census entry of the step it was found at
+        self.timeline: _Timeline | None = None  # the steps of the thread whose graph it holds
         self.growth = (0.0, 0.0)  # (nodes, bytes) per step over the steps before it was found
 
 
@@ -95,18 +97,52 @@ class _RetainCall:
         self.saved_bytes = 0
 
 
+# NOTE [Steps per thread]: two threads that each train a model (each with its own optimizer, or
+# each ending its steps at its backward calls) have steps of their own. With one process-wide
+# step count, one thread's step end judged the other thread's graph in progress (a loss summed
+# over ten micro-batches, built while the other thread stepped ten times) as graph kept across
+# steps, and it "grew": a false graph_leak. So each thread has its own ``_Timeline``: its step
+# model (markers, optimizer or backward), its steps, its census and its verdict; a node belongs
+# to the steps of the thread whose op made it, and only that thread's step ends count it.
+# The report's census table is the busiest thread's (``LeakFinder.census``).
+
+
+class _Timeline:
+    """The steps of one thread (NOTE [Steps per thread]): ``mode`` ("marker", "optimizer" or
+    "backward"), ``steps`` (those with live nodes, and the current one, last), ``census`` (per
+    step end: step, nodes, bytes, steps of earlier steps still alive), the verdict's counters."""
+
+    def __init__(self, step_type, thread: str):
+        self.thread = thread
+        self.mode: str | None = None
+        self.steps: list = [step_type(1)]
+        # the current step and its ``dead`` bound once: one callback object shared by the step's
+        # weakrefs, not a bound method per node (a million of them on a million-op chain)
+        self.dead: tuple = (None, None)
+        self.optimizer = None  # weakref to the optimizer whose step() ends a step
+        self.pending = False  # a backward ended: the step ends at the next op (or backward)
+        self.census: list[dict] = []
+        self.growth = 0  # consecutive step ends at which retention grew
+        self.flat = 0  # consecutive step ends of constant, non-zero retention
+        self.leak_open = False
+
+
 class _ThreadState(threading.local):
     """What is in progress in one thread (a script's threads report to the same finder, and two
     threads' backward calls at once are not nested calls): ``hi``, the highest sequence number
     this thread's ops recorded; ``bw_depth``, its backward calls in progress; ``retain``, the
     ``retain_graph=True`` call among them (its outermost); ``stepping``, its optimizer steps in
-    progress (``--engine torch``: their ops are the optimizer's). Class defaults: a new thread
-    starts with nothing in progress."""
+    progress (``--engine torch``: their ops are the optimizer's); ``tl``, its steps
+    (``_Timeline``), also listed in ``timelines`` (the finder's, for the end of the run)."""
 
     hi = -1
     bw_depth = 0
     retain = None
     stepping = 0
+
+    def __init__(self, timelines: list, step_type):
+        self.tl = _Timeline(step_type, threading.current_thread().name)
+        timelines.append(self.tl)
 
 
 class LeakFinder(Tracer):
@@ -116,45 +152,60 @@ class LeakFinder(Tracer):
 
     def __init__(self, grow_steps: int = 3):
         self.grow_steps = grow_steps
-        self.mode: str | None = None  # "marker", "optimizer" or "backward"
-        self._steps: list[_Step] = [self.step_type(1)]  # steps with live nodes, and the current
-        # the current step and its ``dead`` bound once: one callback object shared by the step's
-        # weakrefs, not a bound method per node (a million of them on a million-op chain)
-        self._dead: tuple = (None, None)
-        self._here = _ThreadState()  # per thread: its sequence numbers and backward calls
-        self._optimizer = None  # weakref to the optimizer whose step() ends a step
-        self._pending = False  # a backward ended: the step ends at the next op (or backward)
-        self.census: list[dict] = []  # per step end: step, nodes, bytes (of earlier steps)
-        self._growth = 0  # consecutive step ends at which retention grew
-        self._flat = 0  # consecutive step ends of constant, non-zero retention
+        self._timelines: list[_Timeline] = []  # each thread's steps, the script's thread first
+        # per thread: its sequence numbers, backward calls and steps
+        self._here = _ThreadState(self._timelines, self.step_type)
         self._leaks: dict = {}  # holder key -> _Leak (one finding per holder)
         self._investigations = {True: 0, False: 0}  # growing, constant
-        self._leak_open = False
         # retain_graph=True calls (the one in progress: per thread, ``_here.retain``): the nodes
         # they ran, all of them by site
         self._ran: dict = {}  # id(node) -> (weakref to node, the _RetainCall that ran it)
         self._retain_calls: dict = {}  # site -> [_RetainCall]
 
+    # --- the steps of the run's threads -----------------------------------------------------
+
+    def _main(self) -> _Timeline:
+        """The busiest thread's steps (the most step ends; the script's thread on a tie)."""
+        return max(self._timelines, key=lambda tl: len(tl.census))
+
+    @property
+    def census(self) -> list[dict]:
+        """Per step end of the busiest thread: step, nodes, bytes (of earlier steps), steps."""
+        return self._main().census
+
+    @property
+    def mode(self) -> str | None:
+        """What ends the busiest thread's steps: "marker", "optimizer", "backward" or None."""
+        return self._main().mode
+
+    @property
+    def _steps(self) -> list:
+        """The calling thread's steps with live nodes, and its current one (last)."""
+        return self._here.tl.steps
+
     # --- events -----------------------------------------------------------------------------
 
     def on_op(self, op, node, inputs, outputs, stack) -> None:
-        if self._pending:
-            self._pending = False
-            self.mode = "backward"
-            self._end_step()
+        here = self._here
+        tl = here.tl
+        if tl.pending:
+            tl.pending = False
+            tl.mode = "backward"
+            self._end_step(tl)
         if node is not None:
             seq = sequence_nr(node)  # read once: a node's attribute reads are slow
-            if seq > self._here.hi:
+            if seq > here.hi:
                 self._record(node, seq)
 
     def _record(self, node, seq: int) -> None:
         """Record the nodes the op made: ``node`` (numbered ``seq``) and any of ops it called."""
         here = self._here
         hi = here.hi
-        step = self._steps[-1]
-        cached = self._dead
+        tl = here.tl
+        step = tl.steps[-1]
+        cached = tl.dead
         if cached[0] is not step:
-            cached = self._dead = (step, step.dead)
+            cached = tl.dead = (step, step.dead)
         dead = cached[1]
         for c in children(node):  # an input made by this op: a node of an op it called
             if c is not None and hi < sequence_nr(c) < LEAF_SEQUENCE_NR:
@@ -197,97 +248,101 @@ class LeakFinder(Tracer):
         rec, here.retain = here.retain, None
         if rec is not None:
             self._retain_calls.setdefault(rec.site, []).append(rec)
-        if self.mode in (None, "backward") and task.accumulate:
+        tl = here.tl
+        if tl.mode in (None, "backward") and task.accumulate:
             # NOTE: the step ends at the next op, not here: an optimizer step() may follow, and
             # then it is the optimizer's steps that count (this boundary never happened).
-            if self._pending:
-                self.mode = "backward"
-                self._end_step()
-            self._pending = True
+            if tl.pending:
+                tl.mode = "backward"
+                self._end_step(tl)
+            tl.pending = True
 
     def on_optimizer_step(self, optimizer) -> None:
-        if self.mode == "marker":
+        tl = self._here.tl  # the steps of the thread that stepped (NOTE [Steps per thread])
+        if tl.mode == "marker":
             return
-        ref = self._optimizer
+        ref = tl.optimizer
         if ref is None or ref() is None:
             # the first optimizer that steps ends the steps (a GAN's second one does not);
             # when it is gone, the next one takes over (a new optimizer every epoch)
-            self._optimizer = weakref.ref(optimizer)
+            tl.optimizer = weakref.ref(optimizer)
             if ref is None:
-                if self.mode == "backward":  # the backward ends so far were not the steps
-                    self._restart()
-                self.mode = "optimizer"
-                self._pending = False
-        if self._optimizer() is optimizer:
-            self._end_step()
+                if tl.mode == "backward":  # the backward ends so far were not the steps
+                    self._restart(tl)
+                tl.mode = "optimizer"
+                tl.pending = False
+        if tl.optimizer() is optimizer:
+            self._end_step(tl)
 
     def on_step(self) -> None:
-        self._pending = False
-        if self.mode != "marker":
-            self._restart()
-            self.mode = "marker"
-        self._end_step()
+        tl = self._here.tl
+        tl.pending = False
+        if tl.mode != "marker":
+            self._restart(tl)
+            tl.mode = "marker"
+        self._end_step(tl)
 
     # --- census and verdict -----------------------------------------------------------------
 
-    def _restart(self) -> None:
-        self.census.clear()
-        self._growth = self._flat = 0
+    def _restart(self, tl: _Timeline) -> None:
+        tl.census.clear()
+        tl.growth = tl.flat = 0
         # the steps are counted afresh: the one ending now is step 1 (LBFGS's 20 closure
         # evaluations before its first step() returns are not 20 steps: the table said "2
         # steps" over rows 21 and 22); earlier steps, still alive or not, count from 0 down
-        shift = self._steps[-1].index - 1
-        for st in self._steps:
+        shift = tl.steps[-1].index - 1
+        for st in tl.steps:
             st.index -= shift
 
-    def _end_step(self) -> None:
-        steps = self._steps
+    def _end_step(self, tl: _Timeline) -> None:
+        steps = tl.steps
         nodes = total = 0
         for s in steps[:-1]:
             if s.alive and s.measured_at != s.alive:
-                s.bytes = self._bytes_of_step(s)
+                s.bytes = self._bytes_of_step(tl, s)
                 s.measured_at = s.alive
             nodes += s.alive
             total += s.bytes if s.alive else 0
         current = steps[-1].index
-        prev = self.census[-1] if self.census else {"nodes": 0, "steps": 0}
+        census = tl.census
+        prev = census[-1] if census else {"nodes": 0, "steps": 0}
         alive_steps = sum(1 for s in steps[:-1] if s.alive)
-        self.census.append({"step": current, "nodes": nodes, "bytes": total, "steps": alive_steps})
+        census.append({"step": current, "nodes": nodes, "bytes": total, "steps": alive_steps})
         # steps whose nodes all died are dropped; the current one becomes an earlier one
-        self._steps = [s for s in steps if s.alive]
-        for s in self._steps:
+        tl.steps = [s for s in steps if s.alive]
+        for s in tl.steps:
             if len(s.refs) > 2 * s.alive + 64:  # drop dead refs now and then
                 s.refs = [r for r in s.refs if r() is not None]
-        self._steps.append(self.step_type(current + 1))
+        tl.steps.append(self.step_type(current + 1))
         if len(self._ran) > 4096:
             self._ran = {k: v for k, v in self._ran.items() if v[0]() is not None}
 
         # Growth means more nodes *and* more earlier steps alive: one step's graph that gets
         # bigger (a longer sequence each step, kept as ``last = h``) is not a leak.
         grew = nodes > prev["nodes"] and alive_steps > prev["steps"]
-        self._growth = self._growth + 1 if grew else 0
-        self._flat = self._flat + 1 if nodes and nodes == prev["nodes"] else 0
-        if self._growth >= self.grow_steps and not self._leak_open:
-            self._leak_open = True
-            self._investigate(current, growing=True)
-        elif self._flat == self.grow_steps:
-            self._investigate(current, growing=False)
-        if self._growth == 0 and self._flat:
-            self._leak_open = False  # growth stopped; a new growth is investigated again
+        tl.growth = tl.growth + 1 if grew else 0
+        tl.flat = tl.flat + 1 if nodes and nodes == prev["nodes"] else 0
+        if tl.growth >= self.grow_steps and not tl.leak_open:
+            tl.leak_open = True
+            self._investigate(tl, current, growing=True)
+        elif tl.flat == self.grow_steps:
+            self._investigate(tl, current, growing=False)
+        if tl.growth == 0 and tl.flat:
+            tl.leak_open = False  # growth stopped; a new growth is investigated again
 
-    def _bytes_of_step(self, s: _Step) -> int:
+    def _bytes_of_step(self, tl: _Timeline, s: _Step) -> int:
         return _bytes_of(s.refs)
 
-    def _investigate(self, step: int, growing: bool) -> None:
+    def _investigate(self, tl: _Timeline, step: int, growing: bool) -> None:
         """Find who holds the retained graph (while the script's frames still run). Never
         raises into the script: a search that fails reports an unknown holder."""
         limit = MAX_INVESTIGATIONS if growing else 2
         if self._investigations[growing] >= limit:
             return
         self._investigations[growing] += 1
-        census, growth = self.census[-1], self.growth_per_step()
+        census, growth = tl.census[-1], self.growth_per_step(tl)
         try:
-            found = self._holders(step, growing)
+            found = self._holders(tl, step, growing)
         except Exception:  # noqa: BLE001 - an odd user object must not break the user's run
             found = []
         if growing and not found:
@@ -295,7 +350,7 @@ class LeakFinder(Tracer):
                 _Leak(Holder("unknown", "", None, None, None, "", "unknown"), 0, 0, None, True)
             ]
         for leak in found:
-            leak.census, leak.growth = census, growth
+            leak.census, leak.growth, leak.timeline = census, growth, tl
             key = (
                 leak.holder.kind,
                 leak.holder.name,
@@ -305,16 +360,16 @@ class LeakFinder(Tracer):
             if key not in self._leaks:  # found again after a pause in growth: the same leak
                 self._leaks[key] = leak
 
-    def _holders(self, step: int, growing: bool) -> list[_Leak]:
+    def _holders(self, tl: _Timeline, step: int, growing: bool) -> list[_Leak]:
         alive, old = [], {}
-        for s in self._steps[:-1]:
+        for s in tl.steps[:-1]:
             for r in s.refs:
                 n = r()
                 if n is not None:
                     alive.append(n)
                     if s.index < step:
                         old[id(n)] = s.index
-        for r in self._steps[-1].refs:  # nodes of the step just begun (none yet, usually)
+        for r in tl.steps[-1].refs:  # nodes of the step just begun (none yet, usually)
             n = r()
             if n is not None:
                 alive.append(n)
@@ -379,9 +434,10 @@ class LeakFinder(Tracer):
 
     # --- findings -------------------------------------------------------------------------
 
-    def growth_per_step(self) -> tuple[float, float]:
-        """Average growth of retained nodes and bytes over the last ``grow_steps`` step ends."""
-        c = self.census
+    def growth_per_step(self, tl: _Timeline | None = None) -> tuple[float, float]:
+        """Average growth of retained nodes and bytes over the last ``grow_steps`` step ends
+        (of thread ``tl``'s steps; the busiest thread's by default)."""
+        c = (tl or self._main()).census
         k = min(self.grow_steps, len(c) - 1)
         if k <= 0:
             return 0.0, 0.0
@@ -389,11 +445,13 @@ class LeakFinder(Tracer):
         return (last["nodes"] - first["nodes"]) / k, (last["bytes"] - first["bytes"]) / k
 
     def finish(self) -> None:
-        """End the run: a backward() that ended the last step has no op after it to flush it."""
-        if self._pending:
-            self._pending = False
-            self.mode = "backward"  # as at the next op: the backward's end was the step's end
-            self._end_step()
+        """End the run: a backward() that ended a thread's last step has no op after it to
+        flush it."""
+        for tl in list(self._timelines):
+            if tl.pending:
+                tl.pending = False
+                tl.mode = "backward"  # as at the next op: the backward's end was the step's end
+                self._end_step(tl)
 
     def findings(self) -> list[Finding]:
         """The findings of the run (call after it ended; ``finish()`` is applied first)."""
@@ -409,8 +467,9 @@ class LeakFinder(Tracer):
         h = leak.holder
         c = leak.census
         dn, db = leak.growth
-        last = self.census[-1] if self.census else c
-        after = [e for e in self.census if e["step"] > c.get("step", 0)]
+        census = leak.timeline.census if leak.timeline is not None else self.census
+        last = census[-1] if census else c
+        after = [e for e in census if e["step"] > c.get("step", 0)]
         # bounded: at least grow_steps steps after it was found, and no more than one step's
         # growth beyond it (a deque(maxlen=k), a window cleared every k steps)
         bounded = (
@@ -433,9 +492,14 @@ class LeakFinder(Tracer):
             )
         else:
             held = f"holds a tensor{created} whose graph retains {leak.nodes_each} nodes"
+        # a thread the script started: its steps are its own (NOTE [Steps per thread])
+        thread = None
+        if leak.timeline is not None and leak.timeline is not self._timelines[0]:
+            thread = leak.timeline.thread
+        of = f" of thread {thread}" if thread else ""
         if leak.growing:
             msg = (
-                f"{what} {held}. By step {c['step']}, {c['nodes']} nodes "
+                f"{what} {held}. By step {c['step']}{of}, {c['nodes']} nodes "
                 f"({fmt_bytes(c['bytes'])}) from {c['steps']} earlier steps were alive, "
                 f"growing by +{dn:.0f} nodes / +{fmt_bytes(db)} per step"
             )
@@ -476,6 +540,7 @@ class LeakFinder(Tracer):
             "retained_at_end": {k: last[k] for k in ("nodes", "bytes", "steps")},
             "growing": leak.growing,
             "bounded": bounded,
+            **({"thread": thread} if thread else {}),
         }
         severity = "error" if leak.growing and not bounded else "warning"
         return Finding(

@@ -58,7 +58,10 @@ def find_holder(obj, ignore: tuple = (), max_expansions: int = 80) -> tuple[Hold
     ``ignore``: containers of the caller's that refer to ``obj`` and must not count as holders.
     The chain holds strong references: drop it as soon as it has been read.
     """
-    frames = [(f, f.f_locals, f.f_code.co_name == "<module>") for f in live_user_frames(2)]
+    frames = [
+        (f, f.f_locals, f.f_code.co_name == "<module>")
+        for f in live_user_frames(2, other_threads=True)
+    ]
     ignored = {id(x) for x in ignore}
     objs: dict = {id(obj): obj}  # id -> object, for every object met
     down: dict = {}  # id(referrer) -> id(the object it refers to), towards ``obj``

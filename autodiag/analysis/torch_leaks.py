@@ -102,15 +102,17 @@ class TorchLeakFinder(LeakFinder):
     def torch_op(self, name, args, kwargs, out, made) -> None:
         if self._hook is None:
             self._watch_optimizers()
-        if self._here.stepping or not made:
+        here = self._here
+        if here.stepping or not made:
             # an optimizer's update, or an op that made no node (``optimizer.step()`` runs
             # some before its hooks): a step that ended at a backward ends at the next node
             return
-        if self._pending:
-            self._pending = False
-            self.mode = "backward"
-            self._end_step()
-        step = self._steps[-1]
+        tl = here.tl  # the steps of the thread that made the nodes (NOTE [Steps per thread])
+        if tl.pending:
+            tl.pending = False
+            tl.mode = "backward"
+            self._end_step(tl)
+        step = tl.steps[-1]
         token = step.token
         for n in made.values():
             n.metadata[_STEP] = token
@@ -206,14 +208,14 @@ class TorchLeakFinder(LeakFinder):
 
     # --- census and holders -----------------------------------------------------------------
 
-    def _bytes_of_step(self, s) -> int:
+    def _bytes_of_step(self, tl, s) -> int:
         """Bytes held by the step's live nodes reachable from its live tensors (or, when none
         is alive, from those of the step just ended: a carried state): saved tensors and the
         node objects."""
         token = s.token
         starts = [t.grad_fn for t in s.live_tensors()]
         if not starts:
-            starts = [t.grad_fn for t in self._steps[-1].live_tensors()]
+            starts = [t.grad_fn for t in tl.steps[-1].live_tensors()]
         total = 0
         seen: set = set()
         keep = []
@@ -232,9 +234,9 @@ class TorchLeakFinder(LeakFinder):
             starts.extend(c for c, _ in n.next_functions if c is not None)
         return total
 
-    def _holders(self, step: int, growing: bool) -> list[_Leak]:
-        old = {id(s.token): s.index for s in self._steps[:-1] if s.index < step}
-        tensors = [t for s in self._steps for t in s.live_tensors()]
+    def _holders(self, tl, step: int, growing: bool) -> list[_Leak]:
+        old = {id(s.token): s.index for s in tl.steps[:-1] if s.index < step}
+        tensors = [t for s in tl.steps for t in s.live_tensors()]
         counts = []  # per tensor: (old nodes reachable, the steps they were made in)
         referenced: set = set()
         keep: list = []

@@ -19,6 +19,6 @@ from autodiag.nn.parallel import DataParallel  # noqa: E402
 __all__ += ["parallel", "DataParallel"]
 
 # torch.nn.UninitializedParameter (torch.nn.parameter.UninitializedParameter too): lazy modules
-from autodiag.nn.modules.lazy import UninitializedParameter  # noqa: E402
+from autodiag.nn.modules.lazy import UninitializedBuffer, UninitializedParameter  # noqa: E402
 
-__all__ += ["UninitializedParameter"]
+__all__ += ["UninitializedParameter", "UninitializedBuffer"]

@@ -78,8 +78,8 @@ class Buffer(Tensor):
 def __getattr__(name: str):
     # ``torch.nn.parameter.UninitializedParameter``: defined with the lazy modules (it needs
     # the module machinery this module must not import)
-    if name == "UninitializedParameter":
-        from autodiag.nn.modules.lazy import UninitializedParameter
+    if name in ("UninitializedParameter", "UninitializedBuffer"):
+        from autodiag.nn.modules import lazy
 
-        return UninitializedParameter
+        return getattr(lazy, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,7 @@ from autodiag.ops import (  # noqa: F401
     attention,
     conv,
     conv3d,
+    diag,
     factories,
     inplace,
     instance_norm,
@@ -21,6 +22,9 @@ from autodiag.ops import (  # noqa: F401
     sampling,
     selection,
     shape,
+    sparse_coo,
+    stats,
+    trig,
     unfold_windows,
 )
 from autodiag.ops._core import OPS, REGISTRY, torch_namespace

@@ -18,6 +18,7 @@ from autodiag.ops._core import (
     set_broadcast_meta,
 )
 from autodiag.ops._products import matmul_array
+from autodiag.ops.sparse_coo import SparseCOO, matmul_sparse
 from autodiag.tensor import Tensor
 
 
@@ -97,6 +98,8 @@ def _product(cls, a, b, out):
 
 @register(expr=True)
 def mm(input, mat2):
+    if isinstance(input, SparseCOO) or isinstance(mat2, SparseCOO):
+        return matmul_sparse(input, mat2)  # ops/sparse_coo.py
     a, b = as_tensor_operand(input), as_tensor_operand(mat2)
     if a.ndim != 2:
         raise RuntimeError("self must be a matrix")
@@ -230,6 +233,8 @@ def matmul(input, other):
     or batched bmm with broadcasting. The recorded graph is PyTorch's, node for node."""
     from autodiag.ops.shape import SqueezeBackward4, _shape_op
 
+    if isinstance(input, SparseCOO) or isinstance(other, SparseCOO):
+        return matmul_sparse(input, other)  # ops/sparse_coo.py
     a, b = as_tensor_operand(input), as_tensor_operand(other)
     da, db = a.ndim, b.ndim
     if da == 0 or db == 0:

@@ -34,6 +34,7 @@ import threading
 
 import numpy as np
 
+from autodiag.ops import _libm as libm
 from autodiag.ops._avx_mathfun import fma32
 from autodiag.ops._normal_fill32 import box_muller_uniform16
 
@@ -380,9 +381,9 @@ def uniform(stream: Stream, n: int, dtype: np.dtype, low=0.0, high=1.0) -> np.nd
 def _box_muller_pairs(stream: Stream, k: int) -> tuple[np.ndarray, np.ndarray]:
     """``normal_distribution<double>``'s ``k`` pairs: (r cos, r sin) from two uniforms each."""
     u = uniform01(stream, 2 * k, np.dtype(np.float64)).reshape(k, 2)
-    r = np.sqrt(-2.0 * np.log1p(-u[:, 1]))
+    r = np.sqrt(-2.0 * libm.log1p(-u[:, 1]))
     theta = 2.0 * np.pi * u[:, 0]
-    return r * np.cos(theta), r * np.sin(theta)
+    return r * libm.cos(theta), r * libm.sin(theta)
 
 
 def _normal_serial(stream: Stream, n: int, mean: float, std: float) -> np.ndarray:
@@ -422,10 +423,10 @@ def _fill_blocks(u: np.ndarray, block, stream: Stream, dtype, mean, std) -> np.n
 
 
 def _box_muller_16_double(u: np.ndarray, mean: float, std: float) -> np.ndarray:
-    radius = np.sqrt(-2.0 * np.log(1.0 - u[:, :8]))
+    radius = np.sqrt(-2.0 * libm.log(1.0 - u[:, :8]))
     theta = 2.0 * np.pi * u[:, 8:]
     return np.concatenate(
-        [fma64(radius * np.cos(theta), std, mean), fma64(radius * np.sin(theta), std, mean)],
+        [fma64(radius * libm.cos(theta), std, mean), fma64(radius * libm.sin(theta), std, mean)],
         axis=1,
     )
 
@@ -645,7 +646,7 @@ def bernoulli_tensor(stream: Stream, p: np.ndarray) -> np.ndarray:
 def exponential(stream: Stream, n: int, lambd: float) -> np.ndarray:
     """``exponential_(lambd)``: ``-1 / lambd * log1p(-u)`` in float64."""
     u = uniform01(stream, n, np.dtype(np.float64))
-    return (-1.0 / float(lambd)) * np.log1p(-u)
+    return (-1.0 / float(lambd)) * libm.log1p(-u)
 
 
 @_atomic
@@ -666,18 +667,18 @@ def multinomial_with_replacement(stream: Stream, rows: np.ndarray, n: int) -> np
 @_atomic
 def log_normal(stream: Stream, n: int, mean: float, std: float) -> np.ndarray:
     """``log_normal_(mean, std)``: ``exp`` of the element-by-element normal (any size)."""
-    return np.exp(_normal_serial(stream, n, float(mean), float(std)))
+    return libm.exp(_normal_serial(stream, n, float(mean), float(std)))
 
 
 @_atomic
 def cauchy(stream: Stream, n: int, median: float, sigma: float) -> np.ndarray:
     """``cauchy_(median, sigma)``: ``median + sigma * tan(pi * (u - 0.5))`` in float64."""
     u = uniform01(stream, n, np.dtype(np.float64))
-    return float(median) + float(sigma) * np.tan(np.pi * (u - 0.5))
+    return float(median) + float(sigma) * libm.tan(np.pi * (u - 0.5))
 
 
 @_atomic
 def geometric(stream: Stream, n: int, p: float) -> np.ndarray:
     """``geometric_(p)``: ``ceil(log(u) / log(1 - p))`` in float64."""
     u = uniform01(stream, n, np.dtype(np.float64))
-    return np.ceil(np.log(u) / np.log(1.0 - float(p)))
+    return np.ceil(libm.log(u) / libm.log(1.0 - float(p)))

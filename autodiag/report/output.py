@@ -525,6 +525,7 @@ def error_json(error) -> dict:
             if getattr(error, "exit_status", None) is not None
             else {}
         ),
+        **({"thread": error.thread} if getattr(error, "thread", None) is not None else {}),
     }
 
 

@@ -85,6 +85,8 @@ class TargetFailed(AutodiagError):
         self.exception = exception
         self.exit_status = exit_status
         self.kind = kind  # "timeout" when --timeout stopped it
+        self.thread: str | None = None  # the name of the script's thread that raised, if not
+        # its main one
 
 
 class Interrupted(AutodiagError):

@@ -5,10 +5,12 @@ on ``sys.path``, ``__name__ == "__main__"``, the working directory unchanged. Wh
 purpose: standard input is closed (a debugger run must not hang waiting for input), the script's
 standard output goes to standard error (so autodiag's report on stdout stays parseable), and a
 ``--timeout`` stops it; ``import torch`` gives autodiag (``autodiag.torch_alias``), and a
-``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2). ``sys.argv``,
-``sys.path``, the modules it imported from its own folder, the working directory, stdin/stdout,
-grad mode, anomaly mode, the default dtype and the engine's count of backward calls (a script's
-calls are numbered from 1, as in its own process) are restored afterwards.
+``torch`` name autodiag lacks stops the run with NotProvidedByEngine (exit 2); a thread the
+script started that dies of an error fails the run as the script's own error does (NOTE [Thread
+errors]). ``sys.argv``, ``sys.path``, the modules it imported from its own folder, the working
+directory, stdin/stdout, grad mode, anomaly mode, the default dtype and the engine's count of
+backward calls (a script's calls are numbered from 1, as in its own process) are restored
+afterwards.
 """
 
 from __future__ import annotations
@@ -314,20 +316,17 @@ def run_script(
     os._exit = _hard_exit
     alarm = _Alarm(timeout)
     before = set(threading.enumerate())
+    threads = None  # what the script's threads died of (_thread_errors)
     try:
         try:
             with (
                 contextlib.redirect_stdout(sys.stderr),
                 alarm,
                 _engine(on, run),
-                _threads_stop_quietly(on) as outside,
+                _thread_errors(on) as threads,
                 deferring_sigint(),
             ):
                 _exec(code, module.__dict__)
-                if outside:  # a thread used a name outside the engine: exit 2, as the script's
-                    from autodiag.target.alias import not_provided
-
-                    raise not_provided(*outside[0])
                 if run is not None:  # which array libraries it ran with, as it saw them
                     run.libraries = _libraries()
         except BaseException as e:
@@ -399,45 +398,141 @@ def run_script(
             run.imported = imported
             before.add(alarm.prev)  # --timeout's timer thread, off the main thread: autodiag's
             run.running = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    # the script's own thread ended without an error of its own (or with sys.exit(0), or a
+    # tracer stopped it): what its threads died of decides (NOTE [Thread errors])
+    if threads is not None and os.getpid() == pid:
+        if threads.outside:  # a thread used a name outside the engine: exit 2, as the script's
+            from autodiag.target.alias import not_provided
+
+            raise not_provided(*threads.outside[0])
+        failure = threads.failure(path)
+        if failure is not None:
+            raise failure
     return module.__dict__
 
 
+class _ThreadErrors:
+    """What the threads the script started ended with, while it runs (``_thread_errors``):
+    ``outside``, the ``(error, name)`` of those that ended on a name autodiag's engine lacks;
+    ``failed``, the ``(error, thread name)`` of those that died of any other uncaught exception
+    (``SystemExit`` excepted: Python ends a thread with it silently)."""
+
+    def __init__(self, engine: str):
+        self.engine = engine
+        self.active = True
+        self.outside: list = []
+        self.failed: list = []
+        self.lock = threading.Lock()
+
+    def invoke(self, thread, exc_type, exc, tb, hook, real) -> None:
+        """What Python does when ``thread`` dies of ``exc`` (NOTE [Thread errors]): call
+        ``hook()``, the ``threading.excepthook`` to use; ``real(thread)`` is Python's own
+        doing of it, used once the run is over."""
+        if not self.active or exc is None:
+            real(thread)
+            return
+        if issubclass(exc_type, StopRun):
+            return  # a tracer ended the run: the thread ends as the run does, quietly
+        if not issubclass(exc_type, SystemExit):
+            name = missing_name(exc) if self.engine == "autodiag" else None
+            with self.lock:
+                if name is not None:  # outside the engine's subset: exit 2, no verdict
+                    self.outside.append((exc, name))
+                else:
+                    self.failed.append((exc, thread.name if thread is not None else "?"))
+        if os.environ.get("AUTODIAG_DEBUG") != "1":  # autodiag's frames: to report its bugs
+            # (on --engine torch the observer's frames sit between the script's and PyTorch's)
+            tb = _without_autodiag(tb)
+            _chain_without_autodiag(exc, tb)
+        hook = hook() or threading.__excepthook__  # the script's own, if it set one
+        try:
+            hook(threading.ExceptHookArgs((exc_type, exc, tb, thread)))
+        except Exception:  # noqa: BLE001 - the hook's own failure, printed as Python prints it
+            print("Exception in threading.excepthook:", file=sys.stderr, flush=True)
+            (sys.excepthook or sys.__excepthook__)(*sys.exc_info())
+        finally:
+            # the thread's dead frames would keep their tensors (and graphs) alive for the
+            # rest of the run through the kept error: their locals go, as when Python frees
+            # them (the traceback's files and lines stay)
+            _clear_frames(exc)
+            del exc, tb
+
+    def failure(self, path: str) -> TargetFailed | None:
+        """The run's failure when a thread died of an error (the first one to die)."""
+        if not self.failed:
+            return None
+        exc, name = self.failed[0]
+        others = [n for _, n in self.failed[1:]]
+        also = ""
+        if others:
+            s = "s" if len(others) > 1 else ""
+            also = f"{len(others)} other thread{s} died of an error too ({', '.join(others)}); "
+        return _failed(path, exc, name, also)
+
+
+# NOTE [Thread errors]: a thread the script started that dies of an uncaught exception ends the
+# command as the script's own exception does (exit 3, the thread named, its user frames shown):
+# what it would have done after the error is work no verdict covered. Python hands a dying
+# thread's exception to ``threading.excepthook``, which the script may replace with its own (a
+# training script that logs crashes), so the runner does not rely on that hook: each Thread
+# created while the script runs gets the runner's invocation of the hook instead of Python's
+# (``threading._make_invoke_excepthook``, read by ``Thread.__init__``), which notes the error
+# and then calls whichever ``threading.excepthook`` is installed, as Python would.
+_MAKE_INVOKE = "_make_invoke_excepthook"
+
+
 @contextlib.contextmanager
-def _threads_stop_quietly(engine: str = "autodiag"):
-    """A tracer's ``StopRun`` raised in a thread the script started (``autodiag anomaly`` stops
-    at the first origin) ends that thread as it ends the run in the script's own thread: the
-    report says so, and ``threading.excepthook`` prints no traceback of autodiag's for it. Any
-    other error of a thread is printed as Python prints it, without autodiag's own frames (on
-    ``--engine torch`` the observer's frames sit between the script's and PyTorch's). Yields
-    the list of ``(error, name)`` of the threads that ended on a name autodiag's engine lacks
-    (``x.acos()`` in a worker): the run is then outside the engine, as in the script's own
-    thread."""
+def _thread_errors(engine: str = "autodiag"):
+    """Note what the threads the script starts die of (``_ThreadErrors``) while the block runs.
+    A tracer's ``StopRun`` raised in such a thread (``autodiag anomaly`` stops at the first
+    origin) ends that thread as it ends the run in the script's own thread: the report says
+    so, and no hook sees it. Any other error of a thread goes to ``threading.excepthook``
+    without autodiag's own frames. Yields the ``_ThreadErrors``."""
+    errors = _ThreadErrors(engine)
     previous = threading.excepthook
-    outside: list = []
+    real_make = getattr(threading, _MAKE_INVOKE, None)
 
-    def hook(args):
-        if args.exc_type is None or not issubclass(args.exc_type, StopRun):
-            if engine == "autodiag" and args.exc_value is not None:
-                name = missing_name(args.exc_value)
-                if name is not None:
-                    outside.append((args.exc_value, name))
-            if os.environ.get("AUTODIAG_DEBUG") == "1":  # autodiag's frames: to report its bugs
-                previous(args)
-                return
-            tb = _without_autodiag(args.exc_traceback)
-            if args.exc_value is not None:
-                # Python's hook prints the exception's own traceback, and those of the ones it
-                # chains (raise ... from e): the thread ends with them
-                _chain_without_autodiag(args.exc_value, tb)
-            previous(threading.ExceptHookArgs((args.exc_type, args.exc_value, tb, args.thread)))
+    def make_invoke():
+        real = real_make()
 
-    threading.excepthook = hook
+        def installed():
+            return threading.excepthook
+
+        return lambda thread: errors.invoke(thread, *sys.exc_info(), installed, real)
+
+    if real_make is not None:
+        setattr(threading, _MAKE_INVOKE, make_invoke)
+    else:  # pragma: no cover - a Python without it: the hook itself (a script's replaces it)
+
+        def hook(args):
+            errors.invoke(
+                args.thread,
+                args.exc_type,
+                args.exc_value,
+                args.exc_traceback,
+                lambda: previous,
+                lambda thread: previous(args),
+            )
+
+        threading.excepthook = hook
     try:
-        yield outside
+        yield errors
     finally:
+        errors.active = False
+        if real_make is not None:
+            setattr(threading, _MAKE_INVOKE, real_make)
         # also when the script set its own since: the process gets back the hook it had (as
         # the runner restores sys.modules, sys.argv, ...)
         threading.excepthook = previous
+
+
+def _clear_frames(exc: BaseException | None) -> None:
+    """Clear the finished frames of ``exc``'s traceback and of those it chains."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
 
 
 def _without_autodiag(tb):
@@ -539,20 +634,29 @@ def _ran_script(tb) -> bool:
     return any(f.f_code is _exec.__code__ for f, _ in traceback.walk_tb(tb))
 
 
-def _failed(path: str, e: BaseException) -> TargetFailed:
+def _failed(path: str, e: BaseException, thread: str | None = None, also: str = "") -> TargetFailed:
+    """The TargetFailed of the script's error ``e``; ``thread``: the name of the thread it
+    ended, when not the script's own (``also``: what the hint says first then)."""
     tb = _user_traceback(e.__traceback__, path)
     exc = "".join(traceback.format_exception_only(type(e), e)).strip()
     # The hint holds in both formats: the text report prints the traceback (details) before
     # it, the JSON envelope carries it as error.traceback.
-    where = "The traceback shows the script's own frames; " if tb else ""
+    where = "the traceback shows the script's own frames; " if tb else ""
+    hint = f"{where}fix the error, or run the script with plain python to reproduce it."
+    who = path
+    if thread is not None:
+        who = f"a thread of {path} ({thread})"
+        hint = f"Its work after the error never ran, so no verdict covers it; {also}{hint}"
     frames = script_frames(e.__traceback__, path)
-    return TargetFailed(
-        f"{path} raised {exc}",
-        f"{where}fix the error, or run the script with plain python to reproduce it.",
+    out = TargetFailed(
+        f"{who} raised {exc}",
+        hint[0].upper() + hint[1:],
         tb,
         exception=e,
         location=frame_location(frames[-1]) if frames else None,
     )
+    out.thread = thread
+    return out
 
 
 def user_frames(tb) -> list[traceback.FrameSummary]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import threading
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 MAX_FRAMES = 64
@@ -146,11 +147,27 @@ def code_site(code, lasti: int):
     return (code, line)
 
 
-def live_user_frames(skip: int = 1) -> list:
+def live_user_frames(skip: int = 1, other_threads: bool = False) -> list:
     """The frame objects of the user's code on the current call stack, innermost first (for
-    analyses that must read live locals, such as the leak detector's holder search)."""
-    out = []
-    f = sys._getframe(skip)
+    analyses that must read live locals, such as the leak detector's holder search); with
+    ``other_threads``, then those of every other thread's stack (a list local to the script's
+    ``main()`` that a worker thread fills is held from the main thread's frame)."""
+    out = _user_frames_from(sys._getframe(skip), [])
+    if other_threads:
+        others = sys._current_frames()
+        # this thread's entry is this very frame: kept in a local, it would make a cycle that
+        # keeps the callers' frames (and the graphs their locals hold) alive until a collection
+        del others[threading.get_ident()]
+        try:
+            for top in others.values():
+                _user_frames_from(top, out)
+        finally:
+            del others
+    return out
+
+
+def _user_frames_from(f, out: list) -> list:
+    """Append to ``out`` the user's frames from ``f`` outwards, up to a stop code."""
     while f is not None:
         k = _kind_of(f.f_code)
         if k == _STOP:

@@ -31,7 +31,13 @@ from autodiag.nn.modules.conv import (
 )
 from autodiag.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
 from autodiag.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
-from autodiag.nn.modules.lazy import LazyLinear
+from autodiag.nn.modules.lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyLinear,
+)
 from autodiag.nn.modules.linear import (
     Flatten,
     Identity,
@@ -149,4 +155,8 @@ __all__ = [
     "InstanceNorm2d",
     "InstanceNorm3d",
     "LazyLinear",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
 ]
