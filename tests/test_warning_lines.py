@@ -2,6 +2,8 @@
 
 import warnings
 
+import pytest
+
 import autodiag as torch
 
 
@@ -48,3 +50,134 @@ def test_warnings_from_inside_modules_and_functionals_point_at_the_user():
         w = _caught(make)
         assert w, make
         assert all(r.filename == __file__ for r in w), [(r.filename, str(r.message)) for r in w]
+
+
+# --- a script's PyTorch warnings, run through the CLI on either engine ----------------------
+# PyTorch's warnings (its C++ ``TORCH_WARN``s and its Python ``warnings.warn(stacklevel=...)``)
+# name the script's line that called the op. Under ``--engine torch`` the op is called from the
+# function mode, and the warning named autodiag/engines/torch/observe.py, went through the
+# script's filters as autodiag's module (NOTE [Warnings at the user's line]). Plain
+# ``python script.py`` on real PyTorch is the oracle for both engines.
+
+WARNS = """\
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return F.softmax(x)
+
+
+def helper(x):
+    return torch.tensor(x)
+
+
+def main():
+    x = torch.randn(3, 4, requires_grad=True)
+    y = (x * 2).exp()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y.grad
+        Net()(x)
+        helper(y)
+        F.softmax(x)
+        torch.tensor(x)
+        for _ in range(2):
+            F.softmax(y)
+    for r in w:
+        name = r.filename.rsplit("/", 1)[-1]
+        print(f"{name}:{r.lineno} {r.category.__name__} {str(r.message)[:40]}")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", category=UserWarning, module="__main__")
+        try:
+            F.softmax(x)
+        except UserWarning as e:
+            print("raised", type(e).__name__, str(e)[:40])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module="__main__")
+        F.softmax(x)
+        print("ignored")
+    (y.sum() * 3).backward()
+
+
+main()
+z = torch.tensor(torch.ones(2))
+s = F.softmax(torch.ones(2, 2, requires_grad=True))
+"""
+
+
+def _plain_and_cli(tmp_path, engine: str, text: str, command: str = "graph"):
+    import subprocess
+    import sys
+
+    from test_torch_engine import ENV
+
+    path = tmp_path / "warns.py"
+    path.write_text(text)
+    plain = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    args = ["-m", "autodiag", command, str(path), "--engine", engine, "-q", "--no-color"]
+    ours = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=ENV)
+    return plain, ours
+
+
+@pytest.mark.parametrize("engine", ["torch", "autodiag"])
+def test_pytorch_warnings_name_the_scripts_line(tmp_path, engine):
+    pytest.importorskip("torch")
+    plain, ours = _plain_and_cli(tmp_path, engine, WARNS)
+    assert plain.returncode == 0, plain.stderr
+    # recorded ones (a method, a function, main(), a loop; filters on the script's module)
+    assert plain.stdout.count("warns.py:") == 7, plain.stdout
+    assert "raised UserWarning" in plain.stdout and "ignored" in plain.stdout
+    # the script's print()s go to stderr under the CLI (its stdout is the report's)
+    assert plain.stdout in ours.stderr, ours.stderr[-3000:]
+    # printed ones: the module-level lines, as the default filters show them
+    printed = [ln for ln in plain.stderr.splitlines() if "Warning:" in ln]
+    assert len(printed) == 2 and all(ln.startswith(str(tmp_path)) for ln in printed), printed
+    got = [ln for ln in ours.stderr.splitlines() if "Warning:" in ln]
+    assert got == printed, ours.stderr[-3000:]
+    assert "autodiag" not in "".join(got)
+
+
+@pytest.mark.parametrize("engine", ["torch", "autodiag"])
+@pytest.mark.parametrize("command", ["graph", "check"])
+def test_a_warning_made_an_error_is_raised_at_the_scripts_line(tmp_path, engine, command):
+    pytest.importorskip("torch")
+    text = (
+        "import warnings\nimport torch\n\n"
+        "warnings.filterwarnings('error', message='Implicit dimension', module='__main__')\n"
+        "x = torch.ones(2, 3, requires_grad=True)\n"
+        "y = torch.nn.functional.softmax(x)\n"
+    )
+    plain, ours = _plain_and_cli(tmp_path, engine, text, command)
+    assert plain.returncode == 1 and "UserWarning: Implicit dimension" in plain.stderr
+    assert ours.returncode == 3, ours.stderr[-3000:]  # the target failed
+    assert "raised UserWarning: Implicit dimension" in ours.stderr
+    # the script's line once (the mode's call of the op from that line is not shown again)
+    frames = [ln for ln in ours.stderr.splitlines() if ln.strip().startswith("File ")]
+    assert frames == [f'  File "{tmp_path / "warns.py"}", line 6, in <module>'], ours.stderr
+
+
+@pytest.mark.parametrize("engine", ["torch", "autodiag"])
+def test_an_op_error_shows_the_scripts_line_once(tmp_path, engine):
+    pytest.importorskip("torch")
+    text = "import torch\n\n\ndef f(a):\n    return a @ torch.ones(3)\n\n\nf(torch.ones(2))\n"
+    plain, ours = _plain_and_cli(tmp_path, engine, text)
+    assert plain.returncode == 1
+    assert ours.returncode == 3, ours.stderr[-3000:]
+    frames = [ln.strip() for ln in ours.stderr.splitlines() if ln.strip().startswith("File ")]
+    assert [f.rsplit(", ", 1)[-1] for f in frames] == ["in <module>", "in f"], ours.stderr
+
+
+def test_warning_attribute_reads_name_the_scripts_line_on_torch(tmp_path):
+    """Attribute reads take the mode's short path, but for those PyTorch warns about (``.T`` of
+    a tensor that is not 2-D; autodiag's engine does not give that warning yet)."""
+    pytest.importorskip("torch")
+    text = "import torch\n\nz = torch.ones(2, 3, 4, requires_grad=True)\nw = (z * 2).T\nw.grad\n"
+    plain, ours = _plain_and_cli(tmp_path, "torch", text)
+    printed = [ln for ln in plain.stderr.splitlines() if "Warning:" in ln]
+    assert [ln.split(": ")[0] for ln in printed] == [f"{tmp_path / 'warns.py'}:{n}" for n in (4, 5)]
+    assert [ln for ln in ours.stderr.splitlines() if "Warning:" in ln] == printed, ours.stderr

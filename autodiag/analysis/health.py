@@ -185,7 +185,7 @@ class GradHealth(Tracer):
         self._op_hooks_by_name: dict = {}  # op name -> the hooks that read it
         self._begin_hooks = _hooks(ds, "on_backward_begin")
         self._node_hooks = _hooks(ds, "on_node_backward")
-        self._node_hooks_by_name: dict = {}  # node class name -> the hooks that read it
+        self._node_hooks_by_class: dict = {}  # node class -> the hooks that read it, or _LEAF
         self._accumulated_hooks = _hooks(ds, "on_accumulated")
         self._end_hooks = _hooks(ds, "on_backward_end")
         self._step_hooks = _hooks(ds, "on_parameter_step")
@@ -238,9 +238,9 @@ class GradHealth(Tracer):
         named = self._module_names.get(id(module))
         return named[1] if named is not None and named[0]() is module else None
 
-    def adopt(self, t: Tensor, name: str | None, optimizer: bool = False) -> None:
+    def adopt(self, t: Tensor, name: str | None, optimizer: bool = False) -> _Leaf:
         """``t`` is a parameter the script means to train, known as ``name`` (``optimizer``:
-        an optimizer holds it)."""
+        an optimizer holds it); its record."""
         rec = self.leaf(t)
         rec.candidate = True
         if optimizer:
@@ -249,6 +249,7 @@ class GradHealth(Tracer):
         rec.frozen = not needs and _is_parameter(t)  # (the type test only when it matters)
         if rec.name is None and name is not None:
             rec.name = name
+        return rec
 
     def _adopt_frames(self) -> None:
         """Adopt the parameters the user's live frames hold, named as those frames name them:
@@ -287,17 +288,24 @@ class GradHealth(Tracer):
                     self.leaf(t).handled = True
 
     def on_node_backward(self, node, grad_outputs, grad_inputs):
-        if inspect.is_leaf_node(node):
+        # by the node's class: whether it is a leaf's (each engine's AccumulateGrad is a class
+        # of its own), else the hooks that read it
+        hooks = self._node_hooks_by_class.get(node.__class__)
+        if hooks is None:
+            hooks = self._node_hooks_by_class[node.__class__] = self._hooks_of(node)
+        if hooks is _LEAF:
             self._accumulated(node, grad_outputs)
             return
-        name = node.__class__.__name__
-        hooks = self._node_hooks_by_name.get(name)
-        if hooks is None:
-            hooks = self._node_hooks_by_name[name] = tuple(
-                h for h in self._node_hooks if h.__self__.NODES is None or name in h.__self__.NODES
-            )
         for hook in hooks:
             hook(self, node, grad_outputs, grad_inputs)
+
+    def _hooks_of(self, node):
+        if inspect.is_leaf_node(node):
+            return _LEAF
+        name = node.__class__.__name__
+        return tuple(
+            h for h in self._node_hooks if h.__self__.NODES is None or name in h.__self__.NODES
+        )
 
     def _accumulated(self, node, grads) -> None:
         task, stack = self._here.tasks[-1]
@@ -342,14 +350,13 @@ class GradHealth(Tracer):
         if known is None or known[0]() is not optimizer:
             known = self._optimizers[id(optimizer)] = (weakref.ref(optimizer), capture_stack(1))
             self._adopt_frames()  # name its parameters as the script's frames name them
+        hooks = self._step_hooks
         for group in optimizer.param_groups:
             for p in group["params"]:
-                self.adopt(p, None, optimizer=True)
-                if p.grad is None:
-                    continue
-                rec = self.leaf(p)
-                for hook in self._step_hooks:
-                    hook(self, rec, p, known[1])
+                rec = self.adopt(p, None, optimizer=True)
+                if hooks and p.grad is not None:
+                    for hook in hooks:
+                        hook(self, rec, p, known[1])
 
     # --- results ---------------------------------------------------------------------------
 
@@ -431,6 +438,9 @@ class GradHealth(Tracer):
             # neither an optimizer (its type has no step method), a tensor nor a module, by
             # its type alone
             self._inert[id(type(v))] = type(v)
+
+
+_LEAF = object()  # GradHealth._node_hooks_by_class: a leaf's node (its accumulation is read)
 
 
 def _is_parameter(t) -> bool:
@@ -955,6 +965,7 @@ class _Sizes:
 
 # The nodes whose gradient for an input (slot) is its coefficient (an attribute, or 1) times
 # the incoming gradient summed over the broadcast dimensions (NOTE [Cancelled gradients]).
+_EPS: dict = {}  # float dtype -> its machine epsilon (np.finfo is slow to ask every time)
 _SUMMED_SLOTS = {
     "AddBackward0": {0: None, 1: "_saved_alpha"},
     "SubBackward0": {0: None, 1: "_saved_alpha"},
@@ -1006,7 +1017,10 @@ class GradNorms(HealthDetector):
         if len(arrays) != 1 or arrays[0].dtype.kind != "f" or not arrays[0].size:
             return
         a = arrays[0]
-        noise = float(np.finfo(a.dtype).eps) * _norm(a)
+        eps = _EPS.get(a.dtype)
+        if eps is None:
+            eps = _EPS[a.dtype] = float(np.finfo(a.dtype).eps)
+        noise = eps * _norm(a)
         for attr, fn in leaves:
             var = inspect.leaf_variable(fn)
             if var is None:

@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from autodiag import _device, dtypes
+from autodiag import _device, _warnings, dtypes
 from autodiag.ops import rng
 from autodiag.ops._avx_mathfun import fma32
 from autodiag.ops._core import _state, register, wrap
@@ -146,6 +146,12 @@ def _shape(size) -> tuple:
     return tuple(int(s) for s in size)
 
 
+COPY_CONSTRUCT_WARNING = (
+    "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+    "sourceTensor.detach().clone().requires_grad_(True), rather than torch.tensor(sourceTensor)."
+)
+
+
 @register(method=False)
 def tensor(
     data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False
@@ -159,6 +165,7 @@ def tensor(
     if device is not None:
         _device.check(device)
     if isinstance(data, Tensor):
+        _warnings.warn(COPY_CONSTRUCT_WARNING)  # PyTorch's, at the user's line
         arr = data._data.copy()
     elif isinstance(data, np.ndarray):
         dtypes.from_numpy_dtype(data.dtype)

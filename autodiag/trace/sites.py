@@ -57,11 +57,25 @@ def hide_library(folder: str) -> None:
         last_user[0] = None
 
 
+# Code objects that are autodiag's though their file is the user's (by id: they are kept alive
+# by whoever hides them): engines/torch/observe.py's calls made from the user's line.
+_HIDDEN_CODES: set = set()
+
+
+def hide_code(code) -> None:
+    """Treat frames running ``code`` as autodiag's (the caller keeps ``code`` alive)."""
+    _HIDDEN_CODES.add(id(code))
+    _kind[id(code)] = _AUTODIAG
+    _codes[id(code)] = code
+
+
 def _classify(code) -> int:
     if code in STOP_CODES:
         k = _STOP
+    elif id(code) in _HIDDEN_CODES or code.co_filename.startswith(tuple(_HIDDEN)):
+        k = _AUTODIAG
     else:
-        k = _AUTODIAG if code.co_filename.startswith(tuple(_HIDDEN)) else _USER
+        k = _USER
     _kind[id(code)] = k
     _codes[id(code)] = code
     return k

@@ -29,8 +29,10 @@ import inspect as _pyinspect
 import itertools
 import os
 import re
+import sys
 import sysconfig
 import threading
+import types
 import weakref
 
 import torch
@@ -56,6 +58,7 @@ _BACKWARD = {
 }
 _SIGNATURES = {f: _pyinspect.signature(f) for f in _BACKWARD}
 _TENSOR_BACKWARD = torch.Tensor.backward
+_KEYWORDS = frozenset(_SIGNATURES[_TENSOR_BACKWARD].parameters) - {"self"}
 SWEEP_EVERY = 10_000  # watched saves between sweeps of the storages whose saves are all gone
 
 # Names ending in "_" that do not write the tensor's values.
@@ -375,9 +378,12 @@ class Observer:
 
     # --- backward calls -------------------------------------------------------------------
 
-    def backward(self, kind: str, func, args, kwargs):
-        if func is _TENSOR_BACKWARD and len(args) == 1 and not kwargs:
-            a = {"self": args[0]}  # loss.backward(): once per step, without a signature bind
+    def backward(self, kind: str, func, args, kwargs, call_op=None):
+        if func is _TENSOR_BACKWARD and len(args) == 1 and _KEYWORDS.issuperset(kwargs):
+            # loss.backward(): once per step, without a signature bind (Tensor.backward hands
+            # itself to the mode with its four parameters as keywords, whatever the call)
+            a = dict(kwargs)
+            a["self"] = args[0]
         else:
             a = _SIGNATURES[func].bind(*args, **kwargs).arguments
         if func is torch.Tensor.backward:
@@ -410,8 +416,11 @@ class Observer:
             else None
         )
         try:
-            return func(*args, **kwargs)
+            if call_op is None:
+                return func(*args, **kwargs)
+            return call_op(func, args, kwargs)  # NOTE [Warnings at the user's line]
         except BaseException as e:
+            _drop_call_frame(e)
             call.error = e
             raise
         finally:
@@ -468,14 +477,31 @@ class _Mode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__" or name == "__set__":  # attribute reads (x.grad_fn, x.shape)
             # (half the calls of a training step: first, before anything else is asked)
-            return func(*args) if not kwargs else func(*args, **kwargs)
+            attr = getattr(getattr(func, "__self__", None), "__name__", None)
+            if attr not in _WARN_ATTRS or (attr == "grad" and getattr(args[0], "is_leaf", 0)):
+                # (a leaf's .grad, the optimizers' many reads, never warns)
+                return func(*args) if not kwargs else func(*args, **kwargs)
+            kwargs = kwargs or _NO_KWARGS
+            if _is_compiling():
+                return func(*args, **kwargs)
+            try:  # NOTE [Warnings at the user's line]: ``x.grad`` of a non-leaf warns
+                return _from_callers_line(_getframe(1))(func, args, kwargs)
+            except BaseException as e:
+                _drop_call_frame(e)
+                raise
         if kwargs is None:
             kwargs = {}
         if self.own or _is_compiling():
             return func(*args, **kwargs)
+        # NOTE [Warnings at the user's line] (``_from_callers_line``, inlined: every op)
+        f = _getframe(1)
+        if f.f_code is _HANDLE:
+            f = f.f_back.f_back
+        site = _call_sites.get((id(f.f_code), f.f_lasti))
+        call = site[0] if site is not None else _new_call_site(f)
         kind = _BACKWARD.get(func)
         if kind is not None:
-            return self.observer.backward(kind, func, args, kwargs)
+            return self.observer.backward(kind, func, args, kwargs, call)
         obs = self.observer
         written = (
             _written(name, args, kwargs)
@@ -483,9 +509,102 @@ class _Mode(TorchFunctionMode):
             else None
         )
         n0 = len(obs.pending)
-        out = func(*args, **kwargs)
+        try:
+            out = call(func, args, kwargs)
+        except BaseException as e:
+            _drop_call_frame(e)
+            raise
         obs.after_op(name, args, kwargs, out, n0, written)
         return out
+
+
+# NOTE [Warnings at the user's line]: a warning raised inside an op names the innermost Python
+# frame when it comes from PyTorch's C++ (``TORCH_WARN``: ``torch.tensor(t)``'s copy-construct
+# advice, ``x.grad`` of a non-leaf), and the frame ``stacklevel`` frames up when it comes from
+# its Python (``F.softmax`` without ``dim``: 3). Plain PyTorch, that frame is the line of the
+# script that called the op. Under the mode, the op is called by ``__torch_function__``, three
+# frames deeper (with ``handle_torch_function`` and the torch function the script called,
+# for a torch function written in Python): the warning named this file, and went through
+# ``warnings.filters`` with autodiag's module name and registry (a script's filter on its own
+# module, or its ``"error"`` filter on one message, missed it). So the mode calls the op from
+# a function of one line that stands for the caller's frame: its code is a copy of
+# ``_call_op``'s with the caller's file, line and name (and no columns, so a traceback draws
+# no carets under the wrong part of the line), its globals the caller's. A warning then names
+# the script's file and line, with the script's module and registry, as plain PyTorch does.
+# Made once per calling instruction (keyed by ``f_lasti``: ``f_lineno`` decodes the line
+# table on every read); at most ``MAX_CALL_SITES`` per run, past which ops are called from
+# here. The frame is autodiag's: stacks skip it (``sites.hide_code``), a traceback through
+# the op drops it (``_drop_call_frame``), and so does an anomaly-mode stack
+# (``_without_own_frames``). Attribute reads (half the mode's calls) take this path only for
+# the attributes that warn (``_WARN_ATTRS``).
+
+
+def _call_op(func, args, kwargs):
+    return func(*args, **kwargs)
+
+
+_NO_KWARGS: dict = {}
+_getframe = sys._getframe
+# the attributes whose reads (or writes) PyTorch warns about: ``.grad`` of a non-leaf, ``.T`` of
+# a tensor that is not 2-D, ``.volatile``; any other attribute is read without the call site
+_WARN_ATTRS = frozenset({"grad", "T", "volatile"})
+_HANDLE = torch.overrides.handle_torch_function.__code__
+_CALL_CODE = _call_op.__code__
+# the line table of _call_op (RESUME on its def line, the call on the next) without columns:
+# entries of code 13 (no columns), each for up to 8 code units, and a line delta (svarint)
+_units = len(_CALL_CODE.co_code) // 2
+_NO_COLUMNS = bytes([0x80 | 13 << 3, 0]) + b"".join(
+    bytes([0x80 | 13 << 3 | (min(8, _units - i) - 1), 2 if i == 1 else 0])
+    for i in range(1, _units, 8)
+)
+MAX_CALL_SITES = 50_000
+_call_sites: dict = {}  # (id(code), f_lasti) -> (the function calling from there, code)
+_call_codes: set = set()  # ids of their code objects
+
+
+def _from_callers_line(f):
+    """The function that calls an op from the line of frame ``f`` (the caller of the torch
+    function, or ``handle_torch_function`` for one written in Python): NOTE [Warnings at the
+    user's line]."""
+    if f.f_code is _HANDLE:
+        f = f.f_back.f_back  # the torch function that handed the call on, and its caller
+    site = _call_sites.get((id(f.f_code), f.f_lasti))
+    if site is not None:
+        return site[0]
+    return _new_call_site(f)
+
+
+def _new_call_site(f):
+    code = f.f_code
+    if code.co_flags & _pyinspect.CO_COROUTINE or len(_call_sites) >= MAX_CALL_SITES:
+        return _call_op
+    mine = _CALL_CODE.replace(
+        co_filename=code.co_filename,
+        co_name=code.co_name,
+        co_qualname=code.co_qualname,
+        co_firstlineno=max(1, (f.f_lineno or 1) - 1),
+        co_linetable=_NO_COLUMNS,
+    )
+    fn = types.FunctionType(mine, f.f_globals, code.co_name)
+    _call_sites[(id(code), f.f_lasti)] = (fn, code)
+    _call_codes.add(id(mine))
+    sites.hide_code(mine)
+    return fn
+
+
+def _drop_call_frame(e: BaseException) -> None:
+    """Take the frame of ``_from_callers_line``'s function out of the traceback of ``e``,
+    raised by the op it called (the traceback's next entry after this frame's)."""
+    tb = e.__traceback__
+    nxt = tb.tb_next if tb is not None else None
+    if nxt is not None and id(nxt.tb_frame.f_code) in _call_codes:
+        tb.tb_next = nxt.tb_next
+
+
+def forget_call_sites() -> None:
+    """Drop the functions made for a run's call sites (they hold its modules' globals)."""
+    _call_sites.clear()
+    _call_codes.clear()
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -526,6 +645,7 @@ _FRAME_FILE = re.compile(r'  File "(.*?)", line \d+, in ')
 _OWN_DIR = sites._PKG_DIR  # autodiag's package
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OVERRIDES = os.path.abspath(torch.overrides.__file__)
+_THIS_FILE = os.path.abspath(__file__)
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 
@@ -553,6 +673,16 @@ def _without_own_frames(stack: list) -> list:
                 drop.add(i - 1)
                 if i - 2 >= start and files[i - 2].startswith(_TORCH_DIR):
                     drop.add(i - 2)
+            # the mode's call of the op, made from the script's line (NOTE [Warnings at the
+            # user's line]): the entry after this module's, in the script's file
+            j = i + 1
+            if (
+                files[i] == _THIS_FILE
+                and j < len(files)
+                and files[j]
+                and not files[j].startswith((_OWN_DIR, _TORCH_DIR))
+            ):
+                drop.add(j)
     if not start and not drop:
         return stack
     return [e for i, e in enumerate(stack) if i >= start and i not in drop]
@@ -624,6 +754,7 @@ def observing():
         with obs.installed():
             yield obs
     finally:
+        forget_call_sites()
         with obs.lock:  # threads the run started may still be running (workers.py)
             obs.saves.clear()
         del obs.pending[:]
