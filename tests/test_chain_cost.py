@@ -92,3 +92,27 @@ def test_graph_capture_listens_to_backward_nodes_only_for_grads():
         x = torch.ones(2, requires_grad=True)
         (x * 2).sum().backward()
     assert len(grads.snapshots[0].grads) == 3 and plain.snapshots[0].grads == {}
+
+
+def test_leak_finder_records_an_op_alone_without_reading_its_inputs(monkeypatch):
+    # an op numbered two above the last recorded node made no other node: its inputs are not
+    # read (a million-op chain read every node's edges, 50 here); an op that calls others still has
+    # every node it made counted
+    from autodiag.analysis import leaks
+
+    calls = []
+    real = leaks.children
+    monkeypatch.setattr(leaks, "children", lambda n: calls.append(1) or real(n))
+    finder = LeakFinder()
+    x = torch.ones(1, 3, requires_grad=True)
+    w = torch.ones(2, 3, requires_grad=True)
+    with tracing(finder):
+        y = x
+        for i in range(50):
+            y = y * 1.5 if i % 2 else y + 1.0
+        assert len(calls) == 1  # the first op (nothing recorded before it)
+        z = torch.nn.functional.linear(y, w)  # TBackward0 and MmBackward0: two nodes
+        step = finder._steps[-1]
+        assert step.alive == 52 and len(calls) == 2
+        del y, z
+    assert step.alive == 0
