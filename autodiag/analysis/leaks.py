@@ -144,7 +144,19 @@ class LeakFinder(Tracer):
             self._end_step()
         if node is not None:
             seq = sequence_nr(node)  # read once: a node's attribute reads are slow
-            if seq > self._here.hi:
+            here = self._here
+            hi = here.hi
+            if seq == hi + 2:
+                # ``_record``'s common case, inlined (once per op of the run): the op's own
+                # node alone (its NOTE)
+                cached = self._dead
+                step = self._steps[-1]
+                if cached[0] is not step:
+                    cached = self._dead = (step, step.dead)
+                step.refs.append(weakref.ref(node, cached[1]))
+                step.alive += 1
+                here.hi = seq
+            elif seq > hi:
                 self._record(node, seq)
 
     def _record(self, node, seq: int) -> None:
