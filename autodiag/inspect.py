@@ -66,6 +66,7 @@ from autodiag.core.graph import children as _children
 from autodiag.ops._core import edge as _edge
 from autodiag.tensor import Tensor
 from autodiag.tensor import vc_of as _vc_of
+from autodiag.trace.sites import Stack
 
 __all__ = [
     "SavedEntry",
@@ -257,12 +258,12 @@ def node_info(node) -> tuple:
         saved = None
     else:
         saved = tuple(_saved_tuples(node, saved, False))
-    x = node._x
+    x = node._x  # None, a Stack or a NodeExtras (NOTE [Stack for extras] in core/graph.py)
     return (
         node._seq,
         nx,
         nrs,
-        None if x is None else x.trace,
+        x if x.__class__ is Stack else None if x is None else x.trace,
         node.variable if node.__class__ is AccumulateGrad else None,
         saved,
     )

@@ -17,6 +17,7 @@ import tracemalloc
 import pytest
 from cli_helpers import check_envelope, check_graph, cli
 
+import autodiag as torch
 from autodiag.analysis.backward_trace import BackwardTrace
 from autodiag.analysis.graph import GraphSnapshot
 from autodiag.report import graph as graph_render
@@ -491,3 +492,76 @@ def test_trace_rows_json_writes_a_passed_on_gradient_once(traced_10k, monkeypatc
     texts = list(rec.rows_json())
     assert len(texts) == 10_002
     assert len(calls) <= 1.6 * len(texts), len(calls)  # 2 per row before
+
+
+def test_trace_chain_rows_take_the_common_path(monkeypatch):
+    """A chain's backward nodes (one gradient in, one sent on: ``y + c`` has a second, empty
+    edge) are written by ``_chain_row`` without ``encode``: two encodes per node before."""
+    from autodiag.analysis.summary import Summaries
+
+    calls = []
+    encode = Summaries.encode
+    rec = BackwardTrace()
+    with tracing(rec):
+        x = torch.ones(1, requires_grad=True)
+        y = x
+        for i in range(1000):
+            y = y * 1.0000001 if i % 2 else y + 1e-7
+        monkeypatch.setattr(Summaries, "encode", lambda self, a: calls.append(1) or encode(self, a))
+        y.sum().backward()
+    assert len(rec) == 1002 and len(calls) <= 10, len(calls)
+
+
+def _trace_texts(build, general: bool, monkeypatch) -> tuple[list, list]:
+    from autodiag.analysis import backward_trace
+
+    with monkeypatch.context() as m:
+        if general:
+            m.setattr(backward_trace.BackwardTrace, "_chain_row", lambda *a: False)
+        rec = BackwardTrace()
+        with tracing(rec):
+            build()
+    rec.name_leaves({})
+    return list(rec.rows()), list(rec.rows_json())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_trace_chain_rows_equal_the_general_way(dtype, monkeypatch):
+    """Rows of chains through ``_chain_row`` are those of the general way, text for text:
+    zero and huge gradients, float32 quotients that overflow, a NaN, reflected and binary ops,
+    a node with two inputs that need gradients, a 0-d and a (1, 1) chain."""
+
+    def build():
+        dt = getattr(torch, dtype)
+        loss = 0.0
+        for shape in ((), (1,), (1, 1)):
+            x = torch.full(shape, 0.5, dtype=dt, requires_grad=True)
+            w = torch.full(shape, 3.0, dtype=dt, requires_grad=True)
+            y = x
+            for i in range(40):
+                k = i % 8
+                if k == 0:
+                    y = y * 1e30
+                elif k == 1:
+                    y = 2.0 * y
+                elif k == 2:
+                    y = y * w
+                elif k == 3:
+                    y = y - 1e-3
+                elif k == 4:
+                    y = y * 0.0 + y
+                elif k == 5:
+                    y = y / 1e-30
+                elif k == 6:
+                    y = y.exp() if i > 30 else y + 1.0
+                else:
+                    y = 1.0 - y
+            loss = loss + (y.sum() * float("nan") if shape == (1, 1) else y.sum())
+        loss.backward()  # the trace keeps the last backward call: one for the three chains
+
+    fast_rows, fast_texts = _trace_texts(build, False, monkeypatch)
+    slow_rows, slow_texts = _trace_texts(build, True, monkeypatch)
+    assert len(fast_texts) > 100
+    assert fast_texts == slow_texts
+    assert json.dumps(fast_rows) == json.dumps(slow_rows)
+    assert [json.loads(t) for t in fast_texts] == json.loads(json.dumps(fast_rows))

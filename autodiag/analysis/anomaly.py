@@ -580,7 +580,7 @@ class AnomalyFinder(Tracer):
             self._confirm_tainted(self._tainted[node])
         if not grad_inputs:
             return
-        entry = self._tasks[-1]
+        entry = self._here.tasks[-1]  # (``_tasks``, without the property's call)
         arrays = entry[2]
         for g in grad_inputs:
             if g is not None:

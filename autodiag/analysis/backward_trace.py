@@ -190,6 +190,8 @@ class BackwardTrace(Tracer):
         if self.limit is not None and len(self._node) >= self.limit:
             self.steps += 1
             return  # counted, not kept (NOTE [Trace memory])
+        if len(grad_outputs) == 1 and self._chain_row(node, grad_outputs[0], grad_inputs):
+            return
         # NOTE: this runs once per node of a backward pass that may have a million: the
         # columns' appends are written out here rather than called through ``Summaries.add``
         enc = self._codec.encode
@@ -229,6 +231,76 @@ class BackwardTrace(Tracer):
         # anywhere above leaves a partial row that rows() never reads
         self._node.append(node.__class__.__name__)
         self.steps += 1
+
+    def _chain_row(self, node, g_in, grad_inputs) -> bool:
+        """The row of a node of a chain of one-element gradients, if ``node`` is one: one
+        gradient in, one sent on to one node (``y * 2`` has a second edge, None), both
+        one-element arrays of the dtype and dimensions ``encode`` saw last, not a leaf. False
+        (nothing written) otherwise.
+
+        NOTE: ``on_node_backward``'s general way, with the encodes, the local derivative's
+        quotient and the column appends inlined (a million-node chain takes this way for
+        every row but the first and the last); the same columns, value for value."""
+        n = len(grad_inputs)
+        if n == 1 or (n == 2 and grad_inputs[1] is None):
+            g_out = grad_inputs[0]
+        elif n == 2 and grad_inputs[0] is None:
+            g_out = grad_inputs[1]
+        else:
+            return False
+        memo = self._codec.memo
+        dt = memo[0]
+        if not (
+            g_in.__class__ is _ndarray
+            and g_out.__class__ is _ndarray
+            and g_in.size == 1
+            and g_out.size == 1
+            and g_in.dtype is dt
+            and g_out.dtype is dt
+            and g_in.ndim == memo[1]
+            and g_out.ndim == memo[1]
+        ):
+            return False
+        kids = _children(node)
+        if len(kids) != n:
+            return False
+        kid = kids[0] if g_out is grad_inputs[0] else kids[1]
+        if kid is None or (n == 2 and kids[0] is not None and kids[1] is not None):
+            return False  # two edges: each gets its own entry (the general way)
+        if _leaf_variable(node) is not None:
+            return False
+        code = memo[2]
+        x, y = g_in.item(), g_out.item()
+        col = self._in
+        col.codes.append(code)
+        col.values.append(x)
+        self._in_end.append(len(col.codes))
+        self._add_forward(node)
+        self._site.append(_site(node))
+        self._out_to.append(kid.__class__.__name__)
+        col = self._out_grad
+        col.codes.append(code)
+        col.values.append(y)
+        # the local derivative y / x (``_add_local``'s quotient of one code)
+        local = self._out_local
+        rounding = self._rounding.get(code)
+        if x == 0 or x - x != 0 or rounding is None or rounding == "":
+            self._add_local(g_in, g_out, (code, x), (code, y))
+        else:
+            q = y / x
+            if rounding == "f":
+                if not -_F32_MAX <= q <= _F32_MAX:
+                    q = _quotient(g_in, y, x)
+                else:
+                    buf = self._f32
+                    buf[0] = q
+                    q = buf[0]
+            local.codes.append(code)
+            local.values.append(q)
+        self._out_end.append(len(self._out_to))
+        self._node.append(node.__class__.__name__)  # last: NOTE in on_node_backward
+        self.steps += 1
+        return True
 
     def _add_forward(self, node) -> None:
         col = self._value

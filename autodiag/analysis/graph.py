@@ -352,6 +352,10 @@ class GraphCapture(Tracer):
         self._module_paths: dict = {}  # id(outermost module) -> (weakref, {id(module): path})
         self._index: dict | None = None  # node -> id during a captured backward call
         self._current: GraphSnapshot | None = None
+        if grads:
+            # an event of this instance alone: without --grads no backward node calls the
+            # capture (trace/events.py ``LISTENERS``; a million-node backward pays nothing)
+            self.on_node_backward = self._record_grads
 
     def on_op(self, op, node, inputs, outputs, stack):
         if node is not None and self._values is not None and outputs:
@@ -391,7 +395,8 @@ class GraphCapture(Tracer):
         else:
             self.snapshots = [snap]
 
-    def on_node_backward(self, node, grad_outputs, grad_inputs):
+    def _record_grads(self, node, grad_outputs, grad_inputs):
+        """``on_node_backward`` with --grads: the captured call's incoming gradients."""
         if self._index is not None:
             i = self._index.get(node)
             if i is not None:

@@ -194,7 +194,18 @@ class LeakFinder(Tracer):
             self._end_step(tl)
         if node is not None:
             seq = sequence_nr(node)  # read once: a node's attribute reads are slow
-            if seq > here.hi:
+            hi = here.hi
+            if seq == hi + 2:
+                # ``_record``'s common case, inlined (once per op of the run): the op's own
+                # node alone (its NOTE)
+                step = tl.steps[-1]
+                cached = tl.dead
+                if cached[0] is not step:
+                    cached = tl.dead = (step, step.dead)
+                step.refs.append(weakref.ref(node, cached[1]))
+                step.alive += 1
+                here.hi = seq
+            elif seq > hi:
                 self._record(node, seq)
 
     def _record(self, node, seq: int) -> None:
@@ -207,10 +218,13 @@ class LeakFinder(Tracer):
         if cached[0] is not step:
             cached = tl.dead = (step, step.dead)
         dead = cached[1]
-        for c in children(node):  # an input made by this op: a node of an op it called
-            if c is not None and hi < sequence_nr(c) < LEAF_SEQUENCE_NR:
-                break
-        else:  # the common case: the op's own node alone
+        # NOTE: the op's own node alone (the common case) when it is numbered two above the
+        # last one recorded: the one number between is the op's mark (trace/events.py), so no
+        # op it called made a node. Otherwise its inputs are looked at: one made by this op is
+        # a node of an op it called.
+        if seq == hi + 2 or not any(
+            c is not None and hi < sequence_nr(c) < LEAF_SEQUENCE_NR for c in children(node)
+        ):
             step.refs.append(weakref.ref(node, dead))
             step.alive += 1
             here.hi = seq

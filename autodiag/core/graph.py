@@ -333,24 +333,52 @@ class NodeExtras:
     __slots__ = ("input_meta", "metadata", "hooks", "trace")
 
 
+class _NoStack:
+    pass
+
+
+# trace.sites.Stack, bound by trace/events.py when it loads (trace/__init__ imports this module)
+Stack: type = _NoStack
+
+# NOTE [Stack for extras]: while tracing, every node an op records gets the user's Stack
+# (``_trace``), and most nodes get nothing else. Such a node keeps the Stack itself in ``_x``
+# (Stacks are shared between the nodes of one line: NOTE [Shared stacks] in trace/sites.py),
+# not a NodeExtras holding it: one object less per traced node (64 bytes, 64 MB on a
+# 1,000,000-op chain, and one more object for every collection to visit). A Stack reads as a
+# NodeExtras (``hooks``, ``input_meta``, ``metadata`` None, ``trace`` itself), so the engine's
+# and the seam's reads of ``_x`` are unchanged; setting another field moves the Stack into a
+# new NodeExtras.
+
+
 def _extra(field: str) -> property:
     """``node._<field>``: the field of the node's NodeExtras, None when it has none; setting a
     value other than None creates the NodeExtras (every field None; built without an
-    ``__init__`` frame, since anomaly mode makes one per node)."""
+    ``__init__`` frame, since anomaly mode makes one per node). ``_x`` may hold a Stack instead
+    (NOTE [Stack for extras]): it reads as a NodeExtras whose only field is ``trace``."""
     member = NodeExtras.__dict__[field]
     get, put = member.__get__, member.__set__
+    is_trace = field == "trace"
 
     def fget(node):
         x = node._x
-        return None if x is None else get(x)
+        if x is None:
+            return None
+        if x.__class__ is not NodeExtras:  # a Stack
+            return x if is_trace else None
+        return get(x)
 
     def fset(node, value):
         x = node._x
-        if x is None:
-            if value is None:
+        if x.__class__ is not NodeExtras:
+            if is_trace and (value is None or value.__class__ is Stack):
+                node._x = value  # the trace alone: no NodeExtras (NOTE [Stack for extras])
                 return
-            x = node._x = _new_object(NodeExtras)
-            x.input_meta = x.metadata = x.hooks = x.trace = None
+            if value is None:
+                return  # nothing to clear: a Stack's other fields are None
+            trace, x = x, _new_object(NodeExtras)
+            x.input_meta = x.metadata = x.hooks = None
+            x.trace = trace  # None, or the Stack ``_x`` held
+            node._x = x
         put(x, value)
 
     return property(fget, fset, doc=f"NodeExtras.{field} of this node (None if unset)")
@@ -469,7 +497,8 @@ class Node:
 
     # NOTE [Node layout]: every slot is one more pointer the cyclic GC visits, twice per
     # collection, for every node of every live graph. The rule: a node keeps only what most
-    # nodes have; what few have lives in ``_x`` (a NodeExtras or None), read and written
+    # nodes have; what few have lives in ``_x`` (a NodeExtras, a Stack standing for one: NOTE
+    # [Stack for extras], or None), read and written
     # through the ``_input_meta``/``_metadata``/``_hooks``/``_trace`` properties (the engine
     # reads ``_x`` once per node). ``_src_code``/``_src_lasti``: the user's line that recorded
     # a node which saves tensors, left unset by every other node (NOTE [Saving sites]).

@@ -35,7 +35,7 @@ from autodiag.ops._core import (
 )
 from autodiag.ops._vector_ties import tie_takes_second
 from autodiag.tensor import Tensor, _new
-from autodiag.trace.events import TRACERS, _depth, call_traced, self_traced
+from autodiag.trace.events import TRACERS, _depth, call_traced, call_traced_binary, self_traced
 from autodiag.trace.sites import last_user as _last_user
 from autodiag.trace.sites import note_saver
 
@@ -1094,7 +1094,7 @@ def binary_op(name: str, fn, cls, save_a: int, save_b: int, true_divide: bool = 
 
     def op(a, b):
         if TRACERS and not _depth.n:
-            return call_traced(name, op, (a, b), None)
+            return call_traced_binary(name, op, a, b)
         if a.__class__ is not Tensor and not isinstance(a, Tensor):
             return _binary(a, b, fn, cls, save_a, save_b, true_divide)
         ad = a._data

@@ -22,8 +22,11 @@ from __future__ import annotations
 import functools
 import threading
 
+from autodiag.core import graph as _graph
 from autodiag.core.graph import SavedTensor, _seq_counter
 from autodiag.trace.sites import Stack, capture_stack, note_saver
+
+_graph.Stack = Stack  # a node's ``_x`` may hold its Stack (NOTE [Stack for extras])
 
 # The installed tracers, in installation order. Mutated only by ``install``/``uninstall``.
 TRACERS: list = []
@@ -199,6 +202,29 @@ def self_traced(name: str, op):
     return op
 
 
+def call_traced_binary(name: str, fn, a, b):
+    """``call_traced(name, fn, (a, b), None)`` for the binary operators, whose tensor inputs
+    are found without the generic walk (the common case: a tensor and a tensor or a number)."""
+    mark = _next_seq()
+    _depth.n += 1
+    try:
+        out = fn(a, b)
+    finally:
+        _depth.n -= 1
+    if a.__class__ is _Tensor:
+        bc = b.__class__
+        if bc is _Tensor:
+            inputs = (a, b)
+        elif bc is float or bc is int:
+            inputs = (a,)
+        else:
+            inputs = _tensors_in((a, b), None)
+    else:
+        inputs = _tensors_in((a, b), None)
+    emit_op(name, inputs, out, mark)
+    return out
+
+
 def call_traced(name: str, fn, args: tuple, kwargs: dict | None):
     """Call the op ``fn`` and report it: for ops that check ``TRACERS`` themselves (the hot
     operators) rather than through a ``traced`` wrapper."""
@@ -242,13 +268,21 @@ def emit_op(name: str, inputs: tuple, out, mark: int, skip: int = 4) -> None:
     stack = capture_stack(skip)
     if node is not None:
         if seq == mark + 1:
-            node._trace = stack  # the op recorded this one node only (sequence numbers)
+            # the op recorded this one node only (sequence numbers): ``node._trace = stack``,
+            # inlined for a node with no other extra (NOTE [Stack for extras] in core/graph.py)
+            x = node._x
+            if x is None or x.__class__ is Stack:
+                node._x = stack
+            else:
+                node._trace = stack
         else:
             _mark_new_nodes(node, mark, stack)
     for t in LISTENERS["on_op"]:
         t.on_op(name, node, inputs, outputs, stack)
-    if LISTENERS["on_save"] and node is not None and node._saved:
-        _emit_saves(node, outputs)
+    if node is not None and LISTENERS["on_save"]:
+        saved = node._saved
+        if saved:
+            _emit_saves(node, saved, outputs)
 
 
 def new_nodes(node, above: int) -> list:
@@ -278,13 +312,18 @@ def _mark_new_nodes(node, mark: int, stack) -> None:
         n._trace = stack
 
 
-def _emit_saves(node, outputs) -> None:
-    by_data = {id(o._data): o for o in outputs}
-    for s in node._saved:
-        if isinstance(s, _Tensor):
+def _emit_saves(node, saved: tuple, outputs) -> None:
+    by_data = None  # id(array) -> output, made only for a saved output (mul by a number saves
+    # the number alone: nothing to report)
+    for s in saved:
+        if s.__class__ is _Tensor or isinstance(s, _Tensor):
             t = s
         elif s.__class__ is SavedTensor:
-            t = s.tensor if s.tensor is not None else by_data.get(id(s.data))
+            t = s.tensor
+            if t is None:
+                if by_data is None:
+                    by_data = {id(o._data): o for o in outputs}
+                t = by_data.get(id(s.data))
         else:
             continue
         if t is not None:

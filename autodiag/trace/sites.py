@@ -190,25 +190,32 @@ MAX_INTERNED = 100_000
 
 def capture_stack(skip: int = 1) -> Stack:
     """The user's frames of the current call stack (innermost last), unformatted."""
-    top = f = sys._getframe(skip)
+    # NOTE: this walk runs for every traced op: _kind_of is inlined, kinds are tested as
+    # numbers (_AUTODIAG is 0, the frames skipped most), and the dict reads are bound once
+    top = f = _getframe(skip)
     key = ()
-    kind = _kind  # _kind_of, inlined: this walk runs for every traced op
     while f is not None:
         code = f.f_code
-        k = kind.get(id(code))
+        k = _kind_get(id(code))
         if k is None:
             k = _classify(code)
-        if k == _USER:
-            key += (id(code), f.f_lasti)
-            if len(key) >= 2 * MAX_FRAMES:
+        if k:
+            if k == _STOP:
                 break
-        elif k == _STOP:
-            break
+            key += (id(code), f.f_lasti)  # a user frame
+            if len(key) >= _MAX_KEY:
+                break
         f = f.f_back
-    st = _interned.get(key)
+    st = _interned_get(key)
     if st is None:
         st = _new_stack(key, top)
     return st
+
+
+_getframe = sys._getframe
+_kind_get = _kind.get  # (the tables are cleared, never replaced)
+_interned_get = _interned.get
+_MAX_KEY = 2 * MAX_FRAMES
 
 
 def _new_stack(key: tuple, f) -> Stack:
@@ -235,8 +242,16 @@ class Stack:
 
     __slots__ = ("sites",)
 
+    # A node's ``_x`` holds its Stack when that is its only extra, and is read as a NodeExtras
+    # (NOTE [Stack for extras] in core/graph.py): these fields are None, ``trace`` is the Stack.
+    hooks = input_meta = metadata = None
+
     def __init__(self, sites: tuple):
         self.sites = sites
+
+    @property
+    def trace(self) -> Stack:
+        return self
 
     @property
     def site(self):
