@@ -1,0 +1,173 @@
+"""issue 17 (fuzz9): differences from PyTorch found by the fuzzer and the known defects, each
+compared with PyTorch: efficient zero gradients (ZeroTensor) reaching numpy code or a custom
+Function's backward, writes into an expanded tensor, and the fuzzer's classes."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import autodiag as ad
+from autodiag.core.zeros import ZeroArray, zeros_like
+
+
+def _outcome(fn, m):
+    """What ``fn(m)`` gives: values (as a list) and the tensor's grad_fn name, or its error."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(m)
+        if isinstance(out, tuple):
+            # clone(): PyTorch's autograd.grad can return its ZeroTensor itself (a custom
+            # backward's ``g * inf``), whose tolist() raises; autodiag's are ordinary zeros
+            return ("ok", repr([None if o is None else o.clone().tolist() for o in out]))
+        return ("ok", repr(out.tolist()), out.grad_fn.name() if out.grad_fn else None)
+    except Exception as e:  # the exception's type and message are the contract
+        return (type(e).__name__, str(e).splitlines()[0])
+
+
+def _same(fn, torch):
+    assert _outcome(fn, ad) == _outcome(fn, torch)
+
+
+# --- efficient zero gradients (ZeroTensor) ----------------------------------------------------
+
+# a custom Function's backward receives PyTorch's ZeroTensor where abs's double backward
+# (SgnBackward0) sends it: what the user's code does with it
+ZERO_USES = {
+    "sigmoid": lambda m, g: m.sigmoid(g) * 2,  # numpy's empty_like then writes: raised
+    "clone_then_add_": lambda m, g: g.clone().add_(1),
+    "add_": lambda m, g: g.add_(1),  # PyTorch: ZeroTensors are immutable (was silently 0)
+    "mul_": lambda m, g: g.mul_(2),
+    "setitem": lambda m, g: g.__setitem__(0, 1.0),
+    "ones_like_times_inf": lambda m, g: m.ones_like(g) * math.inf,
+    "empty_like_copy_": lambda m, g: m.empty_like(g).copy_(g) + 1,
+    "div_by_it": lambda m, g: m.ones(3) / g,  # inf everywhere in PyTorch's div_zerotensor
+    "neg_div_by_it": lambda m, g: -m.ones(3) / g,
+    "div_itself": lambda m, g: g / g,  # NaN (was 0)
+    "mul_inf": lambda m, g: g * math.inf,
+    "sub_from_it": lambda m, g: g - m.tensor([1.0, -0.0, 2.0]),
+    "expand_sum_inf": lambda m, g: g.expand(2, 3).sum(0) * math.inf,
+    "softmax": lambda m, g: m.softmax(g, 0),
+    "sort": lambda m, g: g.sort()[0] + 1,
+    "cumsum": lambda m, g: g.cumsum(0) + 1,
+    "cat": lambda m, g: m.cat([g, g])[:3] + 1,
+    "where": lambda m, g: m.where(g == 0, m.ones_like(g), g),
+}
+
+
+@pytest.mark.parametrize("use", list(ZERO_USES), ids=str)
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_zero_gradient_in_custom_backward_as_pytorch(torch, use, dt):
+    f = ZERO_USES[use]
+
+    def run(m):
+        class Twice(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return f(m, g)
+
+        x = m.tensor([1.0, -2.0, 3.0], dtype=getattr(m, dt), requires_grad=True)
+        (g,) = m.autograd.grad(Twice.apply(x).abs().sum(), x, create_graph=True)
+        return m.autograd.grad(g.sum(), x, allow_unused=True)
+
+    _same(run, torch)
+
+
+def test_zero_array_is_an_ndarray_to_numpy_functions():
+    z = zeros_like(np.ones((2, 3)))
+    # fresh arrays are ordinary (mutable, and ones_like holds ones that stay ones)
+    for fresh in (np.empty_like(z), np.ones_like(z), np.copy(z), np.concatenate([z, z]), z[[0]]):
+        assert fresh.__class__ is np.ndarray
+    assert (np.ones_like(z) * np.inf == np.inf).all()
+    out = np.empty_like(z)
+    np.add(z, 1.5, out=out)
+    assert (out == 1.5).all()
+    e = np.empty_like(z)
+    e[0] = 7.0
+    np.copyto(e, 2.0)
+    assert (e == 2.0).all()
+    # views stay efficient zeros; writing into one is refused
+    for view in (z[0], z.T, np.reshape(z, 6), np.broadcast_to(z, (4, 2, 3), subok=True)):
+        assert view.__class__ is ZeroArray
+    with pytest.raises(RuntimeError, match="ZeroTensors are immutable"):
+        np.copyto(z, 1.0)
+    with pytest.raises(RuntimeError, match="ZeroTensors are immutable"):
+        np.add(1.0, 1.0, out=z)
+
+
+# --- writes into an expanded tensor ---------------------------------------------------------------
+
+
+EXPANDED_WRITES = {
+    "setitem_row": lambda m, x: x.expand(3, 4).__setitem__(0, 1.0),  # a row: no shared memory
+    "setitem_row_tensor": lambda m, x: x.expand(3, 4).__setitem__(0, m.ones(4)),
+    "setitem_element": lambda m, x: x.expand(3, 4).__setitem__((0, 1), 7.0),
+    "setitem_row_of_column": lambda m, x: x.unsqueeze(1).expand(4, 3)[0].__setitem__(0, 9.0),
+    # the fuzzer's class `setitem | forward exception: RuntimeError vs ok`: an empty region
+    "setitem_empty": lambda m, x: x.expand(3, 4).__setitem__(
+        (slice(None, None, 2), slice(5, None)), 2.0
+    ),
+    "setitem_column": lambda m, x: x.expand(3, 4).__setitem__((slice(None), 0), 1.0),
+    "setitem_all": lambda m, x: x.expand(3, 4).__setitem__(Ellipsis, 1.0),
+    "setitem_mask": lambda m, x: x.expand(3, 4).__setitem__(x.expand(3, 4) > 2, 0.0),
+    "setitem_index": lambda m, x: x.expand(3, 4).__setitem__(m.tensor([0]), 0.0),
+    "setitem_pairs": lambda m, x: x.expand(3, 4).__setitem__(
+        (m.tensor([0, 1]), m.tensor([2, 2])), 9.0
+    ),
+    "masked_fill_": lambda m, x: x.expand(3, 4).masked_fill_(
+        m.tensor([True, False, False, True]), 0.0
+    ),
+    "add_": lambda m, x: x.expand(3, 4).add_(1),
+    "copy_": lambda m, x: x.expand(3, 4).copy_(m.ones(3, 4)),
+    "fill_": lambda m, x: x.expand(3, 4).fill_(2),
+    "zero_": lambda m, x: x.expand(3, 4).zero_(),
+    "uniform_": lambda m, x: x.expand(3, 4).uniform_(),  # was numpy's ValueError (read-only)
+    "normal_": lambda m, x: x.expand(3, 4).normal_(),
+    "bernoulli_": lambda m, x: x.expand(3, 4).bernoulli_(0.5),
+}
+
+
+@pytest.mark.parametrize("case", list(EXPANDED_WRITES), ids=str)
+@pytest.mark.parametrize("grad", [False, True], ids=["plain", "requires_grad"])
+def test_write_into_expanded_tensor_as_pytorch(torch, case, grad):
+    write = EXPANDED_WRITES[case]
+
+    def run(m):
+        x = m.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=grad)
+        y = x * 1 if grad else x
+        write(m, y)
+        out = (y * m.tensor([1.0, 2.0, 3.0, 4.0])).sum()
+        if grad:
+            return m.autograd.grad(out, x) + (y.detach(),)
+        return (y,)
+
+    _same(run, torch)
+
+
+def test_setitem_into_expanded_tensor_warns_as_pytorch(torch):
+    def warned(m):
+        x = m.tensor([1.0, 2.0, 3.0, 4.0])
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            x.expand(3, 4)[x.expand(3, 4) > 2] = 0.0
+            x.expand(3, 4)[0] = 5.0  # a row: no warning
+        return [str(i.message).split(" (Triggered")[0] for i in w], x.tolist()
+
+    assert warned(ad) == warned(torch)
+
+
+def test_setitem_into_expanded_tensor_with_order_dependent_values_is_refused():
+    x = ad.zeros(1, 4).expand(3, 4)
+    with (
+        pytest.warns(UserWarning, match="index_put_"),
+        pytest.raises(NotImplementedError, match="__setitem__"),
+    ):
+        x[ad.tensor([0, 1]), ad.tensor([2, 2])] = ad.tensor([9.0, 8.0])
