@@ -12,6 +12,7 @@ import pytest
 
 import autodiag as ad
 from autodiag.core.zeros import ZeroArray, zeros_like
+from autodiag.ops.reduction import SoftmaxBackwardDataBackward0
 
 
 def _outcome(fn, m):
@@ -171,3 +172,97 @@ def test_setitem_into_expanded_tensor_with_order_dependent_values_is_refused():
         pytest.raises(NotImplementedError, match="__setitem__"),
     ):
         x[ad.tensor([0, 1]), ad.tensor([2, 2])] = ad.tensor([9.0, 8.0])
+
+
+# --- softmax's gradient along a dim other than the last ---------------------------------------
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "shape,dim", [((1, 2, 3), 1), ((2, 3, 5), 0), ((4, 17), 0), ((3, 9, 2), 1)]
+)
+def test_softmax_backward_data_along_inner_dim_is_pytorchs_bit_for_bit(torch, dt, shape, dim):
+    # PyTorch's kernel accumulates sum(grad * output) with one fused multiply-add a step
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x = rng.standard_normal(shape).astype(dt)
+        g = (rng.standard_normal(shape) * 1e3).astype(dt)
+        r = torch.softmax(torch.from_numpy(x), dim)
+        want = torch._softmax_backward_data(torch.from_numpy(g), r, dim, r.dtype).numpy()
+        # given PyTorch's output (autodiag's forward may round otherwise in the last bit)
+        got = SoftmaxBackwardDataBackward0._array(g, r.numpy(), dim)
+        assert np.array_equal(got, want)
+
+
+def test_softmax_second_derivative_cancelling_to_zero_as_pytorch(torch):
+    # the fuzzer's `remainder+softmax | grad2 value: inf vs 0`: a sum of +-2e40 terms that
+    # cancels exactly in PyTorch's fused accumulation left 1e23 (and inf in float32)
+    def run(m):
+        x4 = m.tensor([[1.0, -2.08, 1.0]], dtype=m.float64)
+        x5 = m.tensor([[[1.0, -1e-40, 1.0], [1.0, 3.36, 1.0]]], requires_grad=True)
+        t1 = m.remainder(x4, x5)
+        t2 = m.softmax(t1, dim=1)
+        w1 = m.tensor([[[0.5, 1.0, 1.5], [0.5, 1.0, 1.5]]], dtype=m.float64)
+        (g,) = m.autograd.grad([t1, t2], [x5], [w1, w1], create_graph=True)
+        return m.autograd.grad(g, [x5], [m.tensor([[[0.5, 1.0, 1.5], [0.5, 1.0, 1.5]]])])
+
+    _same(run, torch)
+
+
+# --- layer_norm: PyTorch's kernel rounding (fused multiply-adds) for rows shorter than a vector -
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_values_and_gradients_bit_for_bit(torch, dt, n, affine):
+    # the fuzzer's `layer_norm+matmul | grad2 ...` and `add_+layer_norm | grad2 ...` started
+    # from these: the output (x - mean) * rstd * w + b is one FMA in PyTorch, the input
+    # gradient three, the weight gradient two a row (a row of one value: not 0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # PyTorch's weight gradient adds per-thread partial sums
+    try:
+        rng = np.random.default_rng(n)
+        for _ in range(40):
+            x = (rng.standard_normal((3, n)) * 3).astype(dt)
+            w, b = rng.standard_normal(n).astype(dt), rng.standard_normal(n).astype(dt)
+            dy = rng.standard_normal((3, n)).astype(dt)
+
+            def run(m, x=x, w=w, b=b, dy=dy):
+                xt = m.tensor(x, requires_grad=True)
+                wt = m.tensor(w, requires_grad=True) if affine else None
+                bt = m.tensor(b) if affine else None
+                y = m.nn.functional.layer_norm(xt, (n,), wt, bt)
+                leaves = [xt, wt] if affine else [xt]
+                return (y.detach(),) + m.autograd.grad(y, leaves, m.tensor(dy))
+
+            got, want = run(ad), run(torch)
+            for g_, w_ in zip(got, want):
+                assert g_.numpy().tobytes() == w_.numpy().tobytes()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_layer_norm_weight_gradient_of_a_one_value_row_as_pytorch(torch):
+    # known issue's example: PyTorch's weight gradient is 1.77e-05 for [[1.99]], was 0
+    def run(m):
+        x = m.tensor([[1.99]], requires_grad=True)
+        w = m.tensor([1.0], requires_grad=True)
+        y = m.nn.functional.layer_norm(x, (1,), w, m.tensor([0.0]))
+        return m.autograd.grad(y.sum(), [x, w])
+
+    _same(run, torch)
+
+
+def test_elu_float32_is_pytorchs_expm1_and_so_its_second_derivative(torch):
+    # the fuzzer's `elu+log1p | grad2 value: different finite values`: numpy's float32 expm1
+    # is one ulp from PyTorch's for -5.13, and log1p's second derivative near -1 amplifies it
+    def run(m):
+        x = m.tensor([1.0, -5.13], requires_grad=True)
+        t0 = m.nn.functional.elu(x)
+        t1 = m.log1p(t0)
+        w0 = w1 = m.tensor([0.5, 1.0])  # the repro's weights
+        (g,) = m.autograd.grad([t0, t1], [x], [w0, w1], create_graph=True)
+        return (t0.detach(),) + m.autograd.grad(g, [x], [w0])
+
+    _same(run, torch)
