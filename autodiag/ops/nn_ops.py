@@ -810,8 +810,8 @@ class NativeLayerNormBackward0(Node):
                 ).astype(gx._data.dtype, copy=False)
         if needs_weight:
             gw = _sum_batch(xp, g * xhat, batch)
-            if x.dtype in _SIMD_LANES if xp.arrays else x._data.dtype in _SIMD_LANES:
-                gd, xd = (g, x) if xp.arrays else (g._data, x._data)
+            gd, xd = (g, x) if xp.arrays else (g._data, x._data)
+            if _kernel_rounding(xd, axes):
                 kernel = _layer_norm_weight_grad(
                     gd, xd, self.saved_result1(ARRAY), self.saved_result2(ARRAY), axes
                 )
@@ -837,17 +837,18 @@ def _layer_norm_input_grad(dy, w, x, mean, rstd, axes, normalized_shape) -> np.n
     make every element NaN (through b), and cancellation must round as PyTorch's does. Its
     AVX2 build contracts three of those steps into fused multiply-adds: ``db * mean - ds``,
     ``-b * mean - db * a / N`` and ``b * x + a * dy * w``; a row shorter than a SIMD vector
-    sums its terms one after another (longer rows: lanes, not emulated)."""
+    sums its terms one after another (``_kernel_rounding``; longer rows: SIMD lanes, not
+    emulated)."""
     n = math.prod(normalized_shape)
     dt = dy.dtype
-    fused = dt in _SIMD_LANES
+    fused = _kernel_rounding(x, axes)
     scale = (dt.type(1) / dt.type(n) if fused else 1.0 / n) if n else math.inf
     with np.errstate(all="ignore"):
         dyx = dy * x
         if w is not None:
             dyx = dyx * w
         dyw = dy if w is None else dy * w
-        if fused and 0 < n < _SIMD_LANES[dt]:
+        if fused:
             ds, db = _row_sum(dyx, axes, n), _row_sum(dyw, axes, n)
         else:
             ds = dyx.sum(axis=axes, keepdims=True)
@@ -862,7 +863,16 @@ def _layer_norm_input_grad(dy, w, x, mean, rstd, axes, normalized_shape) -> np.n
         return np.asarray(_fma(np.broadcast_to(b, x.shape), x, ady) + c, dtype=dt)
 
 
-_SEQUENTIAL_ROWS = 4096  # rows summed one after another as PyTorch's single thread does
+_SEQUENTIAL_ROWS = 64  # rows summed one after another as PyTorch's single thread does
+_EMULATED_SIZE = 1 << 16  # elements: beyond, the emulated fused multiply-adds cost too much
+
+
+def _kernel_rounding(x: np.ndarray, axes: tuple) -> bool:
+    """Does layer_norm round as PyTorch's kernel here? Rows shorter than a SIMD vector (whose
+    statistics ``_row_moments`` emulates too) of a tensor up to _EMULATED_SIZE elements: the
+    fused multiply-adds are emulated in numpy at some cost (a float64 one: ~0.4 us)."""
+    n = math.prod(x.shape[a] for a in axes)
+    return 0 < n < _SIMD_LANES.get(x.dtype, 0) and x.size <= _EMULATED_SIZE
 
 
 def _layer_norm_weight_grad(dy, x, mean, rstd, axes) -> np.ndarray:
@@ -870,7 +880,7 @@ def _layer_norm_weight_grad(dy, x, mean, rstd, axes) -> np.ndarray:
     ``dgamma += dy * (a * x + b)`` with a = rstd, b = -a * mean, both steps fused
     multiply-adds in its AVX2 build (so a row of one value gives rstd * x - rstd * mean
     rounded apart, not 0). Rows are added one after another (PyTorch's single-threaded
-    order) up to _SEQUENTIAL_ROWS, beyond which threads split them anyway."""
+    order) up to _SEQUENTIAL_ROWS, beyond which PyTorch's threads split them anyway."""
     with np.errstate(all="ignore"):
         b = -rstd * mean
         inner = _fma(np.broadcast_to(rstd, x.shape), x, np.broadcast_to(b, x.shape))
@@ -960,7 +970,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     xc = xd - mean
     rstd = (1 / np.sqrt(var + eps)).astype(xd.dtype, copy=False)
     out = xc * rstd
-    if weight is not None and bias is not None and out.dtype in _SIMD_LANES:
+    if weight is not None and bias is not None and _kernel_rounding(xd, axes):
         # PyTorch's kernel: (x - mean) * rstd * gamma + beta, the last step one fused
         # multiply-add (its AVX2 build contracts it); with one of them missing, no FMA
         out = _fma(out, weight._data, bias._data)
