@@ -266,3 +266,36 @@ def test_elu_float32_is_pytorchs_expm1_and_so_its_second_derivative(torch):
         return (t0.detach(),) + m.autograd.grad(g, [x], [w0])
 
     _same(run, torch)
+
+
+def test_max_pool1d_without_autograd_is_no_view_as_pytorch(torch):
+    # the fuzzer's `lerp_ | forward grad_fn: AsStridedBackward0 vs LerpBackward0`
+    def run(m):
+        t2 = m.nn.functional.max_pool1d(m.tensor([[[1.0, 1.0]]], dtype=m.float64), 2)
+        assert t2._base is None
+        return t2.lerp_(m.tensor(1.0, dtype=m.float64) * m.tensor(1.0, requires_grad=True), 1.0)
+
+    _same(run, torch)
+
+    def grad_view(m):  # with autograd: max_pool1d_with_indices' squeeze view, in both
+        y = m.nn.functional.max_pool1d(m.tensor([[[1.0, 3.0, 2.0, 0.0]]], requires_grad=True), 2)
+        return (y._base is None, y.grad_fn.name())
+
+    assert grad_view(ad) == grad_view(torch)
+
+
+def test_lerp_saves_end_only_for_the_weight_gradient_as_pytorch(torch):
+    # the fuzzer's `clamp_.tensor+lerp | grad exception: RuntimeError vs ok`: an in-place
+    # write into lerp's end is an error at backward only when the weight requires grad
+    def run(m, weight_grad):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        e = m.tensor([3.0, 5.0])
+        w = m.tensor([0.25, 0.75], requires_grad=weight_grad)
+        y = m.lerp(x, e, w)
+        e.clamp_(max=4.0)
+        return m.autograd.grad(y.sum(), x)
+
+    _same(lambda m: run(m, False), torch)
+    for m in (ad, torch):  # autodiag's message goes on with where the tensor was saved
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(m, True)

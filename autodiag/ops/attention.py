@@ -190,7 +190,10 @@ def _lerp(input, end, weight, in_place: bool):
         out = broadcasting(_lerp_array, xd, ed, wd).astype(out_dt)
         if _state.record and (x.requires_grad or e.requires_grad or w.requires_grad):
             node = LerpBackward1((edge(x), edge(e), edge(w)))
-            node._saved = (save(x), save(e), save(w))
+            # as PyTorch's generated code: self and end only for weight's formula (an in-place
+            # write into an unsaved one is then no error at backward); weight always
+            ends = w.requires_grad
+            node._saved = (save(x) if ends else None, save(e) if ends else None, save(w))
             set_broadcast_meta(node, out, x, e, w)
             return result(out, node)
         return result(out, None)

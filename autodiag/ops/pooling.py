@@ -313,10 +313,14 @@ def max_pool1d(
     out, idx = _max_pool2d_with_indices(
         input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d, ceil_mode, "max_pool1d"
     )
-    out = out.squeeze(-2)
     if return_indices:
-        return out, wrap(idx._data.squeeze(-2))
-    return out
+        return out.squeeze(-2), wrap(idx._data.squeeze(-2))
+    if not (_state.record and input.requires_grad):
+        # PyTorch's CPU max_pool1d without autograd (max_pool1d_impl) returns a fresh tensor,
+        # not the squeeze view of max_pool1d_with_indices: an in-place op on it then records
+        # its own node (LerpBackward0), not a view's (AsStridedBackward0)
+        return wrap(np.ascontiguousarray(out._data.squeeze(-2)))
+    return out.squeeze(-2)
 
 
 # ---------------------------------------------------------------------------------------------
