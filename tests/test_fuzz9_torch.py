@@ -299,3 +299,24 @@ def test_lerp_saves_end_only_for_the_weight_gradient_as_pytorch(torch):
     for m in (ad, torch):  # autodiag's message goes on with where the tensor was saved
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             run(m, True)
+
+
+def test_clamp_with_both_tensor_bounds_keeps_pytorchs_zero_signs(torch):
+    # the fuzzer's `clamp.both_tensors | forward value: 0 vs -0`: PyTorch's one kernel,
+    # minimum(maximum(self, min), max), takes the bound on a tie in its vectorised body (the
+    # first 16 float32 / 8 float64 elements of a step) and self in its scalar tail
+    def run(m):
+        x = m.tensor([0.0] * 9 + [-0.0] * 9, dtype=m.float64)
+        lo = m.tensor([-0.0] * 9 + [0.0] * 9, dtype=m.float64)
+        x2 = m.tensor([[[1.0, 0.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]], dtype=m.float64)
+        outs = (
+            m.clamp(x, lo, m.tensor(1.0)),
+            m.clamp(x, lo, m.zeros(18, dtype=m.float64)),
+            m.clamp(x2, m.nn.functional.leaky_relu(x2, -0.5), m.tensor(1.0)),
+            m.clamp(m.zeros(3, 17), m.full((3, 1), -0.0), m.full((17,), 0.0)),
+        )
+        return tuple(np.signbit(o.numpy()) for o in outs)
+
+    got, want = run(ad), run(torch)
+    for g_, w_ in zip(got, want):
+        assert (g_ == w_).all()
