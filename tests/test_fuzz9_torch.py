@@ -320,3 +320,18 @@ def test_clamp_with_both_tensor_bounds_keeps_pytorchs_zero_signs(torch):
     got, want = run(ad), run(torch)
     for g_, w_ in zip(got, want):
         assert (g_ == w_).all()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_max_pool_keeps_the_first_of_tied_zeros_as_pytorch(torch, grad):
+    # the fuzzer's `max_pool1d | forward value: -0 vs 0`: numpy's maximum kept the later zero
+    def run(m):
+        outs = []
+        for row in ([0.0, 0.0, -0.0], [-0.0, 0.0, 0.0], [-0.0, -1.0, 0.0, 0.0, 2.0, -0.0]):
+            x = m.tensor([[row]], dtype=m.float64, requires_grad=grad)
+            outs.append(m.nn.functional.max_pool1d(x, 3, 1, 1))
+            outs.append(m.nn.functional.max_pool2d(x.unsqueeze(0), (1, 3), (1, 2), (0, 1)))
+        return [np.signbit(o.detach().numpy()) for o in outs]
+
+    for g_, w_ in zip(run(ad), run(torch)):
+        assert (g_ == w_).all()

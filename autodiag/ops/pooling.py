@@ -229,6 +229,13 @@ def _window_max(d: np.ndarray, geom: Geometry):
     ii, jj = np.divmod(np.arange(kh * kw), kw)
     shift = ii * dh * width + jj * dw
     idx = (starts[0][:, None] * width + starts[1][None, :]) + shift[pick]
+    zero = best == 0
+    if zero.any():
+        # numpy's maximum keeps either zero of a tie (0. vs -0.); PyTorch's the first, which
+        # ``pick`` holds: read the sign there
+        plane = d.reshape(d.shape[:2] + (-1,))
+        picked = np.take_along_axis(plane, idx.reshape(idx.shape[:2] + (-1,)), axis=2)
+        best = np.where(zero, picked.reshape(best.shape), best)
     return best, idx
 
 
