@@ -335,3 +335,22 @@ def test_max_pool_keeps_the_first_of_tied_zeros_as_pytorch(torch, grad):
 
     for g_, w_ in zip(run(ad), run(torch)):
         assert (g_ == w_).all()
+
+
+def test_advanced_setitem_of_a_grad_value_into_an_expanded_tensor_as_pytorch(torch):
+    # the fuzzer's `setitem.advanced | forward exception: RuntimeError vs ok`: the value
+    # requires grad, the expanded tensor does not: PyTorch writes (and records) it
+    def run(m):
+        x4 = m.tensor(2.0, dtype=m.float64, requires_grad=True)
+        t1 = (2.5 / m.tensor(1.0, dtype=m.float64)).expand_as(m.ones(2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t1[m.tensor([0])] = x4
+        (g,) = m.autograd.grad((t1 * m.tensor([1.0, 3.0], dtype=m.float64)).sum(), x4)
+        return (
+            t1.detach(),
+            g,
+            m.tensor(0.0) if t1.grad_fn.name() == "AsStridedBackward0" else None,
+        )
+
+    _same(run, torch)

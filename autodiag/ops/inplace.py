@@ -381,7 +381,7 @@ def _method(name: str, fn):
             return self
         written = None
         if name == "masked_fill_" and views.overlaps(self._data):
-            _check_expanded_unrecorded(self, *others)
+            _check_expanded_unrecorded(self)
             written = _masked_fill_written(args[0] if args else kwargs.get("mask"))
         return apply_inplace(
             self,
@@ -1101,7 +1101,7 @@ def setitem(self, index, value):
         apply_inplace(self, "__setitem__", lambda t: _basic_result(t, basic, v), value)
         return
     if views.overlaps(self._data[basic]):
-        _check_expanded_unrecorded(self, v)
+        _check_expanded_unrecorded(self)
     apply_inplace(
         self,
         "__setitem__",
@@ -1122,15 +1122,12 @@ def _masked_fill_written(mask):
     return written
 
 
-def _check_expanded_unrecorded(t: Tensor, *others) -> None:
+def _check_expanded_unrecorded(t: Tensor) -> None:
     """index_put_/masked_fill_ into an expanded tensor: PyTorch writes it (with a warning)
-    only when the write is not recorded; autograd's copy refuses it."""
+    unless the tensor written (or its base) requires grad; a value requiring grad is written
+    and recorded."""
     base = t._base
-    if _state.record and (
-        t.requires_grad
-        or (base is not None and base.requires_grad)
-        or any(isinstance(o, Tensor) and o.requires_grad for o in others)
-    ):
+    if _state.record and (t.requires_grad or (base is not None and base.requires_grad)):
         raise RuntimeError(views.OVERLAP_ERROR)
 
 
