@@ -354,3 +354,13 @@ def test_advanced_setitem_of_a_grad_value_into_an_expanded_tensor_as_pytorch(tor
         )
 
     _same(run, torch)
+
+
+def test_stack_of_transposed_tensors_is_contiguous_as_pytorch(torch):
+    # the fuzzer's `reshape | forward grad_fn: UnsafeViewBackward0 vs ViewBackward0`
+    def run(m):
+        x = m.ones(2, 3, requires_grad=True)
+        t = m.stack([x.mT, x.mT], dim=-1)
+        return (t.stride(), t.reshape(12).grad_fn.name(), m.stack([x.mT, x.mT]).stride())
+
+    assert run(ad) == run(torch)
