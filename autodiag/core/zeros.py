@@ -11,9 +11,12 @@ reaches the ops before it is zero even where their formulas multiply by inf or d
 ``ZeroArray`` is that kind for the backward engine: an ndarray subclass holding zeros whose
 ``multiply`` (with any operand) and ``divide`` (as the dividend) return a ``ZeroArray`` of the
 broadcast shape and the result dtype, ``add`` of two of them one too; ``zero + x`` is ``x`` and
-``zero - x`` is ``-x`` exactly (``-0.`` stays ``-0.``). numpy's views (reshape, transpose,
-``broadcast_to(subok=True)``) keep the subclass; every other ufunc (``negative``, reductions)
-computes on the plain zeros and returns an ordinary array, as PyTorch's fallback materializes.
+``zero - x`` is ``-x`` exactly (``-0.`` stays ``-0.``); ``x / zero`` is inf for every ``x`` and
+``zero / zero`` NaN, ordinary arrays (PyTorch's ``div_zerotensor``). numpy's views (reshape,
+transpose, basic indexing, ``broadcast_to(subok=True)``) keep the subclass; every other ufunc
+(``negative``, reductions) and numpy function (``empty_like``, ``ones_like``, ``copy``,
+``concatenate``, advanced indexing) computes on the plain zeros and returns an ordinary array,
+as PyTorch's fallback materializes, so code that fills an ``empty_like`` of a gradient works.
 Where a gradient leaves the engine (``.grad``, ``autograd.grad``'s results, hooks, retained
 gradients) ``materialize`` turns it into ordinary zeros, so the user never holds one (PyTorch's
 ZeroTensor is immutable; ours would silently stay "zero" after an in-place write), and writing
@@ -48,6 +51,10 @@ class ZeroArray(np.ndarray):
             dt = ufunc.resolve_dtypes(tuple(_dtype_of(a) for a in plain) + (None,))[-1]
             shape = np.broadcast_shapes(*(np.shape(a) for a in plain))
             zero = [a.__class__ is ZeroArray for a in inputs]
+            if ufunc is np.divide and zero[1]:
+                # PyTorch's div_zerotensor: 0 / zero is NaN, x / zero is inf whatever x is
+                # (-1, 0 or NaN), both ordinary tensors
+                return np.full(shape, np.nan if zero[0] else np.inf, dtype=dt)
             if ufunc is np.multiply or all(zero) or (ufunc is np.divide and zero[0]):
                 return np.zeros(shape, dtype=dt).view(ZeroArray)
             if ufunc is not np.divide:
@@ -60,8 +67,42 @@ class ZeroArray(np.ndarray):
             kwargs["out"] = tuple(_plain(o) for o in out)
         return getattr(ufunc, method)(*plain, **kwargs)
 
+    def __array_function__(self, func, types, args, kwargs):
+        # numpy's functions (empty_like, copy, concatenate, ...) see ordinary zeros and return
+        # ordinary arrays, as PyTorch's ZeroTensor fallback materializes: a fresh array is
+        # mutable and need not hold zeros (empty_like then a write, ones_like); a view
+        # (broadcast_to, reshape, transpose) stays a ZeroArray. Writing into one raises.
+        if func is np.copyto and _first(args, kwargs, "dst").__class__ is ZeroArray:
+            raise RuntimeError(IMMUTABLE)
+        zeros = [a for a in _arrays(args) if a.__class__ is ZeroArray]
+        return _fresh_plain(super().__array_function__(func, types, args, kwargs), zeros)
+
+    def __getitem__(self, key):
+        # a copy (advanced indexing) is an ordinary array, a view (basic indexing) stays one
+        return _fresh_plain(super().__getitem__(key), (self,))
+
     def __setitem__(self, key, value):
         raise RuntimeError(IMMUTABLE)
+
+
+def _first(args, kwargs, name):
+    return args[0] if args else kwargs.get(name)
+
+
+def _arrays(args):
+    for a in args:
+        if a.__class__ is tuple or a.__class__ is list:  # concatenate, stack
+            yield from a
+        else:
+            yield a
+
+
+def _fresh_plain(r, zeros):
+    if r.__class__ is ZeroArray:
+        return r if any(np.may_share_memory(r, z) for z in zeros) else r.view(np.ndarray)
+    if r.__class__ is tuple or r.__class__ is list:  # split, broadcast_arrays
+        return r.__class__(_fresh_plain(x, zeros) for x in r)
+    return r
 
 
 def _plain(a):

@@ -23,16 +23,17 @@ _STEP_BYTES = 64
 _THREADED = 32768  # at::internal::GRAIN_SIZE: from here the loop is split among threads
 
 
-def vector_body(out_shape: tuple, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """A mask broadcastable to ``out_shape``: the elements PyTorch's vectorised loop computes
-    (None when it computes none, or when the layout is one this module does not model)."""
-    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+def vector_body(out_shape: tuple, *operands: np.ndarray) -> np.ndarray | None:
+    """A mask broadcastable to ``out_shape``: the elements PyTorch's vectorised loop over
+    ``operands`` computes (None when it computes none, or when the layout is one this module
+    does not model)."""
+    if not all(x.flags.c_contiguous for x in operands):
         return None
-    return _body(out_shape, a.shape, b.shape, a.dtype.itemsize)
+    return _body(out_shape, tuple(x.shape for x in operands), operands[0].dtype.itemsize)
 
 
 @functools.lru_cache(maxsize=256)
-def _body(out_shape: tuple, a_shape: tuple, b_shape: tuple, itemsize: int) -> np.ndarray | None:
+def _body(out_shape: tuple, shapes: tuple, itemsize: int) -> np.ndarray | None:
     step = _STEP_BYTES // itemsize
     n = len(out_shape)
     dims = [d for d in range(n) if out_shape[d] != 1]
@@ -43,10 +44,10 @@ def _body(out_shape: tuple, a_shape: tuple, b_shape: tuple, itemsize: int) -> np
         k = d - (n - len(shape))
         return k >= 0 and shape[k] != 1
 
-    pattern = (runs(a_shape, dims[-1]), runs(b_shape, dims[-1]))
+    pattern = tuple(runs(shape, dims[-1]) for shape in shapes)
     first = dims[-1]
     for d in reversed(dims[:-1]):
-        if (runs(a_shape, d), runs(b_shape, d)) != pattern:
+        if tuple(runs(shape, d) for shape in shapes) != pattern:
             break
         first = d
     inner = out_shape[first:]
@@ -59,9 +60,12 @@ def _body(out_shape: tuple, a_shape: tuple, b_shape: tuple, itemsize: int) -> np
     return mask
 
 
-def tie_takes_second(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def tie_takes_second(
+    out: np.ndarray, a: np.ndarray, b: np.ndarray, loop: tuple | None = None
+) -> np.ndarray:
     """``out`` (the first operand on ties) with PyTorch's vectorised body's choice: the second
-    operand where the two are equal. Only a zero's sign can change."""
+    operand where the two are equal. Only a zero's sign can change. ``loop``: the kernel's
+    operands when they are not ``a`` and ``b`` (clamp's self, min and max)."""
     dt = out.dtype
     if dt == np.float16 and np.count_nonzero(out) != out.size:
         # numpy's float16 maximum/minimum return the second operand on ties (its float32 and
@@ -71,7 +75,7 @@ def tie_takes_second(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarra
         return out
     if np.count_nonzero(out) == out.size:  # no zero, no sign to choose (the common case)
         return out
-    mask = vector_body(out.shape, a, b)
+    mask = vector_body(out.shape, *(loop or (a, b)))
     if mask is None:
         return out
     tie = a == b  # equal: the same value, but for a zero's sign

@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from autodiag import _device, _warnings, dtypes
-from autodiag.ops import rng
+from autodiag.ops import rng, views
 from autodiag.ops._avx_mathfun import fma32
 from autodiag.ops._core import _state, register, wrap
 from autodiag.ops._scalar_convert import checked_scalar
@@ -513,6 +513,8 @@ def _random_inplace(name, draw):
 
         check_inplace(self, name)
         d = self._data
+        if views.overlaps(d):  # an expanded tensor: PyTorch's TensorIterator refuses it
+            raise RuntimeError(views.OVERLAP_ERROR)
         values = draw(d, *args, **kwargs)
         rng.fill(d, np.asarray(values).astype(d.dtype, copy=False))
         bump_version(self, name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from autodiag.core.graph import Freed, Node, SavedTensor, check_saved, raise_freed
+from autodiag.core.zeros import IMMUTABLE, ZeroArray
 from autodiag.ops import pointwise as pw
 from autodiag.ops import views
 from autodiag.ops._core import (
@@ -50,6 +51,14 @@ def check_inplace(t: Tensor, op_name: str, requires_grad: bool | None = None) ->
     whether ``t`` does."""
     if t._inference and not _state.inference:
         raise RuntimeError(INFERENCE_ERROR)
+    _check_autograd(t, requires_grad)
+    # an efficient zero gradient (a custom Function's backward receives one): PyTorch's
+    # ZeroTensor kernel refuses the write, after autograd's checks
+    if t._data.__class__ is ZeroArray:
+        raise RuntimeError(IMMUTABLE)
+
+
+def _check_autograd(t: Tensor, requires_grad: bool | None) -> None:
     if not _state.record:
         return
     if requires_grad is None:
@@ -113,11 +122,19 @@ def bump_version(t: Tensor, op_name: str) -> None:
 
 
 def apply_inplace(
-    t: Tensor, op_name: str, compute, *others, fills: bool = False, loop_read: tuple = ()
+    t: Tensor,
+    op_name: str,
+    compute,
+    *others,
+    fills: bool = False,
+    loop_read: tuple = (),
+    written=None,
 ) -> Tensor:
     """Run ``compute(t)`` (an out-of-place op on t) and store its result into ``t``.
     ``loop_read``: inputs overlapping ``t`` in a way PyTorch does not analyse (check_overlap);
-    the result must not depend on the order its loop reads them in."""
+    the result must not depend on the order its loop reads them in. ``written``: for an op
+    that writes only some elements of ``t`` (setitem), a function of ``t``'s array giving
+    them as a mask, read when ``t`` is an expanded view (``_write``)."""
     base = t._base
     # a view requires grad when its base does (PyTorch), also one made in no_grad mode
     recording = _state.record and (
@@ -149,7 +166,7 @@ def apply_inplace(
     node = r.grad_fn
     if node is not None:
         _snapshot_saved_self(node, t)
-    _write(t, base, rd, fills)
+    _write(t, base, rd, fills, written)
     bump_version(t, op_name)
     if node is not None:
         if base is None:
@@ -194,22 +211,47 @@ def _check_one_value_each(t: Tensor, base: Tensor, rd: np.ndarray, op_name: str)
         )
 
 
-def _write(t: Tensor, base, rd: np.ndarray, fills: bool = False) -> None:
+def _write(t: Tensor, base, rd: np.ndarray, fills: bool = False, written=None) -> None:
     """Store ``rd`` into ``t``'s memory (its base's too, when it is a view). ``fills``: one
-    value everywhere (fill_, zero_), which PyTorch writes into overlapping views too."""
+    value everywhere (fill_, zero_), which PyTorch writes into overlapping views too.
+    ``written``: the elements the op writes, as a mask of ``t``'s array (apply_inplace)."""
     d = t._data
     if not d.size:
         return  # nothing to write (an expanded empty view is read-only to numpy)
     if base is None or d.flags.writeable and not views.overlaps(d):
         np.copyto(d, rd, casting="unsafe")
         return
+    pos = views.positions(base._data, d)
     if views.overlaps(d) and not fills:  # an expanded view: elements sharing memory
-        raise RuntimeError(views.OVERLAP_ERROR)
+        if written is None:
+            raise RuntimeError(views.OVERLAP_ERROR)
+        # setitem through an expanded view writes only the elements indexed (PyTorch's copy_
+        # into a view of it, or index_put_ on one): those, each memory location one value
+        mask = written(d)
+        pos, rd = pos[mask], rd[mask]
+        _check_one_value_per_location(pos, rd)
     # a read-only numpy view with no overlap (expand to the same size): write through the base
     flat = base._data.reshape(-1)  # NOTE: a copy if the base is not contiguous
-    flat[views.positions(base._data, d).ravel()] = rd.astype(d.dtype, copy=False).ravel()
+    flat[pos.ravel()] = rd.astype(d.dtype, copy=False).ravel()
     if not np.shares_memory(flat, base._data):
         base._data[...] = flat.reshape(base._data.shape)
+
+
+def _check_one_value_per_location(pos: np.ndarray, values: np.ndarray) -> None:
+    """PyTorch's index_put_ into an expanded tensor writes a location shared by several
+    elements once per element, in its loop's order: the same result here only when they
+    all get one value."""
+    order = np.argsort(pos, kind="stable")
+    p, v = pos[order], values[order]
+    same = p[1:] == p[:-1]
+    if same.any():
+        a, b = v[1:][same], v[:-1][same]
+        if not np.array_equal(a, b, equal_nan=v.dtype.kind in "fc"):
+            raise NotImplementedError(
+                "__setitem__: an advanced index into an expanded tensor writes different "
+                "values to elements that share memory, and PyTorch's result then depends on "
+                "its loop order; clone() the tensor first"
+            )
 
 
 def _rebase(t: Tensor, base: Tensor, fn: Node) -> None:
@@ -337,8 +379,17 @@ def _method(name: str, fn):
             ufunc(self._data, other._data if other.__class__ is Tensor else other, out=self._data)
             bump_version(self, name)
             return self
+        written = None
+        if name == "masked_fill_" and views.overlaps(self._data):
+            _check_expanded_unrecorded(self)
+            written = _masked_fill_written(args[0] if args else kwargs.get("mask"))
         return apply_inplace(
-            self, name, lambda t: raw(t, *args, **kwargs), *others, loop_read=loop_read
+            self,
+            name,
+            lambda t: raw(t, *args, **kwargs),
+            *others,
+            loop_read=loop_read,
+            written=written,
         )
 
     inplace.__name__ = name
@@ -1042,10 +1093,63 @@ def setitem(self, index, value):
             _copy_to(self, v)
             return
         _check_basic_shape(self, basic, v)
+        if views.overlaps(self._data):
+            # an expanded tensor: PyTorch's copy_to into its view (one without shared elements
+            # is written, a row of ``x.expand(3, 4)``; one with them raises, in copy_/fill_)
+            _copy_to(self[basic], v)
+            return
         apply_inplace(self, "__setitem__", lambda t: _basic_result(t, basic, v), value)
         return
+    if views.overlaps(self._data[basic]):
+        _check_expanded_unrecorded(self)
     apply_inplace(
-        self, "__setitem__", lambda t: _advanced_result(t, basic, adv, user_mask, v), value
+        self,
+        "__setitem__",
+        lambda t: _advanced_result(t, basic, adv, user_mask, v),
+        value,
+        written=lambda d: _advanced_mask(d, basic, adv, user_mask and v._data.size == 1),
+    )
+
+
+def _masked_fill_written(mask):
+    """masked_fill_ of an expanded tensor: PyTorch warns, then writes its one value where the
+    mask is set (a bad mask fails the op's own checks first, before this is read)."""
+
+    def written(d):
+        expanded_write_warning("masked_fill_")
+        return np.broadcast_to(mask._data, d.shape)
+
+    return written
+
+
+def _check_expanded_unrecorded(t: Tensor) -> None:
+    """index_put_/masked_fill_ into an expanded tensor: PyTorch writes it (with a warning)
+    unless the tensor written (or its base) requires grad; a value requiring grad is written
+    and recorded."""
+    base = t._base
+    if _state.record and (t.requires_grad or (base is not None and base.requires_grad)):
+        raise RuntimeError(views.OVERLAP_ERROR)
+
+
+def _advanced_mask(d: np.ndarray, basic: tuple, adv: tuple, masked: bool) -> np.ndarray:
+    """The elements of ``d`` that ``d[basic][adv] = v`` writes: PyTorch's index_put_ (or
+    masked_fill_) into a view with elements sharing memory warns, then writes."""
+    if views.overlaps(d[basic]):
+        expanded_write_warning("index_put_")
+        if masked:  # index_put_ goes on to masked_fill_, which warns too
+            expanded_write_warning("masked_fill_")
+    m = np.zeros(d.shape, dtype=bool)
+    _assign(m, (basic, adv), True)
+    return m
+
+
+def expanded_write_warning(op: str) -> None:
+    from autodiag import _warnings
+
+    example = "tensor[mask] = scalar" if op != "index_put_" else "tensor[indices] = tensor"
+    _warnings.warn(
+        f"Use of {op} on expanded tensors is deprecated. Please clone() the tensor before "
+        f"performing this operation. This also applies to advanced indexing e.g. {example}"
     )
 
 

@@ -790,17 +790,18 @@ class NativeLayerNormBackward0(Node):
             xhat = xc * rstd
         gx = gw = gb = None
         if needs_input:
-            gy = g * w if w is not None else g
             if xp.arrays:
-                gx = _layer_norm_input_grad(gy, x, mean, rstd, axes, self.normalized_shape)
+                gx = _layer_norm_input_grad(g, w, x, mean, rstd, axes, self.normalized_shape)
             else:
+                gy = g * w if w is not None else g
                 # the textbook formula, recorded: its derivative is what PyTorch's double
                 # backward computes; its values are then the kernel's, as PyTorch's are
                 m1 = gy.mean(axes, keepdim=True)
                 m2 = (gy * xhat).mean(axes, keepdim=True)
                 gx = rstd * (gy - m1 - xhat * m2)
                 gx._data = _layer_norm_input_grad(
-                    gy._data,
+                    g._data,
+                    None if w is None else w._data,
                     x._data,
                     self.saved_result1(ARRAY),
                     self.saved_result2(ARRAY),
@@ -809,6 +810,15 @@ class NativeLayerNormBackward0(Node):
                 ).astype(gx._data.dtype, copy=False)
         if needs_weight:
             gw = _sum_batch(xp, g * xhat, batch)
+            gd, xd = (g, x) if xp.arrays else (g._data, x._data)
+            if _kernel_rounding(xd, axes):
+                kernel = _layer_norm_weight_grad(
+                    gd, xd, self.saved_result1(ARRAY), self.saved_result2(ARRAY), axes
+                )
+                if xp.arrays:
+                    gw = kernel
+                else:  # recorded for its derivative; its values the kernel's
+                    gw._data = kernel.astype(gw._data.dtype, copy=False)
         if needs_bias:
             gb = _sum_batch(xp, g, batch)
         if xp.arrays:
@@ -817,21 +827,82 @@ class NativeLayerNormBackward0(Node):
         return fused_gradients((gx, gw, gb), (g, x, w, b), NativeLayerNormBackwardBackward0)
 
 
-def _layer_norm_input_grad(gy, x, mean, rstd, axes, normalized_shape) -> np.ndarray:
+def _layer_norm_input_grad(dy, w, x, mean, rstd, axes, normalized_shape) -> np.ndarray:
     """layer_norm's input gradient as PyTorch's CPU kernel (layer_norm_backward_frame) forms it
-    from the saved statistics: with ds = sum(dy * x), db = sum(dy), it is a * dy + b * x + c,
-    a = rstd, b = (db * mean - ds) * a^3 / N, c = -b * mean - db * a / N.
+    from the saved statistics: with ds = sum(dy * x * w), db = sum(dy * w), it is
+    a * dy * w + b * x + c, a = rstd, b = (db * mean - ds) * a^3 / N, c = -b * mean - db * a / N
+    (``w`` None: no weight).
 
     NOTE: not the textbook rstd * (dy - mean(dy) - xhat * mean(dy * xhat)): an inf weight must
-    make every element NaN (through b), and cancellation must round as PyTorch's does."""
+    make every element NaN (through b), and cancellation must round as PyTorch's does. Its
+    AVX2 build contracts three of those steps into fused multiply-adds: ``db * mean - ds``,
+    ``-b * mean - db * a / N`` and ``b * x + a * dy * w``; a row shorter than a SIMD vector
+    sums its terms one after another (``_kernel_rounding``; longer rows: SIMD lanes, not
+    emulated)."""
     n = math.prod(normalized_shape)
-    scale = 1.0 / n if n else math.inf  # PyTorch's 1 / N in floating point
+    dt = dy.dtype
+    fused = _kernel_rounding(x, axes)
+    scale = (dt.type(1) / dt.type(n) if fused else 1.0 / n) if n else math.inf
     with np.errstate(all="ignore"):
-        ds = (gy * x).sum(axis=axes, keepdims=True)
-        db = gy.sum(axis=axes, keepdims=True)
-        b = (db * mean - ds) * rstd * rstd * rstd * scale
-        c = -b * mean - db * rstd * scale
-        return np.asarray(rstd * gy + b * x + c, dtype=gy.dtype)
+        dyx = dy * x
+        if w is not None:
+            dyx = dyx * w
+        dyw = dy if w is None else dy * w
+        if fused:
+            ds, db = _row_sum(dyx, axes, n), _row_sum(dyw, axes, n)
+        else:
+            ds = dyx.sum(axis=axes, keepdims=True)
+            db = dyw.sum(axis=axes, keepdims=True)
+        ady = rstd * dy if w is None else rstd * dy * w
+        if not fused:
+            b = (db * mean - ds) * rstd * rstd * rstd * scale
+            c = -b * mean - db * rstd * scale
+            return np.asarray(ady + b * x + c, dtype=dt)
+        b = _fma(db, mean, -ds) * rstd * rstd * rstd * scale
+        c = _fma(-b, mean, -(db * rstd * scale))
+        return np.asarray(_fma(np.broadcast_to(b, x.shape), x, ady) + c, dtype=dt)
+
+
+_SEQUENTIAL_ROWS = 64  # rows summed one after another as PyTorch's single thread does
+_EMULATED_SIZE = 1 << 16  # elements: beyond, the emulated fused multiply-adds cost too much
+
+
+def _kernel_rounding(x: np.ndarray, axes: tuple) -> bool:
+    """Does layer_norm round as PyTorch's kernel here? Rows shorter than a SIMD vector (whose
+    statistics ``_row_moments`` emulates too) of a tensor up to _EMULATED_SIZE elements: the
+    fused multiply-adds are emulated in numpy at some cost (a float64 one: ~0.4 us)."""
+    n = math.prod(x.shape[a] for a in axes)
+    return 0 < n < _SIMD_LANES.get(x.dtype, 0) and x.size <= _EMULATED_SIZE
+
+
+def _layer_norm_weight_grad(dy, x, mean, rstd, axes) -> np.ndarray:
+    """layer_norm's weight gradient as PyTorch's CPU kernel forms it: over the rows,
+    ``dgamma += dy * (a * x + b)`` with a = rstd, b = -a * mean, both steps fused
+    multiply-adds in its AVX2 build (so a row of one value gives rstd * x - rstd * mean
+    rounded apart, not 0). Rows are added one after another (PyTorch's single-threaded
+    order) up to _SEQUENTIAL_ROWS, beyond which PyTorch's threads split them anyway."""
+    with np.errstate(all="ignore"):
+        b = -rstd * mean
+        inner = _fma(np.broadcast_to(rstd, x.shape), x, np.broadcast_to(b, x.shape))
+        k = len(axes)
+        shape = x.shape[x.ndim - k :]
+        d = dy.reshape((-1,) + shape)
+        h = inner.reshape((-1,) + shape)
+        if d.shape[0] > _SEQUENTIAL_ROWS:
+            return np.asarray((d * h).sum(axis=0), dtype=x.dtype)
+        acc = np.zeros(shape, dtype=x.dtype)
+        for i in range(d.shape[0]):
+            acc = _fma(d[i], h[i], acc)
+        return acc
+
+
+def _row_sum(a: np.ndarray, axes: tuple, n: int) -> np.ndarray:
+    """``a`` summed over ``axes`` (``n`` elements a row) one element after another, kept dims."""
+    rows = a.reshape(a.shape[: a.ndim - len(axes)] + (n,))
+    acc = rows[..., 0]
+    for j in range(1, n):
+        acc = acc + rows[..., j]
+    return acc.reshape(a.shape[: a.ndim - len(axes)] + (1,) * len(axes))
 
 
 class NativeLayerNormBackwardBackward0(FusedBackwardLink):
@@ -899,10 +970,15 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     xc = xd - mean
     rstd = (1 / np.sqrt(var + eps)).astype(xd.dtype, copy=False)
     out = xc * rstd
-    if weight is not None:
-        out *= weight._data
-    if bias is not None:
-        out += bias._data
+    if weight is not None and bias is not None and _kernel_rounding(xd, axes):
+        # PyTorch's kernel: (x - mean) * rstd * gamma + beta, the last step one fused
+        # multiply-add (its AVX2 build contracts it); with one of them missing, no FMA
+        out = _fma(out, weight._data, bias._data)
+    else:
+        if weight is not None:
+            out *= weight._data
+        if bias is not None:
+            out += bias._data
     needs = (
         input.requires_grad
         or (weight is not None and weight.requires_grad)
@@ -939,6 +1015,16 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 # variance (and PyTorch's output) NaN where the mean squared overflows -- PyTorch's gradients
 # stay finite there, by a path not yet understood, so autodiag keeps finite statistics.
 _SIMD_LANES = {np.dtype(np.float32): 8, np.dtype(np.float64): 4}
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` rounded once, in ``a``'s dtype (float32 or float64)."""
+    from autodiag.ops._avx_mathfun import fma32
+    from autodiag.ops.rng import fma64
+
+    with np.errstate(all="ignore"):
+        out = (fma64 if a.dtype == np.float64 else fma32)(a, b, c)
+    return np.asarray(out, dtype=a.dtype)
 
 
 def _row_moments(xd: np.ndarray, axes: tuple) -> tuple:

@@ -875,17 +875,20 @@ def _clamp_tensor(input, min, max, cls=ClampBackward0):  # noqa: A002
     out = x._data.astype(dt, copy=False)
     # NOTE: the bound first (see _clamp_array: a tie keeps self's value, e.g. -0.0); the
     # operands stay in PyTorch's order for the broadcast error
-    if min is not None:
-        lo = min._data.astype(dt, copy=False)
+    # PyTorch's clamp(min=tensor) is maximum, clamp(max=tensor) minimum, clamp(min, max) one
+    # kernel, minimum(maximum(self, min), max) in its vectorised body: their ties each (NOTE
+    # [maximum ties]), the body's span read from the three operands
+    xd = out
+    lo = None if min is None else min._data.astype(dt, copy=False)
+    hi = None if max is None else max._data.astype(dt, copy=False)
+    loop = None if lo is None or hi is None else (xd, lo, hi)
+    if lo is not None:
         out = broadcasting(lambda a, b: np.maximum(b, a), out, lo)
-        if max is None:  # PyTorch's clamp(min=tensor) is maximum: its ties (NOTE [maximum ties])
-            out = tie_takes_second(out, x._data.astype(dt, copy=False), lo)
-    if max is not None:
-        hi = max._data.astype(dt, copy=False)
+        out = tie_takes_second(out, xd, lo, loop)
+    if hi is not None:
         prev = out
         out = broadcasting(lambda a, b: np.minimum(b, a), out, hi)
-        if min is None:
-            out = tie_takes_second(out, prev, hi)
+        out = tie_takes_second(out, prev, hi, loop)
     if out is x._data:
         out = out.copy()
     if not (_state.record and any(t.requires_grad for t in [x] + bounds)):

@@ -229,6 +229,13 @@ def _window_max(d: np.ndarray, geom: Geometry):
     ii, jj = np.divmod(np.arange(kh * kw), kw)
     shift = ii * dh * width + jj * dw
     idx = (starts[0][:, None] * width + starts[1][None, :]) + shift[pick]
+    zero = best == 0
+    if zero.any():
+        # numpy's maximum keeps either zero of a tie (0. vs -0.); PyTorch's the first, which
+        # ``pick`` holds: read the sign there
+        plane = d.reshape(d.shape[:2] + (-1,))
+        picked = np.take_along_axis(plane, idx.reshape(idx.shape[:2] + (-1,)), axis=2)
+        best = np.where(zero, picked.reshape(best.shape), best)
     return best, idx
 
 
@@ -313,10 +320,14 @@ def max_pool1d(
     out, idx = _max_pool2d_with_indices(
         input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d, ceil_mode, "max_pool1d"
     )
-    out = out.squeeze(-2)
     if return_indices:
-        return out, wrap(idx._data.squeeze(-2))
-    return out
+        return out.squeeze(-2), wrap(idx._data.squeeze(-2))
+    if not (_state.record and input.requires_grad):
+        # PyTorch's CPU max_pool1d without autograd (max_pool1d_impl) returns a fresh tensor,
+        # not the squeeze view of max_pool1d_with_indices: an in-place op on it then records
+        # its own node (LerpBackward0), not a view's (AsStridedBackward0)
+        return wrap(np.ascontiguousarray(out._data.squeeze(-2)))
+    return out.squeeze(-2)
 
 
 # ---------------------------------------------------------------------------------------------

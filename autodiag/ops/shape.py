@@ -929,6 +929,11 @@ def stack(tensors, dim: int = 0):
     dim = wrap_dim(dim, ts[0].ndim + 1)
     dt = dtypes.result_type(ts).np
     out = np.stack([t._data.astype(dt, copy=False) for t in ts], axis=dim)
+    if out.ndim not in (4, 5):
+        # PyTorch's cat (stack's) output is contiguous unless its inputs suggest channels-last
+        # (4 or 5 dims); numpy's follows its inputs' layout (a stack of mT's was transposed,
+        # and a reshape of it then a copy, UnsafeViewBackward0, not PyTorch's view)
+        out = np.ascontiguousarray(out)
     if _state.record and any(t.requires_grad for t in ts):
         node = StackBackward0(tuple(edge(t) for t in ts))
         node.dim = dim

@@ -122,9 +122,10 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "layer_norm statistics: PyTorch's are NaN where a row's mean squared overflows "
         "(its merge of Welford moments), and rows of 8+ float32 (4+ float64) elements are "
         "merged across SIMD lanes (other rounding); autodiag emulates its Welford "
-        "statistics only for shorter rows without the overflow (ops/nn_ops.py); the gradients "
-        "read those statistics and differ with them (a row of one value: PyTorch's weight "
-        "gradient is 1.77e-05 for [[1.99]], autodiag's 0)",
+        "statistics (and its kernels' fused multiply-adds) only for shorter rows without the "
+        "overflow (ops/nn_ops.py); the gradients read those statistics and differ with them, "
+        "and the second derivatives are recorded from the textbook formula, not PyTorch's "
+        "layer_norm_double_backward",
     ),
     KnownIssue(
         "platform",
