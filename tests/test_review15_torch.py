@@ -28,3 +28,16 @@ def test_atan2_grad_where_the_squares_sum_to_zero(dtype):
         np.testing.assert_array_equal(a.numpy(), w.numpy())
         # the zeros' signs too
         np.testing.assert_array_equal(np.signbit(a.numpy()), np.signbit(w.numpy()))
+
+
+def test_atan2_double_backward_at_the_origin():
+    ty = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64, requires_grad=True)
+    tx = torch.tensor([0.0, 2.0, -3.0], dtype=torch.float64, requires_grad=True)
+    gy, gx = torch.autograd.grad(torch.atan2(ty, tx).sum(), (ty, tx), create_graph=True)
+    want = torch.autograd.grad((gy * gx).sum(), (ty, tx))
+    ay = autodiag.tensor([0.0, 1.0, 0.0], dtype=autodiag.float64, requires_grad=True)
+    ax = autodiag.tensor([0.0, 2.0, -3.0], dtype=autodiag.float64, requires_grad=True)
+    gy, gx = autodiag.autograd.grad(autodiag.atan2(ay, ax).sum(), (ay, ax), create_graph=True)
+    got = autodiag.autograd.grad((gy * gx).sum(), (ay, ax))
+    for w, a in zip(want, got):
+        np.testing.assert_allclose(a.numpy(), w.numpy())

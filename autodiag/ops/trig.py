@@ -277,7 +277,7 @@ class Atan2Backward0(_Binary):
         needs_self, needs_other = self.needs_grad
         d = x * x + y * y
         zero = d == 0
-        recip = xp.where(zero, d.dtype.type(0), 1 / xp.where(zero, d.dtype.type(1), d))
+        recip = xp.where(zero, d * 0, 1 / d)
         return (g * y * recip if needs_self else None, g * -x * recip if needs_other else None)
 
 
