@@ -105,6 +105,16 @@ class _RetainCall:
 # model (markers, optimizer or backward), its steps, its census and its verdict; a node belongs
 # to the steps of the thread whose op made it, and only that thread's step ends count it.
 # The report's census table is the busiest thread's (``LeakFinder.census``).
+#
+# NOTE [Worker threads]: a thread that never ends a step of its own (no backward, optimizer step
+# or marker of its own: a pool worker that runs the forward for the training loop, whose thread
+# calls backward on the loss) would keep its nodes in a step that never ends, judged by no one:
+# a list keeping every step's loss went unreported (a false pass). So a backward call whose
+# roots were made by such a thread makes that thread the caller's worker (``owner``): at each of
+# the owner's step ends, the worker's nodes of the step join the owner's, as if its own thread
+# had made them. A thread whose graph no other thread runs backward through (two threads each
+# building its own graph) is never claimed, so its graph in progress is never judged by another
+# thread's steps.
 
 
 class _Timeline:
@@ -125,6 +135,7 @@ class _Timeline:
         self.growth = 0  # consecutive step ends at which retention grew
         self.flat = 0  # consecutive step ends of constant, non-zero retention
         self.leak_open = False
+        self.owner: _Timeline | None = None  # the thread it works for (NOTE [Worker threads])
 
 
 class _ThreadState(threading.local):
@@ -192,6 +203,8 @@ class LeakFinder(Tracer):
             tl.pending = False
             tl.mode = "backward"
             self._end_step(tl)
+        elif tl.owner is not None:
+            self._owner_op(tl)
         if node is not None:
             seq = sequence_nr(node)  # read once: a node's attribute reads are slow
             hi = here.hi
@@ -207,6 +220,15 @@ class LeakFinder(Tracer):
                 here.hi = seq
             elif seq > hi:
                 self._record(node, seq)
+
+    def _owner_op(self, tl: _Timeline) -> None:
+        """An op of a worker of thread ``tl.owner`` (NOTE [Worker threads]): as an op of the
+        owner's own, it ends the owner's step that ended at a backward."""
+        owner = tl.owner
+        if owner.pending and tl.mode is None:
+            owner.pending = False
+            owner.mode = "backward"
+            self._end_step(owner)
 
     def _record(self, node, seq: int) -> None:
         """Record the nodes the op made: ``node`` (numbered ``seq``) and any of ops it called."""
@@ -239,8 +261,23 @@ class LeakFinder(Tracer):
     def on_backward_begin(self, task) -> None:
         here = self._here
         here.bw_depth += 1
-        if here.bw_depth == 1 and task.retain_graph and not task.create_graph:
-            here.retain = _RetainCall(capture_stack(3).site)
+        if here.bw_depth == 1:
+            if task.retain_graph and not task.create_graph:
+                here.retain = _RetainCall(capture_stack(3).site)
+            if len(self._timelines) > 1:
+                self._claim_workers(here.tl, task)
+
+    def _claim_workers(self, tl: _Timeline, task) -> None:
+        """Make ``tl``'s thread the owner of the threads without steps of their own that made
+        the roots of its backward call ``task`` (NOTE [Worker threads])."""
+        for o in list(self._timelines):
+            if o is not tl and o.mode is None and o.owner is None and self._made(o, task):
+                o.owner = tl
+
+    def _made(self, o: _Timeline, task) -> bool:
+        """Whether the current step of thread ``o`` made a root of backward call ``task``."""
+        ids = {id(r.grad_fn) for r in task.roots if r.grad_fn is not None}
+        return bool(ids) and any(id(r()) in ids for r in reversed(o.steps[-1].refs))
 
     def on_node_backward(self, node, grad_outputs, grad_inputs) -> None:
         if sequence_nr(node) >= LEAF_SEQUENCE_NR:
@@ -320,10 +357,17 @@ class LeakFinder(Tracer):
         current = steps[-1].index
         census = tl.census
         prev = census[-1] if census else {"nodes": 0, "steps": 0}
-        alive_steps = sum(1 for s in steps[:-1] if s.alive)
+        # (distinct steps: a worker's part of a step is a _Step of its own, NOTE [Worker threads])
+        alive_steps = len({s.index for s in steps[:-1] if s.alive})
         census.append({"step": current, "nodes": nodes, "bytes": total, "steps": alive_steps})
         # steps whose nodes all died are dropped; the current one becomes an earlier one
         tl.steps = [s for s in steps if s.alive]
+        for o in self._timelines:  # the step's nodes its workers made (NOTE [Worker threads])
+            if o.owner is tl and o.mode is None:
+                part, o.steps = o.steps[-1], [self.step_type(1)]
+                part.index = current
+                if part.alive:
+                    tl.steps.append(part)
         for s in tl.steps:
             if len(s.refs) > 2 * s.alive + 64:  # drop dead refs now and then
                 s.refs = [r for r in s.refs if r() is not None]

@@ -112,6 +112,8 @@ class TorchLeakFinder(LeakFinder):
             tl.pending = False
             tl.mode = "backward"
             self._end_step(tl)
+        elif tl.owner is not None:
+            self._owner_op(tl)
         step = tl.steps[-1]
         token = step.token
         for n in made.values():
@@ -174,6 +176,14 @@ class TorchLeakFinder(LeakFinder):
             here.retain = rec = _RetainCall(capture_stack(3).site)
         if rec is not None or self._retain_calls:
             self._mark_retained(task, rec)
+        if len(self._timelines) > 1:
+            self._claim_workers(here.tl, task)
+
+    def _made(self, o, task) -> bool:
+        token = o.steps[-1].token
+        return any(
+            r.grad_fn is not None and r.grad_fn.metadata.get(_STEP) is token for r in task.roots
+        )
 
     def _mark_retained(self, task, rec) -> None:
         """Mark the nodes a ``retain_graph=True`` call (``rec``) runs; a call (any call) that

@@ -270,10 +270,14 @@ class Atan2Backward0(_Binary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        # PyTorch's atan2_backward
+        # PyTorch's atan2_backward: where x*x + y*y is 0 (at the origin, or squares that
+        # underflow) the reciprocal is taken as 0, so both gradients are (signed) zeros, not
+        # nan/inf as 1/0 would give
         x, y = self.saved_self(xp), self.saved_other(xp)
         needs_self, needs_other = self.needs_grad
-        recip = 1 / (x * x + y * y)
+        d = x * x + y * y
+        zero = d == 0
+        recip = xp.where(zero, d * 0, 1 / d)
         return (g * y * recip if needs_self else None, g * -x * recip if needs_other else None)
 
 
