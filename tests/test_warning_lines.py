@@ -181,3 +181,22 @@ def test_warning_attribute_reads_name_the_scripts_line_on_torch(tmp_path):
     printed = [ln for ln in plain.stderr.splitlines() if "Warning:" in ln]
     assert [ln.split(": ")[0] for ln in printed] == [f"{tmp_path / 'warns.py'}:{n}" for n in (4, 5)]
     assert [ln for ln in ours.stderr.splitlines() if "Warning:" in ln] == printed, ours.stderr
+
+
+def test_a_runs_call_site_codes_leave_the_stack_walks_tables_when_it_ends():
+    # NOTE [Warnings at the user's line]: each call site's stand-in code object is hidden from
+    # stacks while the run lasts; a later run in the same process must not find them kept
+    torch = pytest.importorskip("torch")
+    import autodiag.torch as adt
+    from autodiag.engines.torch import observe as obs
+    from autodiag.trace import sites
+
+    before = set(sites._HIDDEN_CODES)
+    with adt.observe(anomaly=True):
+        x = torch.ones(3, requires_grad=True)
+        (x * 2).sum().backward()
+        made = {id(fn.__code__) for fn, _ in obs._call_sites.values()}
+    assert made and made <= set(sites._HIDDEN_CODES) | made
+    assert not (made & set(sites._HIDDEN_CODES))
+    assert not (made & set(sites._codes))
+    assert set(sites._HIDDEN_CODES) == before

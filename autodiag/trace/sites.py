@@ -69,6 +69,18 @@ def hide_code(code) -> None:
     _codes[id(code)] = code
 
 
+def unhide_codes(codes) -> None:
+    """Forget code objects ``hide_code`` hid, whose run is over: without this, each run in one
+    process (a test session, a notebook) would keep its call sites' code objects for good."""
+    for code in codes:
+        i = id(code)
+        _HIDDEN_CODES.discard(i)
+        _kind.pop(i, None)
+        _codes.pop(i, None)
+    _interned.clear()  # keyed by code ids too: an id is reusable once its code is gone
+    last_user[0] = None
+
+
 def _classify(code) -> int:
     if code in STOP_CODES:
         k = _STOP

@@ -602,7 +602,9 @@ def _drop_call_frame(e: BaseException) -> None:
 
 
 def forget_call_sites() -> None:
-    """Drop the functions made for a run's call sites (they hold its modules' globals)."""
+    """Drop the functions made for a run's call sites (they hold its modules' globals), and
+    their code objects from the stack walk's tables."""
+    sites.unhide_codes([fn.__code__ for fn, _ in _call_sites.values()])
     _call_sites.clear()
     _call_codes.clear()
 
