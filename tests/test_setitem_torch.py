@@ -208,3 +208,31 @@ def test_a_second_backward_through_a_released_setitem_raises(torch, index):
 
     assert run(ad) is True
     assert run(torch) is True
+
+
+@pytest.mark.parametrize(
+    "dst, value, vdtype",
+    [
+        ("float32", "1e300", "float64"),
+        ("float32", "1.5", "float64"),
+        ("float32", "float('inf')", "float64"),
+        ("int64", "float('nan')", "float64"),
+        ("int64", "2.7", "float64"),
+        ("uint8", "300", "int64"),
+        ("uint8", "-1", "int64"),
+        ("float16", "1e6", "float32"),
+        ("float64", "True", "bool"),
+    ],
+)
+@pytest.mark.parametrize("empty", [False, True])
+def test_mask_setitem_of_a_one_element_tensor_converts_as_masked_fill(
+    torch, dst, value, vdtype, empty
+):
+    # x[mask] = v with a one-element v is masked_fill_(mask, v.item()): its number is converted
+    # to x's dtype with PyTorch's overflow check, even when the mask selects nothing
+    shape = "(0, 2)" if empty else "(2, 2)"
+    _same(
+        torch,
+        f"x = torch.zeros({shape}, dtype=torch.{dst}); "
+        f"x[x == 0] = torch.tensor({value}, dtype=torch.{vdtype}); r = x",
+    )

@@ -1001,6 +1001,8 @@ def _advanced_result(t: Tensor, basic: tuple, adv: tuple, user_mask: bool, v: Te
             f"shape mismatch: value tensor of shape {_shape_str(vd.shape)} cannot "
             f"be broadcast to indexing result of shape {_shape_str(target)}"
         )
+    if masked and vd.dtype != out.dtype:  # masked_fill_'s checked conversion of the number
+        checked_scalar(vd.reshape(()).item(), out.dtype, "masked_fill")
     if not masked and vd.dtype != out.dtype:
         raise RuntimeError(
             f"Index put requires the source and destination dtypes match, got "
