@@ -216,6 +216,9 @@ SPECIAL_GRADS = [
     ("xlogy_scalar_other0", lambda T, a: T.xlogy(a, 0.0), (SPECIAL,)),
     ("xlogy_scalar_other_neg", lambda T, a: T.xlogy(a, -1), (SPECIAL,)),
     ("xlogy_scalar_self", lambda T, b: T.xlogy(0.0, b), (SPECIAL,)),
+    ("xlogy_scalar_other_nan", lambda T, a: T.xlogy(a, NAN), (SPECIAL,)),
+    ("xlogy_scalar_other_pos", lambda T, a: T.xlogy(a, 2.0), (SPECIAL,)),
+    ("xlogy_scalar_other_inf", lambda T, a: a.xlogy(INF), (SPECIAL,)),
 ]
 
 
@@ -235,6 +238,50 @@ def test_gradient_at_special_values_matches_torch(torch, fn, arrays, second):
             continue
         # atol: the second derivatives of logaddexp cancel to ~1e-29 (rounding noise) in both
         _same(ga.detach(), gt.detach(), f"grad {k}", atol=1e-15)
+
+
+def _names(fn):
+    """The node names of a graph, walked iteratively (sorted: the graph's multiset)."""
+    out, stack, seen = [], [fn], set()
+    while stack:
+        f = stack.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        out.append(f.name())
+        stack.extend(n for n, _ in f.next_functions)
+    return sorted(out)
+
+
+FIRST_GRAPHS = [
+    ("log2", lambda T, x, y: x.log2()),
+    ("log10", lambda T, x, y: T.log10(x)),
+    ("exp2", lambda T, x, y: x.exp2()),
+    ("expm1", lambda T, x, y: T.expm1(x)),
+    ("erfc", lambda T, x, y: x.erfc()),
+    ("nan_to_num", lambda T, x, y: x.nan_to_num()),
+    ("logaddexp", lambda T, x, y: T.logaddexp(x, y)),
+    ("logaddexp2", lambda T, x, y: x.logaddexp2(y)),
+    ("xlogy", lambda T, x, y: T.xlogy(x, y)),
+    ("xlogy_number_self", lambda T, x, y: T.xlogy(2.0, y)),
+    ("xlogy_number_other", lambda T, x, y: T.xlogy(x, 2.0)),
+    ("xlogy_number_other_0", lambda T, x, y: x.xlogy(0)),
+]
+
+
+@pytest.mark.parametrize("fn", [c[1] for c in FIRST_GRAPHS], ids=[c[0] for c in FIRST_GRAPHS])
+def test_first_derivative_graph_has_torchs_nodes(torch, fn):
+    """create_graph records derivatives.yaml's formula as PyTorch does: its Scalar overloads
+    (MulBackward1, AddBackward1), masked_fill, pow(2, .) (NOTE [Scalar overloads in formulas])."""
+
+    def run(T):
+        x = T.tensor([0.0, 1.5], dtype=T.float64, requires_grad=True)
+        y = T.tensor([2.0, 0.5], dtype=T.float64, requires_grad=True)
+        seed = T.ones(2, dtype=T.float64, requires_grad=True)
+        gs = T.autograd.grad(fn(T, x, y), (x, y), seed, create_graph=True, allow_unused=True)
+        return [None if g is None or g.grad_fn is None else _names(g.grad_fn) for g in gs]
+
+    assert run(ad) == run(torch)
 
 
 # ---------------------------------------------------------------------------------------------

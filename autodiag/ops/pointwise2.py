@@ -24,6 +24,7 @@ from autodiag.ops._core import (
     save,
     set_broadcast_meta,
 )
+from autodiag.ops.nn_ops import add_scalar, mul_scalar
 from autodiag.ops.pointwise import (
     _RESULT,
     _SELF,
@@ -41,6 +42,22 @@ _LN2 = 0.6931471805599453  # the constants PyTorch's formulas use (M_LN2, M_LN10
 _LN10 = 2.302585092994046
 _2_SQRT_PI = 2 / math.sqrt(math.pi)
 
+
+# NOTE [Scalar overloads in formulas]
+# derivatives.yaml's ``self * 0.693...`` or ``result + 1`` are C++ ``mul.Scalar``/``add.Scalar``
+# calls: under create_graph PyTorch records MulBackward1/AddBackward1 for them, not the
+# MulBackward0/AddBackward0 of Python's ``*``/``+``. ``_mul_s``/``_add_s`` record the same nodes,
+# so the graph of a first derivative has PyTorch's node names.
+
+
+def _mul_s(xp, t, s):
+    return t * s if xp.arrays else mul_scalar(t, s)
+
+
+def _add_s(xp, t, s):
+    return t + s if xp.arrays else add_scalar(t, s)
+
+
 # ---------------------------------------------------------------------------------------------
 # One input
 # ---------------------------------------------------------------------------------------------
@@ -50,28 +67,28 @@ class Log2Backward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g / (self.saved_self(xp) * _LN2),)
+        return (g / _mul_s(xp, self.saved_self(xp), _LN2),)
 
 
 class Log10Backward0(_Unary):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g / (self.saved_self(xp) * _LN10),)
+        return (g / _mul_s(xp, self.saved_self(xp), _LN10),)
 
 
 class Exp2Backward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * self.saved_result(xp) * _LN2,)
+        return (_mul_s(xp, g * self.saved_result(xp), _LN2),)
 
 
 class Expm1Backward0(_UnaryResult):
     __slots__ = ()
 
     def backward(self, xp, g):
-        return (g * (self.saved_result(xp) + 1),)
+        return (g * _add_s(xp, self.saved_result(xp), 1),)
 
 
 class ErfcBackward0(_Unary):
@@ -80,7 +97,7 @@ class ErfcBackward0(_Unary):
     def backward(self, xp, g):
         # derivatives.yaml: -2 / sqrt(pi) * exp(-self.pow(2)) * grad (pow, as erf's)
         x = self.saved_self(xp)
-        return (-_2_SQRT_PI * xp.exp(-(x**2)) * g,)
+        return (_mul_s(xp, xp.exp(-(x**2)), -_2_SQRT_PI) * g,)
 
 
 _erfc_f64 = np.vectorize(math.erfc, otypes=[np.float64])
@@ -128,8 +145,8 @@ class LogaddexpBackward0(Node):
         x, y = self.saved_self(xp), self.saved_other(xp)
         needs_self, needs_other = self.needs_grad
         return (
-            g / (xp.exp(y - x) + 1) if needs_self else None,
-            g / (xp.exp(x - y) + 1) if needs_other else None,
+            g / _add_s(xp, xp.exp(y - x), 1) if needs_self else None,
+            g / _add_s(xp, xp.exp(x - y), 1) if needs_other else None,
         )
 
 
@@ -145,8 +162,8 @@ class Logaddexp2Backward0(LogaddexpBackward0):
         x, y = self.saved_self(xp), self.saved_other(xp)
         needs_self, needs_other = self.needs_grad
         return (
-            g / (_exp2(xp, y - x) + 1) if needs_self else None,
-            g / (_exp2(xp, x - y) + 1) if needs_other else None,
+            g / _add_s(xp, _exp2(xp, y - x), 1) if needs_self else None,
+            g / _add_s(xp, _exp2(xp, x - y), 1) if needs_other else None,
         )
 
 
@@ -274,9 +291,20 @@ def _xlogy_array(x, y):
 
 
 def _xlogy_self_grad(xp, g, x, y):
-    # derivatives.yaml: at::xlogy(grad, other).masked_fill((self == 0.) & (other <= 0.), 0.)
-    d = _xlogy_array(g, y) if xp.arrays else xlogy(g, y)
-    return xp.mask(~((x == 0) & (y <= 0)), d)
+    # derivatives.yaml: at::xlogy(grad, other).masked_fill((self == 0.) & (other <= 0.), 0.);
+    # for a number ``other``, the masked_fill (on self == 0.) only where other > 0 is false
+    # (NaN included: xlogy(0, nan) has the gradient 0 there, NaN with a tensor other)
+    if not xp.arrays:
+        d = xlogy(g, y)
+    else:  # a number other in g's dtype (a float32 gradient stays float32)
+        d = _xlogy_array(g, np.asarray(y, g.dtype) if isinstance(y, (int, float)) else y)
+    if isinstance(y, (int, float)):
+        if y > 0:
+            return d
+        zero = x == 0
+    else:
+        zero = (x == 0) & (y <= 0)
+    return np.where(zero, d.dtype.type(0), d) if xp.arrays else d.masked_fill(zero, 0.0)
 
 
 class XlogyBackward0(Node):
@@ -299,7 +327,7 @@ class XlogyBackward1(Node):
     _saved_names = ("other",)
 
     def backward(self, xp, g):
-        return (g * self.self_ / self.saved_other(xp),)
+        return (_mul_s(xp, g, self.self_) / self.saved_other(xp),)
 
     def _saved_extra(self):
         return {"self": self.self_}
