@@ -348,6 +348,17 @@ def test_inplace_into_integer_refuses_as_torch(torch):
 # ---------------------------------------------------------------------------------------------
 
 ERRORS = [
+    ("square_number", lambda T: T.square(2), TypeError, "must be Tensor, not int"),
+    ("square_bool_", lambda T: T.tensor([True]).square_(), RuntimeError, "can't be cast"),
+    ("log2_int_", lambda T: T.tensor([1, 2]).log2_(), RuntimeError, "can't be cast"),
+    ("xlogy_int_", lambda T: T.tensor([1]).xlogy_(T.tensor([2])), RuntimeError, "can't be cast"),
+    (
+        "xlogy_broadcast_",
+        lambda T: T.ones(2).xlogy_(T.ones(2, 1)),
+        RuntimeError,
+        "doesn't match the broadcast shape",
+    ),
+    ("nan_to_num_str", lambda T: T.ones(2).nan_to_num(nan="x"), TypeError, "must be float"),
     (
         "logaddexp_int",
         lambda T: T.logaddexp(_t(T, [1]), _t(T, [2])),

@@ -16,7 +16,6 @@ import numpy as np
 from autodiag.core.graph import Node
 from autodiag.ops._core import (
     _state,
-    as_tensor_operand,
     broadcasting,
     edge,
     register,
@@ -126,7 +125,11 @@ def square(input):
     >>> torch.tensor([-2.0, 3.0]).square()
     tensor([4., 9.])
     """
-    x = as_tensor_operand(input)
+    if not isinstance(input, Tensor):
+        raise TypeError(
+            f"square(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}"
+        )
+    x = input
     if x._data.dtype.kind == "b":
         x = x.long()
     return _pow(x, 2)
