@@ -166,9 +166,10 @@ def test_check_passes_the_gcn_normalisation_and_fails_without_its_mask(tmp_path)
         assert [f["location"]["line"] for f in found] == [marks["ORIGIN"]]
 
 
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
 @pytest.mark.parametrize("masked", [True, False])
-def test_nan_to_num_on_torch(tmp_path, masked):
-    """autodiag's engine has no ``nan_to_num`` yet: PyTorch's alone."""
+def test_nan_to_num_on_both_engines(tmp_path, masked, engine):
+    """``nan_to_num`` (autodiag's engine has it since ops16: exit 2, not provided, before)."""
     from cli_helpers import cli
 
     lines = ["a = torch.tensor([0.0, 2.0, 4.0])", "r = torch.log(a)  # ORIGIN"]
@@ -177,7 +178,7 @@ def test_nan_to_num_on_torch(tmp_path, masked):
     source = "import torch\n" + _script("main() loop", lines)
     path = tmp_path / "bug.py"
     path.write_text(source)
-    r = cli("anomaly", str(path), "-f", "json", "-q", "--engine", "torch")
+    r = cli("anomaly", str(path), "-f", "json", "-q", "--engine", engine)
     doc = json.loads(r.stdout)
     if masked:
         assert r.exit_code == 0, r.stderr

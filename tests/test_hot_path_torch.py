@@ -366,6 +366,12 @@ UN = {
     "acosh": (lambda m, x: m.acosh(x), True),
     "atanh": (lambda m, x: x.atanh(), False),
     "frac": (lambda m, x: m.frac(x), False),
+    # ops16's (ops/pointwise2.py)
+    "log2": (lambda m, x: x.log2(), True),
+    "log10": (lambda m, x: m.log10(x), True),
+    "exp2": (lambda m, x: m.exp2(x), False),
+    "expm1": (lambda m, x: x.expm1(), False),
+    "erfc": (lambda m, x: m.erfc(x), False),
 }
 UN_INPUTS = {
     "f64": T((3, 4)),
@@ -471,6 +477,11 @@ SMOOTH = [
     "round",
     "sign",
     "sgn",
+    "log2",
+    "log10",
+    "exp2",
+    "expm1",
+    "erfc",
 ]
 
 

@@ -86,6 +86,7 @@ def test_declared_inplace_twin_is_torchs(torch, name):
         "atan2": (y,),
         "arctan2": (y,),
         "hypot": (y,),
+        "xlogy": (y,),
         "addcmul": (y, y),
         "addcdiv": (y, y),
     }.get(

@@ -1683,8 +1683,9 @@ def _covered() -> set:
     for c in VALUE_CASES:
         names.update(c[2])
     from test_cover15_torch import COVERED  # the ops issue 20 added, in their own file
+    from test_ops16_torch import COVERED as OPS16  # ops16's, in their own file
 
-    return names | {"floor_divide"} | COVERED  # test_floor_divide_grad_not_implemented
+    return names | {"floor_divide"} | COVERED | OPS16  # test_floor_divide_grad_not_implemented
 
 
 def test_registry_is_covered():

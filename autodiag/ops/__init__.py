@@ -15,6 +15,7 @@ from autodiag.ops import (  # noqa: F401
     normalization,
     operators,
     pointwise,
+    pointwise2,
     pooling,
     pooling_nd,
     recurrent,

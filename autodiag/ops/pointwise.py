@@ -1603,7 +1603,13 @@ class PowBackward0(_Unary):
         if p == 0:
             return (xp.zeros_like(g),)
         x = self.saved_self(xp)
-        return (g * (p * (_pow_array(x, p - 1) if xp.arrays else x ** (p - 1))),)
+        if xp.arrays:
+            return (g * (p * _pow_array(x, p - 1)),)
+        # PyTorch's pow_backward: exponent * self.pow(exponent - 1), a C++ Scalar product
+        # (MulBackward1, NOTE [Scalar overloads in formulas] in ops/pointwise2.py)
+        from autodiag.ops.nn_ops import mul_scalar
+
+        return (g * mul_scalar(x ** (p - 1), p),)
 
     def _saved_extra(self):
         return {"exponent": self.exponent}
