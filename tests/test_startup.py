@@ -85,6 +85,27 @@ def test_the_default_engine_never_loads_pytorch_or_its_backend():
     assert loaded == []
 
 
+def test_a_session_on_autodiags_engine_never_loads_pytorch_or_its_backend():
+    """``pytest --autodiag`` on autodiag's engine runs each test in a ``Session``: starting and
+    stopping one loads neither PyTorch nor ``autodiag.engines.torch``."""
+    loaded = _run(
+        "import json, sys\n"
+        "from autodiag.torch._session import Session, claim, release\n"
+        "from autodiag.pytest_plugin import CHECKS\n"
+        "import autodiag\n"
+        "claim('t', 'test')\n"
+        "s = Session('autodiag', CHECKS, label='t')\n"
+        "s.start()\n"
+        "x = autodiag.ones(2, requires_grad=True)\n"
+        "(x * 2).sum().backward()\n"
+        "s.findings(s.stop(None, [globals()]))\n"
+        "release()\n"
+        "seen = [m for m in sys.modules if m == 'torch' or m.startswith('autodiag.engines')]\n"
+        "print(json.dumps(seen))"
+    )
+    assert loaded == []
+
+
 # What ``autodiag --help`` must not import: each command's analysis and renderers load when
 # that command runs (``lazy`` renderers in cli/_common.py), not when the CLI is built.
 CLI_LAZY_MODULES = (

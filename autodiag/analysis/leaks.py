@@ -242,9 +242,9 @@ class LeakFinder(Tracer):
         dead = cached[1]
         # NOTE: the op's own node alone (the common case) when it is numbered two above the
         # last one recorded: the one number between is the op's mark (trace/events.py), so no
-        # op it called made a node. Otherwise its inputs are looked at: one made by this op is
-        # a node of an op it called.
-        if seq == hi + 2 or not any(
+        # op it called made a node (``on_op`` records that case itself, inline). Otherwise its
+        # inputs are looked at: one made by this op is a node of an op it called.
+        if not any(
             c is not None and hi < sequence_nr(c) < LEAF_SEQUENCE_NR for c in children(node)
         ):
             step.refs.append(weakref.ref(node, dead))

@@ -125,6 +125,9 @@ class Session:
                 from autodiag.engines.torch import observe
 
                 observe.register()
+                # the call sites hold the block's modules' globals: dropped at stop(), as
+                # observing() drops the CLI run's
+                stack.callback(observe.forget_call_sites)
                 self.observer = observe.Observer()
                 stack.enter_context(self.observer.installed())
                 from autodiag.engines.torch.workers import observing_threads
@@ -145,9 +148,6 @@ class Session:
                 self._stack.close()
         finally:
             self._stack = None
-            from autodiag.engines.torch.observe import forget_call_sites
-
-            forget_call_sites()  # they hold the block's modules' globals (as the CLI's run)
             ops, calls, steps, torch_ops = (events.REPORTED[i] - self._before[i] for i in range(4))
             self.ops, self.backward_calls = ops, calls
             self.optimizer_steps, self.torch_ops = steps, torch_ops
