@@ -1301,9 +1301,12 @@ class DeadRelu(HealthDetector):
         first). NOTE: REINFORCE's policy runs once per time step with one sample; judged per
         time step, units that fire only later in an episode looked dead at every step."""
         groups: dict = {}  # (site, module, layer or ordinal) -> [stack, alive], forward order
+        unkeyed: dict = {}  # (site, module) -> its calls after no parameter so far
         for st, alive, module, layer in reversed(relus):
             if layer is None:
-                layer = ("call", sum(1 for k in groups if k[:2] == (st.site, module)))
+                k = unkeyed.get((st.site, module), 0)
+                unkeyed[st.site, module] = k + 1
+                layer = ("call", k)
             key = (st.site, module, layer, alive.shape[0])
             g = groups.get(key)
             if g is None:
