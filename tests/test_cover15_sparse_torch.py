@@ -45,6 +45,8 @@ def _coo(T, dtype=None):
         return T.sparse_coo_tensor(IDX, T.tensor(VAL), (4, 4), dtype=dtype)
 
 
+CASTS = ("float", "double", "half", "long", "int", "short", "bool")
+
 PARTS = [
     (
         "to_sparse",
@@ -75,6 +77,13 @@ PARTS = [
     ("coo_inferred_size", lambda T: tuple(T.sparse_coo_tensor(IDX, T.tensor(VAL)).shape)),
     ("to_cpu", lambda T: T.tensor(A).to_sparse().to("cpu").to_dense()),
     ("to_dtype", lambda T: T.tensor(A).to_sparse().to(T.float32).values()),
+    (
+        "casts",
+        lambda T: (
+            tuple(getattr(_coo(T), n)().to_dense() for n in CASTS)
+            + tuple(str(getattr(_coo(T), n)().layout) for n in CASTS)
+        ),
+    ),
     ("dense_plus_sparse", lambda T: T.eye(4) + _coo(T, T.int64)),
     ("sparse_at_dense", lambda T: T.tensor(A).to_sparse() @ T.ones(3, 2, dtype=T.float64)),
     ("dense_at_sparse", lambda T: T.ones(2, 4, dtype=T.float64) @ T.tensor(A).to_sparse()),

@@ -3,7 +3,8 @@ clear refusal of everything else.
 
 Supported (as PyTorch 2.13 does it): ``Tensor.to_sparse()``, ``torch.sparse_coo_tensor``,
 ``layout``/``is_sparse``, ``indices() values() _indices() _values() coalesce() is_coalesced()
-_nnz() to_dense() to_sparse() to(cpu/dtype)``, the sparse x dense product (``torch.mm``,
+_nnz() to_dense() to_sparse() to(cpu/dtype)``, the dtype casts (``float()``, ``double()``…),
+the sparse x dense product (``torch.mm``,
 ``torch.spmm``, ``torch.sparse.mm``, ``torch.matmul``, ``@``) and dense x sparse (``@``,
 ``mm``, ``matmul``), and ``dense + sparse``. Gradients reach the dense operand only (PyTorch's
 ``MmBackward0``/``SparseAddmmBackward0``, with ``None`` in ``next_functions`` for the sparse
@@ -76,8 +77,8 @@ _ENGINE = (
 )
 
 SUPPORTED = (
-    "to_dense, indices/values, coalesce, mm/spmm/sparse.mm/matmul/@ with a dense matrix, "
-    "dense + sparse"
+    "to_dense, indices/values, coalesce, to(dtype)/float()/double()..., "
+    "mm/spmm/sparse.mm/matmul/@ with a dense matrix, dense + sparse"
 )
 
 
@@ -251,6 +252,28 @@ class SparseCOO(Tensor):
             elif _device.device(a).type != "cpu":
                 raise RuntimeError(f"autodiag runs on the CPU only, not {a}")
         return out
+
+    # ``float()``, ``double()``, ...: ``to(dtype)``, a sparse tensor of the values cast
+    def float(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.float32)
+
+    def double(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.float64)
+
+    def half(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.float16)
+
+    def long(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.int64)
+
+    def int(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.int32)
+
+    def short(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.int16)
+
+    def bool(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.bool)
 
     def cpu(self) -> SparseCOO:
         return self
