@@ -99,6 +99,49 @@ def test_os_exit_from_a_thread_ends_the_process_and_says_so(script):
     assert rc == 4 and "os._exit(4) in a thread" in err
 
 
+@pytest.mark.parametrize("status,code", [(5, 3), (0, 0)])
+def test_os_exit_on_the_torch_engine_is_reported_as_on_autodiags(script, status, code):
+    """--engine torch runs the script in a big-stack thread (NOTE [Deep graphs on PyTorch]):
+    the script's own os._exit there is still its main thread's, reported as on autodiag's
+    engine (it ended the process with no report and exit 0: a pass of nothing checked)."""
+    pytest.importorskip("torch")
+    path = script(
+        f"""\
+        import os
+        import torch
+        w = torch.ones(2, requires_grad=True)
+        (w * 2).sum().backward()
+        os._exit({status})
+        """
+    )
+    for command in ("graph", "check"):
+        rc, out, err = run(command, path, "--no-color", "--engine", "torch")
+        assert rc == code, err
+        assert "in a thread" not in err
+        if status:
+            assert f"hard-exited with os._exit({status})" in err
+        else:
+            assert "ended with os._exit(0) at" in err and "s.py:5" in err
+        if command == "graph":
+            assert "MulBackward0" in out and "AccumulateGrad w" in out
+        else:
+            assert "(1 backward call" in out + err
+
+
+def test_os_exit_from_a_script_thread_on_the_torch_engine_says_so(script):
+    pytest.importorskip("torch")
+    path = script("""\
+        import os, threading, time
+        import torch
+        w = torch.ones(2, requires_grad=True)
+        (w * 2).sum().backward()
+        threading.Thread(target=os._exit, args=(4,)).start()
+        time.sleep(30)
+        """)
+    rc, out, err = run("graph", path, "--engine", "torch")
+    assert rc == 4 and "os._exit(4) in a thread" in err
+
+
 # --- fork and multiprocessing ---------------------------------------------------------------
 
 FORK = """\
