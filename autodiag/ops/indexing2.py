@@ -61,6 +61,36 @@ def _at_least_1d(a: np.ndarray) -> np.ndarray:
     return a.reshape(1) if a.ndim == 0 else a
 
 
+# NOTE [Flat ufunc.at]: numpy's ``ufunc.at`` with one 1-D integer index runs a fast loop
+# (numpy >= 1.25); with several index arrays, slices or a multi-dim target it takes a generic
+# path several times slower (scatter_add of 1e6 elements into (1000, 100): 13 ms against 3).
+# ``_at`` turns any index into positions in the flattened target first: the same elements,
+# combined in the same (C) order, which is the order PyTorch's CPU kernels add in, so sums of
+# repeated indices round alike.
+
+
+def _at(ufunc, out: np.ndarray, index, values) -> None:
+    """``ufunc.at(out, index, values)`` through one flat index (NOTE [Flat ufunc.at])."""
+    if out.ndim <= 1 and not isinstance(index, tuple) or not out.flags.c_contiguous:
+        ufunc.at(out, index, values)
+        return
+    if (
+        isinstance(index, tuple)
+        and len(index) == out.ndim
+        and all(isinstance(k, np.ndarray) and k.dtype.kind in "iu" for k in index)
+    ):
+        # one integer array per dim, in range (the scatter family's grid): the positions
+        # are a sum of strides, cheaper than the fancy index below
+        step, pos = 1, 0
+        for k in range(out.ndim - 1, -1, -1):
+            pos = index[k] * step + pos
+            step *= out.shape[k]
+    else:
+        pos = np.arange(out.size, dtype=np.intp).reshape(out.shape)[index]
+    pos = np.broadcast_to(pos, np.broadcast_shapes(np.shape(pos), np.shape(values)))
+    ufunc.at(out.reshape(-1), pos.reshape(-1), np.broadcast_to(values, pos.shape).reshape(-1))
+
+
 # ---------------------------------------------------------------------------------------------
 # nonzero, argwhere
 # ---------------------------------------------------------------------------------------------
@@ -523,10 +553,10 @@ def index_add(input, dim: int, index, source, *, alpha=1):
     n = _at_least_1d(d).shape[dim]
     _check_range(ix, n, dim)
     out = d.copy()
-    src = _along(sd, dim)
+    src = _at_least_1d(sd)
     if alpha != 1:
         src = src * checked_scalar(alpha, d.dtype, "index_add")
-    np.add.at(_along(out, dim), ix, src)
+    _at(np.add, _at_least_1d(out), (slice(None),) * dim + (ix,), src)
     if _grad_needed(x, s):
         node = IndexAddBackward0((edge(x), edge(s)))
         node.dim, node.alpha, node.src_shape = dim, alpha, sd.shape
@@ -790,7 +820,7 @@ def index_put(input, indices, values, accumulate: bool = False):
             f"broadcast to indexing result of shape {_shape_str(region)}"
         ) from None
     if accumulate:
-        np.add.at(out, index, vb)
+        _at(np.add, out, index, vb)
     else:
         out[index] = vb
     if _grad_needed(x, v):
@@ -862,9 +892,9 @@ def _scatter_array(d, dim, ix, src, reduce=None) -> np.ndarray:
     if reduce is None:
         o[g] = s
     elif reduce == "add":
-        np.add.at(o, g, np.broadcast_to(s, i.shape))
+        _at(np.add, o, g, np.broadcast_to(s, i.shape))
     else:
-        np.multiply.at(o, g, np.broadcast_to(s, i.shape))
+        _at(np.multiply, o, g, np.broadcast_to(s, i.shape))
     return out
 
 
@@ -1057,16 +1087,16 @@ def _scatter_reduce_array(d, dim, ix, sd, reduce: str, include_self: bool) -> np
             fill = info.min if reduce == "amax" else info.max
         o[g] = fill
     if reduce in ("sum", "mean"):
-        np.add.at(o, g, s)
+        _at(np.add, o, g, s)
     elif reduce == "prod":
-        np.multiply.at(o, g, s)
+        _at(np.multiply, o, g, s)
     elif reduce == "amax":
-        np.maximum.at(o, g, s)
+        _at(np.maximum, o, g, s)
     else:
-        np.minimum.at(o, g, s)
+        _at(np.minimum, o, g, s)
     if reduce == "mean":
         count = np.full(o.shape, 1 if include_self else 0, dtype=np.int64)
-        np.add.at(count, g, 1)
+        _at(np.add, count, g, 1)
         count = np.maximum(count, 1)
         if o.dtype.kind == "f":
             o[...] = o / count.astype(o.dtype)
