@@ -264,7 +264,189 @@ CASES += [
     ),
 ]
 
-COVERED = {n for c in CASES for n in c.op} | {"nonzero", "argwhere"}
+# --- shape2.py: composites (PyTorch's parts recorded) and their own nodes --------------------
+X46 = I(data=_x((4, 6), 11))
+V3 = I(data=_x((3,), 12))
+
+
+def _outs(ts):
+    """The pieces of a split, as separate outputs (check_case compares each)."""
+    return tuple(ts)
+
+
+CASES += [
+    Case("c16a-tile", lambda T, x: x.tile(2), (X46,), op=("tile",)),
+    Case("c16a-tile_more_dims", lambda T, x: T.tile(x, (2, 1, 3)), (V3,)),
+    Case("c16a-tile_0d", lambda T, x: x.tile((2,)), (I(()),)),
+    Case("c16a-hstack", lambda T, x, y: T.hstack([x, y]), (X46, I((4, 2))), op=("hstack",)),
+    Case("c16a-hstack_1d", lambda T, x, y: T.hstack((x, y)), (V3, I(()))),
+    Case("c16a-vstack", lambda T, x, y: T.vstack([x, y]), (V3, V3), op=("vstack",)),
+    Case(
+        "c16a-row_stack", lambda T, x, y: T.row_stack([x, y]), (X46, I((1, 6))), op=("row_stack",)
+    ),
+    Case("c16a-dstack", lambda T, x, y: T.dstack([x, y]), (X46, X46), op=("dstack",)),
+    Case("c16a-dstack_1d", lambda T, x, y: T.dstack([x, y]), (V3, V3)),
+    Case(
+        "c16a-column_stack",
+        lambda T, x, y, z: T.column_stack([x, y, z]),
+        (V3, I((3, 2)), V3),
+        op=("column_stack",),
+    ),
+    Case(
+        "c16a-tensor_split_n",
+        lambda T, x: _outs(x.tensor_split(3, 1)),
+        (I((2, 7)),),
+        op=("tensor_split",),
+    ),
+    Case(
+        "c16a-tensor_split_idx", lambda T, x: _outs(T.tensor_split(x, [1, 5, 2, 9])), (I((6, 2)),)
+    ),
+    Case(
+        "c16a-tensor_split_tensor",
+        lambda T, x: _outs(x.tensor_split(T.tensor([2]), dim=-1)),
+        (X46,),
+    ),
+    Case("c16a-hsplit", lambda T, x: _outs(x.hsplit(3)), (X46,), op=("hsplit",)),
+    Case("c16a-hsplit_1d", lambda T, x: _outs(T.hsplit(x, [1])), (V3,)),
+    Case("c16a-vsplit", lambda T, x: _outs(x.vsplit([1, 3])), (X46,), op=("vsplit",)),
+    Case("c16a-dsplit", lambda T, x: _outs(x.dsplit(2)), (I((2, 1, 4)),), op=("dsplit",)),
+    Case(
+        "c16a-split_with_sizes",
+        lambda T, x: _outs(x.split_with_sizes([1, 3])),
+        (X46,),
+        op=("split_with_sizes",),
+    ),
+    Case(
+        "c16a-split_with_sizes_dim", lambda T, x: _outs(T.split_with_sizes(x, (4, 2), -1)), (X46,)
+    ),
+    Case("c16a-fliplr", lambda T, x: x.fliplr(), (X46,), op=("fliplr",)),
+    Case("c16a-flipud", lambda T, x: T.flipud(x), (V3,), op=("flipud",)),
+    Case("c16a-rot90", lambda T, x: x.rot90(), (X46,), op=("rot90",)),
+    Case("c16a-rot90_k", lambda T, x: T.rot90(x, 3, (2, 0)), (I((2, 3, 4)),)),
+    Case("c16a-rot90_neg", lambda T, x: x.rot90(-2, [1, 0]), (X46,)),
+    Case("c16a-ravel", lambda T, x: x.ravel(), (X46,), op=("ravel",)),
+    Case("c16a-ravel_t", lambda T, x: T.ravel(x.t()), (X46,)),
+    Case("c16a-atleast_1d", lambda T, x: T.atleast_1d(x), (I(()),), op=("atleast_1d",)),
+    Case("c16a-atleast_2d", lambda T, x, y: T.atleast_2d(x, y), (V3, I(())), op=("atleast_2d",)),
+    Case(
+        "c16a-atleast_3d",
+        lambda T, x, y, z: T.atleast_3d([x, y, z]),
+        (V3, X46, I(())),
+        op=("atleast_3d",),
+    ),
+    Case(
+        "c16a-broadcast_tensors",
+        lambda T, x, y: T.broadcast_tensors(x * 1, y),
+        (X46, I((1, 6))),
+        op=("broadcast_tensors",),
+    ),
+    Case(
+        "c16a-meshgrid_ij",
+        lambda T, x, y: T.meshgrid(x, y, indexing="ij"),
+        (V3, I((4,))),
+        op=("meshgrid",),
+    ),
+    Case(
+        "c16a-meshgrid_xy",
+        lambda T, x, y, z: T.meshgrid([x, y, z], indexing="xy"),
+        (V3, I((4,)), I((2,))),
+    ),
+    Case(
+        "c16a-cartesian_prod",
+        lambda T, x, y: T.cartesian_prod(x, y),
+        (V3, I((2,))),
+        op=("cartesian_prod",),
+    ),
+    Case("c16a-combinations", lambda T, x: T.combinations(x), (I((4,)),), op=("combinations",)),
+    Case(
+        "c16a-combinations_r3_repl", lambda T, x: T.combinations(x, 3, with_replacement=True), (V3,)
+    ),
+    Case(
+        "c16a-block_diag",
+        lambda T, x, y, z: T.block_diag(x, y, z),
+        (I((2, 3)), V3, I(())),
+        op=("block_diag",),
+    ),
+    Case("c16a-diff", lambda T, x: x.diff(), (X46,), op=("diff",)),
+    Case("c16a-diff_n2_dim0", lambda T, x: T.diff(x, n=2, dim=0), (X46,)),
+    Case(
+        "c16a-diff_prepend_append",
+        lambda T, x, p, a: x.diff(prepend=p, append=a),
+        (X46, I((4, 1)), I((4, 2))),
+    ),
+    Case("c16a-diff_n_too_big", lambda T, x: x.diff(5), (V3,)),
+    Case("c16a-sum_to_size", lambda T, x: x.sum_to_size(1, 6), (X46,), op=("sum_to_size",)),
+    Case("c16a-sum_to_size_lead", lambda T, x: x.sum_to_size((3, 1)), (I((2, 3, 4)),)),
+    Case("c16a-kron", lambda T, x, y: T.kron(x, y), (I((2, 3)), I((2, 2))), op=("kron",)),
+    Case("c16a-kron_dims", lambda T, x, y: x.kron(y), (V3, I((2, 1, 2)))),
+    Case("c16a-inner", lambda T, x, y: T.inner(x, y), (X46, I((2, 6))), op=("inner",)),
+    Case("c16a-inner_1d", lambda T, x, y: x.inner(y), (V3, V3)),
+    Case("c16a-inner_0d", lambda T, x, y: T.inner(x, y), (I(()), V3)),
+    Case(
+        "c16a-tensordot",
+        lambda T, x, y: T.tensordot(x, y, dims=([1, 0], [0, 2])),
+        (I((3, 2, 4)), I((2, 5, 3))),
+        op=("tensordot",),
+    ),
+    Case("c16a-tensordot_int", lambda T, x, y: T.tensordot(x, y, 1), (X46, I((6, 2)))),
+    Case("c16a-vdot", lambda T, x, y: T.vdot(x, y), (V3, V3), op=("vdot",)),
+    Case("c16a-addmv", lambda T, b, m, v: T.addmv(b, m, v), (I((4,)), X46, I((6,))), op=("addmv",)),
+    Case(
+        "c16a-addmv_scaled_bcast",
+        lambda T, b, m, v: b.addmv(m, v, beta=0.5, alpha=2.0),
+        (I(()), X46, I((6,))),
+    ),
+    Case(
+        "c16a-addmv_",
+        lambda T, b, m, v: (b * 1).addmv_(m, v, alpha=3),
+        (I((4,)), X46, I((6,))),
+        op=("addmv",),
+    ),
+    Case("c16a-addr", lambda T, b, u, v: T.addr(b, u, v), (X46, I((4,)), I((6,))), op=("addr",)),
+    Case(
+        "c16a-addr_scaled",
+        lambda T, b, u, v: b.addr(u, v, beta=-1, alpha=0.5),
+        (I((1, 6)), I((4,)), I((6,))),
+    ),
+    Case(
+        "c16a-addbmm",
+        lambda T, b, x, y: T.addbmm(b, x, y),
+        (I((4, 5)), I((3, 4, 2)), I((3, 2, 5))),
+        op=("addbmm",),
+    ),
+    Case(
+        "c16a-addbmm_scaled",
+        lambda T, b, x, y: b.addbmm(x, y, beta=2, alpha=-1.5),
+        (I((5,)), I((2, 4, 3)), I((2, 3, 5))),
+    ),
+    Case(
+        "c16a-pixel_shuffle",
+        lambda T, x: T.pixel_shuffle(x, 2),
+        (I((2, 8, 3, 2)),),
+        op=("pixel_shuffle",),
+    ),
+    Case(
+        "c16a-pixel_shuffle_3d",
+        lambda T, x: T.nn.functional.pixel_shuffle(x, 3) if hasattr(T, "nn") else None,
+        (I((9, 1, 2)),),
+    ),
+    Case(
+        "c16a-pixel_unshuffle",
+        lambda T, x: T.pixel_unshuffle(x, 2),
+        (I((1, 2, 4, 6)),),
+        op=("pixel_unshuffle",),
+    ),
+    Case(
+        "c16a-pixel_modules",
+        lambda T, x: T.nn.PixelUnshuffle(3)(T.nn.PixelShuffle(3)(x)),
+        (I((1, 1, 9, 2, 2)),),
+    ),
+]
+
+# values only (integer or bool results): VALUES below
+NO_GRADIENT = {"nonzero", "argwhere", "broadcast_shapes", "tril_indices", "triu_indices"}
+NO_GRADIENT |= {"unravel_index", "isin", "searchsorted", "bucketize", "index_put_"}
+COVERED = {n for c in CASES for n in c.op} | NO_GRADIENT
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -380,6 +562,80 @@ VALUES = [
     ),
     ("take_along_dim_empty", lambda T: T.ones(2, 3).take_along_dim(T.zeros(2, 0, dtype=T.long), 1)),
     ("masked_select_empty", lambda T: T.ones(0, 3).masked_select(T.ones(0, 3, dtype=T.bool))),
+    ("broadcast_shapes", lambda T: tuple(T.broadcast_shapes((3, 1), (4,), 1, (2, 1, 1)))),
+    ("broadcast_shapes_none", lambda T: tuple(T.broadcast_shapes())),
+    ("tril_indices", lambda T: T.tril_indices(3, 4)),
+    ("tril_indices_offset", lambda T: T.tril_indices(4, 3, -1)),
+    ("triu_indices", lambda T: T.triu_indices(3, 4, 1)),
+    ("triu_indices_int32", lambda T: T.triu_indices(3, 3, dtype=T.int32)),
+    ("tril_indices_empty", lambda T: T.tril_indices(0, 3)),
+    ("unravel_index", lambda T: T.unravel_index(T.tensor([5, 7, -1]), (3, 4))),
+    ("unravel_index_int", lambda T: T.unravel_index(T.tensor(13), (2, 3, 4))),
+    ("isin", lambda T: T.isin(T.tensor([[1, 2], [3, 4]]), T.tensor([2, 3]))),
+    (
+        "isin_invert",
+        lambda T: T.isin(
+            T.tensor([1.0, 2.0, float("nan")]), T.tensor([2.0, float("nan")]), invert=True
+        ),
+    ),
+    (
+        "searchsorted",
+        lambda T: T.searchsorted(T.tensor([1.0, 3.0, 3.0, 5.0]), T.tensor([3.0, 0.0, 9.0])),
+    ),
+    (
+        "searchsorted_right",
+        lambda T: T.searchsorted(T.tensor([1, 3, 3, 5]), T.tensor([3, 4]), right=True),
+    ),
+    (
+        "searchsorted_side_int32",
+        lambda T: T.searchsorted(T.tensor([1, 3, 5]), T.tensor([3]), side="right", out_int32=True),
+    ),
+    (
+        "searchsorted_batched",
+        lambda T: T.searchsorted(
+            T.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]]), T.tensor([[2.5], [2.5]])
+        ),
+    ),
+    (
+        "searchsorted_sorter",
+        lambda T: T.searchsorted(
+            T.tensor([5.0, 1.0, 3.0]), T.tensor([2.0, 4.0]), sorter=T.tensor([1, 2, 0])
+        ),
+    ),
+    (
+        "bucketize",
+        lambda T: T.bucketize(T.tensor([[3.0, 6.0], [0.0, 9.0]]), T.tensor([1.0, 3.0, 5.0, 7.0])),
+    ),
+    ("bucketize_right", lambda T: T.bucketize(T.tensor([3, 5]), T.tensor([1, 3, 5]), right=True)),
+    (
+        "nbytes_itemsize",
+        lambda T: (
+            T.ones(4, 3).nbytes,
+            T.ones(2, dtype=T.float64).itemsize,
+            T.ones(3, dtype=T.int16).nbytes,
+        ),
+    ),
+    (
+        "storage_offset",
+        lambda T: (
+            T.ones(4, 3)[1:].storage_offset(),
+            T.ones(4, 3)[:, 2].storage_offset(),
+            T.ones(4, 3).t().storage_offset(),
+            T.ones(2).storage_offset(),
+        ),
+    ),
+    (
+        "storage_offset_split",
+        lambda T: [t.storage_offset() for t in T.arange(10.0).view(2, 5).tensor_split(3, 1)],
+    ),
+    ("combinations_r0", lambda T: T.combinations(T.tensor([1.0, 2.0]), 0)),
+    ("combinations_int", lambda T: T.combinations(T.tensor([1, 2, 3]), 2, True)),
+    ("diff_bool", lambda T: T.tensor([True, False, False, True]).diff()),
+    ("diff_int", lambda T: T.tensor([1, 4, 9]).diff(prepend=T.tensor([0]))),
+    ("block_diag_ints", lambda T: T.block_diag(T.tensor([1, 2]), T.tensor([[3], [4]]))),
+    ("block_diag_mixed", lambda T: T.block_diag(T.tensor([1, 2]), T.ones(1, 1))),
+    ("kron_int", lambda T: T.kron(T.tensor([[1, 2]]), T.tensor([[1], [10]]))),
+    ("pixel_shuffle_int", lambda T: T.pixel_shuffle(T.arange(16).view(1, 4, 2, 2), 2)),
 ]
 
 
@@ -673,6 +929,206 @@ ERRORS = [
         "reduce argument must be either sum, prod, mean, amax or amin, got add",
     ),
     (
+        "hsplit_divisible",
+        lambda T: T.ones(2, 6).hsplit(4),
+        RuntimeError,
+        "is not divisible by the split_size 4",
+    ),
+    (
+        "vsplit_1d",
+        lambda T: T.ones(6).vsplit(2),
+        RuntimeError,
+        "torch.vsplit requires a tensor with at least 2 dimension",
+    ),
+    (
+        "dsplit_2d",
+        lambda T: T.ones(2, 6).dsplit(2),
+        RuntimeError,
+        "requires a tensor with at least 3 dimension",
+    ),
+    (
+        "tensor_split_0d",
+        lambda T: T.tensor(1.0).tensor_split(2),
+        RuntimeError,
+        "tensor_split expected at least a 1-dimensional tensor",
+    ),
+    (
+        "tensor_split_zero",
+        lambda T: T.ones(3).tensor_split(0),
+        RuntimeError,
+        "number of sections must be larger than 0, got 0",
+    ),
+    (
+        "split_with_sizes_sum",
+        lambda T: T.ones(4).split_with_sizes([1, 2]),
+        RuntimeError,
+        "split_with_sizes expects split_sizes to sum exactly to 4",
+    ),
+    ("fliplr_1d", lambda T: T.ones(3).fliplr(), RuntimeError, "Input must be >= 2-d."),
+    ("flipud_0d", lambda T: T.tensor(1.0).flipud(), RuntimeError, "Input must be >= 1-d."),
+    (
+        "rot90_1d",
+        lambda T: T.ones(3).rot90(),
+        RuntimeError,
+        "expected total dims >= 2, but got total dims = 1",
+    ),
+    (
+        "rot90_same_dims",
+        lambda T: T.ones(3, 3).rot90(1, [1, 1]),
+        RuntimeError,
+        "expected rotation dims to be different",
+    ),
+    (
+        "rot90_three_dims",
+        lambda T: T.ones(3, 3).rot90(1, [0, 1, 0]),
+        RuntimeError,
+        "expected total rotation dims == 2",
+    ),
+    (
+        "broadcast_tensors_shape",
+        lambda T: T.broadcast_tensors(T.ones(2), T.ones(3)),
+        RuntimeError,
+        "The size of tensor a (2) must match the size of tensor b (3)",
+    ),
+    (
+        "broadcast_shapes_clash",
+        lambda T: T.broadcast_shapes((2,), (3,)),
+        RuntimeError,
+        "Attempting to broadcast a dimension of length 3 at -1! Mismatching argument at index 1",
+    ),
+    (
+        "meshgrid_indexing",
+        lambda T: T.meshgrid(T.ones(2), indexing="yx"),
+        RuntimeError,
+        "indexing must be one of",
+    ),
+    (
+        "meshgrid_2d",
+        lambda T: T.meshgrid(T.ones(2, 2), indexing="ij"),
+        RuntimeError,
+        "Expected 0D or 1D tensor in the tensor list",
+    ),
+    (
+        "cartesian_prod_2d",
+        lambda T: T.cartesian_prod(T.ones(2, 2), T.ones(2)),
+        RuntimeError,
+        "Expect a 1D vector",
+    ),
+    (
+        "combinations_2d",
+        lambda T: T.combinations(T.ones(2, 2)),
+        RuntimeError,
+        "Expect a 1D vector, but got shape [2, 2]",
+    ),
+    (
+        "block_diag_3d",
+        lambda T: T.block_diag(T.ones(2), T.ones(1, 1, 1)),
+        RuntimeError,
+        "Input tensors must have 2 or fewer dimensions. Input 1 has 3 dimensions",
+    ),
+    (
+        "diff_0d",
+        lambda T: T.tensor(1.0).diff(),
+        RuntimeError,
+        "diff expects input to be at least one-dimensional",
+    ),
+    (
+        "diff_negative_n",
+        lambda T: T.ones(3).diff(-1),
+        RuntimeError,
+        "order must be non-negative but got -1",
+    ),
+    (
+        "sum_to_size_bad",
+        lambda T: T.ones(2, 3).sum_to_size(2),
+        RuntimeError,
+        "is not expandable to size",
+    ),
+    (
+        "tensordot_mismatch",
+        lambda T: T.tensordot(T.ones(2, 3), T.ones(2, 3), 1),
+        RuntimeError,
+        "contracted dimensions need to match",
+    ),
+    (
+        "tensordot_lists",
+        lambda T: T.tensordot(T.ones(2, 3), T.ones(3, 2), ([1], [0, 1])),
+        RuntimeError,
+        "both dimension lists should have same length",
+    ),
+    (
+        "inner_mismatch",
+        lambda T: T.inner(T.ones(2), T.ones(3)),
+        RuntimeError,
+        "inner() the last dimension must match on both input tensors",
+    ),
+    (
+        "vdot_2d",
+        lambda T: T.vdot(T.ones(2, 2), T.ones(2, 2)),
+        RuntimeError,
+        "1D tensors expected, but got 2D and 2D tensors",
+    ),
+    (
+        "vdot_dtype",
+        lambda T: T.vdot(T.ones(2), T.ones(2).double()),
+        RuntimeError,
+        "expected both vectors to have same dtype",
+    ),
+    (
+        "addmv_sizes",
+        lambda T: T.addmv(T.ones(2), T.ones(2, 3), T.ones(4)),
+        RuntimeError,
+        "size mismatch",
+    ),
+    (
+        "addr_2d",
+        lambda T: T.addr(T.ones(2, 2), T.ones(2, 1), T.ones(2)),
+        RuntimeError,
+        "addr: Expected 1-D argument vec1, but got 2-D",
+    ),
+    (
+        "addbmm_batches",
+        lambda T: T.addbmm(T.ones(2, 2), T.ones(3, 2, 1), T.ones(2, 1, 2)),
+        RuntimeError,
+        "batch1 and batch2 must have same number of batches, got 3 and 2",
+    ),
+    (
+        "pixel_shuffle_channels",
+        lambda T: T.pixel_shuffle(T.ones(1, 3, 2, 2), 2),
+        RuntimeError,
+        "is not divisible by 4",
+    ),
+    (
+        "pixel_shuffle_2d",
+        lambda T: T.pixel_shuffle(T.ones(4, 2), 2),
+        RuntimeError,
+        "pixel_shuffle expects input to have at least 3 dimensions",
+    ),
+    (
+        "pixel_unshuffle_width",
+        lambda T: T.pixel_unshuffle(T.ones(1, 1, 4, 3), 2),
+        RuntimeError,
+        "pixel_unshuffle expects width to be divisible by downscale_factor",
+    ),
+    (
+        "bucketize_2d",
+        lambda T: T.bucketize(T.ones(2), T.ones(2, 2)),
+        RuntimeError,
+        "boundaries tensor must be 1 dimension",
+    ),
+    (
+        "searchsorted_side",
+        lambda T: T.searchsorted(T.ones(2), T.ones(2), side="middle"),
+        RuntimeError,
+        "side can only be 'left' or 'right'",
+    ),
+    (
+        "searchsorted_opposites",
+        lambda T: T.searchsorted(T.ones(2), T.ones(2), side="left", right=True),
+        RuntimeError,
+        "side and right can't be set to opposites",
+    ),
+    (
         "scatter_reduce_float_index",
         lambda T: _x43(T).scatter_reduce(0, _ix(T).float(), T.ones(2, 3), "sum"),
         RuntimeError,
@@ -819,6 +1275,47 @@ def test_inplace_on_leaf_refused(torch, fn):
     from differential import same_error
 
     same_error(lambda T: fn(T, T.ones(4, 3, requires_grad=True)), torch, "a leaf Variable")
+
+
+VIEWS = [
+    ("ravel", lambda T, x: x.ravel()),
+    ("hsplit", lambda T, x: x.hsplit(2)[1]),
+    ("vsplit", lambda T, x: T.vsplit(x, [1])[1]),
+    ("tensor_split", lambda T, x: x.tensor_split(3, 1)[2]),
+    ("split_with_sizes", lambda T, x: x.split_with_sizes([3, 1])[0]),
+    ("atleast_3d", lambda T, x: T.atleast_3d(x)),
+    ("meshgrid", lambda T, x: T.meshgrid(x[0], x[1], indexing="ij")[0]),
+    ("broadcast_tensors", lambda T, x: T.broadcast_tensors(x[:1], x)[0]),
+]
+
+
+@pytest.mark.parametrize("fn", [f for _, f in VIEWS], ids=[n for n, _ in VIEWS])
+def test_views_share_memory_and_version(torch, fn):
+    """A view in PyTorch is one here: a write into the base shows through it, and the two
+    share a version counter."""
+    from differential import assert_same
+
+    def run(T):
+        x = T.arange(16.0).view(4, 4)
+        v = fn(T, x)
+        before = v._version
+        x.mul_(2)
+        return v.clone(), v._base is x, v._version - before, v.is_contiguous()
+
+    assert_same(run(ad), run(torch))
+
+
+def test_ravel_write_reaches_the_base(torch):
+    from differential import assert_same
+
+    def run(T):
+        x = T.zeros(2, 3)
+        x.ravel()[4] = 7.0
+        y = x.t().ravel()  # not contiguous: a copy, as in PyTorch
+        y[0] = 5.0
+        return x, y._base is None
+
+    assert_same(run(ad), run(torch))
 
 
 def test_index_put_torch_function_is_inplace(torch):

@@ -24,6 +24,7 @@ from autodiag.ops import (  # noqa: F401
     sampling,
     selection,
     shape,
+    shape2,
     sparse_coo,
     stats,
     trig,
