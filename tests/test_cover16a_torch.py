@@ -443,6 +443,18 @@ CASES += [
     ),
 ]
 
+# in-place view ops: the tensor itself, reshaped, with a node of its own
+CASES += [
+    Case("c16a-t_", lambda T, x: (x * 1).t_(), (X46,)),
+    Case("c16a-transpose_", lambda T, x: (x + 0).transpose_(0, -1), (I((2, 3, 4)),)),
+    Case("c16a-swapaxes_", lambda T, x: (x * 2).swapaxes_(1, 0), (X46,)),
+    Case("c16a-swapdims_", lambda T, x: (x * 2).swapdims_(1, 2).exp(), (I((2, 3, 4)),)),
+    Case("c16a-squeeze_", lambda T, x: (x * 1).squeeze_(), (I((2, 1, 3, 1)),)),
+    Case("c16a-squeeze_dim", lambda T, x: (x * 1).squeeze_(1).sin(), (I((2, 1, 3)),)),
+    Case("c16a-squeeze_dims", lambda T, x: (x * 1).squeeze_((0, 2)), (I((1, 3, 1)),)),
+    Case("c16a-unsqueeze_", lambda T, x: (x * 1).unsqueeze_(-1) * x.unsqueeze(-1), (X46,)),
+]
+
 # values only (integer or bool results): VALUES below
 NO_GRADIENT = {"nonzero", "argwhere", "broadcast_shapes", "tril_indices", "triu_indices"}
 NO_GRADIENT |= {"unravel_index", "isin", "searchsorted", "bucketize", "index_put_"}
@@ -1316,6 +1328,60 @@ def test_ravel_write_reaches_the_base(torch):
         return x, y._base is None
 
     assert_same(run(ad), run(torch))
+
+
+INPLACE_VIEWS = [
+    ("t_", lambda y: y.t_()),
+    ("transpose_", lambda y: y.transpose_(0, 1)),
+    ("swapaxes_", lambda y: y.swapaxes_(0, 1)),
+    ("squeeze_", lambda y: y.squeeze_()),
+    ("unsqueeze_", lambda y: y.unsqueeze_(0)),
+]
+
+
+@pytest.mark.parametrize("fn", [f for _, f in INPLACE_VIEWS], ids=[n for n, _ in INPLACE_VIEWS])
+def test_inplace_view_ops_bump_the_version(torch, fn):
+    """The shape changes in place: the same tensor, its version bumped, and a tensor saved for
+    backward before then fails the check; on a leaf that requires grad, PyTorch's error."""
+    from differential import same_error
+
+    for T in (ad, torch):
+        y = T.ones(3, 2) * 1
+        assert fn(y) is y and y._version == 1
+
+    def saved(T):
+        x = T.ones(3, 2, requires_grad=True)
+        y = x.exp()
+        fn(y)
+        y.sum().backward()
+
+    same_error(saved, torch, "modified by an inplace operation")
+    same_error(lambda T: fn(T.ones(3, 2, requires_grad=True)), torch, "a leaf Variable")
+
+
+def test_inplace_view_op_on_a_view_that_requires_grad_is_refused():
+    x = ad.ones(3, 2, requires_grad=True) * 1
+    with pytest.raises(NotImplementedError, match="t_: an in-place view op"):
+        x[0:2].t_()
+    v = ad.ones(3, 2)[1:]
+    assert v.t_().shape == (2, 2) and v._version == 1  # no gradient: allowed
+
+
+def test_cli_expression_takes_the_products(tmp_path):
+    r = cli(
+        "graph",
+        "-e",
+        "sum(kron(x, y)) + inner(x, y) + vdot(x, y)",
+        "--var",
+        "x=[1,2]",
+        "--var",
+        "y=[3,4]",
+        "-f",
+        "json",
+    )
+    assert r.exit_code == 0, r.stdout + r.stderr
+    names = {n["name"] for n in json.loads(r.stdout)["nodes"]}
+    assert {"VdotBackward0", "DotBackward0", "UnsafeViewBackward0"} <= names, names
 
 
 def test_index_put_torch_function_is_inplace(torch):

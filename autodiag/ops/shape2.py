@@ -915,7 +915,7 @@ def tensordot(a, b, dims=2, out=None):
     return pa.mm(pb).view(out_shape)
 
 
-@register()
+@register(expr=True)
 def inner(input, other):
     """The sums of products over the last dims (``tensordot(input, other, ([-1], [-1]))``;
     a product for a 0-d operand).
@@ -934,7 +934,7 @@ def inner(input, other):
     return tensordot(input, other, ([-1], [-1]))
 
 
-@register()
+@register(expr=True)
 def kron(input, other):
     """The Kronecker product: every element of ``input`` times all of ``other``, as blocks.
 
@@ -970,7 +970,7 @@ class VdotBackward0(Node):
         )
 
 
-@register()
+@register(expr=True)
 def vdot(input, other):
     """The dot product of two 1-D tensors (the first conjugated: complex tensors are not
     supported, so it is ``dot``).
@@ -1341,3 +1341,123 @@ def _storage_offset(self) -> int:
 Tensor.nbytes = property(lambda self: self._data.size * self._data.itemsize)
 Tensor.itemsize = property(lambda self: self._data.itemsize)
 Tensor.storage_offset = _storage_offset
+
+
+# ---------------------------------------------------------------------------------------------
+# In-place view ops: t_ transpose_ swapaxes_ swapdims_ squeeze_ unsqueeze_
+# ---------------------------------------------------------------------------------------------
+# They change the tensor's shape and strides, not its elements: PyTorch bumps the version
+# counter (a tensor saved for backward then fails its check) and records the op as the
+# tensor's new grad_fn (``TBackward1``, ``TransposeBackward1``, ``SqueezeBackward3/4/5``,
+# ``UnsqueezeBackward1``), with an edge to its old history.
+
+
+def _make_inplace_view_nodes():
+    from autodiag.ops.shape import TBackward0, TransposeBackward0, _ShapeNode
+
+    named = {}
+    for name, base in (
+        ("TBackward1", TBackward0),
+        ("TransposeBackward1", TransposeBackward0),
+        ("SqueezeBackward3", _ShapeNode),
+        ("SqueezeBackward4", _ShapeNode),
+        ("SqueezeBackward5", _ShapeNode),
+        ("UnsqueezeBackward1", _ShapeNode),
+    ):
+        named[name] = type(name, (base,), {"__slots__": (), "__module__": __name__})
+    return named
+
+
+_NODES = _make_inplace_view_nodes()
+TBackward1 = _NODES["TBackward1"]
+TransposeBackward1 = _NODES["TransposeBackward1"]
+SqueezeBackward3 = _NODES["SqueezeBackward3"]
+SqueezeBackward4 = _NODES["SqueezeBackward4"]
+SqueezeBackward5 = _NODES["SqueezeBackward5"]
+UnsqueezeBackward1 = _NODES["UnsqueezeBackward1"]
+
+
+def _has_views(t) -> bool:
+    vc = t._vc
+    return vc is not None and len(vc) > 2 and any(r() is not None for r in vc[2])
+
+
+def _inplace_view(self, name: str, data: np.ndarray, cls, **attrs):
+    from autodiag.ops.inplace import bump_version, check_inplace
+
+    recording = _state.record and self.requires_grad
+    check_inplace(self, name, recording)
+    if recording and (self._base is not None or _has_views(self)):
+        # NOTE: the view machinery (NOTE [Views and in-place] in views.py) locates a view in
+        # its base by the base's layout, which this op changes: refused rather than risk a
+        # wrong gradient
+        raise NotImplementedError(
+            f"{name}: an in-place view op on a tensor that requires grad and is a view or has "
+            f"views is not supported; use the out-of-place {name[:-1]} instead"
+        )
+    node = None
+    if recording:
+        node = cls((edge(self),))
+        for k, v in attrs.items():
+            setattr(node, k, v)
+    self._data = data
+    bump_version(self, name)
+    if node is not None:
+        self.grad_fn = node
+        if self._output_nr:
+            self._output_nr = 0
+    return self
+
+
+def _t_(self):
+    """In-place ``t()``: the tensor itself, transposed (``TBackward1``)."""
+    d = self._data
+    if d.ndim > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {d.ndim}D")
+    return _inplace_view(self, "t_", d.T, TBackward1)
+
+
+def _transpose_(self, dim0: int, dim1: int):
+    """In-place ``transpose(dim0, dim1)`` (``TransposeBackward1``)."""
+    d = self._data
+    d0, d1 = wrap_dim(dim0, d.ndim), wrap_dim(dim1, d.ndim)
+    data = np.swapaxes(d, d0, d1) if d.ndim else d
+    return _inplace_view(self, "transpose_", data, TransposeBackward1, dim0=d0, dim1=d1)
+
+
+def _squeeze_(self, dim=None):
+    """In-place ``squeeze`` (``SqueezeBackward3``; 4 with a dim, 5 with dims)."""
+    d = self._data
+    if dim is None:
+        keep, cls = [s for s in d.shape if s != 1], SqueezeBackward3
+    else:
+        one = isinstance(dim, (numbers.Integral, np.integer))
+        dims = (dim,) if one else tuple(dim)
+        dims = tuple(wrap_dim(x, max(d.ndim, 1)) for x in dims)
+        keep = [s for i, s in enumerate(d.shape) if not (i in dims and s == 1)]
+        cls = SqueezeBackward4 if one else SqueezeBackward5
+    return _inplace_view(self, "squeeze_", d.reshape(keep), cls, in_shape=d.shape)
+
+
+def _unsqueeze_(self, dim: int):
+    """In-place ``unsqueeze(dim)`` (``UnsqueezeBackward1``)."""
+    d = self._data
+    data = np.expand_dims(d, wrap_dim(dim, d.ndim + 1))
+    return _inplace_view(self, "unsqueeze_", data, UnsqueezeBackward1, in_shape=d.shape)
+
+
+def _bind_inplace_views():
+    from autodiag.trace.events import traced
+
+    for name, fn in (
+        ("t_", _t_),
+        ("transpose_", _transpose_),
+        ("swapaxes_", _transpose_),
+        ("swapdims_", _transpose_),
+        ("squeeze_", _squeeze_),
+        ("unsqueeze_", _unsqueeze_),
+    ):
+        setattr(Tensor, name, traced(name, fn))
+
+
+_bind_inplace_views()
