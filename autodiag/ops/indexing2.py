@@ -1236,7 +1236,7 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
     return result(out, None)
 
 
-@register("index_put_", method=False)
+@register("index_put_")  # Tensor.index_put_ is the twin inplace.make_twins binds later
 def _index_put_(input, indices, values, accumulate: bool = False):
     """``torch.index_put_``: ``input.index_put_(indices, values, accumulate)``."""
     return input.index_put_(indices, values, accumulate)

@@ -870,7 +870,7 @@ def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False
 # ---------------------------------------------------------------------------------------------
 
 
-@register()
+@register(method=False)
 def tensordot(a, b, dims=2, out=None):
     """Sum the products over ``dims`` of ``a`` and ``b`` (a number: ``a``'s last and ``b``'s
     first that many; or two lists): ``permute``, ``reshape``, ``mm``, ``view``, as PyTorch.
