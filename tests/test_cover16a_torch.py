@@ -1447,3 +1447,25 @@ def test_indexing_ops_need_no_torch():
     assert _np(y).tolist() == [[1.0, -2.0], [13.0, 20.0]]
     y.sum().backward()
     assert _np(x.grad).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_index_add_saves_source_as_pytorch():
+    """PyTorch saves ``source`` when it needs a gradient (listed in the graph's saved tensors,
+    version-checked at backward); not when it does not."""
+    torch = pytest.importorskip("torch")
+    seen = {}
+    for T in (torch, ad):
+        idx = T.tensor([0, 0, 1])
+        src = T.ones(3, 2, requires_grad=True)
+        s = T.zeros(3, 2, requires_grad=True)
+        n = s.index_add(0, idx, src * 1, alpha=2).grad_fn
+        facts = [n._saved_source_dim, n._saved_alpha, n._saved_dim, tuple(n._saved_source.shape)]
+        facts.append(s.index_add(0, idx, src.detach()).grad_fn._saved_source is None)
+        m = src * 1
+        y = s.index_add(0, idx, m)
+        with T.no_grad():
+            m.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+        seen[T.__name__] = facts
+    assert seen["autodiag"] == seen["torch"]

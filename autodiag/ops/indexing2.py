@@ -511,7 +511,9 @@ class IndexAddBackward0(Node):
     """self: ``grad``; source: ``grad.index_select(dim, index)`` times ``alpha``."""
 
     __slots__ = ("dim", "alpha", "src_shape")
-    _saved_names = ("index",)
+    # PyTorch saves ``source`` when it needs a gradient (for its dims): listed, version-checked
+    _saved_names = ("index", "source")
+    _extra_names = ("dim", "alpha", "source_dim")
 
     def backward(self, xp, g):
         needs_self, needs_source = self.needs_grad
@@ -524,7 +526,7 @@ class IndexAddBackward0(Node):
         return (g if needs_self else None, gsrc)
 
     def _saved_extra(self):
-        return {"dim": self.dim, "alpha": self.alpha}
+        return {"dim": self.dim, "alpha": self.alpha, "source_dim": len(self.src_shape)}
 
 
 _INDEX_ADD_DTYPE = "index_add_(): Expected dtype int32/int64 for index but got: {}"
@@ -560,7 +562,7 @@ def index_add(input, dim: int, index, source, *, alpha=1):
     if _grad_needed(x, s):
         node = IndexAddBackward0((edge(x), edge(s)))
         node.dim, node.alpha, node.src_shape = dim, alpha, sd.shape
-        node._saved = (save(wrap(ix)),)
+        node._saved = (save(wrap(ix)), save(s) if s.requires_grad else None)
         return result(out, node)
     return result(out, None)
 
