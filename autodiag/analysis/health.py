@@ -918,7 +918,11 @@ class _Norms:
 def _in_optimizer_step() -> bool:
     """Whether this thread is inside the ``step()`` of an optimizer (its closure, say): a frame
     of a ``step`` method whose ``self`` is an ``Optimizer`` (autodiag's or, on ``--engine
-    torch``, PyTorch's: by class name). One walk up the frames per backward call."""
+    torch``, PyTorch's: by class name). Every optimizer's step counts itself in
+    ``events.STEPPING`` while it runs (autodiag's ``_hooked_step``; PyTorch's global step
+    hooks), so the frames are walked only when a step is running: a closure's backward."""
+    if not events.STEPPING.n:
+        return False
     for f, _ in traceback.walk_stack(None):
         if f.f_code.co_name == "step":
             owner = f.f_locals.get("self")
@@ -1259,8 +1263,9 @@ class DeadRelu(HealthDetector):
 
     def on_op(self, health, op, node, inputs, outputs, stack):
         if op == "relu" and node is not None:
-            if events.MODULES.stack:
-                self._relu_modules[id(node)] = self._module_path(events.MODULES.stack)
+            modules = events.module_calls()
+            if modules:
+                self._relu_modules[id(node)] = self._module_path(modules)
             else:
                 self._relu_modules.pop(id(node), None)
             layer = _layer_of(node)
