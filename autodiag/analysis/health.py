@@ -58,8 +58,10 @@ from autodiag.trace.sites import capture_stack, live_user_frames
 
 CONVERT_OPS = frozenset({"item", "tolist", "numpy"})
 DETACH_OPS = frozenset({"detach", "detach_"})
-# reads of a tensor's shape, not of its values: no use of a parameter (PyTorch's nn.init reads
-# them while a module is built, and --engine torch sees those calls)
+# reads of a tensor's shape, not of its values: no use of a parameter. (--engine torch sees the
+# ``dim()``/``size()`` reads of PyTorch's nn.init when the script calls it, as in
+# ``nn.init.xavier_uniform_(aside.weight)``; a module's own construction is not reported: NOTE
+# [Module construction] in engines/torch/observe.py)
 SHAPE_READS = frozenset(
     {"dim", "ndimension", "size", "numel", "nelement", "stride", "is_contiguous"}
 )

@@ -499,6 +499,8 @@ class _Mode(TorchFunctionMode):
             f = f.f_back.f_back
         site = _call_sites.get((id(f.f_code), f.f_lasti))
         call = site[0] if site is not None else _new_call_site(f)
+        if _torch_code(f.f_code) and _building_module(f):
+            return func(*args, **kwargs)  # NOTE [Module construction]
         kind = _BACKWARD.get(func)
         if kind is not None:
             return self.observer.backward(kind, func, args, kwargs, call)
@@ -549,6 +551,40 @@ _getframe = sys._getframe
 # a tensor that is not 2-D, ``.volatile``; any other attribute is read without the call site
 _WARN_ATTRS = frozenset({"grad", "T", "volatile"})
 _HANDLE = torch.overrides.handle_torch_function.__code__
+
+
+# NOTE [Module construction]: the ops PyTorch's own modules run while they are built (the
+# ``torch.empty`` of ``Linear.__init__``, ``kaiming_uniform_`` and the ``dim()``/``size()`` reads
+# of ``reset_parameters``) are the backend's, not the script's, as the ops inside any op are:
+# autodiag's engine reports none of its modules' construction either. An op called from torch's
+# code, inside a torch ``__init__`` of an ``nn.Module`` reached through torch's frames only, runs
+# as the mode's own call: reported to no tracer (an analysis took ``kaiming_uniform_`` for a use
+# of the weight). A script's own ``nn.init.xavier_uniform_(layer.weight)``, in its code or in
+# its module's ``__init__``, is called from the user's frame: still the script's op; so is a
+# ``layer.reset_parameters()`` the script calls. Ops called from the user's code pay one dict
+# read; ops from torch's code (a module's forward, an optimizer's step) a walk of the torch
+# frames above them, down to the user's.
+_torch_codes: dict = {}  # id(code) -> (code, whether it is torch's)
+
+
+def _torch_code(code) -> bool:
+    known = _torch_codes.get(id(code))
+    if known is None or known[0] is not code:
+        known = _torch_codes[id(code)] = (code, code.co_filename.startswith(_TORCH_DIR))
+    return known[1]
+
+
+def _building_module(f) -> bool:
+    """Whether frame ``f`` (torch's code) runs inside the ``__init__`` of one of PyTorch's
+    modules, through torch's frames alone (NOTE [Module construction])."""
+    while f is not None and _torch_code(f.f_code):
+        if f.f_code.co_name == "__init__" and isinstance(f.f_locals.get("self"), _Module):
+            return True
+        f = f.f_back
+    return False
+
+
+_Module = torch.nn.Module
 _CALL_CODE = _call_op.__code__
 # the line table of _call_op (RESUME on its def line, the call on the next) without columns:
 # entries of code 13 (no columns), each for up to 8 code units, and a line delta (svarint)
@@ -607,6 +643,7 @@ def forget_call_sites() -> None:
     sites.unhide_codes([fn.__code__ for fn, _ in _call_sites.values()])
     _call_sites.clear()
     _call_codes.clear()
+    _torch_codes.clear()  # (holds the run's code objects)
 
 
 # --- helpers ----------------------------------------------------------------------------------
