@@ -499,7 +499,7 @@ class _Mode(TorchFunctionMode):
             f = f.f_back.f_back
         site = _call_sites.get((id(f.f_code), f.f_lasti))
         call = site[0] if site is not None else _new_call_site(f)
-        if _torch_code(f.f_code) and _building_module(f):
+        if _torch_codes.get(id(f.f_code)) != _USER and _building_module(f):
             return func(*args, **kwargs)  # NOTE [Module construction]
         kind = _BACKWARD.get(func)
         if kind is not None:
@@ -562,29 +562,46 @@ _HANDLE = torch.overrides.handle_torch_function.__code__
 # of the weight). A script's own ``nn.init.xavier_uniform_(layer.weight)``, in its code or in
 # its module's ``__init__``, is called from the user's frame: still the script's op; so is a
 # ``layer.reset_parameters()`` the script calls. Ops called from the user's code pay one dict
-# read; ops from torch's code (a module's forward, an optimizer's step) a walk of the torch
-# frames above them, down to the user's.
-_torch_codes: dict = {}  # id(code) -> (code, whether it is torch's)
+# read; ops from torch's code a walk of the torch frames above them, up to the user's code or to
+# a module call in progress (``_call_impl``: a forward, not a construction); an optimizer's
+# step (``hooks.STEPPING``) builds no module and is not walked.
+_torch_codes: dict = {}  # id(code) -> _USER, _TORCH, _TORCH_INIT or _CALL (see _code_kind)
+_kept_codes: list = []  # the codes classified (their ids stay theirs)
+_USER, _TORCH, _TORCH_INIT, _CALL = 0, 1, 2, 3
 
 
-def _torch_code(code) -> bool:
-    known = _torch_codes.get(id(code))
-    if known is None or known[0] is not code:
-        known = _torch_codes[id(code)] = (code, code.co_filename.startswith(_TORCH_DIR))
-    return known[1]
+def _code_kind(code) -> int:
+    k = _torch_codes.get(id(code))
+    if k is None:
+        if not code.co_filename.startswith(_TORCH_DIR):
+            k = _USER
+        elif code is _CALL_IMPL:
+            k = _CALL
+        else:
+            k = _TORCH_INIT if code.co_name == "__init__" else _TORCH
+        _torch_codes[id(code)] = k
+        _kept_codes.append(code)
+    return k
 
 
 def _building_module(f) -> bool:
     """Whether frame ``f`` (torch's code) runs inside the ``__init__`` of one of PyTorch's
     modules, through torch's frames alone (NOTE [Module construction])."""
-    while f is not None and _torch_code(f.f_code):
-        if f.f_code.co_name == "__init__" and isinstance(f.f_locals.get("self"), _Module):
-            return True
+    if hooks.STEPPING.n:
+        return False
+    while f is not None:
+        k = _code_kind(f.f_code)
+        if k == _TORCH_INIT:
+            if isinstance(f.f_locals.get("self"), _Module):
+                return True
+        elif k != _TORCH:
+            return False
         f = f.f_back
     return False
 
 
 _Module = torch.nn.Module
+_CALL_IMPL = torch.nn.Module._call_impl.__code__
 _CALL_CODE = _call_op.__code__
 # the line table of _call_op (RESUME on its def line, the call on the next) without columns:
 # entries of code 13 (no columns), each for up to 8 code units, and a line delta (svarint)
@@ -643,7 +660,8 @@ def forget_call_sites() -> None:
     sites.unhide_codes([fn.__code__ for fn, _ in _call_sites.values()])
     _call_sites.clear()
     _call_codes.clear()
-    _torch_codes.clear()  # (holds the run's code objects)
+    _torch_codes.clear()
+    _kept_codes.clear()  # (the run's code objects)
 
 
 # --- helpers ----------------------------------------------------------------------------------
