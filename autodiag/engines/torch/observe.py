@@ -499,7 +499,8 @@ class _Mode(TorchFunctionMode):
             f = f.f_back.f_back
         site = _call_sites.get((id(f.f_code), f.f_lasti))
         call = site[0] if site is not None else _new_call_site(f)
-        if _torch_codes.get(id(f.f_code)) != _USER and _building_module(f):
+        k = _torch_codes.get(id(f.f_code))
+        if (k is None or k >= _TORCH) and _building_module(f):
             return func(*args, **kwargs)  # NOTE [Module construction]
         kind = _BACKWARD.get(func)
         if kind is not None:
@@ -561,22 +562,23 @@ _HANDLE = torch.overrides.handle_torch_function.__code__
 # as the mode's own call: reported to no tracer (an analysis took ``kaiming_uniform_`` for a use
 # of the weight). A script's own ``nn.init.xavier_uniform_(layer.weight)``, in its code or in
 # its module's ``__init__``, is called from the user's frame: still the script's op; so is a
-# ``layer.reset_parameters()`` the script calls. Ops called from the user's code pay one dict
-# read; ops from torch's code a walk of the torch frames above them, up to the user's code or to
-# a module call in progress (``_call_impl``: a forward, not a construction); an optimizer's
-# step (``hooks.STEPPING``) builds no module and is not walked.
-_torch_codes: dict = {}  # id(code) -> _USER, _TORCH, _TORCH_INIT or _CALL (see _code_kind)
+# ``layer.reset_parameters()`` the script calls. Ops called from the user's code or from an
+# optimizer's (``torch/optim/``: it builds no module) pay one dict read; other ops from torch's
+# code a walk of the torch frames above them, up to the user's code or to a module call in
+# progress (``_call_impl``: a forward, not a construction).
+_torch_codes: dict = {}  # id(code) -> _ELSEWHERE, _CALL, _TORCH or _TORCH_INIT (_code_kind)
 _kept_codes: list = []  # the codes classified (their ids stay theirs)
-_USER, _TORCH, _TORCH_INIT, _CALL = 0, 1, 2, 3
+_ELSEWHERE, _CALL, _TORCH, _TORCH_INIT = 0, 1, 2, 3
 
 
 def _code_kind(code) -> int:
     k = _torch_codes.get(id(code))
     if k is None:
-        if not code.co_filename.startswith(_TORCH_DIR):
-            k = _USER
-        elif code is _CALL_IMPL:
+        name = code.co_filename
+        if code is _CALL_IMPL:
             k = _CALL
+        elif not name.startswith(_TORCH_DIR) or name.startswith(_OPTIM_DIR):
+            k = _ELSEWHERE
         else:
             k = _TORCH_INIT if code.co_name == "__init__" else _TORCH
         _torch_codes[id(code)] = k
@@ -585,10 +587,8 @@ def _code_kind(code) -> int:
 
 
 def _building_module(f) -> bool:
-    """Whether frame ``f`` (torch's code) runs inside the ``__init__`` of one of PyTorch's
-    modules, through torch's frames alone (NOTE [Module construction])."""
-    if hooks.STEPPING.n:
-        return False
+    """Whether frame ``f`` runs inside the ``__init__`` of one of PyTorch's modules, through
+    torch's frames alone (NOTE [Module construction])."""
     while f is not None:
         k = _code_kind(f.f_code)
         if k == _TORCH_INIT:
@@ -602,6 +602,7 @@ def _building_module(f) -> bool:
 
 _Module = torch.nn.Module
 _CALL_IMPL = torch.nn.Module._call_impl.__code__
+_OPTIM_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "optim") + os.sep
 _CALL_CODE = _call_op.__code__
 # the line table of _call_op (RESUME on its def line, the call on the next) without columns:
 # entries of code 13 (no columns), each for up to 8 code units, and a line delta (svarint)
