@@ -565,7 +565,7 @@ _HANDLE = torch.overrides.handle_torch_function.__code__
 # ``layer.reset_parameters()`` the script calls. Ops called from the user's code or from an
 # optimizer's (``torch/optim/``: it builds no module) pay one dict read; other ops from torch's
 # code a walk of the torch frames above them, up to the user's code or to a module call in
-# progress (``_call_impl``: a forward, not a construction).
+# progress (``_call_impl``, or torch's ``forward``: not a construction).
 _torch_codes: dict = {}  # id(code) -> _ELSEWHERE, _CALL, _TORCH or _TORCH_INIT (_code_kind)
 _kept_codes: list = []  # the codes classified (their ids stay theirs)
 _ELSEWHERE, _CALL, _TORCH, _TORCH_INIT = 0, 1, 2, 3
@@ -575,7 +575,7 @@ def _code_kind(code) -> int:
     k = _torch_codes.get(id(code))
     if k is None:
         name = code.co_filename
-        if code is _CALL_IMPL:
+        if code is _CALL_IMPL or code.co_name == "forward":
             k = _CALL
         elif not name.startswith(_TORCH_DIR) or name.startswith(_OPTIM_DIR):
             k = _ELSEWHERE
@@ -589,8 +589,11 @@ def _code_kind(code) -> int:
 def _building_module(f) -> bool:
     """Whether frame ``f`` runs inside the ``__init__`` of one of PyTorch's modules, through
     torch's frames alone (NOTE [Module construction])."""
+    kinds = _torch_codes
     while f is not None:
-        k = _code_kind(f.f_code)
+        k = kinds.get(id(f.f_code))
+        if k is None:
+            k = _code_kind(f.f_code)
         if k == _TORCH_INIT:
             if isinstance(f.f_locals.get("self"), _Module):
                 return True
