@@ -920,10 +920,11 @@ class _Norms:
 def _in_optimizer_step() -> bool:
     """Whether this thread is inside the ``step()`` of an optimizer (its closure, say): a frame
     of a ``step`` method whose ``self`` is an ``Optimizer`` (autodiag's or, on ``--engine
-    torch``, PyTorch's: by class name). Every optimizer's step counts itself in
-    ``events.STEPPING`` while it runs (autodiag's ``_hooked_step``; PyTorch's global step
-    hooks), so the frames are walked only when a step is running: a closure's backward."""
-    if not events.STEPPING.n:
+    torch``, PyTorch's: by class name). While every optimizer's step counts itself in
+    ``events.STEPPING`` (autodiag's ``_hooked_step``; PyTorch's, while the observer's global
+    step hooks are installed), the frames are walked only when a step is running: a closure's
+    backward."""
+    if events.FOREIGN_STEPS_COUNTED[0] and not events.STEPPING.n:
         return False
     for f, _ in traceback.walk_stack(None):
         if f.f_code.co_name == "step":

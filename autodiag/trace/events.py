@@ -89,6 +89,10 @@ MODULES = _ModuleCalls()
 # What answers ``module_calls()`` instead of ``MODULES`` while an engine that keeps no such list
 # is observed (``--engine torch``: engines/torch/hooks.py reads the thread's frames), or None.
 MODULE_CALLS = [None]
+# How many observers of another engine count its optimizers' steps in ``STEPPING`` now
+# (engines/torch/hooks.py, while its global step hooks are installed): with one, every step
+# running is counted (autodiag's optimizers always count theirs).
+FOREIGN_STEPS_COUNTED = [0]
 
 
 def module_calls() -> list:

@@ -162,15 +162,20 @@ def installed(op_listeners: tuple, step_listeners: tuple, op_watchers: list | tu
     ``op_listeners`` listen (``observe.ready``; NOTE [Modules from frames])."""
     handles = []
     before = events.MODULE_CALLS[0]
+    counted = False
     try:
         if step_listeners or op_watchers:
             stepped = functools.partial(_optimizer_stepped, step_listeners)
             handles.append(_optimizer.register_optimizer_step_pre_hook(_optimizer_stepping))
             handles.append(_optimizer.register_optimizer_step_post_hook(stepped))
+            events.FOREIGN_STEPS_COUNTED[0] += 1
+            counted = True
         if op_listeners:
             events.MODULE_CALLS[0] = module_calls
         yield
     finally:
         remove(handles)
+        if counted:
+            events.FOREIGN_STEPS_COUNTED[0] -= 1
         events.MODULE_CALLS[0] = before
         STEPPING.n = 0
