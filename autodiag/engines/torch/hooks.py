@@ -133,8 +133,8 @@ def _optimizer_stepped(listeners, optimizer, args, kwargs) -> None:
 # runs none, and no module hook would see it either). Read from the frames when an analysis
 # asks (``dead_relu``, at each relu op), not kept by global module forward hooks: with a global
 # hook installed, PyTorch takes the slow path of ``_call_impl`` for every module call of the
-# run (a closure, hook lists, a set per call: a sixth of ``check``'s cost on the MLP step,
-# tests/perf/bench_torch_engine.py), to keep a list that is read at a few ops. Per thread by
+# run (a closure, hook lists, a set per call: 0.02-0.05 ms of a 1.9 ms MLP step with two empty
+# global hooks, 6 module calls), to keep a list that is read at a few ops. Per thread by
 # construction. A compiled region runs no such frames: its ops are not reported either.
 _CALL_IMPL = _module.Module._call_impl.__code__
 
