@@ -257,31 +257,31 @@ def test_module_calls_are_per_thread_on_autodiag_engine(switch_often):
     assert not wrong, f"{len(wrong)} of {len(seen)} ops named after another thread's module"
 
 
-def test_module_hooks_on_torch_keep_each_threads_calls(switch_often):
-    """engines/torch/hooks.py's global module hooks run in every thread: each thread's stack."""
+def test_module_calls_on_torch_are_each_threads_own(switch_often):
+    """engines/torch/hooks.py reads the modules running from the asking thread's frames (NOTE
+    [Modules from frames]): each thread sees its own calls, outermost first."""
     from autodiag.engines.torch import hooks
-    from autodiag.trace import events
 
     wrong: list = []
     together = threading.Barrier(4)
+    mine = threading.local()
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            if [id(c) for c in hooks.module_calls()] != [id(mine.model), id(self)]:
+                wrong.append(threading.get_ident())
+            return x
 
     def work(k):
-        m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
-        mine = set(map(id, m.modules()))
+        mine.model = torch.nn.Sequential(torch.nn.Identity(), Probe())
         x = torch.ones(2, 3)
         together.wait()
-        for _ in range(2000):
-            hooks._module_entered(m, (x,))
-            try:
-                if id(events.MODULES[-1]) not in mine:
-                    wrong.append(k)
-            except IndexError:  # another thread's call took this one's off the stack
-                wrong.append(k)
-            hooks._module_left(m, (x,), None)
+        for _ in range(500):
+            mine.model(x)
 
     _in_threads(4, work)
     assert not wrong
-    assert len(events.MODULES) == 0
+    assert hooks.module_calls() == []
 
 
 def test_an_optimizer_step_in_another_thread_hides_none_of_this_threads_ops():

@@ -58,8 +58,10 @@ from autodiag.trace.sites import capture_stack, live_user_frames
 
 CONVERT_OPS = frozenset({"item", "tolist", "numpy"})
 DETACH_OPS = frozenset({"detach", "detach_"})
-# reads of a tensor's shape, not of its values: no use of a parameter (PyTorch's nn.init reads
-# them while a module is built, and --engine torch sees those calls)
+# reads of a tensor's shape, not of its values: no use of a parameter. (--engine torch sees the
+# ``dim()``/``size()`` reads of PyTorch's nn.init when the script calls it, as in
+# ``nn.init.xavier_uniform_(aside.weight)``; a module's own construction is not reported: NOTE
+# [Module construction] in engines/torch/observe.py)
 SHAPE_READS = frozenset(
     {"dim", "ndimension", "size", "numel", "nelement", "stride", "is_contiguous"}
 )
@@ -918,7 +920,12 @@ class _Norms:
 def _in_optimizer_step() -> bool:
     """Whether this thread is inside the ``step()`` of an optimizer (its closure, say): a frame
     of a ``step`` method whose ``self`` is an ``Optimizer`` (autodiag's or, on ``--engine
-    torch``, PyTorch's: by class name). One walk up the frames per backward call."""
+    torch``, PyTorch's: by class name). While every optimizer's step counts itself in
+    ``events.STEPPING`` (autodiag's ``_hooked_step``; PyTorch's, while the observer's global
+    step hooks are installed), the frames are walked only when a step is running: a closure's
+    backward."""
+    if events.FOREIGN_STEPS_COUNTED[0] and not events.STEPPING.n:
+        return False
     for f, _ in traceback.walk_stack(None):
         if f.f_code.co_name == "step":
             owner = f.f_locals.get("self")
@@ -1259,8 +1266,9 @@ class DeadRelu(HealthDetector):
 
     def on_op(self, health, op, node, inputs, outputs, stack):
         if op == "relu" and node is not None:
-            if events.MODULES.stack:
-                self._relu_modules[id(node)] = self._module_path(events.MODULES.stack)
+            modules = events.module_calls()
+            if modules:
+                self._relu_modules[id(node)] = self._module_path(modules)
             else:
                 self._relu_modules.pop(id(node), None)
             layer = _layer_of(node)

@@ -86,6 +86,23 @@ class _ModuleCalls(threading.local):
 # (nn.Module's __call__ keeps it; engines/torch/hooks.py on PyTorch): an analysis names a
 # module's ops by its path in the outermost one.
 MODULES = _ModuleCalls()
+# What answers ``module_calls()`` instead of ``MODULES`` while an engine that keeps no such list
+# is observed (``--engine torch``: engines/torch/hooks.py reads the thread's frames), or None.
+MODULE_CALLS = [None]
+# How many observers of another engine count its optimizers' steps in ``STEPPING`` now
+# (engines/torch/hooks.py, while its global step hooks are installed): with one, every step
+# running is counted (autodiag's optimizers always count theirs).
+FOREIGN_STEPS_COUNTED = [0]
+
+
+def module_calls() -> list:
+    """This thread's nn.Module calls in progress, outermost first: ``MODULES.stack`` on
+    autodiag's engine; on an observed engine, what it says when asked (NOTE [Modules from
+    frames] in engines/torch/hooks.py). For an analysis that needs them at a few ops only."""
+    calls = MODULE_CALLS[0]
+    return MODULES.stack if calls is None else calls()
+
+
 # The sequence number the next graph node gets: nodes made during an op are numbered from the
 # mark taken before it on.
 _next_seq = _seq_counter.__next__

@@ -499,6 +499,9 @@ class _Mode(TorchFunctionMode):
             f = f.f_back.f_back
         site = _call_sites.get((id(f.f_code), f.f_lasti))
         call = site[0] if site is not None else _new_call_site(f)
+        k = _torch_codes.get(id(f.f_code))
+        if (k is None or k >= _TORCH) and _building_module(f):
+            return func(*args, **kwargs)  # NOTE [Module construction]
         kind = _BACKWARD.get(func)
         if kind is not None:
             return self.observer.backward(kind, func, args, kwargs, call)
@@ -549,6 +552,60 @@ _getframe = sys._getframe
 # a tensor that is not 2-D, ``.volatile``; any other attribute is read without the call site
 _WARN_ATTRS = frozenset({"grad", "T", "volatile"})
 _HANDLE = torch.overrides.handle_torch_function.__code__
+
+
+# NOTE [Module construction]: the ops PyTorch's own modules run while they are built (the
+# ``torch.empty`` of ``Linear.__init__``, ``kaiming_uniform_`` and the ``dim()``/``size()`` reads
+# of ``reset_parameters``) are the backend's, not the script's, as the ops inside any op are:
+# autodiag's engine reports none of its modules' construction either. An op called from torch's
+# code, inside a torch ``__init__`` of an ``nn.Module`` reached through torch's frames only, runs
+# as the mode's own call: reported to no tracer (an analysis took ``kaiming_uniform_`` for a use
+# of the weight). A script's own ``nn.init.xavier_uniform_(layer.weight)``, in its code or in
+# its module's ``__init__``, is called from the user's frame: still the script's op; so is a
+# ``layer.reset_parameters()`` the script calls. Ops called from the user's code or from an
+# optimizer's (``torch/optim/``: it builds no module) pay one dict read; other ops from torch's
+# code a walk of the torch frames above them, up to the user's code or to a module call in
+# progress (``_call_impl``, or torch's ``forward``: not a construction).
+_torch_codes: dict = {}  # id(code) -> _ELSEWHERE, _CALL, _TORCH or _TORCH_INIT (_code_kind)
+_kept_codes: list = []  # the codes classified (their ids stay theirs)
+_ELSEWHERE, _CALL, _TORCH, _TORCH_INIT = 0, 1, 2, 3
+
+
+def _code_kind(code) -> int:
+    k = _torch_codes.get(id(code))
+    if k is None:
+        name = code.co_filename
+        if code is _CALL_IMPL or code.co_name == "forward":
+            k = _CALL
+        elif not name.startswith(_TORCH_DIR) or name.startswith(_OPTIM_DIR):
+            k = _ELSEWHERE
+        else:
+            k = _TORCH_INIT if code.co_name == "__init__" else _TORCH
+        _torch_codes[id(code)] = k
+        _kept_codes.append(code)
+    return k
+
+
+def _building_module(f) -> bool:
+    """Whether frame ``f`` runs inside the ``__init__`` of one of PyTorch's modules, through
+    torch's frames alone (NOTE [Module construction])."""
+    kinds = _torch_codes
+    while f is not None:
+        k = kinds.get(id(f.f_code))
+        if k is None:
+            k = _code_kind(f.f_code)
+        if k == _TORCH_INIT:
+            if isinstance(f.f_locals.get("self"), _Module):
+                return True
+        elif k != _TORCH:
+            return False
+        f = f.f_back
+    return False
+
+
+_Module = torch.nn.Module
+_CALL_IMPL = torch.nn.Module._call_impl.__code__
+_OPTIM_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "optim") + os.sep
 _CALL_CODE = _call_op.__code__
 # the line table of _call_op (RESUME on its def line, the call on the next) without columns:
 # entries of code 13 (no columns), each for up to 8 code units, and a line delta (svarint)
@@ -607,6 +664,8 @@ def forget_call_sites() -> None:
     sites.unhide_codes([fn.__code__ for fn, _ in _call_sites.values()])
     _call_sites.clear()
     _call_codes.clear()
+    _torch_codes.clear()
+    _kept_codes.clear()  # (the run's code objects)
 
 
 # --- helpers ----------------------------------------------------------------------------------
