@@ -96,3 +96,151 @@ def test_pow_minus_two_of_softmax_second_derivative_as_pytorch():
         return t1.detach().numpy()
 
     assert _same_bits(run(ad), run(torch))
+
+
+# --- layer_norm's double backward (NOTE [layer_norm double backward]) ---------------------------
+
+
+def _layer_norm_grads(lib, xv, wv, bv, dtype, eps, weights2=None):
+    dt = getattr(lib, dtype)
+    x = lib.tensor(xv, dtype=dt, requires_grad=True)
+    w = None if wv is None else lib.tensor(wv, dtype=dt, requires_grad=True)
+    b = None if bv is None else lib.tensor(bv, dtype=dt, requires_grad=True)
+    y = lib.nn.functional.layer_norm(x, (len(xv[0]),), w, b, eps=eps)
+    t = y * y
+    leaves = [a for a in (x, w, b) if a is not None]
+    g = lib.autograd.grad([t], leaves, [_w(lib, t)], create_graph=True)
+    g1 = [a for a in g if a.requires_grad]
+    g2 = lib.autograd.grad(g1, leaves, [_w(lib, a) for a in g1], allow_unused=True)
+    return [a.detach().numpy() for a in g] + [None if a is None else a.numpy() for a in g2]
+
+
+@pytest.mark.parametrize(
+    "xv, wv, bv, eps",
+    [
+        ([[1.0, 1.0], [1.0, 1.0], [0.19, 0.24]], None, None, 0.0),  # fuzz: clone+layer_norm
+        ([[0.0, 1.0], [0.63, 1.0]], [1.0, 1.0], [1.0, 2.0], 0.0),  # layer_norm+pow.scalar_base
+        ([[0.3, -1.2, 2.5], [1.5, 0.25, -0.75]], [0.5, -1.5, 2.0], [0.1, 0.2, 0.3], 1e-5),
+        ([[0.3, -1.2, 2.5, 4.0, -3.25]], [0.5, -1.5, 2.0, 1.0, 0.75], None, 1e-5),
+    ],
+)
+def test_layer_norm_second_derivatives_as_pytorch_float32(xv, wv, bv, eps):
+    got = _layer_norm_grads(ad, xv, wv, bv, "float32", eps)
+    want = _layer_norm_grads(torch, xv, wv, bv, "float32", eps)
+    for a, t in zip(got, want):
+        assert (a is None) == (t is None)
+        if a is not None:
+            assert _same_bits(a, t)
+
+
+def test_layer_norm_second_derivative_through_2_pow_as_pytorch():
+    """fuzz class `layer_norm+pow.scalar_base | grad2 value: 0 vs finite`: 0 here where
+    PyTorch's double backward leaves 1e-5."""
+
+    def run(lib):
+        x3 = lib.tensor([[0.0, 1.0], [0.63, 1.0]], dtype=lib.float32, requires_grad=True)
+        x4 = lib.tensor([1.0, 1.0], dtype=lib.float32, requires_grad=True)
+        x5 = lib.tensor([1.0, 2.0], dtype=lib.float32)
+        t2 = lib.nn.functional.layer_norm(x3, (2,), x4, x5, eps=0.0)
+        t3 = 2.0**t2
+        outs = [t2, t3]
+        g = lib.autograd.grad(outs, [x3, x4], [_w(lib, o) for o in outs], create_graph=True)
+        return [a.numpy() for a in lib.autograd.grad(list(g), [x3, x4], [_w(lib, a) for a in g])]
+
+    for a, t in zip(run(ad), run(torch)):
+        assert _same_bits(a, t)
+
+
+SAVED = ("grad_out", "input", "mean", "rstd", "normalized_shape")
+
+
+def test_layer_norm_gradients_are_one_double_backward_node_as_pytorch():
+    def run(lib):
+        x = lib.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+        w = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        b = lib.tensor([0.0, 1.0, 0.0], requires_grad=True)
+        y = lib.nn.functional.layer_norm(x, (3,), w, b)
+        gx, gw, gb = lib.autograd.grad(y, (x, w, b), lib.ones_like(y), create_graph=True)
+        fn = gx.grad_fn
+        return (
+            fn.name(),
+            gw.grad_fn is fn and gb.grad_fn is fn,
+            [None if n is None else n.name() for n, _ in fn.next_functions],
+            [getattr(fn, "_saved_" + a) is not None for a in SAVED],
+        )
+
+    assert run(ad) == run(torch)
+    x = ad.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+    y = ad.nn.functional.layer_norm(x, (3,))
+    (gx,) = ad.autograd.grad(y, x, ad.ones_like(y), create_graph=True)
+    assert gx.grad_fn._saved_normalized_shape == (3,)
+    assert gx.grad_fn._saved_weight is None
+
+
+def test_layer_norm_third_derivative_close_to_pytorch():
+    def run(lib):
+        x = lib.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        y = lib.nn.functional.layer_norm(x, (3,), w)
+        (gx,) = lib.autograd.grad((y * y).sum(), x, create_graph=True)
+        (g2,) = lib.autograd.grad((gx * gx).sum(), x, create_graph=True)
+        (g3,) = lib.autograd.grad(g2.sum(), x)
+        return g2.detach().numpy(), g3.numpy()
+
+    for a, t in zip(run(ad), run(torch)):
+        np.testing.assert_allclose(a, t, rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_bias_without_weight_double_backward_error_as_pytorch():
+    """PyTorch's layer_norm_double_backward adds an undefined bias term when there is no
+    weight: an error, not a silently different gradient."""
+
+    def run(lib):
+        x = lib.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+        b = lib.tensor([0.0, 1.0, 0.0], requires_grad=True)
+        y = lib.nn.functional.layer_norm(x, (3,), None, b)
+        gx, gb = lib.autograd.grad((y * y).sum(), (x, b), create_graph=True)
+        try:
+            lib.autograd.grad((gx * gx).sum() + (gb * gb).sum(), (x, b))
+        except RuntimeError as e:
+            return str(e)
+        return None
+
+    want = run(torch)
+    assert want is not None and run(ad) == want
+
+
+# --- softmax's rounding (NOTE [softmax rounding]) ----------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [-3, -1])
+def test_softmax_reciprocal_second_derivative_as_pytorch(dim):
+    """fuzz class `reciprocal+softmax.functional | grad2 value: finite vs 0`: numpy's float32
+    exp was an ulp off PyTorch's, and 1 / softmax's cancelling second derivative showed it."""
+
+    def run(lib):
+        v = [[[1.0, 1.0, 0.0]], [[1.0, 1.0, -1.92]], [[1.0, 1.0, 0.06]]]
+        x0 = lib.tensor(v, dtype=lib.float32, requires_grad=True)
+        t3 = lib.nn.functional.softmax(x0 if dim == -3 else x0.transpose(0, 2), dim=dim)
+        t5 = lib.reciprocal(t3)
+        outs = [t3, t5]
+        (g,) = lib.autograd.grad(outs, [x0], [_w(lib, o) for o in outs], create_graph=True)
+        (g2,) = lib.autograd.grad([g], [x0], [_w(lib, g)])
+        return [a.detach().numpy() for a in (t3, t5, g, g2)]
+
+    for a, t in zip(run(ad), run(torch)):
+        assert _same_bits(a, t)
+
+
+def test_softmax_rows_round_as_pytorch():
+    """Short float32 rows (no SIMD lanes in PyTorch's sums): exp correctly rounded, then times
+    the reciprocal of the sum along the last dim, divided by it along another. (float64 keeps
+    numpy's exp, whose last bit differs from SLEEF's for some values.)"""
+    dtype = "float32"
+    x = np.array(
+        [[0.0, -1.92, 0.06], [1.5, -0.25, 2.75], [-3.0, 0.5, 0.125], [0.3, 0.7, -0.9]], dtype
+    )
+    for dim in (0, 1):
+        want = torch.softmax(torch.from_numpy(x), dim).numpy()
+        got = ad.softmax(ad.tensor(x), dim).numpy()
+        assert _same_bits(got, want)
