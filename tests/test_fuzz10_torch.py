@@ -244,3 +244,35 @@ def test_softmax_rows_round_as_pytorch():
         want = torch.softmax(torch.from_numpy(x), dim).numpy()
         got = ad.softmax(ad.tensor(x), dim).numpy()
         assert _same_bits(got, want)
+
+
+# --- topk's order among ties (NOTE [topk ties]) -------------------------------------------------
+
+
+@pytest.mark.parametrize("sorted_", [True, False])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_indices_among_ties_as_pytorch(largest, sorted_):
+    rng = np.random.default_rng(10)
+    for trial in range(300):
+        n = int(rng.integers(1, 150 if trial % 10 == 0 else 30))
+        pool = [0.0, -0.0, 1.0, 2.0, 0.5, np.nan, -1.0] if trial % 3 else [0.0, 1.0]
+        a = rng.choice(pool, (2, n)).astype("float32" if trial % 2 else "float64")
+        if trial % 7 == 0:
+            a = rng.integers(-2, 3, (2, n))
+        k = int(rng.integers(0, n + 1))
+        want = torch.topk(torch.from_numpy(a), k, dim=1, largest=largest, sorted=sorted_)
+        got = ad.topk(ad.tensor(a), k, dim=1, largest=largest, sorted=sorted_)
+        assert np.array_equal(got.indices.numpy(), want.indices.numpy()), (a, k)
+        assert _same_bits(got.values.numpy(), want.values.numpy())
+
+
+def test_topk_gradient_among_ties_as_pytorch():
+    """fuzz classes `topk | grad value: different finite values` / `finite vs 0`."""
+    for v, k, dim in (([[[0.0, 0.0, 1.0, 0.0]]], 4, 2), ([[0.0, 0.5, 1.0, 0.5]], 2, -1)):
+
+        def run(lib):
+            x = lib.tensor(v, dtype=lib.float32, requires_grad=True)
+            t = lib.topk(x, k, dim=dim)[0]
+            return lib.autograd.grad(t, x, _w(lib, t))[0].numpy()
+
+        assert _same_bits(run(ad), run(torch))
