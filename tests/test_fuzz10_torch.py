@@ -276,3 +276,17 @@ def test_topk_gradient_among_ties_as_pytorch():
             return lib.autograd.grad(t, x, _w(lib, t))[0].numpy()
 
         assert _same_bits(run(ad), run(torch))
+
+
+@pytest.mark.parametrize("shape, ns", [((1, 0, 4), (4,)), ((0, 1, 2), (2,)), ((2, 0), (0,))])
+def test_layer_norm_double_backward_of_empty_tensors_as_pytorch(shape, ns):
+    def run(lib):
+        x = lib.zeros(shape, dtype=lib.float64).requires_grad_()
+        w = lib.ones(ns, dtype=lib.float64).requires_grad_()
+        y = lib.nn.functional.layer_norm(x, ns, w)
+        g = lib.autograd.grad(y, (x, w), lib.ones_like(y), create_graph=True)
+        g2 = lib.autograd.grad([a for a in g], (x, w), [lib.ones_like(a) for a in g])
+        return [a.detach().numpy() for a in g + g2]
+
+    for a, t in zip(run(ad), run(torch)):
+        assert _same_bits(a, t)

@@ -864,7 +864,9 @@ class NativeLayerNormBackwardBackward0(Node):
         mean, rstd = self.saved_mean(ARRAY), self.saved_rstd(ARRAY)
         if not xp.arrays:
             mean, rstd = wrap(mean), wrap(rstd)
-        gI, gG, ggO = _layer_norm_double_backward(xp, x, w, ggI, ggG, ggB, gO, mean, rstd)
+        n = math.prod(self.normalized_shape)
+        with np.errstate(all="ignore"):  # an empty row: PyTorch's inf/NaN
+            gI, gG, ggO = _layer_norm_double_backward(xp, x, w, ggI, ggG, ggB, gO, mean, rstd, n)
         return (
             ggO if needs_g else None,
             gI if needs_x else None,
@@ -875,13 +877,12 @@ class NativeLayerNormBackwardBackward0(Node):
         )
 
 
-def _layer_norm_double_backward(xp, x, w, ggI, ggG, ggB, gO, mean, rstd) -> tuple:
+def _layer_norm_double_backward(xp, x, w, ggI, ggG, ggB, gO, mean, rstd, n: int) -> tuple:
     """PyTorch's layer_norm_double_backward (FunctionsManual.cpp), operation for operation:
     ``(gI, gG, ggO)`` for the incoming gradients of the input, weight and bias gradients
     (each may be None), on arrays or recorded tensors (``xp``)."""
     shape = tuple(_shape_of(xp, x))
-    m_rows = math.prod(_shape_of(xp, mean))
-    n = math.prod(shape) // m_rows if m_rows else 0
+    m_rows = math.prod(shape) // n if n else math.prod(_shape_of(xp, mean))
     x2 = xp.reshape(x, (m_rows, n))
     g2 = xp.reshape(gO, (m_rows, n))
     mu = xp.reshape(mean, (m_rows, 1))
@@ -902,7 +903,7 @@ def _layer_norm_double_backward(xp, x, w, ggI, ggG, ggB, gO, mean, rstd) -> tupl
         all_sub = (
             ggI_sum * gxhat_sum / n
             - xp.sum(ggI2 * gxhat, (1,), True)
-            + r2 * gxhat_mu_sum * ggI_mu_sum * (3.0 / n)
+            + r2 * gxhat_mu_sum * ggI_mu_sum * (3.0 / n if n else math.inf)
         )
         gI_0t = x_mu_r3 * all_sub / n
         gI_1t = ggI_mu_sum * r3 / n * (gxhat_sum / n - gxhat)
