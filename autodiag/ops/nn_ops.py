@@ -20,12 +20,11 @@ from autodiag.ops import rng
 from autodiag.ops._cascade import cascade_mean, cascade_sum
 from autodiag.ops._core import (
     ARRAY,
-    FusedBackwardLink,
+    TENSOR,
     _state,
     as_tensor_operand,
     broadcast_error,
     edge,
-    fused_gradients,
     register,
     result,
     save,
@@ -767,9 +766,9 @@ def binary_cross_entropy_with_logits(
 class NativeLayerNormBackward0(Node):
     """Gradients of ``(x - mean) * rstd * weight + bias`` over the last ``k`` dims.
 
-    First-order backward uses the saved mean and rstd; under create_graph the statistics are
-    recomputed from the saved input with recorded ops, so that the gradient is itself
-    differentiable with respect to the input (double backward).
+    The gradients come from the saved mean and rstd, as PyTorch's CPU kernel forms them; under
+    create_graph they are recorded as one NativeLayerNormBackwardBackward0 (NOTE [layer_norm
+    double backward]).
     """
 
     __slots__ = ("normalized_shape", "eps", "axes", "batch_axes")
@@ -780,51 +779,180 @@ class NativeLayerNormBackward0(Node):
         x = self.saved_input(xp)
         w = self.saved_weight(xp)  # None when not given
         axes, batch = self.axes, self.batch_axes
-        if xp.arrays:
-            mean, rstd = self.saved_result1(xp), self.saved_result2(xp)  # arrays
-            xhat = (x - mean) * rstd
-        else:
-            mean = x.mean(axes, keepdim=True)
-            xc = x - mean
-            rstd = ((xc * xc).mean(axes, keepdim=True) + self.eps).rsqrt()
-            xhat = xc * rstd
+        if not xp.arrays:  # under create_graph (NOTE [layer_norm double backward])
+            return _recorded_layer_norm_grads(self, g, x, w)
+        mean, rstd = self.saved_result1(xp), self.saved_result2(xp)
         gx = gw = gb = None
         if needs_input:
-            if xp.arrays:
-                gx = _layer_norm_input_grad(g, w, x, mean, rstd, axes, self.normalized_shape)
-            else:
-                gy = g * w if w is not None else g
-                # the textbook formula, recorded: its derivative is what PyTorch's double
-                # backward computes; its values are then the kernel's, as PyTorch's are
-                m1 = gy.mean(axes, keepdim=True)
-                m2 = (gy * xhat).mean(axes, keepdim=True)
-                gx = rstd * (gy - m1 - xhat * m2)
-                gx._data = _layer_norm_input_grad(
-                    g._data,
-                    None if w is None else w._data,
-                    x._data,
-                    self.saved_result1(ARRAY),
-                    self.saved_result2(ARRAY),
-                    axes,
-                    self.normalized_shape,
-                ).astype(gx._data.dtype, copy=False)
+            gx = _layer_norm_input_grad(g, w, x, mean, rstd, axes, self.normalized_shape)
         if needs_weight:
-            gw = _sum_batch(xp, g * xhat, batch)
-            gd, xd = (g, x) if xp.arrays else (g._data, x._data)
-            if _kernel_rounding(xd, axes):
-                kernel = _layer_norm_weight_grad(
-                    gd, xd, self.saved_result1(ARRAY), self.saved_result2(ARRAY), axes
-                )
-                if xp.arrays:
-                    gw = kernel
-                else:  # recorded for its derivative; its values the kernel's
-                    gw._data = kernel.astype(gw._data.dtype, copy=False)
+            gw = _sum_batch(xp, g * ((x - mean) * rstd), batch)
+            if _kernel_rounding(x, axes):
+                gw = _layer_norm_weight_grad(g, x, mean, rstd, axes)
         if needs_bias:
             gb = _sum_batch(xp, g, batch)
-        if xp.arrays:
-            return (gx, gw, gb)
-        b = self.saved_bias(xp)
-        return fused_gradients((gx, gw, gb), (g, x, w, b), NativeLayerNormBackwardBackward0)
+        return (gx, gw, gb)
+
+
+# NOTE [layer_norm double backward]
+# Under create_graph PyTorch records layer_norm's gradients as the outputs 0, 1, 2 (input,
+# weight, bias gradients) of one NativeLayerNormBackwardBackward0 node, edges (grad_out, input,
+# mean, rstd, weight, bias), whose derivative is FunctionsManual.cpp's
+# layer_norm_double_backward: from the saved mean and rstd, over rows of (M, N), in its own
+# order of operations (``all_sub``, ``gI_0t + gI_1t + gI_2t``, ``first_bwd_fn_grad_input``).
+# Recorded from the textbook formula instead, the second derivatives rounded otherwise: float32
+# cancellations ([[0.19, 0.24]] with eps=0: 0.0006 vs PyTorch's 0.0005) and zeros where
+# PyTorch's are 1e-5. The values of the gradients are the first-order kernel's either way.
+
+
+def _recorded_layer_norm_grads(node, g, x, w) -> tuple:
+    """``node``'s gradients for Tensors under create_graph: the kernel's values, recorded as
+    one NativeLayerNormBackwardBackward0 (NOTE [layer_norm double backward])."""
+    wd = None if w is None else w._data
+    outs = node.backward(ARRAY, g._data)
+    b = node.saved_bias(TENSOR)
+    deps = (g, x, w, b)
+    bb = None
+    if _state.record and any(t is not None and t.requires_grad for t in deps):
+        bb = NativeLayerNormBackwardBackward0(
+            (edge(g), edge(x), None, None) + tuple(None if t is None else edge(t) for t in (w, b))
+        )
+        bb.normalized_shape = node.normalized_shape
+        bb._num_outputs = 3
+        bb._saved = (
+            save(g),
+            save(x),
+            node.saved_result1(ARRAY),
+            node.saved_result2(ARRAY),
+            None if w is None else save(w),
+        )
+    fixed = []
+    for i, a in enumerate(outs):
+        if a is None:
+            fixed.append(None)
+            continue
+        dt = x._data.dtype if i == 0 or wd is None else wd.dtype
+        t = result(np.asarray(a, dtype=dt), bb)
+        if bb is not None:
+            t._output_nr = i
+        fixed.append(t)
+    return tuple(fixed)
+
+
+class NativeLayerNormBackwardBackward0(Node):
+    """layer_norm's gradients under create_graph; its backward is PyTorch's
+    layer_norm_double_backward (NOTE [layer_norm double backward])."""
+
+    __slots__ = ("normalized_shape", "_num_outputs")
+    _saved_names = ("grad_out", "input", "mean", "rstd", "weight")
+    _extra_names = ("normalized_shape",)
+
+    def _saved_attr(self, name: str, raw: bool):
+        if name in ("mean", "rstd"):  # arrays (no gradient reaches them): as tensors
+            s = super()._saved_attr(name, True)
+            return s if s.__class__ is not np.ndarray else wrap(s)
+        return super()._saved_attr(name, raw)
+
+    def _saved_extra(self):
+        return {"normalized_shape": self.normalized_shape}
+
+    def _apply(self, xp, grads):
+        ggI, ggG, ggB = grads
+        needs_g, needs_x, _, _, needs_w, _ = self.needs_grad
+        gO, x = self.saved_grad_out(xp), self.saved_input(xp)
+        w = self.saved_weight(xp)
+        mean, rstd = self.saved_mean(ARRAY), self.saved_rstd(ARRAY)
+        if not xp.arrays:
+            mean, rstd = wrap(mean), wrap(rstd)
+        n = math.prod(self.normalized_shape)
+        with np.errstate(all="ignore"):  # an empty row: PyTorch's inf/NaN
+            gI, gG, ggO = _layer_norm_double_backward(xp, x, w, ggI, ggG, ggB, gO, mean, rstd, n)
+        return (
+            ggO if needs_g else None,
+            gI if needs_x else None,
+            None,
+            None,
+            gG if needs_w else None,
+            None,
+        )
+
+
+def _layer_norm_double_backward(xp, x, w, ggI, ggG, ggB, gO, mean, rstd, n: int) -> tuple:
+    """PyTorch's layer_norm_double_backward (FunctionsManual.cpp), operation for operation:
+    ``(gI, gG, ggO)`` for the incoming gradients of the input, weight and bias gradients
+    (each may be None), on arrays or recorded tensors (``xp``)."""
+    shape = tuple(_shape_of(xp, x))
+    m_rows = math.prod(shape) // n if n else math.prod(_shape_of(xp, mean))
+    x2 = xp.reshape(x, (m_rows, n))
+    g2 = xp.reshape(gO, (m_rows, n))
+    mu = xp.reshape(mean, (m_rows, 1))
+    r = xp.reshape(rstd, (m_rows, 1))
+    gamma = None if w is None else xp.reshape(w, (1, n))
+    ggI2 = None if ggI is None else xp.reshape(ggI, (m_rows, n))
+    x_mu = x2 - mu
+    r2 = r * r  # pow(2) and pow(3): multiplied out (ops/pointwise.py _pow_array)
+    r3 = r * r * r
+    x_mu_r3 = x_mu * r3
+    gI = None
+    if ggI2 is not None:
+        gxhat = g2 if gamma is None else g2 * gamma
+        gxhat_mu_sum = xp.sum(gxhat * x_mu, (1,), True)
+        gxhat_sum = xp.sum(gxhat, (1,), True)
+        ggI_sum = xp.sum(ggI2, (1,), True)
+        ggI_mu_sum = xp.sum(ggI2 * x_mu, (1,), True)
+        all_sub = (
+            ggI_sum * gxhat_sum / n
+            - xp.sum(ggI2 * gxhat, (1,), True)
+            + r2 * gxhat_mu_sum * ggI_mu_sum * (3.0 / n if n else math.inf)
+        )
+        gI_0t = x_mu_r3 * all_sub / n
+        gI_1t = ggI_mu_sum * r3 / n * (gxhat_sum / n - gxhat)
+        gI_2t = gxhat_mu_sum * r3 / n * (ggI_sum / n - ggI2)
+        gI = gI_0t + gI_1t + gI_2t
+    if gamma is not None and ggG is not None:
+        ggG2 = xp.reshape(ggG, (1, n))
+        t0 = g2 * ggG2 * r
+        t1 = r * xp.sum(g2 * ggG2, (1,), True) / -n
+        t2 = x_mu_r3 * xp.sum(g2 * ggG2 * x_mu, (1,), True) / -n
+        term = t0 + t1 + t2
+        gI = term if gI is None else gI + term
+    if gI is not None:
+        gI = xp.reshape(gI, shape)
+
+    def first_bwd(g_local, gamma_local):
+        h0 = r / n if gamma_local is None else gamma_local * r / n
+        h1 = (
+            n * g_local
+            - xp.sum(g_local, (1,), True)
+            - x_mu * r2 * xp.sum(g_local * x_mu, (1,), True)
+        )
+        return h0 * h1
+
+    gG = None
+    if gamma is not None and ggI2 is not None:
+        gG = xp.reshape(xp.sum(g2 * first_bwd(ggI2, None), (0,)), tuple(_shape_of(xp, w)))
+    ggO = None
+    if ggI2 is not None:
+        ggO = first_bwd(ggI2, gamma)
+    if gamma is not None and ggG is not None:
+        term = xp.reshape(ggG, (1, n)) * x_mu * r
+        ggO = term if ggO is None else ggO + term
+    if gamma is None and ggB is not None and ggO is not None:
+        # PyTorch's ggB_expanded is left undefined without a weight, and added
+        raise RuntimeError(
+            "Expected a proper Tensor but got None (or an undefined Tensor in C++) for "
+            "argument #1 'other'"
+        )
+    if gamma is not None and ggB is not None:
+        term = xp.reshape(ggB, (1, n))
+        ggO = term if ggO is None else ggO + term
+    if ggO is not None:
+        ggO = xp.reshape(xp.broadcast_to(ggO, (m_rows, n)), shape)
+    return gI, gG, ggO
+
+
+def _shape_of(xp, t) -> tuple:
+    return t.shape if xp.arrays else t._data.shape
 
 
 def _layer_norm_input_grad(dy, w, x, mean, rstd, axes, normalized_shape) -> np.ndarray:
@@ -903,23 +1031,6 @@ def _row_sum(a: np.ndarray, axes: tuple, n: int) -> np.ndarray:
     for j in range(1, n):
         acc = acc + rows[..., j]
     return acc.reshape(a.shape[: a.ndim - len(axes)] + (1,) * len(axes))
-
-
-class NativeLayerNormBackwardBackward0(FusedBackwardLink):
-    """PyTorch's node for layer_norm's gradients under create_graph (NOTE [Fused backward
-    ops]); here only for the gradients no recorded op produced."""
-
-    __slots__ = ()
-
-    def _saved_attr(self, name: str, raw: bool):
-        if name in ("result1", "result2"):  # the readers raise for a freed graph
-            return wrap(
-                self.saved_result1(ARRAY) if name == "result1" else self.saved_result2(ARRAY)
-            )
-        return super()._saved_attr(name, raw)
-
-    def _saved_extra(self):
-        return {"normalized_shape": self.normalized_shape}
 
 
 def _sum_batch(xp, a, batch):

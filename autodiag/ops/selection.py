@@ -125,7 +125,42 @@ def _order(d: np.ndarray, dim: int, descending: bool) -> np.ndarray:
     return np.flip(n - 1 - rev, dim)
 
 
-def _sorted(input, dim: int, descending: bool, k: int | None, cls, ret, name: str):
+_TOPK_REPLAYED = 1 << 16  # elements of rows replayed (~1.3 us each), at most
+
+
+def _topk_order(d: np.ndarray, dim: int, largest: bool, k: int, sorted_: bool) -> np.ndarray:
+    """The first ``k`` indices along ``dim`` in PyTorch's topk order (NOTE [topk ties] in
+    ops/_stl_select.py): the stable order where it is PyTorch's (a sorted result over rows
+    without equal values), else libstdc++'s algorithms replayed row by row."""
+    idx = np.take(_order(d, dim, largest), np.arange(k), axis=dim)
+    n = d.shape[dim]
+    if k == 0 or n < 2:
+        return idx
+    rows = np.moveaxis(d, dim, -1).reshape(-1, n)
+    if sorted_:
+        with np.errstate(invalid="ignore"):
+            s = np.sort(rows, axis=1)
+            redo = (s[:, 1:] == s[:, :-1]).any(axis=1)
+        if rows.dtype.kind == "f":
+            redo |= np.isnan(rows).sum(axis=1) > 1
+        if not redo.any():
+            return idx
+    else:
+        redo = np.ones(rows.shape[0], dtype=bool)
+    if int(redo.sum()) * n > _TOPK_REPLAYED:
+        return idx  # too costly in Python: the stable order (README 'Where autodiag differs')
+    from autodiag.ops._stl_select import topk_row
+
+    out = np.moveaxis(idx, dim, -1).reshape(-1, k).copy()
+    for r in np.nonzero(redo)[0]:
+        out[r] = topk_row(rows[r].tolist(), k, largest, sorted_)
+    shape = np.moveaxis(idx, dim, -1).shape
+    return np.moveaxis(out.reshape(shape), -1, dim)
+
+
+def _sorted(
+    input, dim: int, descending: bool, k: int | None, cls, ret, name: str, sorted_: bool = True
+):
     x = as_tensor_operand(input)
     d = x._data
     if d.dtype.kind == "c":
@@ -140,9 +175,10 @@ def _sorted(input, dim: int, descending: bool, k: int | None, cls, ret, name: st
         dim = wrap_dim(dim, d.ndim)
         if k is not None and not 0 <= k <= d.shape[dim]:
             raise RuntimeError("selected index k out of range")
-        idx = _order(d, dim, descending).astype(np.int64)
-        if k is not None:
-            idx = np.take(idx, np.arange(k), axis=dim)
+        if k is None:
+            idx = _order(d, dim, descending).astype(np.int64)
+        else:
+            idx = _topk_order(d, dim, descending, k, sorted_).astype(np.int64)
         vals = np.take_along_axis(d, idx, dim)
     indices = wrap(idx)
     if _state.record and x.requires_grad:
@@ -184,7 +220,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     >>> torch.tensor([1.0, 4.0, 2.0]).topk(2).values
     tensor([4., 2.])
     """
-    return _sorted(input, dim, largest, int(k), TopkBackward0, _Topk, "topk")
+    return _sorted(input, dim, largest, int(k), TopkBackward0, _Topk, "topk", bool(sorted))
 
 
 # --- PyTorch's repr of its return types ---------------------------------------------------------

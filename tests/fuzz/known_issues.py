@@ -123,9 +123,9 @@ KNOWN_ISSUES: list[KnownIssue] = [
         "(its merge of Welford moments), and rows of 8+ float32 (4+ float64) elements are "
         "merged across SIMD lanes (other rounding); autodiag emulates its Welford "
         "statistics (and its kernels' fused multiply-adds) only for shorter rows without the "
-        "overflow (ops/nn_ops.py); the gradients read those statistics and differ with them, "
-        "and the second derivatives are recorded from the textbook formula, not PyTorch's "
-        "layer_norm_double_backward",
+        "overflow (ops/nn_ops.py); the gradients and second derivatives (PyTorch's "
+        "layer_norm_double_backward, NOTE [layer_norm double backward]) read those "
+        "statistics and differ with them",
     ),
     KnownIssue(
         "platform",
