@@ -7,6 +7,7 @@ from autodiag.ops import (  # noqa: F401
     conv3d,
     diag,
     factories,
+    grid,
     inplace,
     instance_norm,
     linalg,
