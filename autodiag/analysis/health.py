@@ -1248,7 +1248,10 @@ class DeadRelu(HealthDetector):
 
     KINDS = ("dead_relu",)
     NODES = frozenset({"ReluBackward0"})
-    OPS = frozenset({"relu"})
+    # relu_ too: nn.ReLU(inplace=True) calls it on autodiag's engine, and its node is a
+    # ReluBackward0 all the same (without it, such a relu's findings named no module there
+    # while PyTorch's engine named it)
+    OPS = frozenset({"relu", "relu_"})
 
     def __init__(self):
         self._calls: list = []  # per backward call in progress: (site, alive, module, layer)
@@ -1258,7 +1261,7 @@ class DeadRelu(HealthDetector):
         self._module_paths: dict = {}  # id(root module) -> (weakref, {id(submodule): path})
 
     def on_op(self, health, op, node, inputs, outputs, stack):
-        if op == "relu" and node is not None:
+        if op in self.OPS and node is not None:
             if events.MODULES.stack:
                 self._relu_modules[id(node)] = self._module_path(events.MODULES.stack)
             else:
