@@ -59,3 +59,79 @@ def test_a_dead_unit_behind_an_inplace_relu_names_its_module_on_both_engines(tmp
         "1 of 6 relu units of model passed no gradient for any sample in 6 backward calls",
         "1 of 8 relu units of model.fc_loc.1 passed no gradient for any sample in 6 backward calls",
     ]
+
+
+# fgsm_tutorial.py's attack: a trained model that nothing updates, one backward per test
+# sample for the input's gradient; the weight's gradients are as large as each sample
+# makes them (here 1x, 20x, 400x, 8000x: "grew more than 10x over 3 backward calls").
+FROZEN = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Linear(4, 3)
+model.eval()
+for scale in (1.0, 20.0, 400.0, 8000.0):
+    data = torch.full((1, 4), scale)
+    data.requires_grad = True
+    loss = F.cross_entropy(model(data), torch.tensor([0]))
+    model.zero_grad()
+    loss.backward()
+    perturbed = torch.clamp(data + 0.1 * data.grad.data.sign(), 0, 1)
+    {STEP}
+"""
+
+
+def _grew(tmp_path, engine, step):
+    p = tmp_path / "fgsm_like.py"
+    p.write_text(FROZEN.replace("{STEP}", step))
+    r = cli("check", str(p), "-f", "json", "--engine", engine)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    return sorted(
+        f["message"].split(":")[0] for f in doc["findings"] if f["kind"] == "exploding_grad"
+    )
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_gradients_of_a_frozen_model_growing_with_the_samples_are_no_explosion(tmp_path, engine):
+    # NOTE [Frozen parameters]: before, model.weight warned on both engines
+    assert _grew(tmp_path, engine, "pass") == []
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_growth_while_a_manual_step_updates_the_model_still_warns(tmp_path, engine):
+    step = "with torch.no_grad():\n        for p in model.parameters(): p -= 1e-12 * p.grad"
+    assert _grew(tmp_path, engine, step) == ["model.weight"]
+
+
+# fgsm_tutorial.py's model under attack: a conv whose input requires grad (a new tensor per
+# sample) before a relu, and a relu channel that never fires.
+CONV_INPUT_GRAD = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+conv = nn.Conv2d(1, 4, 3)
+with torch.no_grad():
+    conv.bias[2] = -100.0  # channel 2 never fires
+for i in range(40):
+    data = torch.rand(1, 1, 6, 6)
+    data.requires_grad = True
+    loss = F.relu(F.max_pool2d(conv(data), 2)).sum()
+    conv.zero_grad()
+    loss.backward()
+    keep = data.grad.data.sign()
+"""
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_a_relu_after_a_layer_fed_a_fresh_input_is_one_relu_on_both_engines(tmp_path, engine):
+    p = tmp_path / "fgsm_conv.py"
+    p.write_text(CONV_INPUT_GRAD)
+    r = cli("check", str(p), "-f", "json", "--engine", engine)
+    doc = json.loads(r.stdout)
+    msgs = [f["message"] for f in doc["findings"] if f["kind"] == "dead_relu"]
+    assert msgs == ["1 of 4 relu units passed no gradient for any sample in 40 backward calls"]
