@@ -326,16 +326,23 @@ def _saved_tuples(node, saved: tuple, values: bool) -> list:
             continue
         if c is SavedTensor:
             if s.unpack_hook is not None:
-                p = s.packed
-                data = p._data if isinstance(p, Tensor) else None
+                src = s.packed
+                data = src._data if isinstance(src, Tensor) else None
             else:
-                data = s.tensor._data if s.tensor is not None else s.data
+                src = s.tensor
+                data = src._data if src is not None else s.data
             version, current = s.version, s.vc[0]
         elif isinstance(s, Tensor):
-            data, version, current = s._data, 0, (s._vc[0] if s._vc else 0)
+            src, data, version, current = s, s._data, 0, (s._vc[0] if s._vc else 0)
         else:
             continue  # a constant kept with the tensors
         name = names[k] if k < len(names) else f"saved_{k}"
+        if data is not None and getattr(src, "is_sparse", False):
+            # a sparse operand's bytes are its indices' and values' (as on --engine torch)
+            nbytes = src._sp_indices.nbytes + src._sp_values.nbytes
+            t = (name, data.shape, name_of_dtype(data.dtype), nbytes, version, current)
+            out.append(t + (data,) if values else t)
+            continue
         if data is None:
             out.append((name, None, None, 0, version, current))
         else:

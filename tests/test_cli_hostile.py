@@ -99,6 +99,49 @@ def test_os_exit_from_a_thread_ends_the_process_and_says_so(script):
     assert rc == 4 and "os._exit(4) in a thread" in err
 
 
+@pytest.mark.parametrize("status,code", [(5, 3), (0, 0)])
+def test_os_exit_on_the_torch_engine_is_reported_as_on_autodiags(script, status, code):
+    """--engine torch runs the script in a big-stack thread (NOTE [Deep graphs on PyTorch]):
+    the script's own os._exit there is still its main thread's, reported as on autodiag's
+    engine (it ended the process with no report and exit 0: a pass of nothing checked)."""
+    pytest.importorskip("torch")
+    path = script(
+        f"""\
+        import os
+        import torch
+        w = torch.ones(2, requires_grad=True)
+        (w * 2).sum().backward()
+        os._exit({status})
+        """
+    )
+    for command in ("graph", "check"):
+        rc, out, err = run(command, path, "--no-color", "--engine", "torch")
+        assert rc == code, err
+        assert "in a thread" not in err
+        if status:
+            assert f"hard-exited with os._exit({status})" in err
+        else:
+            assert "ended with os._exit(0) at" in err and "s.py:5" in err
+        if command == "graph":
+            assert "MulBackward0" in out and "AccumulateGrad w" in out
+        else:
+            assert "(1 backward call" in out + err
+
+
+def test_os_exit_from_a_script_thread_on_the_torch_engine_says_so(script):
+    pytest.importorskip("torch")
+    path = script("""\
+        import os, threading, time
+        import torch
+        w = torch.ones(2, requires_grad=True)
+        (w * 2).sum().backward()
+        threading.Thread(target=os._exit, args=(4,)).start()
+        time.sleep(30)
+        """)
+    rc, out, err = run("graph", path, "--engine", "torch")
+    assert rc == 4 and "os._exit(4) in a thread" in err
+
+
 # --- fork and multiprocessing ---------------------------------------------------------------
 
 FORK = """\
@@ -171,6 +214,58 @@ def test_multiprocessing_fork_children_print_no_report(script, how):
     doc = json.loads(out)
     check_envelope(doc, "check")
     assert ("exitcode 0" if how == "process" else "results [1, 4, 9]") in err
+
+
+MP_ONLY = """\
+import multiprocessing
+import {lib} as torch
+mp = multiprocessing.get_context("fork")
+
+def work(q):
+    x = torch.ones(3, requires_grad=True)
+    (x - 1).log().sum().backward()
+    q.put(float(x.grad.sum()))
+
+if __name__ == "__main__":
+{parent}    q = mp.Queue()
+    p = mp.Process(target=work, args=(q,))
+    p.start(); q.get(); p.join()
+"""
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_a_run_that_computed_only_in_forked_processes_says_so(script, engine):
+    """The work done in a forked process is not observed: no verdict on it (exit 2), and the
+    message says where the work went (it said "computed nothing", or on --engine torch that
+    the script's `torch` was not autodiag's)."""
+    if engine == "torch":
+        pytest.importorskip("torch")
+    lib = "torch" if engine == "torch" else "autodiag"
+    rc, out, err = run("check", script(MP_ONLY.format(lib=lib, parent="")), "--engine", engine)
+    assert rc == 2, out + err
+    assert "nothing analysed" in err and "it computed in the 1 process it forked" in err
+    assert "autodiag tensors" not in err and "imported `torch`" not in err
+
+
+@pytest.mark.parametrize("engine", ["autodiag", "torch"])
+def test_a_verdict_on_a_run_that_also_forked_notes_what_it_did_not_see(script, engine):
+    if engine == "torch":
+        pytest.importorskip("torch")
+    lib = "torch" if engine == "torch" else "autodiag"
+    parent = "    w = torch.ones(2, requires_grad=True)\n    (w * 2).sum().backward()\n"
+    rc, out, err = run("check", script(MP_ONLY.format(lib=lib, parent=parent)), "--engine", engine)
+    assert rc == 0, out + err
+    assert "(1 backward call" in out
+    assert "forked 1 process (os.fork, multiprocessing, DataLoader workers); what they " in err
+
+
+def test_nothing_analysed_on_the_torch_engine_speaks_of_pytorch(script):
+    pytest.importorskip("torch")
+    rc, out, err = run(
+        "check", script("import numpy as np\nprint(np.ones(3).sum())\n"), "--engine", "torch"
+    )
+    assert rc == 2, out + err
+    assert "PyTorch recorded no op" in err and "autodiag tensor" not in err
 
 
 # --- standard input -------------------------------------------------------------------------

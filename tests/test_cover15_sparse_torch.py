@@ -45,6 +45,8 @@ def _coo(T, dtype=None):
         return T.sparse_coo_tensor(IDX, T.tensor(VAL), (4, 4), dtype=dtype)
 
 
+CASTS = ("float", "double", "half", "long", "int", "short", "bool")
+
 PARTS = [
     (
         "to_sparse",
@@ -75,6 +77,13 @@ PARTS = [
     ("coo_inferred_size", lambda T: tuple(T.sparse_coo_tensor(IDX, T.tensor(VAL)).shape)),
     ("to_cpu", lambda T: T.tensor(A).to_sparse().to("cpu").to_dense()),
     ("to_dtype", lambda T: T.tensor(A).to_sparse().to(T.float32).values()),
+    (
+        "casts",
+        lambda T: (
+            tuple(getattr(_coo(T), n)().to_dense() for n in CASTS)
+            + tuple(str(getattr(_coo(T), n)().layout) for n in CASTS)
+        ),
+    ),
     ("dense_plus_sparse", lambda T: T.eye(4) + _coo(T, T.int64)),
     ("sparse_at_dense", lambda T: T.tensor(A).to_sparse() @ T.ones(3, 2, dtype=T.float64)),
     ("dense_at_sparse", lambda T: T.ones(2, 4, dtype=T.float64) @ T.tensor(A).to_sparse()),
@@ -228,6 +237,10 @@ def test_a_gcn_like_script_runs_and_is_inspected_on_both_engines(torch, tmp_path
         outs[engine] = [n["name"] for n in json.loads(r.stdout)["nodes"]]
     assert outs["autodiag"] == outs["torch"]
     assert outs["autodiag"].count("MmBackward0") == 2
+    # the whole printed graph, the saved sparse operand's bytes included
+    texts = {e: cli("graph", str(p), "--engine", e).stdout for e in ("autodiag", "torch")}
+    assert texts["autodiag"] == texts["torch"]
+    assert "saved tensors 412 B" in texts["autodiag"]
     r = cli("check", str(p))
     assert r.exit_code == 0, r.stdout + r.stderr
 
@@ -240,3 +253,62 @@ def test_a_sparse_op_outside_the_supported_set_is_exit_2_naming_it(tmp_path):
     assert "sparse_relu.py:3 uses `relu on a sparse COO tensor`, which autodiag's engine" in (
         r.stderr
     )
+
+
+SPARSE_PRODUCTS = [
+    ("sparse_at_dense", lambda T, s, d: s @ d),
+    ("mm", lambda T, s, d: T.mm(s, d)),
+    ("sparse.mm", lambda T, s, d: T.sparse.mm(s, d)),
+    ("dense_at_sparse", lambda T, s, d: d.t() @ s.t()),
+]
+
+
+def _saved_view(node, names):
+    """A node's ``_saved_*`` attributes: sparse/dense tensors by layout and dense values."""
+    out = {}
+    for name in names:
+        v = getattr(node, name)
+        if hasattr(v, "layout"):
+            v = (str(v.layout), v.to_dense().tolist() if v.is_sparse else v.tolist())
+        out[name] = v
+    return out
+
+
+@pytest.mark.parametrize("fn", [p[1] for p in SPARSE_PRODUCTS], ids=[p[0] for p in SPARSE_PRODUCTS])
+def test_the_sparse_operand_is_saved_and_freed_as_pytorch(torch, fn):
+    """A sparse product saves its sparse operand (``_saved_self``/``_mat2``/``_mat1``, the
+    sizes and strides) and frees it: a second backward raises PyTorch's error (it ran)."""
+    seen, names = {}, None
+    for T in (torch, ad):
+        s = T.tensor(A).to_sparse()
+        d = T.ones(3, 2, dtype=T.float64, requires_grad=True)
+        out = fn(T, s, d)
+        if names is None:  # PyTorch's, then autodiag's node read by the same names
+            names = [n for n in dir(out.grad_fn) if n.startswith("_saved_")]
+        saved = _saved_view(out.grad_fn, names)
+        out.sum().backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            out.sum().backward()
+        seen[T.__name__] = saved
+    assert seen["autodiag"] == seen["torch"]
+
+
+SPARSE_GRAPH = """\
+import torch
+s = torch.tensor([[0., 2., 0.], [3., 0., 1.]]).to_sparse()
+d = torch.ones(3, 4, requires_grad=True)
+w = torch.ones(5, 2, requires_grad=True)
+out = (w @ (s @ d)).sum() + torch.sparse.mm(s, d).sum() + (d.t() @ s.t()).sum()
+out.backward()
+"""
+
+
+def test_sparse_products_show_their_line_and_saved_bytes_on_both_engines(torch, tmp_path):
+    p = tmp_path / "sparse_graph.py"
+    p.write_text(SPARSE_GRAPH)
+    outs = {engine: cli("graph", str(p), "--engine", engine) for engine in ("autodiag", "torch")}
+    for r in outs.values():
+        assert r.exit_code == 0, r.stdout + r.stderr
+    assert outs["autodiag"].stdout == outs["torch"].stdout
+    assert "SparseAddmmBackward0  " + str(p) + ":5" in outs["autodiag"].stdout
+    assert "saved tensors 252 B" in outs["autodiag"].stdout  # the sparse one: 48 + 12 bytes

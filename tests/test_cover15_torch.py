@@ -11,6 +11,8 @@ derivatives); ``test_ops_torch.test_registry_is_covered`` counts these rows too.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 import warnings
 
@@ -443,10 +445,41 @@ def test_error_matches_torch(torch, fn, exc, phrase):
         fn(ad)
 
 
-def test_cross_without_dim_warns():
-    # PyTorch's text (a TORCH_WARN_ONCE, so not re-checked here after other tests ran it)
+def test_cross_without_dim_warns(monkeypatch):
+    # PyTorch's text (a TORCH_WARN_ONCE: the flag is reset, other tests may have warned)
+    from autodiag.ops import diag
+
+    monkeypatch.setattr(diag, "_cross_warned", [False])
     with pytest.warns(UserWarning, match="without specifying the dim arg is deprecated"):
         ad.cross(ad.ones(3), ad.ones(3))
+
+
+CROSS_TWICE = """\
+import warnings
+import {lib} as torch
+warnings.simplefilter("always")
+a = torch.eye(3)
+torch.cross(a, a)
+torch.cross(a, a)
+a.cross(a)
+"""
+
+
+def test_cross_without_dim_warns_once_per_process_as_pytorch(tmp_path):
+    pytest.importorskip("torch")
+    seen = {}
+    for lib in ("torch", "autodiag"):
+        (tmp_path / lib).mkdir()
+        script = tmp_path / lib / "cross.py"
+        script.write_text(CROSS_TWICE.format(lib=lib))
+        out = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, check=True
+        )
+        seen[lib] = [ln for ln in out.stderr.splitlines() if "UserWarning" in ln]
+    assert len(seen["torch"]) == 1
+    assert [ln.split(": Using")[0].replace("/autodiag/", "/torch/") for ln in seen["autodiag"]] == [
+        ln.split(": Using")[0] for ln in seen["torch"]
+    ]  # one warning, at the script's line 5
 
 
 def test_torch_trace_under_the_import_alias():

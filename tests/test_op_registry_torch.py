@@ -73,6 +73,9 @@ def test_declared_inplace_twin_is_torchs(torch, name):
     if name in ("acosh", "arccosh"):  # defined from 1 up
         x = x + 1
     y = ad.tensor([1.0, 2.0], dtype=ad.float64)
+    args = _cover16a_twin_args(name, y)  # cover16a's indexing and product ops
+    if name in ("addr", "addbmm"):  # matrices only
+        x = x.reshape(1, 2)
     args = {
         "clamp": (0.3,),
         "clip": (0.3,),
@@ -91,15 +94,36 @@ def test_declared_inplace_twin_is_torchs(torch, name):
         "addcdiv": (y, y),
     }.get(
         name,
-        (2.0,)
-        if OPS[name].method in ("add", "sub", "mul", "div", "subtract", "multiply", "divide")
-        else (),
+        args
+        or (
+            (2.0,)
+            if OPS[name].method in ("add", "sub", "mul", "div", "subtract", "multiply", "divide")
+            else ()
+        ),
     )
     expected = getattr(ad, name)(x.clone(), *args)
     vc = x._version
     assert getattr(x, twin)(*args) is x
     assert x._version == vc + 1
     assert ad.equal(x, expected)
+
+
+def _cover16a_twin_args(name, y) -> tuple:
+    one, three = ad.tensor([1]), ad.tensor([3.0], dtype=ad.float64)
+    return {
+        "index_add": (0, one, three),
+        "index_copy": (0, one, three),
+        "index_fill": (0, one, -1.0),
+        "index_put": ((one,), three),
+        "masked_scatter": (ad.tensor([True, False]), y),
+        "put": (one, three),
+        "scatter": (0, one, three),
+        "scatter_add": (0, one, three),
+        "scatter_reduce": (0, ad.tensor([1, 1]), y, "prod"),
+        "addmv": (ad.ones(2, 2, dtype=ad.float64), y),
+        "addr": (ad.tensor([2.0], dtype=ad.float64), y),
+        "addbmm": (ad.ones(3, 1, 2, dtype=ad.float64), ad.ones(3, 2, 2, dtype=ad.float64)),
+    }.get(name, ())
 
 
 def test_expression_functions_are_the_registered_pure_ops():

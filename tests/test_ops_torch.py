@@ -1685,7 +1685,14 @@ def _covered() -> set:
     from test_cover15_torch import COVERED  # the ops issue 20 added, in their own file
     from test_ops16_torch import COVERED as OPS16  # ops16's, in their own file
 
+    names |= _covered_cover16a()
     return names | {"floor_divide"} | COVERED | OPS16  # test_floor_divide_grad_not_implemented
+
+
+def _covered_cover16a() -> set:
+    from test_cover16a_torch import COVERED  # cover16a's indexing and shape ops
+
+    return COVERED
 
 
 def test_registry_is_covered():

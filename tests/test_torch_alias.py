@@ -96,10 +96,10 @@ def test_import_torch_script_finds_what_the_autodiag_version_finds(script, comma
             "return torch.compile(len)",
         ),
         (
-            "import torch\nx = torch.kron(torch.eye(2), torch.eye(2))\n",
+            "import torch\nx = torch.fake_quantize_per_tensor_affine(torch.eye(2), 0.1, 0, 0, 9)\n",
             2,
-            "torch.kron",
-            "x = torch.kron(torch.eye(2), torch.eye(2))",
+            "torch.fake_quantize_per_tensor_affine",
+            "x = torch.fake_quantize_per_tensor_affine(torch.eye(2), 0.1, 0, 0, 9)",
         ),
         ("import torchvision\n", 1, "torchvision", "import torchvision"),
         # a method of PyTorch's Tensor autodiag's lacks: exit 2 too, not the script's failure

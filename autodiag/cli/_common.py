@@ -414,6 +414,13 @@ class Command:
                 f"threads still ran ({escape(', '.join(running))}); the report covers what they "
                 "did before"
             )
+        if self.result.forks and not self.result.analysed_nothing:
+            n = self.result.forks
+            self.err.print(
+                f"[yellow]note:[/] {escape(target.label)} forked {n} process"
+                f"{'es' if n != 1 else ''} (os.fork, multiprocessing, DataLoader workers); what "
+                "they computed is not in this report"
+            )
         if self.result.wrong_engine:
             label = self.result.target.label
             raise NothingAnalysed(
@@ -522,6 +529,22 @@ def nothing_analysed(result: Run) -> NothingAnalysed:
         return NothingAnalysed(
             f"the expression {target.expr!r} computed nothing with a tensor",
             "Use at least one --var NAME=VALUE in it.",
+        )
+    if result.forks:
+        n = result.forks
+        where = "PyTorch" if target.engine == "torch" else "autodiag's engine"
+        return NothingAnalysed(
+            f"{label} ran, but {where} recorded no op in its process: it computed in the "
+            f"{n} process{'es' if n != 1 else ''} it forked (os.fork, multiprocessing, "
+            f"DataLoader workers), which autodiag does not observe",
+            "Nothing was checked. Make the script compute in its own process for the analysis "
+            "run (call the worker's function directly, DataLoader(num_workers=0)).",
+        )
+    if target.engine == "torch":
+        return NothingAnalysed(
+            f"{label} ran, but PyTorch recorded no op: it computed nothing with a PyTorch tensor",
+            "Nothing was checked. --engine torch observes real PyTorch: run a script that "
+            "computes with PyTorch tensors (`import torch`).",
         )
     foreign = foreign_imports(target.path, result.libraries)
     if foreign:

@@ -103,3 +103,7 @@ def adaptive_max_pool1d(input, output_size, return_indices: bool = False):
     too with ``return_indices`` (``torch.adaptive_max_pool1d`` always returns both)."""
     out, indices = _adaptive_max_pool1d(input, output_size)
     return (out, indices) if return_indices else out
+
+
+# cover16a: sub-pixel shuffles (ops/shape2.py)
+from autodiag.ops.shape2 import pixel_shuffle, pixel_unshuffle  # noqa: E402, F401

@@ -3,7 +3,8 @@ clear refusal of everything else.
 
 Supported (as PyTorch 2.13 does it): ``Tensor.to_sparse()``, ``torch.sparse_coo_tensor``,
 ``layout``/``is_sparse``, ``indices() values() _indices() _values() coalesce() is_coalesced()
-_nnz() to_dense() to_sparse() to(cpu/dtype)``, the sparse x dense product (``torch.mm``,
+_nnz() to_dense() to_sparse() to(cpu/dtype)``, the dtype casts (``float()``, ``double()``…),
+the sparse x dense product (``torch.mm``,
 ``torch.spmm``, ``torch.sparse.mm``, ``torch.matmul``, ``@``) and dense x sparse (``@``,
 ``mm``, ``matmul``), and ``dense + sparse``. Gradients reach the dense operand only (PyTorch's
 ``MmBackward0``/``SparseAddmmBackward0``, with ``None`` in ``next_functions`` for the sparse
@@ -24,8 +25,8 @@ import sys
 import numpy as np
 
 from autodiag import _device, dtypes
-from autodiag.core.graph import Node
-from autodiag.ops._core import OPS, _state, edge, register, result, wrap
+from autodiag.core.graph import Node, SavedTensor, raise_freed
+from autodiag.ops._core import OPS, _state, edge, register, result, save, wrap
 from autodiag.size import Size, wrap_dim
 from autodiag.tensor import Tensor, _new
 from autodiag.trace.events import traced
@@ -76,8 +77,8 @@ _ENGINE = (
 )
 
 SUPPORTED = (
-    "to_dense, indices/values, coalesce, mm/spmm/sparse.mm/matmul/@ with a dense matrix, "
-    "dense + sparse"
+    "to_dense, indices/values, coalesce, to(dtype)/float()/double()..., "
+    "mm/spmm/sparse.mm/matmul/@ with a dense matrix, dense + sparse"
 )
 
 
@@ -252,6 +253,28 @@ class SparseCOO(Tensor):
                 raise RuntimeError(f"autodiag runs on the CPU only, not {a}")
         return out
 
+    # ``float()``, ``double()``, ...: ``to(dtype)``, a sparse tensor of the values cast
+    def float(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.float32)
+
+    def double(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.float64)
+
+    def half(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.float16)
+
+    def long(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.int64)
+
+    def int(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.int32)
+
+    def short(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.int16)
+
+    def bool(self, memory_format=None) -> SparseCOO:
+        return self.to(dtypes.bool)
+
     def cpu(self) -> SparseCOO:
         return self
 
@@ -270,11 +293,8 @@ class SparseCOO(Tensor):
 
     # --- products and sums with dense tensors -------------------------------------------------
 
-    def __matmul__(self, other):
-        return matmul_sparse(self, other)
-
-    def __rmatmul__(self, other):
-        return matmul_sparse(other, self)
+    # ``s @ d`` and ``d @ s`` are Tensor's (traced) operators: ``matmul`` sends a sparse
+    # operand to ``matmul_sparse``
 
     def __add__(self, other):
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
@@ -443,25 +463,59 @@ def _sparse_dense_array(s: SparseCOO, d: np.ndarray) -> np.ndarray:
     return out
 
 
-class MmBackward0(Node):
+class _SparseProduct(Node):
+    """A product with a sparse operand: its gradient reaches the dense operand only. The sparse
+    operand is saved as PyTorch saves it (``_saved_self``/``_saved_mat2``/``_saved_mat1``, listed
+    with the graph's saved tensors, freed by a backward without retain_graph)."""
+
+    __slots__ = ()
+
+    def _sparse(self):
+        saved = self._saved
+        if saved.__class__ is not tuple:
+            raise_freed(self)
+        s = saved[0] if saved[0] is not None else saved[1]
+        return s.tensor if s.__class__ is SavedTensor else s
+
+    def _keep_sizes(self, a, b) -> None:
+        """The operands' sizes and strides, as PyTorch keeps them (a sparse one has none)."""
+        sizes = {}
+        for name, t in zip(self._saved_names, (a, b)):
+            if name != "mat1":  # PyTorch's SparseAddmmBackward0 keeps none of the sparse one
+                sizes[f"{name}_sym_sizes"] = tuple(t.shape)
+                sizes[f"{name}_sym_strides"] = () if isinstance(t, SparseCOO) else t.stride()
+        self._sizes = sizes
+
+
+class MmBackward0(_SparseProduct):
     """``sparse @ dense`` or ``dense @ sparse``: the gradient of the dense operand only."""
 
-    __slots__ = ("sparse", "sparse_first")
+    __slots__ = ("sparse_first", "_sizes")
+    _saved_names = ("self", "mat2")
+    _extra_names = ("self_sym_sizes", "self_sym_strides", "mat2_sym_sizes", "mat2_sym_strides")
+
+    def _saved_extra(self):
+        return self._sizes
 
     def backward(self, xp, g):
-        s = self.sparse
+        s = self._sparse()
         if self.sparse_first:  # out = S @ D: dD = S^T @ g
             return (None, _mm(_transposed(s), g, xp))
         return (_mm(g, _transposed(s), xp), None)  # out = W @ S: dW = g @ S^T
 
 
-class SparseAddmmBackward0(Node):
+class SparseAddmmBackward0(_SparseProduct):
     """``torch.sparse.mm``: PyTorch's addmm of zeros, the sparse and the dense matrix."""
 
-    __slots__ = ("sparse",)
+    __slots__ = ("_sizes",)
+    _saved_names = ("mat1", "mat2")
+    _extra_names = ("alpha", "beta", "mat2_sym_sizes", "mat2_sym_strides")
+
+    def _saved_extra(self):
+        return {"alpha": 1, "beta": 0, **self._sizes}
 
     def backward(self, xp, g):
-        return (None, None, _mm(_transposed(self.sparse), g, xp))
+        return (None, None, _mm(_transposed(self._sparse()), g, xp))
 
 
 def _mm(a, b, xp):
@@ -510,7 +564,10 @@ def matmul_sparse(a, b, cls=MmBackward0):
         else:
             node = cls((None, edge(dense)) if sa else (edge(dense), None))
             node.sparse_first = sa
-        node.sparse = a if sa else b
+        # the dense operand's gradient needs the sparse one: saved as PyTorch saves it (a
+        # dense operand is never saved here: the sparse one needs no gradient)
+        node._saved = (save(a), None) if sa else (None, save(b))
+        node._keep_sizes(a, b)
         return result(out, node)
     return result(out, None)
 
@@ -537,3 +594,6 @@ def sparse_mm(sparse, dense):
     if not isinstance(sparse, SparseCOO):
         raise sparse_refusal("torch.sparse.mm (a dense first operand)")
     return matmul_sparse(sparse, dense, SparseAddmmBackward0)
+
+
+sparse_mm = traced("sparse.mm", sparse_mm)  # reported to tracers, as every public op

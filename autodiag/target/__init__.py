@@ -67,6 +67,7 @@ class Run:
     hard_exit_site: str | None = None  # "file:line" of that os._exit call
     # the threads the script started that were still running when it ended
     running: list = dataclasses.field(default_factory=list)
+    forks: int = 0  # processes it forked (their ops are not observed)
 
     @property
     def scopes(self) -> list[dict]:

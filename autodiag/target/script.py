@@ -229,6 +229,18 @@ class HardExit(BaseException):
 
 _REAL_EXIT = os._exit
 _RUN_PID = [0]  # the process that started the current run
+# processes this one has forked (os.fork, multiprocessing's and DataLoader's fork workers): a
+# run that recorded no op but forked did its work where autodiag does not look
+_FORKS = [0]
+
+
+def _count_fork() -> None:
+    _FORKS[0] += 1
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_parent=_count_fork)
+_RUN_THREAD = [0]  # the thread that runs it (the main thread; a big-stack one on --engine torch)
 
 
 def _hard_exit(status) -> None:
@@ -238,8 +250,10 @@ def _hard_exit(status) -> None:
         # Python, without unwinding through the frames it inherited from the parent's run
         _flush()
         _REAL_EXIT(status)
-    if threading.current_thread() is not threading.main_thread():
-        # only the main thread's run can be ended by an exception: end the process, as asked
+    if threading.get_ident() != _RUN_THREAD[0]:
+        # only the run's own thread can be ended by an exception (the script's main thread:
+        # autodiag's main thread, or its big-stack thread on --engine torch, NOTE [Deep graphs
+        # on PyTorch]); a thread the script started ends the process, as asked
         _flush()
         sys.__stderr__.write(
             f"autodiag: the script called os._exit({status}) in a thread; "
@@ -308,6 +322,8 @@ def run_script(
         run.namespace = module.__dict__
     saved = _Saved(folder)
     pid = _RUN_PID[0] = os.getpid()
+    forks = _FORKS[0]
+    _RUN_THREAD[0] = threading.get_ident()
     engine.backward_calls[0] = 0
     sys.argv = [path, *args]
     sys.path.insert(0, folder)
@@ -396,6 +412,7 @@ def run_script(
         imported = saved.restore()
         if run is not None:
             run.imported = imported
+            run.forks = _FORKS[0] - forks
             before.add(alarm.prev)  # --timeout's timer thread, off the main thread: autodiag's
             run.running = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     # the script's own thread ended without an error of its own (or with sys.exit(0), or a

@@ -160,3 +160,8 @@ __all__ = [
     "LazyBatchNorm1d",
     "LazyBatchNorm2d",
 ]
+
+# cover16a: sub-pixel shuffles
+from autodiag.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: E402
+
+__all__ += ["PixelShuffle", "PixelUnshuffle"]
