@@ -211,12 +211,16 @@ def test_manual_update_without_clearing_is_unplanned_accumulation():
 
 # --- exploding / vanishing norms, dead ReLUs -------------------------------------------------
 
+# a manual step between the calls (NOTE [Frozen parameters]: the gradients of a parameter that
+# nothing updates grow with whatever the script feeds it, and are not judged for growth)
 GROWING = """\
 import autodiag as torch
 w = torch.ones(2, requires_grad=True)
 for k in range(5):
     w.grad = None
     (w * {base} ** k).sum().backward()
+    with torch.no_grad():
+        w -= 1e-20 * w.grad
 """
 
 

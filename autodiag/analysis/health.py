@@ -861,10 +861,12 @@ class _Norms:
     """A norm series, judged as it grows (no list of every norm is kept: ``flow`` holds it
     downsampled, for the gradient-flow plot)."""
 
-    __slots__ = ("n", "first", "recent", "below", "growth_at", "max", "flow")
+    __slots__ = ("n", "first", "recent", "below", "growth_at", "max", "flow", "moves")
 
     def __init__(self):
         self.n = 0
+        # per norm of ``recent``: whether the parameter moved since the norm before it
+        self.moves: deque = deque(maxlen=RECENT)
         self.first = None  # the first nonzero norm: what "growth" is measured against
         self.recent: deque = deque(maxlen=RECENT)
         self.below = []
@@ -872,13 +874,18 @@ class _Norms:
         self.max = 0.0
         self.flow = Flow()
 
-    def add(self, norm: float, th: Thresholds, x: int, floor: float = 0.0) -> None:
+    def add(
+        self, norm: float, th: Thresholds, x: int, floor: float = 0.0, moved: bool = True
+    ) -> None:
         """Judge the norm at step ``x`` (optimizer step or backward call of the run);
         ``floor``, the rounding noise of the gradient that reached the parameter (NOTE
-        [Cancelled gradients]): a norm at or below it is a zero, not a vanishing gradient."""
+        [Cancelled gradients]): a norm at or below it is a zero, not a vanishing gradient;
+        ``moved``, whether the parameter changed since the norm before (NOTE [Frozen
+        parameters])."""
         self.flow.add(x, norm)
         self.n += 1
         self.recent.append(norm)
+        self.moves.append(moved)
         self.max = max(self.max, norm)
         if self.first is None and norm > 0:
             self.first = norm
@@ -894,6 +901,7 @@ class _Norms:
             # fit gets only noise, which wanders by any ratio below its floor)
             if (
                 w[0] > max(0.0, floor)
+                and all(list(self.moves)[-k:])
                 and all(a < b for a, b in zip(w, w[1:]))
                 and w[-1] > th.growth * w[0]
                 and w[-1] > th.growth * self.first
@@ -957,9 +965,18 @@ SETTLED_FLOOR = 0.1
 class _Sizes:
     """One leaf's gradient norms and how far its updates moved it."""
 
-    __slots__ = ("step_norms", "bwd_norms", "before", "updates", "floor", "floor_call")
+    __slots__ = (
+        "step_norms",
+        "bwd_norms",
+        "before",
+        "updates",
+        "floor",
+        "floor_call",
+        "bwd_version",
+    )
 
     def __init__(self):
+        self.bwd_version = None  # its version at its last backward call (no optimizer)
         self.step_norms = None  # _Norms over optimizer steps
         self.bwd_norms = None  # _Norms over backward calls
         self.floor = 0.0  # rounding noise of what its .grad accumulated (since it was fresh)
@@ -1053,9 +1070,17 @@ class GradNorms(HealthDetector):
         self._measure_update(health, rec, s, var, data, norm, noise)
         s.floor = floor
         if not health.stepping:  # no optimizer (yet): norms per backward call
+            # NOTE [Frozen parameters]: a gradient grows "over backward calls" only while
+            # something updates the parameter between them (a manual step bumps its version).
+            # A model that nothing updates (fgsm_tutorial's attack: one backward per test
+            # sample, for the input's gradient) has gradients as large as each sample makes
+            # them, in any order: growth among them is the data's, not an explosion.
+            version = inspect.version(var)
+            moved = s.bwd_version is not None and version != s.bwd_version
+            s.bwd_version = version
             if s.bwd_norms is None:
                 s.bwd_norms = _Norms()
-            s.bwd_norms.add(norm, health.th, health.backward_calls + 1, s.floor)
+            s.bwd_norms.add(norm, health.th, health.backward_calls + 1, s.floor, moved)
 
     def _measure_update(
         self,
@@ -1255,7 +1280,10 @@ class DeadRelu(HealthDetector):
 
     KINDS = ("dead_relu",)
     NODES = frozenset({"ReluBackward0"})
-    OPS = frozenset({"relu"})
+    # relu_ too: nn.ReLU(inplace=True) calls it on autodiag's engine, and its node is a
+    # ReluBackward0 all the same (without it, such a relu's findings named no module there
+    # while PyTorch's engine named it)
+    OPS = frozenset({"relu", "relu_"})
 
     def __init__(self):
         self._calls: list = []  # per backward call in progress: (site, alive, module, layer)
@@ -1265,7 +1293,7 @@ class DeadRelu(HealthDetector):
         self._module_paths: dict = {}  # id(root module) -> (weakref, {id(submodule): path})
 
     def on_op(self, health, op, node, inputs, outputs, stack):
-        if op == "relu" and node is not None:
+        if op in self.OPS and node is not None:
             modules = events.module_calls()
             if modules:
                 self._relu_modules[id(node)] = self._module_path(modules)
@@ -1400,16 +1428,22 @@ def _layer_of(relu_node, depth: int = 3) -> tuple | None:
     bias; a norm's affine parameters), within ``depth`` edges; None when none is that near."""
     level = [c for c in inspect.children(relu_node) if c is not None]
     for _ in range(depth):
-        found, below = [], []
+        found, params, below = [], [], []
         for n in level:
             if inspect.is_leaf_node(n):
                 v = inspect.leaf_variable(n)
                 if v is not None:
                     found.append(id(v))
+                    if _is_parameter(v):
+                        params.append(id(v))
             else:
                 below.extend(c for c in inspect.children(n) if c is not None)
         if found:
-            return tuple(sorted(found))
+            # NOTE: the layer's nn.Parameters when it has some, not an input that requires
+            # grad beside them (fgsm_tutorial's ``data.requires_grad = True``: a new tensor
+            # per sample, whose id, reused by later ones, split and merged the calls of one
+            # relu by chance, differently on each engine)
+            return tuple(sorted(params or found))
         level = below[:16]
     return None
 

@@ -27,6 +27,7 @@ from autodiag.ops.conv import (  # noqa: F401
     unfold,
 )
 from autodiag.ops.conv3d import conv3d, conv_transpose3d  # noqa: F401
+from autodiag.ops.grid import affine_grid, grid_sample  # noqa: F401
 from autodiag.ops.instance_norm import functional_instance_norm as instance_norm  # noqa: F401
 from autodiag.ops.losses import (  # noqa: F401
     binary_cross_entropy,

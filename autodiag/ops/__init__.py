@@ -7,6 +7,7 @@ from autodiag.ops import (  # noqa: F401
     conv3d,
     diag,
     factories,
+    grid,
     indexing2,
     inplace,
     instance_norm,
