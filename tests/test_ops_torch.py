@@ -1685,7 +1685,14 @@ def _covered() -> set:
     from test_cover15_torch import COVERED  # the ops issue 20 added, in their own file
     from test_ops16_torch import COVERED as OPS16  # ops16's, in their own file
 
+    names |= _covered_16b()
     return names | {"floor_divide"} | COVERED | OPS16  # test_floor_divide_grad_not_implemented
+
+
+def _covered_16b():
+    from test_cover16b_torch import COVERED as C16B  # cover16b's, in their own file
+
+    return C16B
 
 
 def test_registry_is_covered():

@@ -1,15 +1,18 @@
 """The op families. Importing this package registers every op (``REGISTRY``, ``OPS``) and
 attaches the Tensor methods, their in-place twins and the operators."""
 
-from autodiag.ops import (  # noqa: F401
+# issue 20 (cover16b): ops in modules of their own, then the in-place forms PyTorch has
+from autodiag.ops import (  # noqa: F401  # noqa: E402, F401, I001
     attention,
     conv,
     conv3d,
     diag,
     factories,
     inplace,
+    inplace2,
     instance_norm,
     linalg,
+    linalg2,
     losses,
     nn_ops,
     normalization,
@@ -24,12 +27,15 @@ from autodiag.ops import (  # noqa: F401
     selection,
     shape,
     sparse_coo,
+    special2,
     stats,
+    stats2,
     trig,
     unfold_windows,
 )
 from autodiag.ops._core import OPS, REGISTRY, torch_namespace
 
 inplace.make_twins()
+inplace2.make_twins_and_functions()
 
 __all__ = ["OPS", "REGISTRY", "torch_namespace"]
