@@ -420,3 +420,235 @@ def test_heaviside_backward_raises_nextafter_passes_as_torch(torch):
 def test_rrelu_training_is_refused_not_guessed():
     with pytest.raises(NotImplementedError, match="rrelu: training=True"):
         ad.rrelu(ad.ones(3), training=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear algebra (ops/linalg2.py, autodiag.linalg)
+# ---------------------------------------------------------------------------------------------
+
+
+def _spd(T, x):
+    n = x.shape[-1]
+    return x @ x.mT + T.eye(n, dtype=x.dtype) * n
+
+
+LINALG = [
+    ("det", lambda T, x: T.det(x), ("det",)),
+    ("det_m", lambda T, x: x.det(), ("det",)),
+    ("linalg_det", lambda T, x: T.linalg.det(x), ()),
+    ("inverse", lambda T, x: T.inverse(x), ("inverse",)),
+    ("inverse_m", lambda T, x: x.inverse(), ("inverse",)),
+    ("linalg_inv", lambda T, x: T.linalg.inv(x), ()),
+    ("slogdet", lambda T, x: T.slogdet(x)[1], ("slogdet",)),
+    ("slogdet_m", lambda T, x: x.slogdet().logabsdet, ("slogdet",)),
+    ("linalg_slogdet", lambda T, x: T.linalg.slogdet(x).logabsdet * 2, ()),
+    ("logdet", lambda T, x: T.logdet(_spd(T, x)), ("logdet",)),
+    ("logdet_m", lambda T, x: _spd(T, x).logdet(), ("logdet",)),
+    ("matrix_power3", lambda T, x: T.matrix_power(x, 3), ("matrix_power",)),
+    ("matrix_power5", lambda T, x: x.matrix_power(5), ("matrix_power",)),
+    ("matrix_power1", lambda T, x: x.matrix_power(1), ("matrix_power",)),
+    ("matrix_power_neg2", lambda T, x: x.matrix_power(-2), ("matrix_power",)),
+    ("linalg_matrix_power", lambda T, x: T.linalg.matrix_power(x, 4), ()),
+]
+LINALG_SHAPES = [(3, 3), (2, 4, 4), (1, 1)]
+CASES_LINALG = [
+    Case(f"c16b-{name}-{_sid(s)}", fn, (I(s, "any"),), op=ops)
+    for name, fn, ops in LINALG
+    for s in LINALG_SHAPES
+    # det of a 1x1 matrix: its second derivative is 0 in exact arithmetic, 1e-16 through solve
+    if not (name.endswith("det") or name == "det_m") or s != (1, 1)
+]
+CASES_LINALG += [
+    Case(
+        f"c16b-solve-{_sid(sa)}-{_sid(sb)}",
+        lambda T, a, b: T.linalg.solve(a, b),
+        (I(sa), I(sb)),
+    )
+    for sa, sb in [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (2, 3)), ((2, 3, 3), (3, 1))]
+]
+CASES_LINALG += [
+    Case(
+        f"c16b-cholesky-{_sid(s)}",
+        lambda T, x: T.linalg.cholesky(_spd(T, x)),
+        (I(s),),
+        second=False,  # double backward raises NotImplementedError (tested below)
+    )
+    for s in [(3, 3), (2, 2, 2)]
+]
+CASES_LINALG += [
+    Case(
+        "c16b-cholesky_upper",
+        lambda T, x: T.linalg.cholesky(_spd(T, x), upper=True),
+        (I((3, 3)),),
+        second=False,
+    ),
+]
+COVERED |= {n for c in CASES_LINALG for n in c.op} | {"solve", "cholesky"}
+
+
+@pytest.mark.parametrize("case", CASES_LINALG, ids=[c.id for c in CASES_LINALG])
+def test_linalg_matches_torch(torch, case):
+    check_case(torch, case)
+
+
+def test_deprecated_cholesky_matches_torch(torch):
+    a = np.array([[4.0, 2.0, 0.4], [2.0, 3.0, 0.5], [0.4, 0.5, 2.0]])
+    outs = []
+    for T in (torch, ad):
+        x = T.tensor(a, requires_grad=True)
+        with pytest.warns(UserWarning, match="torch.cholesky is deprecated"):
+            L = T.cholesky(x)
+        assert L.grad_fn.name() == "CholeskyBackward0"
+        (L * T.tensor(a)).sum().backward()
+        outs.append((L.detach().numpy(), x.grad.numpy()))
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-12)
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-10)
+
+
+def test_cholesky_double_backward_is_refused_not_wrong():
+    x = ad.tensor([[4.0, 2.0], [2.0, 3.0]], dtype=ad.float64, requires_grad=True)
+    (g,) = ad.autograd.grad(ad.linalg.cholesky(x).sum(), x, create_graph=False)
+    assert g.shape == (2, 2)
+    with pytest.raises(NotImplementedError, match="double backward through cholesky"):
+        ad.autograd.grad(ad.linalg.cholesky(x).sum(), x, create_graph=True)
+
+
+def test_det_gradient_at_a_singular_matrix_matches_torch(torch):
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    grads = []
+    for T in (torch, ad):
+        x = T.tensor(a, requires_grad=True)
+        d = T.det(x)
+        d.backward()
+        grads.append((d.item(), x.grad.numpy()))
+    assert grads[1][0] == 0.0 or abs(grads[1][0]) < 1e-15
+    np.testing.assert_allclose(grads[1][1], grads[0][1], atol=1e-8)
+
+
+def test_slogdet_returns_torchs_named_tuples(torch):
+    a = [[-2.0, 0.0], [0.0, 1.0]]
+    for fn in (lambda T: T.slogdet, lambda T: T.linalg.slogdet):
+        t = fn(torch)(torch.tensor(a))
+        r = fn(ad)(ad.tensor(a))
+        assert type(r).__name__ == type(t).__name__
+        assert repr(r) == repr(t)
+
+
+def test_logdet_of_negative_and_singular_matrices_matches_torch(torch):
+    for a in ([[-1.0, 0.0], [0.0, 1.0]], [[1.0, 2.0], [2.0, 4.0]]):
+        t = torch.logdet(torch.tensor(a))
+        r = ad.logdet(ad.tensor(a))
+        np.testing.assert_array_equal(_np(r), t.numpy())
+
+
+LINALG_ERRORS = [
+    (
+        "inv_singular",
+        lambda T: T.linalg.inv(T.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])),
+        "linalg.inv: The diagonal element 3 is zero, the inversion could not be completed",
+    ),
+    (
+        "inverse_batch",
+        lambda T: T.inverse(T.stack([T.eye(2), T.zeros(2, 2)])),
+        r"linalg.inv: \(Batch element 1\): The diagonal element 1 is zero",
+    ),
+    (
+        "solve_singular",
+        lambda T: T.linalg.solve(T.zeros(2, 2), T.ones(2)),
+        "torch.linalg.solve: The solver failed because the input matrix is singular.",
+    ),
+    (
+        "solve_shapes",
+        lambda T: T.linalg.solve(T.eye(3), T.ones(2)),
+        r"Incompatible shapes of A and B for the equation AX = B \(3x3 and 2x1\)",
+    ),
+    (
+        "cholesky_not_pd",
+        lambda T: T.linalg.cholesky(T.tensor([[1.0, 2.0], [2.0, 1.0]])),
+        "the leading minor of order 2 is not positive-definite",
+    ),
+    (
+        "det_not_square",
+        lambda T: T.det(T.ones(2, 3)),
+        "linalg.det: A must be batches of square matrices, but they are 2 by 3 matrices",
+    ),
+    (
+        "inv_int",
+        lambda T: T.linalg.inv(T.ones(2, 2, dtype=T.int64)),
+        "linalg.inv: Expected a floating point or complex tensor as input. Got Long",
+    ),
+    (
+        "torch_solve_removed",
+        lambda T: T.solve(T.eye(2), T.eye(2)),
+        "torch.solve` is deprecated in favor of `torch.linalg.solve`",
+    ),
+    (
+        "matrix_power_not_square",
+        lambda T: T.matrix_power(T.ones(2, 3), 2),
+        "linalg.matrix_power: A must be batches of square matrices",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "fn, phrase", [e[1:] for e in LINALG_ERRORS], ids=[e[0] for e in LINALG_ERRORS]
+)
+def test_linalg_error_matches_torch(torch, fn, phrase):
+    with pytest.raises(RuntimeError, match=phrase) as te:
+        fn(torch)
+    with pytest.raises(RuntimeError, match=phrase) as ae:
+        fn(ad)
+    assert type(ae.value).__name__ == type(te.value).__name__
+
+
+def test_linalg_error_is_catchable_as_linalg_error(torch):
+    with pytest.raises(ad.linalg.LinAlgError):
+        ad.linalg.inv(ad.zeros(2, 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings and predicates
+# ---------------------------------------------------------------------------------------------
+
+
+def test_thread_settings_behave_as_torchs(torch):
+    n = ad.get_num_threads()
+    assert isinstance(n, int) and n >= 1
+    ad.set_num_threads(3)
+    assert ad.get_num_threads() == 3
+    ad.set_num_threads(n)
+    for bad, phrase in ((0, "expects a positive integer"), ("a", "expects an int")):
+        for T in (torch, ad):
+            with pytest.raises(RuntimeError, match=phrase):
+                T.set_num_threads(bad)
+    assert isinstance(ad.get_num_interop_threads(), int)
+    assert ad.set_flush_denormal(False) is True
+    assert ad.set_flush_denormal(True) is False  # numpy keeps subnormals: honest
+
+
+PREDICATES = [
+    ("is_nonzero", lambda T: T.is_nonzero(T.tensor([1.5]))),
+    ("is_nonzero0", lambda T: T.is_nonzero(T.tensor(0.0))),
+    ("is_nonzero_nan", lambda T: T.is_nonzero(T.tensor([float("nan")]))),
+    ("is_same_size", lambda T: T.is_same_size(T.ones(2, 3), T.ones(2, 3))),
+    ("is_same_size_no", lambda T: T.ones(2).is_same_size(T.ones(3))),
+    ("is_signed_u8", lambda T: T.is_signed(T.ones(2, dtype=T.uint8))),
+    ("is_signed_f", lambda T: T.ones(2).is_signed()),
+    ("result_type", lambda T: str(T.result_type(T.tensor([1], dtype=T.int32), 2.5))),
+    ("result_type_t", lambda T: str(T.result_type(T.tensor([1], dtype=T.int32), T.tensor(5)))),
+    ("can_cast", lambda T: T.can_cast(T.float64, T.int64)),
+    ("can_cast_ok", lambda T: T.can_cast(T.int64, T.uint8)),
+    ("can_cast_bool", lambda T: T.can_cast(T.int8, T.bool)),
+]
+
+
+@pytest.mark.parametrize("fn", [p[1] for p in PREDICATES], ids=[p[0] for p in PREDICATES])
+def test_predicate_matches_torch(torch, fn):
+    assert fn(ad) == fn(torch)
+
+
+@pytest.mark.parametrize("value", [[], [1.0, 2.0]])
+def test_is_nonzero_errors_match_torch(torch, value):
+    for T in (torch, ad):
+        with pytest.raises(RuntimeError, match="Boolean value of Tensor with"):
+            T.is_nonzero(T.tensor(value))

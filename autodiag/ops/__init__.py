@@ -1,8 +1,7 @@
 """The op families. Importing this package registers every op (``REGISTRY``, ``OPS``) and
 attaches the Tensor methods, their in-place twins and the operators."""
 
-# issue 20 (cover16b): ops in modules of their own, then the in-place forms PyTorch has
-from autodiag.ops import (  # noqa: F401  # noqa: E402, F401, I001
+from autodiag.ops import (  # noqa: F401
     attention,
     conv,
     conv3d,
@@ -23,6 +22,7 @@ from autodiag.ops import (  # noqa: F401  # noqa: E402, F401, I001
     pooling_nd,
     recurrent,
     reduction,
+    runtime_fns,
     sampling,
     selection,
     shape,
@@ -36,6 +36,6 @@ from autodiag.ops import (  # noqa: F401  # noqa: E402, F401, I001
 from autodiag.ops._core import OPS, REGISTRY, torch_namespace
 
 inplace.make_twins()
-inplace2.make_twins_and_functions()
+inplace2.make_twins_and_functions()  # the in-place forms no registration declares (issue 20)
 
 __all__ = ["OPS", "REGISTRY", "torch_namespace"]
