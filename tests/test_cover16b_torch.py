@@ -652,3 +652,137 @@ def test_is_nonzero_errors_match_torch(torch, value):
     for T in (torch, ad):
         with pytest.raises(RuntimeError, match="Boolean value of Tensor with"):
             T.is_nonzero(T.tensor(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics (ops/stats2.py)
+# ---------------------------------------------------------------------------------------------
+
+STATS = [
+    ("var_mean", lambda T, x: T.var_mean(x), ("var_mean",)),
+    ("var_mean_dim", lambda T, x: T.var_mean(x, 1, keepdim=True), ("var_mean",)),
+    ("var_mean_corr", lambda T, x: T.var_mean(x, 0, correction=0), ("var_mean",)),
+    ("var_mean_only_mean", lambda T, x: T.var_mean(x, 0)[1], ("var_mean",)),
+    ("std_mean", lambda T, x: T.std_mean(x), ("std_mean",)),
+    ("std_mean_dim", lambda T, x: T.std_mean(x, -1), ("std_mean",)),
+    ("aminmax", lambda T, x: tuple(T.aminmax(x)), ("aminmax",)),
+    ("aminmax_dim", lambda T, x: tuple(T.aminmax(x, dim=1, keepdim=True)), ("aminmax",)),
+    ("aminmax_max", lambda T, x: x.aminmax(dim=0).max, ("aminmax",)),
+    ("msort", lambda T, x: T.msort(x), ("msort",)),
+    ("msort_m", lambda T, x: x.msort(), ("msort",)),
+    ("cov", lambda T, x: T.cov(x), ("cov",)),
+    ("cov_corr0", lambda T, x: x.cov(correction=0), ("cov",)),
+    ("cov_1d", lambda T, x: T.cov(x[0]), ("cov",)),
+    ("corrcoef", lambda T, x: T.corrcoef(x), ("corrcoef",)),
+    ("corrcoef_m", lambda T, x: x.corrcoef(), ("corrcoef",)),
+]
+CASES_STATS = [
+    Case(f"c16b-{name}", fn, (I((3, 5), "distinct"),), op=ops) for name, fn, ops in STATS
+]
+CASES_STATS += [
+    Case(
+        f"c16b-dist-p{p}",
+        lambda T, a, b, p=p: T.dist(a, b, p),
+        (I((3, 4), "distinct"), I((1, 4), "distinct")),
+        op=("dist",),
+    )
+    for p in (2, 1, 3, 1.5, float("inf"))
+]
+CASES_STATS += [
+    Case("c16b-dist_m", lambda T, a, b: a.dist(b), (I((3,)), I((3,))), op=("dist",)),
+]
+COVERED |= {n for c in CASES_STATS for n in c.op}
+COVERED |= {"bincount", "histc", "unique", "unique_consecutive"}
+
+
+@pytest.mark.parametrize("case", CASES_STATS, ids=[c.id for c in CASES_STATS])
+def test_stats_matches_torch(torch, case):
+    check_case(torch, case)
+
+
+def _same_tree(a, t):
+    if isinstance(t, tuple):
+        assert isinstance(a, tuple) and len(a) == len(t)
+        for x, y in zip(a, t):
+            _same_tree(x, y)
+        return
+    _same(a, t)
+
+
+INTS = [3, 1, 2, 3, 7, 1, 0, 5, 5, 5]
+NO_GRAD_STATS = [
+    ("bincount", lambda T: T.bincount(T.tensor(INTS))),
+    ("bincount_min", lambda T: T.bincount(T.tensor(INTS), minlength=12)),
+    ("bincount_w", lambda T: T.bincount(T.tensor(INTS), weights=T.linspace(0, 1, 10))),
+    ("bincount_w64", lambda T: T.tensor(INTS).bincount(T.ones(10, dtype=T.float64))),
+    ("bincount_wint", lambda T: T.bincount(T.tensor(INTS), weights=T.tensor(INTS))),
+    ("bincount_empty", lambda T: T.bincount(T.tensor([], dtype=T.int64))),
+    ("histc", lambda T: T.histc(T.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 4.5, -1.0]), 4, 0, 4)),
+    ("histc_auto", lambda T: T.tensor([1.0, 2.0, 1.0, 7.5]).histc(bins=5)),
+    ("histc_same", lambda T: T.histc(T.tensor([2.0, 2.0]), bins=3)),
+    ("histc_rand", lambda T: T.histc(T.linspace(-3, 3, 1001) ** 3, bins=17, min=-10, max=12)),
+    ("unique", lambda T: T.unique(T.tensor(INTS))),
+    ("unique_all", lambda T: T.unique(T.tensor(INTS), return_inverse=True, return_counts=True)),
+    ("unique_m", lambda T: T.tensor([[2.0, 1.0], [1.0, 3.0]]).unique(return_inverse=True)),
+    ("unique_nan", lambda T: T.unique(T.tensor([float("nan"), 1.0, float("nan")]))),
+    (
+        "unique_dim",
+        lambda T: T.unique(
+            T.tensor([[1, 2], [1, 2], [0, 3]]), dim=0, return_inverse=True, return_counts=True
+        ),
+    ),
+    ("unique_dim1", lambda T: T.unique(T.tensor([[1, 1, 0], [2, 2, 3]]), dim=1)),
+    (
+        "unique_consecutive",
+        lambda T: T.unique_consecutive(
+            T.tensor([1, 1, 2, 2, 3, 1, 1]), return_inverse=True, return_counts=True
+        ),
+    ),
+    (
+        "unique_consecutive_dim",
+        lambda T: T.tensor([[1, 1, 2], [1, 1, 3]]).unique_consecutive(dim=1, return_counts=True),
+    ),
+]
+
+
+@pytest.mark.parametrize("fn", [v[1] for v in NO_GRAD_STATS], ids=[v[0] for v in NO_GRAD_STATS])
+def test_counting_stats_match_torch(torch, fn):
+    _same_tree(fn(ad), fn(torch))
+
+
+def test_unique_of_a_grad_tensor_records_torchs_node(torch):
+    for T in (torch, ad):
+        x = T.tensor([2.0, 1.0, 2.0], requires_grad=True)
+        u = T.unique(x)
+        assert u.grad_fn.name() == "Unique2Backward0"
+        with pytest.raises(RuntimeError, match="the derivative for '_unique2' is not implemented"):
+            u.sum().backward()
+
+
+STATS_ERRORS = [
+    (
+        "bincount_neg",
+        lambda T: T.bincount(T.tensor([-1, 2])),
+        RuntimeError,
+        "bincount only supports 1-d non-negative integral inputs",
+    ),
+    ("bincount_float", lambda T: T.bincount(T.tensor([1.0])), NotImplementedError, "bincount_cpu"),
+    ("histc_int", lambda T: T.histc(T.tensor([1, 2])), NotImplementedError, "histogram_cpu"),
+    ("cov_3d", lambda T: T.cov(T.ones(2, 2, 2)), RuntimeError, "two or fewer dimensions"),
+    ("aminmax_empty", lambda T: T.aminmax(T.ones(0)), RuntimeError, "aminmax"),
+]
+
+
+@pytest.mark.parametrize(
+    "fn, exc, phrase", [e[1:] for e in STATS_ERRORS], ids=[e[0] for e in STATS_ERRORS]
+)
+def test_stats_error_matches_torch(torch, fn, exc, phrase):
+    with pytest.raises(exc, match=phrase):
+        fn(torch)
+    with pytest.raises(exc, match=phrase):
+        fn(ad)
+
+
+def test_cov_weights_are_refused_not_ignored():
+    with pytest.raises(NotImplementedError, match="cov: fweights and aweights"):
+        ad.cov(ad.ones(2, 3), fweights=ad.tensor([1, 2, 1]))

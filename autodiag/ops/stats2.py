@@ -1,0 +1,534 @@
+"""Statistics public programs call (issue 20, cover16b): ``aminmax``, ``var_mean``,
+``std_mean``, ``msort``, ``dist``, ``cov``, ``corrcoef``, ``bincount``, ``histc``, ``unique``,
+``unique_consecutive``.
+
+NOTE [Paired reductions]: ``var_mean``, ``std_mean`` and ``aminmax`` are one PyTorch node with
+two outputs (``VarMeanBackward0`` ...) whose gradient is the sum of its two reductions'
+gradients. Their values and formulas are the single reductions' (ops/reduction.py): each
+computes them by running those reductions, keeps their nodes off the graph (held by the pair's
+node, released with it), and sums their backward for the outputs that received a gradient, so
+the numbers and double backward are exactly ``var``'s and ``mean``'s.
+
+``cov`` and ``corrcoef`` are PyTorch composites, written here with the same ops in the same
+order, so their graphs carry PyTorch's nodes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from autodiag.core.graph import Node
+from autodiag.ops._core import _state, edge, register, result, wrap
+from autodiag.tensor import Tensor
+
+
+def _return_repr(self) -> str:
+    fields = ",\n".join(f"{k}={v!r}" for k, v in zip(self._fields, self))
+    return f"torch.return_types.{type(self).__name__}(\n{fields})"
+
+
+AminmaxResult = namedtuple("aminmax", ["min", "max"])
+AminmaxResult.__repr__ = _return_repr
+
+
+def _tensor(name: str, x, pos: int = 1, arg: str = "input") -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{name}(): argument '{arg}' (position {pos}) must be Tensor, not {type(x).__name__}"
+        )
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired reductions: var_mean, std_mean, aminmax (NOTE [Paired reductions])
+# ---------------------------------------------------------------------------------------------
+
+
+class _PairBackward(Node):
+    __slots__ = ("_num_outputs", "parts", "attrs")
+
+    def _apply(self, xp, grads):
+        total = None
+        for g, part in zip(grads, self.parts):
+            if g is None or part is None:
+                continue
+            (gx,) = part.backward(xp, g)
+            total = gx if total is None else total + gx
+        return (total,)  # None when neither output received a gradient: no contribution
+
+    def _release(self, freed) -> None:
+        for part in self.parts:
+            if part is not None:
+                part._release(freed)
+
+    def _saved_extra(self):
+        return dict(self.attrs)
+
+
+class VarMeanBackward0(_PairBackward):
+    __slots__ = ()
+
+
+class StdMeanBackward0(_PairBackward):
+    __slots__ = ()
+
+
+class AminmaxBackward0(_PairBackward):
+    __slots__ = ()
+
+
+def _pair(x: Tensor, first: Tensor, second: Tensor, cls, attrs: dict):
+    """The two outputs as one node ``cls`` holding both reductions' nodes."""
+    a, b = first.grad_fn, second.grad_fn
+    if a is None:
+        return result(first._data, None), result(second._data, None)
+    node = cls((edge(x),))
+    node.parts, node._num_outputs, node.attrs = (a, b), 2, attrs
+    r0, r1 = result(first._data, node), result(second._data, node)
+    r1._output_nr = 1
+    return r0, r1
+
+
+def _dim_args(dim):
+    return {} if dim is None else {"dim": dim}
+
+
+@register(method=False)
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """``(var(input, ...), mean(input, ...))`` as one node (``VarMeanBackward0``).
+
+    >>> import autodiag as torch
+    >>> torch.var_mean(torch.tensor([1.0, 2.0, 3.0]))
+    (tensor(1.), tensor(2.))
+    """
+    from autodiag.ops.reduction import mean, var
+
+    x = _tensor("var_mean", input)
+    if isinstance(dim, bool):
+        unbiased, dim = dim, None
+    v = var(x, dim, unbiased, keepdim, correction=correction)
+    m = mean(x, dim, keepdim) if dim is not None else _mean_all(x, keepdim)
+    return _pair(x, v, m, VarMeanBackward0, _pair_attrs(v, dim, keepdim))
+
+
+@register(method=False)
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """``(std(input, ...), mean(input, ...))`` as one node (``StdMeanBackward0``).
+
+    >>> import autodiag as torch
+    >>> torch.std_mean(torch.tensor([1.0, 2.0, 3.0]))
+    (tensor(1.), tensor(2.))
+    """
+    from autodiag.ops.reduction import mean, std
+
+    x = _tensor("std_mean", input)
+    if isinstance(dim, bool):
+        unbiased, dim = dim, None
+    s = std(x, dim, unbiased, keepdim, correction=correction)
+    m = mean(x, dim, keepdim) if dim is not None else _mean_all(x, keepdim)
+    return _pair(x, s, m, StdMeanBackward0, _pair_attrs(s, dim, keepdim))
+
+
+def _mean_all(x, keepdim):
+    from autodiag.ops.reduction import mean
+
+    if keepdim:
+        return mean(x, tuple(range(x.dim())), True)
+    return mean(x)
+
+
+def _pair_attrs(r, dim, keepdim):
+    fn = r.grad_fn
+    corr = getattr(fn, "correction", None)
+    return {"dim": dim, "correction": corr, "keepdim": keepdim}
+
+
+@register()
+def aminmax(input, *, dim=None, keepdim: bool = False):
+    """``(amin, amax)`` over ``dim`` (one int) or everything, as one node.
+
+    >>> import autodiag as torch
+    >>> torch.aminmax(torch.tensor([3.0, -1.0, 2.0]))
+    torch.return_types.aminmax(
+    min=tensor(-1.),
+    max=tensor(3.))
+    """
+    from autodiag.ops.reduction import amax, amin
+
+    x = _tensor("aminmax", input)
+    d = x._data
+    if dim is None:
+        if d.size == 0:
+            raise RuntimeError(
+                "aminmax(): cannot compute aminmax over an empty dimension as the operation has "
+                "no identity."
+            )
+        dims = tuple(range(d.ndim))
+        lo, hi = amin(x, dims, keepdim), amax(x, dims, keepdim)
+    else:
+        if d.ndim and d.shape[dim] == 0:
+            raise IndexError(f"aminmax(): Expected reduction dim {dim} to have non-zero size.")
+        lo, hi = amin(x, dim, keepdim), amax(x, dim, keepdim)
+    lo, hi = _pair(x, lo, hi, AminmaxBackward0, {"dim": dim, "keepdim": keepdim})
+    return AminmaxResult(lo, hi)
+
+
+# ---------------------------------------------------------------------------------------------
+# msort, dist
+# ---------------------------------------------------------------------------------------------
+
+
+@register()
+def msort(input):
+    """``sort(input, dim=0).values`` (``SortBackward0``).
+
+    >>> import autodiag as torch
+    >>> torch.msort(torch.tensor([[3.0, 1.0], [2.0, 4.0]]))
+    tensor([[2., 1.],
+            [3., 4.]])
+    """
+    from autodiag.ops.selection import sort
+
+    return sort(_tensor("msort", input), 0).values
+
+
+class DistBackward0(Node):
+    __slots__ = ("p",)
+    _saved_names = ("self", "other", "result")
+    _extra_names = ("p",)
+
+    def backward(self, xp, g):
+        # norm_backward(grad, self - other, p, result), and its negation for other
+        a, b, r = self.saved_self(xp), self.saved_other(xp), self.saved_result(xp)
+        diff = a - b
+        p = self.p
+        if p == 0:
+            gd = xp.zeros_like(diff * g)
+        elif p == 1:
+            gd = xp.sign(diff) * g
+        elif p == 2:
+            gd = xp.mask(r != 0, diff * (g / r))
+        elif p == float("inf") or p == float("-inf"):
+            mask = diff.__abs__() == r
+            count = xp.sum(mask * 1.0, tuple(range(mask.ndim)), keepdim=False)
+            gd = xp.sign(diff) * (mask * 1.0) * (g / count)
+        else:
+            ad = xp.abs(diff)
+            gd = xp.mask(r != 0, diff * ad ** (p - 2) * g / r ** (p - 1))
+        needs_a, needs_b = self.needs_grad
+        return (gd if needs_a else None, -gd if needs_b else None)
+
+    def _saved_extra(self):
+        return {"p": self.p}
+
+
+@register()
+def dist(input, other, p=2):
+    """The ``p``-norm of ``input - other`` (``DistBackward0``).
+
+    >>> import autodiag as torch
+    >>> torch.dist(torch.tensor([3.0, 0.0]), torch.tensor([0.0, 4.0]))
+    tensor(5.)
+    """
+    from autodiag.core import grad_mode
+    from autodiag.ops._core import save, save_output, set_broadcast_meta
+    from autodiag.ops.reduction import norm
+
+    a = _tensor("dist", input)
+    b = _tensor("dist", other, 2, "other")
+    if isinstance(p, Tensor):
+        p = p.item()
+    with grad_mode.no_grad():
+        diff = a - b
+        r = norm(diff, float(p))
+    out = r._data
+    if _state.record and (a.requires_grad or b.requires_grad):
+        node = DistBackward0((edge(a), edge(b)))
+        node.p = float(p)
+        set_broadcast_meta(node, diff._data, a, b)
+        rr = result(out, node)
+        node._saved = (save(a), save(b), save_output(rr))
+        return rr
+    return result(out, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# cov, corrcoef (PyTorch's composites, op for op)
+# ---------------------------------------------------------------------------------------------
+
+
+@register()
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in ``input``'s rows (observations in columns).
+
+    >>> import autodiag as torch
+    >>> torch.cov(torch.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
+    tensor([[ 1., -1.],
+            [-1.,  1.]])
+    """
+    from autodiag.ops.linalg import mm
+
+    x = _tensor("cov", input)
+    d = x._data
+    if d.ndim > 2:
+        raise RuntimeError(
+            "cov(): expected input to have two or fewer dimensions but got an input with "
+            f"{d.ndim} dimensions"
+        )
+    if d.dtype.kind == "b":
+        raise RuntimeError("cov(): bool dtype is not supported for input")
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError(
+            "cov: fweights and aweights are not supported by autodiag (pass neither)"
+        )
+    inp = x.view(1, -1) if d.ndim < 2 else x
+    n_obs = inp.shape[1]
+    w_sum = wrap(np.array(n_obs, dtype=np.int64))
+    avg = inp.sum(1) / w_sum
+    norm_factor = n_obs - correction
+    if norm_factor <= 0:
+        warnings.warn(
+            "cov(): degrees of freedom is <= 0. Correction should be strictly less than the "
+            "number of observations.",
+            UserWarning,
+            stacklevel=3,
+        )
+        norm_factor = 0
+    # PyTorch: norm_factor = w_sum - correction, a 0-d int64 tensor (a constant: no edge)
+    nf = wrap(np.array(norm_factor, dtype=np.int64))
+    centered = inp - avg.unsqueeze(1)
+    c = mm(centered, centered.t())
+    return (c / nf).squeeze()
+
+
+@register()
+def corrcoef(input):
+    """Pearson correlation coefficients of ``input``'s rows, clipped to [-1, 1].
+
+    >>> import autodiag as torch
+    >>> torch.corrcoef(torch.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
+    tensor([[ 1., -1.],
+            [-1.,  1.]])
+    """
+    from autodiag.ops.pointwise import clip, sqrt
+
+    x = _tensor("corrcoef", input)
+    if x._data.ndim > 2:
+        raise RuntimeError(
+            "corrcoef(): expected input to have two or fewer dimensions but got an input with "
+            f"{x._data.ndim} dimensions"
+        )
+    c = cov(x)
+    if c.dim() == 0:
+        return c / c
+    dg = c.diagonal()
+    stddev = sqrt(dg)
+    c = c / stddev.view(-1, 1)
+    c = c / stddev.view(1, -1)
+    return clip(c, -1, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# bincount, histc (no gradient)
+# ---------------------------------------------------------------------------------------------
+
+
+@register()
+def bincount(input, weights=None, minlength: int = 0):
+    """How often each value 0..max occurs in a 1-d non-negative int tensor (``weights``: their
+    sums instead).
+
+    >>> import autodiag as torch
+    >>> torch.bincount(torch.tensor([0, 2, 2]))
+    tensor([1, 0, 2])
+    """
+    x = _tensor("bincount", input)
+    d = x._data
+    if d.dtype.kind not in "iu":
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{x.dtype.scalar_name}'")
+    if d.ndim != 1 or (d.size and d.min() < 0):
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if weights is None:
+        return result(np.bincount(d, minlength=minlength).astype(np.int64), None)
+    w = _tensor("bincount", weights, 2, "weights")
+    wd = w._data
+    if wd.ndim != 1 or wd.shape[0] != d.shape[0]:
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    # PyTorch: float weights keep their dtype, others count in double
+    out_dt = wd.dtype if wd.dtype.kind == "f" else np.float64
+    out = np.bincount(d, weights=wd.astype(np.float64), minlength=minlength)
+    return result(out.astype(out_dt), None)
+
+
+@register()
+def histc(input, bins: int = 100, min=0, max=0):  # noqa: A002 - PyTorch's names
+    """A histogram of ``bins`` equal bins over [min, max] (the data's range when both are 0);
+    values outside are ignored.
+
+    >>> import autodiag as torch
+    >>> torch.histc(torch.tensor([1.0, 2.0, 1.0]), bins=4, min=0, max=3)
+    tensor([0., 2., 1., 0.])
+    """
+    x = _tensor("histc", input)
+    d = x._data
+    if d.dtype.kind != "f":
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{x.dtype.scalar_name}'")
+    if bins <= 0:
+        raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dimension 0")
+    t = d.dtype.type
+    lo, hi = t(min), t(max)
+    if lo == hi and d.size:
+        lo, hi = d.min(), d.max()
+    if lo == hi:
+        lo, hi = lo - t(1), hi + t(1)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"torch.histc(): range of [{lo}, {hi}] is not finite")
+    if lo > hi:
+        raise RuntimeError("torch.histc(): max must be larger than min")
+    flat = d.ravel()
+    keep = (flat >= lo) & (flat <= hi)
+    v = flat[keep]
+    # ATen's histogramdd (linear interpolation): pos = (elt - lo) * bins / (hi - lo), the top edge
+    # in the last bin
+    pos = ((v - lo) * t(bins) / (hi - lo)).astype(np.int64)
+    pos = np.minimum(pos, bins - 1)
+    out = np.bincount(pos, minlength=bins).astype(d.dtype)
+    return result(out, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# unique, unique_consecutive
+# ---------------------------------------------------------------------------------------------
+
+
+class Unique2Backward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        raise RuntimeError("the derivative for '_unique2' is not implemented.")
+
+
+class UniqueDimBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        raise RuntimeError("the derivative for 'unique_dim' is not implemented.")
+
+
+class UniqueConsecutiveBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        raise RuntimeError("the derivative for 'unique_consecutive' is not implemented.")
+
+
+def _values(x: Tensor, out: np.ndarray, cls) -> Tensor:
+    if _state.record and x.requires_grad:
+        return result(out, cls((edge(x),)))
+    return result(out, None)
+
+
+def _unique_out(x, vals, inv, counts, return_inverse, return_counts, cls):
+    out = [_values(x, np.ascontiguousarray(vals), cls)]
+    if return_inverse:
+        out.append(wrap(np.asarray(inv, dtype=np.int64)))
+    if return_counts:
+        out.append(wrap(np.asarray(counts, dtype=np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@register()
+def unique(
+    input,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,  # noqa: A002
+    dim=None,
+):
+    """The distinct values (sorted), optionally the inverse indices and the counts; with
+    ``dim``, the distinct slices along it.
+
+    >>> import autodiag as torch
+    >>> torch.unique(torch.tensor([3, 1, 3, 2]), return_counts=True)
+    (tensor([1, 2, 3]), tensor([1, 1, 2]))
+    """
+    x = _tensor("unique", input)
+    d = x._data
+    if dim is None:
+        flat = d.ravel()
+        vals, inv, counts = np.unique(
+            flat, return_inverse=True, return_counts=True, equal_nan=False
+        )
+        inv = inv.reshape(d.shape)
+        return _unique_out(x, vals, inv, counts, return_inverse, return_counts, Unique2Backward0)
+    from autodiag.size import wrap_dim
+
+    k = wrap_dim(dim, d.ndim)
+    if d.shape[k] == 0 or d.size == 0:
+        vals, inv, counts = d, np.zeros(d.shape[k], np.int64), np.zeros(0, np.int64)
+        return _unique_out(x, vals, inv, counts, return_inverse, return_counts, UniqueDimBackward0)
+    vals, inv, counts = np.unique(d, return_inverse=True, return_counts=True, axis=k)
+    return _unique_out(
+        x, vals, inv.reshape(-1), counts, return_inverse, return_counts, UniqueDimBackward0
+    )
+
+
+@register()
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    """Collapse runs of equal consecutive values (or slices along ``dim``).
+
+    >>> import autodiag as torch
+    >>> torch.unique_consecutive(torch.tensor([1, 1, 2, 2, 3, 1]))
+    tensor([1, 2, 3, 1])
+    """
+    x = _tensor("unique_consecutive", input)
+    d = x._data
+    if dim is None:
+        flat = d.ravel()
+        if flat.size == 0:
+            return _unique_out(
+                x,
+                flat,
+                np.zeros(d.shape, np.int64),
+                np.zeros(0, np.int64),
+                return_inverse,
+                return_counts,
+                UniqueConsecutiveBackward0,
+            )
+        change = np.concatenate([[True], flat[1:] != flat[:-1]])
+        vals = flat[change]
+        inv = (np.cumsum(change) - 1).reshape(d.shape)
+        starts = np.flatnonzero(change)
+        counts = np.diff(np.append(starts, flat.size))
+        return _unique_out(
+            x, vals, inv, counts, return_inverse, return_counts, UniqueConsecutiveBackward0
+        )
+    from autodiag.size import wrap_dim
+
+    k = wrap_dim(dim, d.ndim)
+    moved = np.moveaxis(d, k, 0)
+    n = moved.shape[0]
+    if n == 0:
+        return _unique_out(
+            x,
+            d,
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            return_inverse,
+            return_counts,
+            UniqueConsecutiveBackward0,
+        )
+    rows = moved.reshape(n, -1)
+    change = np.concatenate([[True], np.any(rows[1:] != rows[:-1], axis=1)])
+    vals = np.moveaxis(moved[change], 0, k)
+    inv = np.cumsum(change) - 1
+    starts = np.flatnonzero(change)
+    counts = np.diff(np.append(starts, n))
+    return _unique_out(
+        x, vals, inv, counts, return_inverse, return_counts, UniqueConsecutiveBackward0
+    )
