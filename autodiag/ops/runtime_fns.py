@@ -1,6 +1,6 @@
 """``torch.<name>`` functions that are not ops (issue 20, cover16b): thread settings,
 ``set_flush_denormal``, and the predicates ``is_nonzero``, ``is_same_size``, ``is_signed``,
-``result_type``, ``can_cast``.
+``result_type``, ``can_cast``; ``set_printoptions`` (printing.py).
 
 NOTE [Thread settings]: autodiag computes with numpy, whose BLAS picks its own thread count (from
 its environment, at import): ``set_num_threads`` and ``set_num_interop_threads`` validate their
@@ -16,6 +16,7 @@ import os
 
 from autodiag import dtypes
 from autodiag.ops._core import TORCH_FUNCTIONS
+from autodiag.printing import set_printoptions
 from autodiag.tensor import Tensor
 
 
@@ -140,6 +141,7 @@ for _fn in (
     is_signed,
     result_type,
     can_cast,
+    set_printoptions,
 ):
     TORCH_FUNCTIONS[_fn.__name__] = _fn
 Tensor.is_nonzero = is_nonzero
