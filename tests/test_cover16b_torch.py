@@ -835,3 +835,73 @@ def test_set_printoptions_changes_repr_as_torchs(torch, opts, restore_printoptio
     ints = np.arange(100).reshape(10, 10)
     if "linewidth" not in opts:  # int rows wrap a column apart from PyTorch's (numpy's wrap)
         assert repr(ad.tensor(ints)) == repr(torch.tensor(ints))
+
+
+# ---------------------------------------------------------------------------------------------
+# quantile, nanquantile (NOTE [Quantile graph])
+# ---------------------------------------------------------------------------------------------
+
+_QV = [0.1, 0.6, 0.9]
+QUANTILE = [
+    ("q", lambda T, x: T.quantile(x, 0.3)),
+    ("q_m_dim1", lambda T, x: x.quantile(0.5, dim=1)),
+    ("q_dim0_keep", lambda T, x: T.quantile(x, 0.3, dim=0, keepdim=True)),
+    ("q_keep", lambda T, x: T.quantile(x, 0.7, keepdim=True)),
+    ("q_vec", lambda T, x: T.quantile(x, T.tensor(_QV, dtype=x.dtype), dim=1)),
+    ("q_vec_dim0", lambda T, x: T.quantile(x, T.tensor(_QV, dtype=x.dtype), dim=0, keepdim=True)),
+    ("q_lower", lambda T, x: T.quantile(x, 0.3, dim=1, interpolation="lower")),
+    ("q_higher", lambda T, x: T.quantile(x, 0.3, dim=1, interpolation="higher")),
+    ("q_midpoint", lambda T, x: T.quantile(x, 0.3, dim=0, interpolation="midpoint")),
+    ("q_nearest", lambda T, x: T.quantile(x, 0.5, interpolation="nearest")),
+    ("nanq", lambda T, x: T.nanquantile(x, 0.3, dim=1)),
+    ("nanq_m", lambda T, x: x.nanquantile(0.8)),
+]
+CASES_Q = [
+    Case(f"c16b-{name}", fn, (I((3, 5), "distinct"),), op=("quantile", "nanquantile"))
+    for name, fn in QUANTILE
+]
+COVERED |= {"quantile", "nanquantile"}
+
+
+@pytest.mark.parametrize("case", CASES_Q, ids=[c.id for c in CASES_Q])
+def test_quantile_matches_torch(torch, case):
+    check_case(torch, case)
+
+
+@pytest.mark.parametrize("fn", ["quantile", "nanquantile"])
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantile_with_nan_matches_torch(torch, fn, interpolation):
+    a = np.random.default_rng(0).standard_normal((3, 5))
+    a[1, 2] = np.nan
+    a[2] = np.nan
+    outs = []
+    for T in (torch, ad):
+        x = T.tensor(a, requires_grad=True)
+        y = getattr(T, fn)(x, T.tensor(_QV, dtype=T.float64), dim=1, interpolation=interpolation)
+        y.backward(T.ones_like(y))
+        outs.append((y.detach().numpy(), x.grad.numpy()))
+    # NOTE: linear interpolation goes through lerp, whose values differ from PyTorch's fused
+    # multiply-add in the last place
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(outs[1][1], outs[0][1])
+
+
+QUANTILE_ERRORS = [
+    ("range", lambda T: T.quantile(T.ones(3), 1.5), r"q must be in the range \[0, 1\] but got 1.5"),
+    ("range_t", lambda T: T.quantile(T.ones(3), T.tensor([0.5, 1.5])), "q values must be in the"),
+    ("empty", lambda T: T.quantile(T.ones(0), 0.5), "input tensor must be non-empty"),
+    ("int", lambda T: T.quantile(T.ones(3, dtype=T.int64), 0.5), "either float or double"),
+    ("interp", lambda T: T.quantile(T.ones(3), 0.5, interpolation="cubic"), "interpolation"),
+    ("q2d", lambda T: T.quantile(T.ones(3), T.ones(2, 2) / 2), "scalar or 1D tensor"),
+    ("qdtype", lambda T: T.quantile(T.ones(3), T.tensor([0.5], dtype=T.float64)), "same dtype"),
+]
+
+
+@pytest.mark.parametrize(
+    "fn, phrase", [e[1:] for e in QUANTILE_ERRORS], ids=[e[0] for e in QUANTILE_ERRORS]
+)
+def test_quantile_error_matches_torch(torch, fn, phrase):
+    with pytest.raises(RuntimeError, match=phrase):
+        fn(torch)
+    with pytest.raises(RuntimeError, match=phrase):
+        fn(ad)

@@ -532,3 +532,128 @@ def unique_consecutive(input, return_inverse: bool = False, return_counts: bool 
     return _unique_out(
         x, vals, inv, counts, return_inverse, return_counts, UniqueConsecutiveBackward0
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# quantile, nanquantile (PyTorch's composite, op for op)
+# ---------------------------------------------------------------------------------------------
+
+# NOTE [Quantile graph]: ATen's quantile sorts (a flatten, or unsqueeze + transpose to move the
+# dim last, first), views the sorted values as (*out, n), gathers the values at the ranks
+# below and above, lerps them with constant weights, then reshapes the result with in-place
+# view ops (``squeeze_``, and ``unsqueeze_``/``transpose_`` for a 1-D q), recorded as
+# SqueezeBackward4 / UnsqueezeBackward1 / TransposeBackward1. Their out-of-place twins compute
+# the same views and gradients; ``_renamed`` gives their nodes the in-place overloads' names.
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+_RENAMED: dict = {}
+
+
+def _renamed(t: Tensor, name: str) -> Tensor:
+    fn = t.grad_fn
+    if fn is not None:
+        base = type(fn)
+        cls = _RENAMED.get((base, name))
+        if cls is None:
+            cls = _RENAMED[(base, name)] = type(name, (base,), {"__slots__": ()})
+        fn.__class__ = cls
+    return t
+
+
+def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
+    x = _tensor(name, input)
+    d = x._data
+    if d.size == 0:
+        raise RuntimeError(f"{name}() input tensor must be non-empty")
+    if d.dtype not in (np.float32, np.float64):
+        raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
+    if interpolation not in _INTERPOLATIONS:
+        raise RuntimeError(
+            f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+            f"Got {interpolation}"
+        )
+    if isinstance(q, Tensor):
+        qd = q._data
+        if qd.ndim > 1:
+            raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+        if qd.dtype != d.dtype:
+            raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
+        scalar_q = qd.ndim == 0
+    else:
+        if not 0 <= q <= 1:  # a Python number: PyTorch's own message, with the value
+            raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {q}")
+        qd = np.asarray(q, dtype=d.dtype)
+        scalar_q = True
+    if not np.all((qd >= 0) & (qd <= 1)):
+        raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
+    q1 = qd.reshape(-1).astype(d.dtype)
+    if dim is None:
+        s = x.flatten().sort().values
+        out = (1,) * d.ndim if keepdim else ()
+    else:
+        from autodiag.size import wrap_dim
+
+        k = wrap_dim(dim, max(d.ndim, 1))
+        if d.ndim == 0 or k == d.ndim - 1:
+            s = x.sort().values
+        else:
+            s = x.unsqueeze(-1).transpose(k, -1).sort().values
+        shape = list(d.shape)
+        if d.ndim:
+            if keepdim:
+                shape[k] = 1
+            else:
+                del shape[k]
+        out = tuple(shape)
+    n = s._data.size // max(int(np.prod(out)), 1) if s._data.size else 0
+    s = s.view(*out, n) if out else s.view(n)
+    sd = s._data
+    t = d.dtype.type
+    if ignore_nan:
+        valid = (~np.isnan(sd)).sum(-1, keepdims=True).astype(d.dtype)
+        ranks = q1 * (valid - t(1))
+        ranks = np.where(ranks < 0, t(0), ranks)
+    else:
+        last = t(n - 1)
+        ranks, has_nan = np.broadcast_arrays(q1 * last, np.isnan(sd).any(-1, keepdims=True))
+        ranks = np.where(has_nan, last, ranks)
+    ranks = np.asarray(ranks, dtype=d.dtype)
+    if interpolation == "lower":
+        ranks = np.floor(ranks)
+    elif interpolation == "higher":
+        ranks = np.ceil(ranks)
+    elif interpolation == "nearest":
+        ranks = np.round(ranks)  # half to even, as at::round
+    below = ranks.astype(np.int64)
+    v = s.gather(-1, wrap(below))
+    if interpolation in ("linear", "midpoint"):
+        w = np.full_like(ranks, 0.5) if interpolation == "midpoint" else ranks - below
+        above = np.ceil(ranks).astype(np.int64)
+        v = v.lerp(s.gather(-1, wrap(above)), wrap(np.asarray(w, dtype=d.dtype)))
+    if scalar_q:
+        return _renamed(v.squeeze(-1), "SqueezeBackward4")
+    v = _renamed(v.unsqueeze(0), "UnsqueezeBackward1")
+    v = _renamed(v.transpose(0, -1), "TransposeBackward1")
+    return _renamed(v.squeeze(-1), "SqueezeBackward4")
+
+
+@register()
+def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+    """The ``q``-th quantiles (a number or a 1-D tensor) of ``input`` or along ``dim``.
+
+    >>> import autodiag as torch
+    >>> torch.quantile(torch.tensor([1.0, 2.0, 3.0, 4.0]), 0.5)
+    tensor(2.5000)
+    """
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+@register()
+def nanquantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+    """``quantile`` ignoring NaN (NaN only where a slice is all NaN).
+
+    >>> import autodiag as torch
+    >>> torch.nanquantile(torch.tensor([1.0, float("nan"), 3.0]), 0.5)
+    tensor(2.)
+    """
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
