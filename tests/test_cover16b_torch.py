@@ -905,3 +905,78 @@ def test_quantile_error_matches_torch(torch, fn, phrase):
         fn(torch)
     with pytest.raises(RuntimeError, match=phrase):
         fn(ad)
+
+
+# ---------------------------------------------------------------------------------------------
+# cdist (NOTE [cdist paths])
+# ---------------------------------------------------------------------------------------------
+
+_MM = "use_mm_for_euclid_dist"
+CDIST = [
+    # (id, shapes, p, compute_mode, double backward: only the euclidean path has one)
+    ("p2", ((3, 4), (5, 4)), 2.0, None, False),
+    ("p1", ((3, 4), (5, 4)), 1.0, None, False),
+    ("p3", ((3, 4), (5, 4)), 3.0, None, False),
+    ("p05", ((3, 4), (5, 4)), 0.5, None, False),
+    ("pinf", ((3, 4), (5, 4)), float("inf"), None, False),
+    ("batch", ((2, 3, 4), (5, 4)), 2.0, None, False),
+    ("batch_bcast", ((1, 3, 4), (2, 5, 4)), 1.5, None, False),
+    ("euclid_big", ((30, 4), (5, 4)), 2.0, None, True),
+    ("euclid_mm", ((3, 4), (5, 4)), 2.0, _MM, True),
+    ("euclid_batch", ((2, 30, 4), (30, 4)), 2.0, None, True),
+    ("euclid_bcast", ((1, 3, 4), (2, 5, 4)), 2.0, _MM, True),
+    ("donot_mm", ((30, 4), (5, 4)), 2.0, "donot_use_mm_for_euclid_dist", False),
+]
+CASES_CDIST = [
+    Case(
+        f"c16b-cdist-{name}",
+        (
+            (lambda T, a, b, p=p: T.cdist(a, b, p))
+            if mode is None
+            else (lambda T, a, b, p=p, mode=mode: T.cdist(a, b, p, compute_mode=mode))
+        ),
+        (I(sa, "distinct"), I(sb, "distinct")),
+        op=("cdist",),
+        second=second,
+    )
+    for name, (sa, sb), p, mode, second in CDIST
+]
+COVERED |= {"cdist"}
+
+
+@pytest.mark.parametrize("case", CASES_CDIST, ids=[c.id for c in CASES_CDIST])
+def test_cdist_matches_torch(torch, case):
+    check_case(torch, case)
+
+
+def test_cdist_double_backward_raises_as_torch(torch):
+    for T in (torch, ad):
+        x = T.tensor([[0.0, 1.0], [2.0, 0.5]], requires_grad=True)
+        y = T.tensor([[1.0, 1.0]], requires_grad=True)
+        (g,) = T.autograd.grad(T.cdist(x, y).sum(), x, create_graph=True)
+        assert g.grad_fn.name() == "CdistBackwardBackward0"
+        with pytest.raises(RuntimeError, match="the derivative for '_cdist_backward' is not"):
+            g.sum().backward()
+
+
+CDIST_ERRORS = [
+    ("columns", lambda T: T.cdist(T.ones(3, 4), T.ones(2, 3)), "same number of columns"),
+    ("p_neg", lambda T: T.cdist(T.ones(3, 4), T.ones(2, 4), p=-1), "non-negative p values"),
+    ("one_d", lambda T: T.cdist(T.ones(4), T.ones(2, 4)), "at least 2D tensors"),
+]
+
+
+@pytest.mark.parametrize(
+    "fn, phrase", [e[1:] for e in CDIST_ERRORS], ids=[e[0] for e in CDIST_ERRORS]
+)
+def test_cdist_error_matches_torch(torch, fn, phrase):
+    with pytest.raises(RuntimeError, match=phrase):
+        fn(torch)
+    with pytest.raises(RuntimeError, match=phrase):
+        fn(ad)
+
+
+def test_cdist_bad_compute_mode_is_a_value_error_as_torch(torch):
+    for T in (torch, ad):
+        with pytest.raises(ValueError, match="x is not a valid value for compute_mode"):
+            T.cdist(T.ones(3, 4), T.ones(2, 4), compute_mode="x")

@@ -657,3 +657,210 @@ def nanquantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str
     tensor(2.)
     """
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# cdist
+# ---------------------------------------------------------------------------------------------
+
+# NOTE [cdist paths]: PyTorch computes p = 2 distances between more than 25 rows through
+# ``_euclidean_dist`` (|a|^2 - 2 a.b + |b|^2 by one matmul, ``EuclideanDistBackward0``, then a
+# view), everything else through ``_cdist_forward`` (``CdistBackward0``: each pair's sum of
+# |a_k - b_k|^p in column order). Both are followed here, as PyTorch picks them
+# (``compute_mode``), so values, nodes and gradients are that path's.
+
+_CDIST_MODES = {
+    "use_mm_for_euclid_dist_if_necessary": 0,
+    "use_mm_for_euclid_dist": 1,
+    "donot_use_mm_for_euclid_dist": 2,
+}
+
+
+def _cdist_rows(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
+    """``_cdist_forward``'s values: per pair, |a_k - b_k|^p summed in column order."""
+    t = a.dtype.type
+    diff = a[..., :, None, :] - b[..., None, :, :]  # (*, P, R, M)
+    agg = np.zeros(diff.shape[:-1], a.dtype)
+    with np.errstate(all="ignore"):
+        for k in range(diff.shape[-1]):
+            dk = np.abs(diff[..., k])
+            if p == 0:
+                agg = agg + np.minimum(np.ceil(dk), t(1))
+            elif p == 1:
+                agg = agg + dk
+            elif p == 2:
+                agg = agg + dk * dk
+            elif p == np.inf:
+                agg = np.maximum(agg, dk)
+            else:
+                agg = agg + np.power(dk, t(p))
+        if p == 2:
+            agg = np.sqrt(agg)
+        elif p not in (0, 1, np.inf):
+            agg = np.power(agg, t(1.0 / p))
+    return agg.astype(a.dtype, copy=False)
+
+
+class CdistBackwardBackward0(Node):
+    __slots__ = ()
+
+    def backward(self, xp, g):
+        raise RuntimeError("the derivative for '_cdist_backward' is not implemented.")
+
+
+def _cdist_grad(g, a, b, r, p):
+    """``_cdist_backward(grad, x1, x2, p, result)``: the gradient for ``a`` (arrays)."""
+    diff = a[..., :, None, :] - b[..., None, :, :]
+    gg = g[..., None]
+    rr = r[..., None]
+    with np.errstate(all="ignore"):
+        if p == 0:
+            out = np.zeros_like(diff)
+        elif p == 1:
+            out = gg * np.sign(diff)
+        elif p == 2:
+            out = np.where(rr == 0, 0, gg * diff / rr)
+        elif p == np.inf:
+            out = gg * np.sign(diff) * (np.abs(diff) == rr)
+        elif p < 2:
+            out = np.where(
+                (rr == 0) | (diff == 0),
+                0,
+                gg * np.sign(diff) * np.abs(diff) ** (p - 1) / rr ** (p - 1),
+            )
+        else:
+            out = np.where(rr == 0, 0, gg * diff * np.abs(diff) ** (p - 2) / rr ** (p - 1))
+    return out.sum(-2).astype(a.dtype, copy=False)
+
+
+class CdistBackward0(Node):
+    __slots__ = ("p",)
+    _saved_names = ("x1", "x2", "result")
+    _extra_names = ("p",)
+
+    def backward(self, xp, g):
+        x1, x2, r = self.saved_x1(xp), self.saved_x2(xp), self.saved_result(xp)
+        arrays = xp.arrays
+        gd, ad_, bd, rd = (g, x1, x2, r) if arrays else (g._data, x1._data, x2._data, r._data)
+        needs1, needs2 = self.needs_grad
+        g1 = _cdist_grad(gd, ad_, bd, rd, self.p) if needs1 else None
+        g2 = (
+            _cdist_grad(np.swapaxes(gd, -1, -2), bd, ad_, np.swapaxes(rd, -1, -2), self.p)
+            if needs2
+            else None
+        )
+        if arrays:
+            return (g1, g2)
+        deps = [t for t in (g, x1, x2) if t.requires_grad]
+
+        def lift(v):
+            if v is None:
+                return None
+            if deps and _state.record:
+                return result(np.asarray(v), CdistBackwardBackward0(tuple(edge(t) for t in deps)))
+            return result(np.asarray(v), None)
+
+        return (lift(g1), lift(g2))
+
+    def _saved_extra(self):
+        return {"p": self.p}
+
+
+class EuclideanDistBackward0(Node):
+    __slots__ = ()
+    _saved_names = ("x1", "x2", "result")
+
+    def backward(self, xp, g):
+        # _euclidean_dist_backward: ratio = grad / res (0 where res == 0);
+        # x1 * ratio.sum(-1, keepdim) - ratio @ x2, x2 * ratio.sum(-2).unsqueeze(-1) - ratio^T @ x1
+        x1, x2, r = self.saved_x1(xp), self.saved_x2(xp), self.saved_result(xp)
+        with np.errstate(all="ignore"):
+            ratio = xp.mask(r != 0, g / r)
+        needs1, needs2 = self.needs_grad
+        g1 = g2 = None
+        if needs1:
+            g1 = x1 * xp.sum(ratio, (ratio.ndim - 1,), keepdim=True) - xp.matmul(ratio, x2)
+        if needs2:
+            s = xp.sum(ratio, (ratio.ndim - 2,), keepdim=False)
+            s = s[..., None] if xp.arrays else s.unsqueeze(-1)
+            g2 = x2 * s - xp.matmul(xp.mT(ratio), x1)
+        return (g1, g2)
+
+
+def _euclidean_dist(a: Tensor, b: Tensor) -> Tensor:
+    from autodiag.ops._core import save, save_output
+    from autodiag.ops._products import matmul_array
+
+    x1, x2 = a._data, b._data
+    n1 = np.square(x1).sum(-1, keepdims=True)
+    n2 = np.square(x2).sum(-1, keepdims=True)
+    left = np.concatenate([x1 * x1.dtype.type(-2), n1, np.ones_like(n1)], -1)
+    right = np.concatenate([x2, np.ones_like(n2), n2], -1)
+    out = matmul_array(left, np.swapaxes(right, -1, -2))
+    out = np.sqrt(np.maximum(out, out.dtype.type(0))).astype(x1.dtype, copy=False)
+    if _state.record and (a.requires_grad or b.requires_grad):
+        node = EuclideanDistBackward0((edge(a), edge(b)))
+        r = result(out, node)
+        node._saved = (save(a), save(b), save_output(r))
+        return r
+    return result(out, None)
+
+
+@register(method=False)
+def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary"):
+    """Pairwise ``p``-norm distances between the rows of ``x1`` and ``x2`` (batched).
+
+    >>> import autodiag as torch
+    >>> torch.cdist(torch.tensor([[0.0, 0.0]]), torch.tensor([[3.0, 4.0], [0.0, 1.0]]))
+    tensor([[5., 1.]])
+    """
+    from autodiag.ops._core import save, save_output
+
+    a = _tensor("cdist", x1, 1, "x1")
+    b = _tensor("cdist", x2, 2, "x2")
+    ad_, bd = a._data, b._data
+    for name, d in (("X1", ad_), ("X2", bd)):
+        if d.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {d.ndim}D")
+    for name, t in (("X1", a), ("X2", b)):
+        if t._data.dtype.kind != "f":
+            raise RuntimeError(
+                f"cdist only supports floating-point dtypes, {name} got: {t.dtype.scalar_name}"
+            )
+    if ad_.shape[-1] != bd.shape[-1]:
+        raise RuntimeError(
+            "X1 and X2 must have the same number of columns. X1: "
+            f"{ad_.shape[-1]} X2: {bd.shape[-1]}"
+        )
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    if ad_.dtype != bd.dtype:
+        raise RuntimeError(
+            "X1 and X2 must have the same dtype: X1 got "
+            f"{a.dtype.scalar_name}, X2 got {b.dtype.scalar_name}"
+        )
+    mode = _CDIST_MODES[compute_mode]
+    r1, r2, c = ad_.shape[-2], bd.shape[-2], ad_.shape[-1]
+    batch = tuple(np.broadcast_shapes(ad_.shape[:-2], bd.shape[:-2]))
+    p = float(p)
+    if ad_.size and bd.size and p == 2 and (mode == 1 or (mode == 0 and (r1 > 25 or r2 > 25))):
+        prod = int(np.prod(batch)) if batch else 1
+        if prod == 1:
+            ea, eb = a, b
+        else:
+            ea = a.expand(*batch, r1, c).contiguous().view(prod, r1, c)
+            eb = b.expand(*batch, r2, c).contiguous().view(prod, r2, c)
+        return _euclidean_dist(ea, eb).view(*batch, r1, r2)
+    aa = np.broadcast_to(ad_, batch + (r1, c))
+    bb = np.broadcast_to(bd, batch + (r2, c))
+    out = np.ascontiguousarray(_cdist_rows(aa, bb, p))
+    if _state.record and (a.requires_grad or b.requires_grad):
+        node = CdistBackward0((edge(a), edge(b)))
+        node.p = p
+        node._input_meta = ((ad_.shape, ad_.dtype), (bd.shape, bd.dtype))  # sum batch expansion
+        r = result(out, node)
+        node._saved = (save(a), save(b), save_output(r))
+        return r
+    return result(out, None)
