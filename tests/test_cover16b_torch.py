@@ -980,3 +980,59 @@ def test_cdist_bad_compute_mode_is_a_value_error_as_torch(torch):
     for T in (torch, ad):
         with pytest.raises(ValueError, match="x is not a valid value for compute_mode"):
             T.cdist(T.ones(3, 4), T.ones(2, 4), compute_mode="x")
+
+
+# ---------------------------------------------------------------------------------------------
+# renorm
+# ---------------------------------------------------------------------------------------------
+
+RENORM = [
+    ("p2_dim0", (3, 4), lambda T, x: T.renorm(x, 2, 0, 1.0)),
+    ("p1_dim1", (3, 4), lambda T, x: x.renorm(1, 1, 0.8)),
+    ("p3_3d", (2, 3, 4), lambda T, x: T.renorm(x, 3, 1, 0.7)),
+    ("pinf", (3, 4), lambda T, x: T.renorm(x, float("inf"), 0, 0.5)),
+    ("none_over", (3, 4), lambda T, x: T.renorm(x, 2, 0, 100.0)),
+]
+CASES_RENORM = [
+    Case(f"c16b-renorm-{name}", fn, (I(shape, "distinct"),), op=("renorm",))
+    for name, shape, fn in RENORM
+]
+COVERED |= {"renorm"}
+
+
+@pytest.mark.parametrize("case", CASES_RENORM, ids=[c.id for c in CASES_RENORM])
+def test_renorm_matches_torch(torch, case):
+    check_case(torch, case)
+
+
+def test_renorm_inplace_matches_torch(torch):
+    a = np.random.default_rng(3).standard_normal((3, 4))
+    outs = []
+    for T in (torch, ad):
+        x = T.tensor(a, requires_grad=True)
+        y = x * 2
+        v = y._version
+        assert y.renorm_(2, 0, 1.0) is y
+        assert y._version == v + 1
+        y.sum().backward()
+        outs.append((y.detach().numpy(), x.grad.numpy(), y.grad_fn.name()))
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-12)
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-10)
+    assert outs[1][2] == outs[0][2]
+
+
+RENORM_ERRORS = [
+    ("p0", lambda T: T.renorm(T.ones(2, 2), 0, 0, 1.0), "non-positive-norm not supported"),
+    ("maxnorm", lambda T: T.renorm(T.ones(2, 2), 2, 0, -1.0), "expected maxnorm to be >= 0"),
+    ("one_d", lambda T: T.renorm(T.ones(3), 2, 0, 1.0), "at least 2 dimensions"),
+]
+
+
+@pytest.mark.parametrize(
+    "fn, phrase", [e[1:] for e in RENORM_ERRORS], ids=[e[0] for e in RENORM_ERRORS]
+)
+def test_renorm_error_matches_torch(torch, fn, phrase):
+    with pytest.raises(RuntimeError, match=phrase):
+        fn(torch)
+    with pytest.raises(RuntimeError, match=phrase):
+        fn(ad)

@@ -23,6 +23,7 @@ from autodiag.tensor import Tensor
 # those with a required argument are here rather than ``register(inplace=True)``, whose
 # test calls each twin without one
 _TWINS = (
+    "renorm",
     "fmod",
     "copysign",
     "heaviside",

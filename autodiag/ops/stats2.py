@@ -864,3 +864,97 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
         node._saved = (save(a), save(b), save_output(r))
         return r
     return result(out, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# renorm
+# ---------------------------------------------------------------------------------------------
+
+
+def _slice_norm(xp, x, p, dims):
+    """``linalg_vector_norm(x, p, dims, keepdim=True)`` in the vocabulary ``xp``."""
+    ax = xp.abs(x)
+    if p == float("inf"):
+        return ax.max(axis=dims, keepdims=True) if xp.arrays else ax.amax(dims, keepdim=True)
+    if p == 1:
+        return xp.sum(ax, dims, keepdim=True)
+    return xp.sum(ax**p, dims, keepdim=True) ** (1.0 / p)
+
+
+class RenormBackward0(Node):
+    __slots__ = ("p", "dim", "maxnorm", "dims")
+    _saved_names = ("self",)
+    _extra_names = ("p", "dim", "maxnorm")
+
+    def backward(self, xp, g):
+        # renorm_backward (FunctionsManual.cpp)
+        x = self.saved_self(xp)
+        p, dims, maxnorm = self.p, self.dims, self.maxnorm
+        norm = _slice_norm(xp, x, p, dims)
+        go = xp.sum(x * g, dims, keepdim=True)
+        with np.errstate(all="ignore"):
+            if p == 2:
+                nb = xp.mask(norm != 0, x * (go / norm))
+            elif p == 1:
+                nb = xp.sign(x) * go
+            elif p == float("inf"):
+                mask = xp.abs(x) == norm
+                count = xp.sum(mask * 1.0, dims, keepdim=True)
+                nb = xp.sign(x) * (mask * 1.0) * (go / count)
+            else:
+                nb = xp.mask(norm != 0, x * xp.abs(x) ** (p - 2) * go / norm ** (p - 1))
+            invnorm = 1.0 / (norm + 1e-7)
+            factor = invnorm * maxnorm
+            out = factor * g - (factor * invnorm) * nb
+        return (xp.where(norm > maxnorm, out, g),)
+
+    def _saved_extra(self):
+        return {"p": self.p, "dim": self.dim, "maxnorm": self.maxnorm}
+
+
+@register(inplace=False)
+def renorm(input, p, dim: int, maxnorm):
+    """Each slice along ``dim`` scaled to ``p``-norm at most ``maxnorm`` (``RenormBackward0``).
+
+    >>> import autodiag as torch
+    >>> torch.renorm(torch.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0)
+    tensor([[0.6000, 0.8000],
+            [0.3000, 0.4000]])
+    """
+    from autodiag.ops._core import save
+    from autodiag.size import wrap_dim
+
+    x = _tensor("renorm", input)
+    d = x._data
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if d.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {d.ndim} dimensions")
+    if d.dtype.kind != "f":
+        raise RuntimeError(f"renorm: expected a floating point tensor, got {x.dtype.scalar_name}")
+    k = wrap_dim(dim, d.ndim)
+    dims = tuple(i for i in range(d.ndim) if i != k)
+    p = float(p)
+    acc = d.astype(np.float64)  # PyTorch's norm here is in the accumulate type (double)
+    with np.errstate(all="ignore"):
+        norm = _slice_norm(_NumpyVocab, acc, p, dims) if d.size else acc
+        factor = np.where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0).astype(d.dtype)
+    out = np.asarray(d * factor, dtype=d.dtype)
+    if _state.record and x.requires_grad:
+        node = RenormBackward0((edge(x),))
+        node.p, node.dim, node.maxnorm, node.dims = p, k, float(maxnorm), dims
+        r = result(out, node)
+        node._saved = (save(x),)
+        return r
+    return result(out, None)
+
+
+class _NumpyVocab:
+    arrays = True
+    abs = staticmethod(np.abs)
+
+    @staticmethod
+    def sum(a, dims, keepdim=False):
+        return a.sum(axis=dims, keepdims=keepdim)
