@@ -1036,3 +1036,37 @@ def test_renorm_error_matches_torch(torch, fn, phrase):
         fn(torch)
     with pytest.raises(RuntimeError, match=phrase):
         fn(ad)
+
+
+# ---------------------------------------------------------------------------------------------
+# mode (NOTE [Mode ties])
+# ---------------------------------------------------------------------------------------------
+
+CASES_MODE = [
+    Case("c16b-mode", lambda T, x: T.mode(x.round()).values, (I((3, 20)),), op=("mode",)),
+    Case("c16b-mode_dim0_keep", lambda T, x: x.round().mode(0, True)[0], (I((9, 4)),)),
+    Case("c16b-mode_0d", lambda T, x: T.mode(x, 0).values, (I(()),), op=("mode",)),
+]
+COVERED |= {"mode"}
+
+
+@pytest.mark.parametrize("case", CASES_MODE, ids=[c.id for c in CASES_MODE])
+def test_mode_gradient_matches_torch(torch, case):
+    check_case(torch, case)
+
+
+@pytest.mark.parametrize("size", [1, 5, 16, 17, 40, 300, 2000])
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_mode_index_among_ties_matches_torch(torch, size, dtype):
+    rng = np.random.default_rng(size)
+    for k in (2, 5, 50):
+        a = rng.integers(0, k, (3, size)).astype(dtype)
+        if dtype == "float32" and size > 3:
+            a[0, 2] = np.nan
+        t = torch.mode(torch.tensor(a), 1)
+        r = ad.mode(ad.tensor(a), 1)
+        _same(r.values, t.values)
+        _same(r.indices, t.indices)
+    assert repr(ad.mode(ad.tensor([1.0, 2.0, 2.0]))) == repr(
+        torch.mode(torch.tensor([1.0, 2.0, 2.0]))
+    )

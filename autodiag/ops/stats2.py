@@ -958,3 +958,145 @@ class _NumpyVocab:
     @staticmethod
     def sum(a, dims, keepdim=False):
         return a.sum(axis=dims, keepdims=keepdim)
+
+
+# ---------------------------------------------------------------------------------------------
+# mode
+# ---------------------------------------------------------------------------------------------
+
+# NOTE [Mode ties]: ATen's CPU mode sorts (value, index) pairs with ``std::sort`` comparing the
+# values only, then takes the first longest run and the index of its *last* pair: which index
+# among equal values that is depends on how libstdc++'s introsort moves equal elements. The
+# sort is ported step for step (``_libstdcxx_sort``: median-of-three pivot, unguarded
+# partition, insertion sort below 16 elements), so the index, and the gradient it receives, is
+# PyTorch's. The heapsort fallback (recursion deeper than 2 log2 n, which these pivots reach
+# only on crafted inputs) is not ported: it raises NotImplementedError rather than guess.
+
+_Mode = namedtuple("mode", ["values", "indices"])
+_Mode.__repr__ = lambda self: (
+    f"torch.return_types.mode(\nvalues={self.values!r},\nindices={self.indices!r})"
+)
+
+
+def _libstdcxx_sort(v: list) -> list:
+    """The index order ``std::sort`` leaves for values ``v`` (comparing ``v[i] < v[j]``)."""
+    a = list(range(len(v)))
+
+    def less(i, j):
+        return v[i] < v[j]
+
+    def insertion(first, last):
+        for i in range(first + 1, last):
+            x = a[i]
+            if less(x, a[first]):
+                a[first + 1 : i + 1] = a[first:i]
+                a[first] = x
+            else:
+                unguarded_insert(i)
+
+    def unguarded_insert(k):
+        x = a[k]
+        j = k - 1
+        while less(x, a[j]):
+            a[k] = a[j]
+            k = j
+            j -= 1
+        a[k] = x
+
+    def median_to_first(result, i, j, k):
+        if less(a[i], a[j]):
+            if less(a[j], a[k]):
+                a[result], a[j] = a[j], a[result]
+            elif less(a[i], a[k]):
+                a[result], a[k] = a[k], a[result]
+            else:
+                a[result], a[i] = a[i], a[result]
+        elif less(a[i], a[k]):
+            a[result], a[i] = a[i], a[result]
+        elif less(a[j], a[k]):
+            a[result], a[k] = a[k], a[result]
+        else:
+            a[result], a[j] = a[j], a[result]
+
+    def partition(first, last, pivot):
+        while True:
+            while less(a[first], a[pivot]):
+                first += 1
+            last -= 1
+            while less(a[pivot], a[last]):
+                last -= 1
+            if not first < last:
+                return first
+            a[first], a[last] = a[last], a[first]
+            first += 1
+
+    n = len(a)
+    if n > 1:
+        stack = [(0, n, 2 * (n.bit_length() - 1))]
+        while stack:  # the introsort loop: recurse right, iterate left (no recursion)
+            first, last, depth = stack.pop()
+            while last - first > 16:
+                if depth == 0:
+                    raise NotImplementedError(
+                        "mode: this input drives std::sort into its heapsort fallback, which "
+                        "autodiag does not reproduce (NOTE [Mode ties])"
+                    )
+                depth -= 1
+                mid = first + (last - first) // 2
+                median_to_first(first, first + 1, mid, last - 1)
+                cut = partition(first + 1, last, first)
+                stack.append((cut, last, depth))
+                last = cut
+        if n > 16:
+            insertion(0, 16)
+            for i in range(16, n):
+                unguarded_insert(i)
+        else:
+            insertion(0, n)
+    return a
+
+
+def _mode_rows(rows: np.ndarray):
+    vals = np.empty(rows.shape[0], rows.dtype)
+    idx = np.empty(rows.shape[0], np.int64)
+    for r, row in enumerate(rows):
+        v = row.tolist()
+        order = _libstdcxx_sort(v)
+        best = best_i = None
+        best_f = run = 0
+        n = len(order)
+        for i in range(n):
+            run += 1
+            if i == n - 1 or v[order[i]] != v[order[i + 1]]:
+                if run > best_f:
+                    best, best_i, best_f = v[order[i]], order[i], run
+                run = 0
+        vals[r], idx[r] = best, best_i
+    return vals, idx
+
+
+def _mode_backward_class():
+    from autodiag.ops.reduction import MaxBackward0
+
+    return type("ModeBackward0", (MaxBackward0,), {"__slots__": ()})
+
+
+_MODE_NODE: list = []
+
+
+@register()
+def mode(input, dim: int = -1, keepdim: bool = False):
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones) and
+    the index PyTorch reports for it (NOTE [Mode ties]).
+
+    >>> import autodiag as torch
+    >>> torch.mode(torch.tensor([3.0, 1.0, 3.0, 1.0, 2.0])).values
+    tensor(1.)
+    """
+    from autodiag.ops.stats import _along_dim, _select_result
+
+    x = _tensor("mode", input)
+    if not _MODE_NODE:
+        _MODE_NODE.append(_mode_backward_class())
+    rows, k = _along_dim(x, dim, "mode()")
+    return _select_result(x, k, keepdim, rows, _mode_rows, _MODE_NODE[0], _Mode)
