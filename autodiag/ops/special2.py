@@ -352,9 +352,7 @@ def _float_power_(self, exponent):
             "the base given to float_power_ has dtype "
             f"{self.dtype.scalar_name} but the operation's result requires dtype Double"
         )
-    from autodiag.ops.inplace import _method
-
-    return _method("pow_", _pow)(self, _to_double(exponent))
+    return self.pow_(_to_double(exponent))  # PowBackward0/1, as PyTorch's float_power_
 
 
 Tensor.float_power_ = _float_power_
@@ -925,7 +923,7 @@ def hardshrink(input, lambd: float = 0.5):
     return _record(np.asarray(out, dtype=d.dtype), HardshrinkBackward0, (x,), (x,), lambd=lambd)
 
 
-class ThresholdBackward0(Node):  # noqa: D101
+class ThresholdBackward0(Node):
     __slots__ = ("threshold",)
     _saved_names = ("self",)
     _extra_names = ("threshold",)
