@@ -1126,3 +1126,33 @@ def test_set_num_interop_threads_refuses_a_second_call():
             ad.set_num_interop_threads(3)
     finally:
         runtime_fns._threads.update(saved)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.linalg.vector_norm / norm
+# ---------------------------------------------------------------------------------------------
+
+NORMS = [
+    ("vector_norm", lambda T, x: T.linalg.vector_norm(x)),
+    ("vector_norm_1_dim", lambda T, x: T.linalg.vector_norm(x, 1, dim=1)),
+    ("vector_norm_inf_keep", lambda T, x: T.linalg.vector_norm(x, float("inf"), (0, 1), True)),
+    ("norm", lambda T, x: T.linalg.norm(x)),
+    ("norm_dim", lambda T, x: T.linalg.norm(x, dim=1)),
+    ("norm_fro", lambda T, x: T.linalg.norm(x, "fro")),
+    ("norm_vec3", lambda T, x: T.linalg.norm(x[0], 3)),
+    ("norm_1", lambda T, x: T.linalg.norm(x, 1)),
+    ("norm_inf", lambda T, x: T.linalg.norm(x, float("inf"))),
+    ("norm_m1_keep", lambda T, x: T.linalg.norm(x, -1, keepdim=True)),
+    ("norm_dims", lambda T, x: T.linalg.norm(x, dim=(0, 1))),
+]
+CASES_NORM = [Case(f"c16b-linalg_{n}", fn, (I((3, 4), "distinct"),)) for n, fn in NORMS]
+
+
+@pytest.mark.parametrize("case", CASES_NORM, ids=[c.id for c in CASES_NORM])
+def test_linalg_norms_match_torch(torch, case):
+    check_case(torch, case)
+
+
+def test_singular_value_norms_are_refused_not_guessed():
+    with pytest.raises(NotImplementedError, match="linalg.norm: ord='nuc'"):
+        ad.linalg.norm(ad.ones(2, 2), "nuc")
