@@ -1156,3 +1156,67 @@ def test_linalg_norms_match_torch(torch, case):
 def test_singular_value_norms_are_refused_not_guessed():
     with pytest.raises(NotImplementedError, match="linalg.norm: ord='nuc'"):
         ad.linalg.norm(ad.ones(2, 2), "nuc")
+
+
+# ---------------------------------------------------------------------------------------------
+# An ``import torch`` script through the CLI
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cli_runs_an_import_torch_script_using_the_new_names(tmp_path):
+    import json
+    import textwrap
+
+    from test_cli import cli
+
+    script = tmp_path / "fit.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+            torch.set_printoptions(precision=3)
+            torch.set_num_threads(1)
+
+
+            class Model:
+                def __init__(self):
+                    self.w = torch.eye(3, dtype=torch.float64).requires_grad_()
+
+                def loss(self, x):
+                    h = torch.linalg.solve(self.w + 3 * torch.eye(3, dtype=torch.float64), x)
+                    h = torch.relu_(h * 1.0).lgamma_() if False else h.relu()
+                    v, m = torch.var_mean(h, 0)
+                    q = torch.quantile(h, 0.25)
+                    return (v.sum() + m.sum() + q + torch.logdet(self.w @ self.w.T + 1.0)
+                            + torch.cdist(h.T, h.T).sum() + torch.lgamma(h.abs() + 1).sum())
+
+
+            def main():
+                m = Model()
+                x = torch.linspace(-1, 2, 12, dtype=torch.float64).reshape(3, 4)
+                for _ in range(2):
+                    loss = m.loss(x)
+                    loss.backward()
+                    with torch.no_grad():
+                        m.w -= 0.01 * m.w.grad
+                        m.w.grad.zero_()
+                print(repr(loss.detach()))
+
+
+            main()
+            """
+        )
+    )
+    r = cli("graph", str(script), "-f", "json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    names = {n["name"] for n in json.loads(r.stdout)["nodes"]}
+    want = {
+        "LinalgSolveExBackward0",
+        "VarMeanBackward0",
+        "SqueezeBackward4",
+        "LinalgSlogdetBackward0",
+        "CdistBackward0",
+        "LgammaBackward0",
+    }
+    assert want <= names, names
