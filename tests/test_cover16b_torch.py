@@ -392,6 +392,8 @@ ERRORS = [
     ),
     ("fmod_int_zero", lambda T: T.fmod(T.tensor([1]), 0), RuntimeError, "ZeroDivisionError"),
     ("positive_bool", lambda T: T.positive(T.tensor([True])), RuntimeError, "bool tensor"),
+    ("celu_alpha0", lambda T: T.celu(T.ones(2), 0.0), RuntimeError, "alpha cannot be 0 for CELU"),
+    ("selu_inplace_kw", lambda T: T.selu(T.ones(2), inplace=True), TypeError, "inplace"),
 ]
 
 

@@ -991,20 +991,18 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 @register(method=False, expr=True)
-def selu(input, inplace: bool = False):
+def selu(input):
     """``scale * elu(input, alpha)`` with SELU's constants (``EluBackward0``).
 
     >>> import autodiag as torch
     >>> torch.selu(torch.tensor([-1.0, 1.0]))
     tensor([-1.1113,  1.0507])
     """
-    if inplace:
-        return selu_(input)
     return _elu_general("selu", input, _SELU_ALPHA, _SELU_SCALE, 1.0)
 
 
 @register(method=False, expr=True)
-def celu(input, alpha: float = 1.0, inplace: bool = False):
+def celu(input, alpha: float = 1.0):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (``CeluBackward0``).
 
     >>> import autodiag as torch
@@ -1012,9 +1010,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     tensor([-0.6321,  1.0000])
     """
     if alpha == 0:
-        raise RuntimeError("ZeroDivisionError")
-    if inplace:
-        return celu_(input, alpha)
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _elu_general("celu", input, alpha, 1.0, 1.0 / alpha, CeluBackward0)
 
 
@@ -1136,7 +1132,7 @@ def selu_(input):
 
 def celu_(input, alpha: float = 1.0):
     if alpha == 0:
-        raise RuntimeError("ZeroDivisionError")
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _inplace_act(
         input, "celu_", lambda t: _elu_general("celu_", t, alpha, 1.0, 1.0 / alpha, CeluBackward1)
     )
