@@ -1222,3 +1222,16 @@ def test_cli_runs_an_import_torch_script_using_the_new_names(tmp_path):
         "LgammaBackward0",
     }
     assert want <= names, names
+
+
+def test_a_scripts_print_options_do_not_outlive_its_run(tmp_path):
+    from test_cli import cli
+
+    script = tmp_path / "p.py"
+    script.write_text(
+        "import torch\ntorch.set_printoptions(precision=1, sci_mode=True)\n"
+        "x = torch.tensor([1.0], requires_grad=True)\n(x * 2).sum().backward()\n"
+    )
+    r = cli("graph", str(script))
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert repr(ad.tensor([0.123456])) == "tensor([0.1235])"
