@@ -89,3 +89,40 @@ def test_undeclared_saved_extra_falls_back_to_lookup_by_name():
     # a class that names its keys gets properties, no hook
     assert hasattr(KBackward, "__getattr__")
     assert not hasattr(Node, "__getattr__")
+
+
+SAVES_LIKE_PYTORCH = """\
+import torch
+x = torch.randn(4, 8, requires_grad=True)
+ln = torch.nn.LayerNorm(8)
+loss = torch.nn.functional.cross_entropy(ln(x), torch.tensor([0, 1, 2, 3]))
+loss.backward()
+"""
+
+
+def test_layer_norm_mean_rstd_and_nll_total_weight_are_listed_as_pytorch(tmp_path):
+    """layer_norm's mean and rstd (``result1``/``result2``) and nll_loss's ``total_weight`` are
+    saved tensors in PyTorch: the graph lists them on both engines (they were left out here, so
+    saved totals were short of --engine torch's)."""
+    pytest.importorskip("torch")
+    import json
+
+    from cli_helpers import cli
+
+    path = tmp_path / "ln_nll.py"
+    path.write_text(SAVES_LIKE_PYTORCH)
+    saved = {}
+    for engine in ("autodiag", "torch"):
+        r = cli("graph", str(path), "-f", "json", "--engine", engine)
+        assert r.exit_code == 0, r.stdout + r.stderr
+        saved[engine] = {
+            n["name"]: sorted((s["name"], tuple(s["shape"]), s["bytes"]) for s in n["saved"])
+            for n in json.loads(r.stdout)["nodes"]
+            if n.get("saved")
+        }
+    assert saved["autodiag"] == saved["torch"]
+    assert ("total_weight", (), 4) in saved["autodiag"]["NllLossBackward0"]
+    assert ("result2", (4, 1), 16) in saved["autodiag"]["NativeLayerNormBackward0"]
+    x = ad.randn(3, 4, requires_grad=True)
+    n = ad.nn.functional.nll_loss(x.log_softmax(1), ad.tensor([0, 1, 3])).grad_fn
+    assert n._saved_total_weight.item() == 3.0 and n._saved_reduction == 1

@@ -400,7 +400,8 @@ class NllLossBackward0(Node):
     """
 
     __slots__ = ("reduction", "ignore_index", "total_weight", "coef", "safe")
-    _saved_names = ("self", "target", "weight")
+    _saved_names = ("self", "target", "weight", "total_weight")
+    _extra_names = ("ignore_index", "reduction")
 
     def backward(self, xp, g):
         # coef: -w[t] (/ total for 'mean'), zero where ignored; safe: the target with ignored
@@ -429,11 +430,7 @@ class NllLossBackward0(Node):
         return (g * wrap(onehot.astype(coef.dtype)),)
 
     def _saved_extra(self):
-        return {
-            "total_weight": wrap(np.asarray(self.total_weight)),
-            "ignore_index": self.ignore_index,
-            "reduction": self.reduction,
-        }
+        return {"ignore_index": self.ignore_index, "reduction": self.reduction}
 
 
 class NllLoss2DBackward0(NllLossBackward0):
@@ -516,7 +513,12 @@ def _nll_core(x: Tensor, target: Tensor, weight, r: int, ignore_index: int, cls)
         node.reduction, node.ignore_index, node.total_weight = r, ignore_index, total
         node.coef = -wt / total if r == 1 else -wt
         node.safe = safe
-        node._saved = (save(x), save(target), None if weight is None else save(weight))
+        node._saved = (
+            save(x),
+            save(target),
+            None if weight is None else save(weight),
+            wrap(np.asarray(total)),  # PyTorch saves the total weight too (a 0-d tensor)
+        )
         return _record(node, np.asarray(out))
     return result(np.asarray(out), None)
 
@@ -1109,8 +1111,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
             save(input),
             None if weight is None else save(weight),
             None if bias is None else save(bias),
-            mean,
-            rstd,
+            wrap(mean),  # tensors, as PyTorch's result1/result2: listed with the saved ones
+            wrap(rstd),
         )
         return _record(node, out)
     return result(out, None)
