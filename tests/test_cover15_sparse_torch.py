@@ -310,5 +310,7 @@ def test_sparse_products_show_their_line_and_saved_bytes_on_both_engines(torch, 
     for r in outs.values():
         assert r.exit_code == 0, r.stdout + r.stderr
     assert outs["autodiag"].stdout == outs["torch"].stdout
-    assert "SparseAddmmBackward0  " + str(p) + ":5" in outs["autodiag"].stdout
+    # the path as the CLI shows it (relative to the working directory when it is shorter)
+    line = next(ln for ln in outs["autodiag"].stdout.splitlines() if "SparseAddmmBackward0" in ln)
+    assert "sparse_graph.py:5" in line
     assert "saved tensors 252 B" in outs["autodiag"].stdout  # the sparse one: 48 + 12 bytes

@@ -25,8 +25,8 @@ import sys
 import numpy as np
 
 from autodiag import _device, dtypes
-from autodiag.core.graph import Node, SavedTensor, raise_freed
-from autodiag.ops._core import OPS, _state, edge, register, result, save, wrap
+from autodiag.core.graph import Node
+from autodiag.ops._core import OPS, TENSOR, _state, edge, register, result, save, wrap
 from autodiag.size import Size, wrap_dim
 from autodiag.tensor import Tensor, _new
 from autodiag.trace.events import traced
@@ -470,13 +470,6 @@ class _SparseProduct(Node):
 
     __slots__ = ()
 
-    def _sparse(self):
-        saved = self._saved
-        if saved.__class__ is not tuple:
-            raise_freed(self)
-        s = saved[0] if saved[0] is not None else saved[1]
-        return s.tensor if s.__class__ is SavedTensor else s
-
     def _keep_sizes(self, a, b) -> None:
         """The operands' sizes and strides, as PyTorch keeps them (a sparse one has none)."""
         sizes = {}
@@ -498,7 +491,8 @@ class MmBackward0(_SparseProduct):
         return self._sizes
 
     def backward(self, xp, g):
-        s = self._sparse()
+        # the sparse operand itself (TENSOR: never its dense values), version-checked
+        s = self.saved_self(TENSOR) if self.sparse_first else self.saved_mat2(TENSOR)
         if self.sparse_first:  # out = S @ D: dD = S^T @ g
             return (None, _mm(_transposed(s), g, xp))
         return (_mm(g, _transposed(s), xp), None)  # out = W @ S: dW = g @ S^T
@@ -515,7 +509,7 @@ class SparseAddmmBackward0(_SparseProduct):
         return {"alpha": 1, "beta": 0, **self._sizes}
 
     def backward(self, xp, g):
-        return (None, None, _mm(_transposed(self._sparse()), g, xp))
+        return (None, None, _mm(_transposed(self.saved_mat1(TENSOR)), g, xp))
 
 
 def _mm(a, b, xp):
