@@ -49,3 +49,44 @@ def _same(fn):
 )
 def test_unravel_index_as_pytorch(fn):
     _same(fn)
+
+
+def _raised(mod, fn):
+    """What ``fn(mod)`` gives: the exception's type name and message, or the result's shape;
+    with the warnings it gave (message, file)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            r = tuple(fn(mod).shape)
+        except Exception as e:  # noqa: BLE001 - the exception is what is compared
+            r = (type(e).__name__, str(e))
+    return r, [(str(x.message), x.filename) for x in w]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        # theta's batch is not the size's (was numpy's ValueError "cannot reshape array")
+        lambda T: T.nn.functional.affine_grid(T.zeros(2, 2, 3), [3, 3, 4, 5], align_corners=False),
+        lambda T: T.nn.functional.affine_grid(T.zeros(1, 2, 3), [3, 3, 4, 5], align_corners=False),
+        lambda T: T.affine_grid_generator(T.zeros(2, 2, 3), [3, 3, 4, 5], False),
+        # theta not N x 2 x 3 (2 x 4 was accepted: a grid of the wrong columns)
+        lambda T: T.affine_grid_generator(T.zeros(2, 2, 4), [2, 3, 4, 5], False),
+        lambda T: T.affine_grid_generator(T.zeros(2, 3, 3), [2, 3, 4, 5], False),
+        lambda T: T.affine_grid_generator(T.zeros(2, 3), [2, 3, 4, 5], False),
+        lambda T: T.affine_grid_generator(T.zeros(3), [2, 3, 4, 5], False),
+        lambda T: T.affine_grid_generator(T.zeros(2, 2, 3, 1), [2, 3, 4, 5], False),
+        # an empty batch or no channels is refused, as an empty spatial size is
+        lambda T: T.nn.functional.affine_grid(T.zeros(0, 2, 3), [0, 3, 4, 5], align_corners=False),
+        lambda T: T.nn.functional.affine_grid(
+            T.zeros(1, 2, 3), T.Size([1, 0, 4, 5]), align_corners=False
+        ),
+        # ... except with align_corners and a unit-size grid, which warns instead
+        lambda T: T.nn.functional.affine_grid(T.zeros(1, 2, 3), [1, 1, 1, 5], align_corners=True),
+        lambda T: T.nn.functional.affine_grid(T.zeros(0, 2, 3), [0, 3, 4, 1], align_corners=True),
+    ],
+)
+def test_affine_grid_errors_and_warnings_as_pytorch(fn):
+    assert _raised(autodiag, fn) == _raised(torch, fn)
