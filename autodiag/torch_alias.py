@@ -88,6 +88,7 @@ TORCH_MODULES = {
     "torch.nn.parallel": "autodiag.nn.parallel",
     "torch.hub": "autodiag.hub",
     "torch.sparse": "autodiag.sparse",
+    "torch.linalg": "autodiag.linalg",
 }
 _AUTODIAG_MODULES = {v: k for k, v in TORCH_MODULES.items()}
 

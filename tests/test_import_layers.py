@@ -57,6 +57,7 @@ LAYERS = [
             "autodiag.compat",
             "autodiag.generator",
             "autodiag.random",
+            "autodiag.linalg",
         ],
     ),
     ("autograd", ["autodiag.autograd", "autodiag.autograd.*"]),

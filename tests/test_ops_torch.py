@@ -1685,12 +1685,24 @@ def _covered() -> set:
     from test_cover15_torch import COVERED  # the ops issue 20 added, in their own file
     from test_ops16_torch import COVERED as OPS16  # ops16's, in their own file
 
-    names |= _covered_cover16a()
+    names |= _covered_cover16a() | _covered_16b() | _covered_grid()
     return names | {"floor_divide"} | COVERED | OPS16  # test_floor_divide_grad_not_implemented
 
 
 def _covered_cover16a() -> set:
     from test_cover16a_torch import COVERED  # cover16a's indexing and shape ops
+
+    return COVERED
+
+
+def _covered_16b():
+    from test_cover16b_torch import COVERED as C16B  # cover16b's, in their own file
+
+    return C16B
+
+
+def _covered_grid() -> set:
+    from test_programs16_grid_torch import COVERED  # affine_grid / grid_sample's aten names
 
     return COVERED
 

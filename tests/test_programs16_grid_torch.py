@@ -275,3 +275,37 @@ def test_the_healthy_stn_passes_every_detector_on_both_engines(tmp_path, engine)
     assert r.exit_code == 0, r.output
     assert doc["backward_calls"] == 3 and doc["optimizer_steps"] == 3
     assert [f["kind"] for f in doc["findings"] if f["severity"] == "error"] == []
+
+
+# the registered torch.* names (test_ops_torch.py's registry check reads COVERED)
+COVERED = {"affine_grid_generator", "grid_sampler"}
+
+
+def test_the_aten_level_names_match_pytorch():
+    """``torch.affine_grid_generator`` and ``torch.grid_sampler`` (what F.affine_grid and
+    F.grid_sample call): nodes, the grid and samples bit for bit, gradients to the last bit."""
+    torch = pytest.importorskip("torch")
+    th = np.array([[[0.9, 0.1, 0.05], [-0.1, 1.1, 0.0]]], dtype=np.float32)
+    x = np.arange(60, dtype=np.float32).reshape(1, 3, 4, 5)
+    seen = {}
+    for T in (torch, autodiag):
+        t = T.tensor(th, requires_grad=True)
+        g = T.affine_grid_generator(t, [1, 3, 4, 5], False)
+        xi = T.tensor(x, requires_grad=True)
+        y = T.grid_sampler(xi, g, 0, 0, False)
+        y.sum().backward()
+        seen[T.__name__] = (
+            g.grad_fn.name(),
+            y.grad_fn.name(),
+            g.detach().numpy(),
+            y.detach().numpy(),
+            t.grad.numpy(),
+            xi.grad.numpy(),
+        )
+    a, b = seen["autodiag"], seen["torch"]
+    assert a[:2] == b[:2]  # node names
+    np.testing.assert_array_equal(a[2], b[2])
+    np.testing.assert_array_equal(a[3], b[3])
+    # the gradients' sums in another order (theta's through a cancelling sum: BLAS order)
+    np.testing.assert_allclose(a[4], b[4], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(a[5], b[5], rtol=1e-6)

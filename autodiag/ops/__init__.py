@@ -10,8 +10,10 @@ from autodiag.ops import (  # noqa: F401
     grid,
     indexing2,
     inplace,
+    inplace2,
     instance_norm,
     linalg,
+    linalg2,
     losses,
     nn_ops,
     normalization,
@@ -22,17 +24,21 @@ from autodiag.ops import (  # noqa: F401
     pooling_nd,
     recurrent,
     reduction,
+    runtime_fns,
     sampling,
     selection,
     shape,
     shape2,
     sparse_coo,
+    special2,
     stats,
+    stats2,
     trig,
     unfold_windows,
 )
 from autodiag.ops._core import OPS, REGISTRY, torch_namespace
 
 inplace.make_twins()
+inplace2.make_twins_and_functions()  # the in-place forms no registration declares (issue 20)
 
 __all__ = ["OPS", "REGISTRY", "torch_namespace"]

@@ -104,9 +104,15 @@ def register(
     return deco
 
 
+# ``torch.<name>`` functions that are not ops of their own (the function forms of in-place
+# methods, ``torch.exp_(x)``; settings such as ``set_num_threads``): name -> function
+TORCH_FUNCTIONS: dict[str, object] = {}
+
+
 def torch_namespace() -> dict:
     """name -> op for every op PyTorch has as ``torch.<name>``: the ops of ``autodiag.*``."""
-    return {n: info.op for n, info in OPS.items() if info.home == "torch"}
+    ops = {n: info.op for n, info in OPS.items() if info.home == "torch"}
+    return {**TORCH_FUNCTIONS, **ops}
 
 
 def _parameter_names(fn):

@@ -25,7 +25,7 @@ import threading
 import traceback
 import types
 
-from autodiag import dtypes
+from autodiag import dtypes, printing
 from autodiag._interrupts import deferring_sigint
 from autodiag._look import module_file
 from autodiag.autograd import anomaly, engine
@@ -802,6 +802,7 @@ class _Saved:
         self.dtype = dtypes.get_default_dtype()
         self.anomaly = tuple(anomaly._state)
         self.backward_calls = engine.backward_calls[0]
+        self.print_opts = dict(printing.PRINT_OPTS)  # torch.set_printoptions in the script
 
     def restore(self) -> list[str]:
         """Put the state back; returns the files of the modules the script imported."""
@@ -826,6 +827,7 @@ class _Saved:
         grad_mode._state.set(self.grad)
         engine.backward_calls[0] = self.backward_calls
         dtypes.set_default_dtype(self.dtype)
+        printing.PRINT_OPTS.update(self.print_opts)
         if tuple(anomaly._state) != self.anomaly:  # a script left set_detect_anomaly(True) on
             anomaly.set_anomaly_enabled(*self.anomaly)
         return imported
