@@ -90,3 +90,26 @@ def _raised(mod, fn):
 )
 def test_affine_grid_errors_and_warnings_as_pytorch(fn):
     assert _raised(autodiag, fn) == _raised(torch, fn)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_ldexp_gradient_with_an_integer_exponent_is_pytorchs(dtype, create_graph):
+    # PyTorch's formula: grad * pow(2, other), an integer pow for an integer exponent: 0 where
+    # the exponent is negative or past the dtype's bits (autodiag gave 2 ** other in float)
+    exps = [1, 0, 255, 9, 8, 7, 3, 2] if dtype == "uint8" else [1, 0, -1, 70, 62, 63, 31, 7]
+    got = []
+    for T in (torch, autodiag):
+        a = T.tensor([1.5, -2.0, 3.0, 1.0, 2.0, 1.0, 1.0, 1.0], requires_grad=True)
+        out = T.ldexp(a, T.tensor(exps, dtype=getattr(T, dtype)))
+        (g,) = T.autograd.grad(out.sum(), a, create_graph=create_graph)
+        got.append((out.detach().numpy(), g.detach().numpy()))
+    np.testing.assert_array_equal(got[1][0], got[0][0])
+    np.testing.assert_array_equal(got[1][1], got[0][1])
+
+
+def test_ldexp_of_a_float_by_a_bool_exponent_is_refused_as_pytorch():
+    fn = lambda T: T.ldexp(T.tensor([1.5]), T.tensor([True]))  # noqa: E731
+    assert _raised(autodiag, fn) == _raised(torch, fn)
+    fn = lambda T: T.ldexp(T.tensor([3]), T.tensor([True]))  # noqa: E731 - an int base: 6.
+    assert _raised(autodiag, fn) == _raised(torch, fn)
