@@ -113,3 +113,41 @@ def test_ldexp_of_a_float_by_a_bool_exponent_is_refused_as_pytorch():
     assert _raised(autodiag, fn) == _raised(torch, fn)
     fn = lambda T: T.ldexp(T.tensor([3]), T.tensor([True]))  # noqa: E731 - an int base: 6.
     assert _raised(autodiag, fn) == _raised(torch, fn)
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile"])
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "midpoint", "nearest"])
+@pytest.mark.parametrize("case", ["dim", "flat", "keepdim", "q only", "0-d q"])
+def test_quantile_gradient_to_a_q_tensor_as_pytorch(name, interpolation, case):
+    # linear interpolation's weights are ranks - ranks_below with ranks = q * (n - 1):
+    # PyTorch's graph reaches q (its gradient was dropped: q.grad None, no graph when only q
+    # required grad); the other interpolations reach no q, as in PyTorch
+    nan = float("nan")
+    data = [[1.0, 2.0, 3.0, 4.0], [4.0, 3.0, nan, 10.0], [nan, nan, nan, nan], [5.0, 1, 2, 0]]
+    qs = 0.3 if case == "0-d q" else [0.0, 0.1, 0.5, 0.9, 1.0]
+    kwargs = {"interpolation": interpolation}
+    if case in ("dim", "q only"):
+        kwargs["dim"] = -1
+    elif case == "keepdim":
+        kwargs.update(dim=0, keepdim=True)
+    got = []
+    for T in (torch, autodiag):
+        x = T.tensor(data, requires_grad=case != "q only")
+        q = T.tensor(qs, requires_grad=True)
+        out = getattr(T, name)(x, q, **kwargs)
+        if not out.requires_grad:
+            got.append((out.numpy(), None, None))
+            continue
+        w = T.arange(out.numel(), dtype=T.float32).reshape(out.shape)
+        (out * w).sum().backward()
+        got.append(
+            (
+                out.detach().numpy(),
+                None if x.grad is None else x.grad.numpy(),
+                None if q.grad is None else q.grad.numpy(),
+            )
+        )
+    for want, have in zip(got[0], got[1]):
+        assert (want is None) == (have is None), got
+        if want is not None:
+            np.testing.assert_allclose(have, want, rtol=1e-6, equal_nan=True)

@@ -628,8 +628,21 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
     v = s.gather(-1, wrap(below))
     if interpolation in ("linear", "midpoint"):
         w = np.full_like(ranks, 0.5) if interpolation == "midpoint" else ranks - below
+        w = wrap(np.asarray(w, dtype=d.dtype))
+        if interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
+            # PyTorch's weights are ranks - ranks_below, with ranks = q * (n - 1) (or the
+            # count of non-NaN - 1), masked where NaN decides: a graph to q, whose gradient is
+            # (above - below) * (n - 1) (it was dropped: q.grad None)
+            q_ranks = q.reshape(-1)
+            if ignore_nan:
+                q_ranks = q_ranks * wrap(valid - t(1))
+                q_ranks = q_ranks.masked_fill(wrap(q_ranks._data < 0), 0.0)
+            else:
+                q_ranks = (q_ranks * (n - 1)).expand(*ranks.shape)
+                q_ranks = q_ranks.masked_fill(wrap(np.asarray(has_nan)), float(n - 1))
+            w = q_ranks - wrap(below)
         above = np.ceil(ranks).astype(np.int64)
-        v = v.lerp(s.gather(-1, wrap(above)), wrap(np.asarray(w, dtype=d.dtype)))
+        v = v.lerp(s.gather(-1, wrap(above)), w)
     if scalar_q:
         return _renamed(v.squeeze(-1), "SqueezeBackward4")
     v = _renamed(v.unsqueeze(0), "UnsqueezeBackward1")
