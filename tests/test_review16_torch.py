@@ -151,3 +151,75 @@ def test_quantile_gradient_to_a_q_tensor_as_pytorch(name, interpolation, case):
         assert (want is None) == (have is None), got
         if want is not None:
             np.testing.assert_allclose(have, want, rtol=1e-6, equal_nan=True)
+
+
+def _grads(T, fn, *datas):
+    """``fn``'s output and the gradients of its float leaves (or the exception backward
+    raised: its type name and message)."""
+    leaves = [T.tensor(d, requires_grad=True) for d in datas]
+    out = fn(T, *leaves)
+    w = T.arange(out.numel(), dtype=out.dtype).reshape(out.shape) + 1
+    try:
+        (out * w).sum().backward()
+    except Exception as e:  # noqa: BLE001 - the exception is what is compared
+        return out.detach().numpy(), (type(e).__name__, str(e))
+    return out.detach().numpy(), [x.grad.numpy() for x in leaves]
+
+
+def _same_grads(fn, *datas):
+    want, got = _grads(torch, fn, *datas), _grads(autodiag, fn, *datas)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    if isinstance(want[1], tuple):
+        assert got[1] == want[1]
+    else:
+        assert not isinstance(got[1], tuple), got
+        for w, g in zip(want[1], got[1]):
+            np.testing.assert_array_equal(g, w)
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "fn, datas",
+    [
+        # the gradient to self is masked where self == other (the output is other there)
+        (
+            lambda T, a, b: T.nextafter(a, b),
+            ([0.5, -1.2, 3.0, 2.0, NAN, 1.0, 0.0, -0.0], [1.0, -2, 3, 1, 1, NAN, -0.0, 0.0]),
+        ),
+        (lambda T, a, b: T.nextafter(a, b), ([[3.0, 1.0]], [[3.0], [1.0]])),
+        (lambda T, a: a.nextafter(T.tensor([3.0, 2.0])), ([3.0, 1.0],)),
+    ],
+)
+def test_nextafter_gradient_as_pytorch(fn, datas):
+    _same_grads(fn, *datas)
+
+
+def test_bincount_with_weights_that_require_grad_has_no_derivative_as_pytorch():
+    # its weights' gradient was dropped: a loss adding another term backpropagated without it
+    def fn(T, w):
+        return T.bincount(T.tensor([0, 1, 1, 3]), w).sum() + (w * w).sum()
+
+    _same_grads(fn, [0.5, 1.0, 2.0, 3.0])
+    for T in (torch, autodiag):
+        out = T.bincount(T.tensor([0, 1]), T.tensor([1.0, 2.0], requires_grad=True))
+        assert out.grad_fn.name() == "torch::autograd::NotImplemented"
+        assert len(out.grad_fn.next_functions) == 1
+        with T.no_grad():
+            assert not T.bincount(T.tensor([0]), T.tensor([1.0], requires_grad=True)).requires_grad
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda T, x: T.unique(x),
+        lambda T, x: T.unique(x, dim=0),
+        lambda T, x: T.unique_consecutive(x),
+        lambda T, x: T.autograd.grad(T.cdist(x, x + 1, p=3).sum(), x, create_graph=True)[0],
+    ],
+)
+def test_derivatives_not_implemented_raise_pytorchs_not_implemented_error(fn):
+    # NotImplementedError (a RuntimeError), not a plain RuntimeError: ``except
+    # NotImplementedError`` catches PyTorch's
+    _same_grads(fn, [[2.0, 1.0], [2.0, 1.0], [0.5, 3.0]])

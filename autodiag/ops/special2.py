@@ -266,11 +266,17 @@ def fmin(input, other):
 
 class NextafterBackward0(Node):
     __slots__ = ()
+    _saved_names = ("self", "other")
 
     def backward(self, xp, g):
-        # PyTorch 2.13 passes the gradient to self and a zero one to other
+        # PyTorch 2.13: grad.masked_fill(self == other, 0) to self (its output is other there),
+        # a zero gradient to other
+        a, b = self.saved_self(xp), self.saved_other(xp)
         needs_self, needs_other = self.needs_grad
-        return (g if needs_self else None, xp.zeros_like(g) if needs_other else None)
+        return (
+            xp.mask(a != b, g) if needs_self else None,
+            xp.zeros_like(g) if needs_other else None,
+        )
 
 
 @register(expr=True)
@@ -288,7 +294,7 @@ def nextafter(input, other):
     if ad.dtype.kind != "f":
         raise _no_kernel("nextafter_cpu", ad.dtype)
     out = np.asarray(broadcasting(np.nextafter, ad, bd))
-    return _record(out, NextafterBackward0, (a, b))
+    return _record(out, NextafterBackward0, (a, b), (a, b))
 
 
 class LdexpBackward0(Node):

@@ -362,7 +362,15 @@ def bincount(input, weights=None, minlength: int = 0):
     # PyTorch: float weights keep their dtype, others count in double
     out_dt = wd.dtype if wd.dtype.kind == "f" else np.float64
     out = np.bincount(d, weights=wd.astype(np.float64), minlength=minlength)
-    return result(out.astype(out_dt), None)
+    node = None
+    if _state.record and w.requires_grad:
+        # PyTorch has no derivative for it: a NotImplemented node whose backward raises (the
+        # weights' gradient was dropped, so a loss adding other terms backpropagated without it)
+        from autodiag.ops.pointwise import NotImplementedBackward
+
+        node = NotImplementedBackward((edge(w),))
+        node.op = "bincount"
+    return result(out.astype(out_dt), node)
 
 
 @register()
@@ -410,21 +418,21 @@ class Unique2Backward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for '_unique2' is not implemented.")
+        raise NotImplementedError("the derivative for '_unique2' is not implemented.")
 
 
 class UniqueDimBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for 'unique_dim' is not implemented.")
+        raise NotImplementedError("the derivative for 'unique_dim' is not implemented.")
 
 
 class UniqueConsecutiveBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for 'unique_consecutive' is not implemented.")
+        raise NotImplementedError("the derivative for 'unique_consecutive' is not implemented.")
 
 
 def _values(x: Tensor, out: np.ndarray, cls) -> Tensor:
@@ -718,7 +726,7 @@ class CdistBackwardBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for '_cdist_backward' is not implemented.")
+        raise NotImplementedError("the derivative for '_cdist_backward' is not implemented.")
 
 
 def _cdist_grad(g, a, b, r, p):
