@@ -223,3 +223,18 @@ def test_derivatives_not_implemented_raise_pytorchs_not_implemented_error(fn):
     # NotImplementedError (a RuntimeError), not a plain RuntimeError: ``except
     # NotImplementedError`` catches PyTorch's
     _same_grads(fn, [[2.0, 1.0], [2.0, 1.0], [0.5, 3.0]])
+
+
+@pytest.mark.parametrize("op", ["cumsum_", "cumprod_"])
+@pytest.mark.parametrize(
+    "dtype, to",
+    [("float32", "float64"), ("int64", "float32"), ("int32", "int64"), ("uint8", "bool")],
+)
+def test_cumulative_in_place_with_another_dtype_is_refused_as_pytorch(op, dtype, to):
+    # it was accepted (and computed in the tensor's dtype)
+    def fn(T):
+        return getattr(T.ones(3, dtype=getattr(T, dtype)), op)(0, dtype=getattr(T, to))
+
+    assert _raised(autodiag, fn) == _raised(torch, fn)
+    same = lambda T: getattr(T.ones(3), op)(0, dtype=T.float32)  # noqa: E731
+    assert _raised(autodiag, same) == _raised(torch, same)
