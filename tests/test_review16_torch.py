@@ -238,3 +238,40 @@ def test_cumulative_in_place_with_another_dtype_is_refused_as_pytorch(op, dtype,
     assert _raised(autodiag, fn) == _raised(torch, fn)
     same = lambda T: getattr(T.ones(3), op)(0, dtype=T.float32)  # noqa: E731
     assert _raised(autodiag, same) == _raised(torch, same)
+
+
+def _empty(T, dim):
+    return T.tensor([], dtype=T.int64).reshape((0, 5) if dim == 0 else (2, 0))
+
+
+@pytest.mark.parametrize(
+    "fn, src",
+    [
+        # an index with no element along a dim where src has one: PyTorch's engine sums the
+        # empty src gradient to src's shape (zeros); autodiag raised "invalid gradient"
+        (lambda T, a, s: a.scatter(0, _empty(T, 0), s), (1, 5)),
+        (lambda T, a, s: a.scatter(1, _empty(T, 1), s), (2, 1)),
+        (lambda T, a, s: (a * 1).scatter_(0, _empty(T, 0), s), (1, 5)),
+        (lambda T, a, s: a.scatter_add(0, _empty(T, 0), s), (1, 5)),
+        (lambda T, a, s: a.scatter(1, _empty(T, 1), s), (2, 3)),  # still refused
+        *[
+            (
+                lambda T, a, s, r=r, i=i: a.scatter_reduce(0, _empty(T, 0), s, r, include_self=i),
+                (1, 5),
+            )
+            for r in ("sum", "prod", "mean", "amax", "amin")
+            for i in (True, False)
+        ],
+        # amax/amin compare src with the gathered result: a src larger than the index
+        # broadcasts, as in PyTorch (autodiag raised a broadcast error)
+        (lambda T, a, s: a.scatter_reduce(0, T.tensor([[0, 1, 0, 1, 1]]), s, "amax"), (2, 5)),
+        (lambda T, a, s: a.scatter_reduce(0, T.tensor([[0, 1, 0, 1, 1]]), s, "amin"), (2, 5)),
+        (lambda T, a, s: a.scatter_reduce(0, T.tensor([[0, 1, 0]]), s, "amax"), (1, 5)),
+    ],
+)
+def test_scatter_src_gradient_shapes_as_pytorch(fn, src):
+    rng = np.random.RandomState(0)
+    data = rng.randn(2, 5).astype(np.float32)
+    sdata = rng.randn(*src).astype(np.float32)
+    sdata.flat[0] = data.max()  # a tie with the result (amax's src_is_result)
+    _same_grads(fn, data, sdata)
