@@ -275,3 +275,9 @@ def test_scatter_src_gradient_shapes_as_pytorch(fn, src):
     sdata = rng.randn(*src).astype(np.float32)
     sdata.flat[0] = data.max()  # a tie with the result (amax's src_is_result)
     _same_grads(fn, data, sdata)
+
+
+@pytest.mark.parametrize("size", [(2, 3), (1, 1, 3)])
+def test_sum_to_size_error_message_is_pytorchs(size):
+    fn = lambda T: T.ones(4, 3).sum_to_size(*size)  # noqa: E731
+    assert _raised(autodiag, fn) == _raised(torch, fn)

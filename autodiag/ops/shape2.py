@@ -689,10 +689,7 @@ def sum_to_size(input, *size):
     shape = input._data.shape
     ok = len(size) <= len(shape) and all(s == t or s == 1 for s, t in zip(size[::-1], shape[::-1]))
     if not ok:
-        raise RuntimeError(
-            f"size {{{', '.join(map(str, size))}}} is not expandable to size "
-            f"{{{', '.join(map(str, shape))}}}."
-        )
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
     return sum_to(input, size)
 
 
