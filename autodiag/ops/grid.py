@@ -37,6 +37,11 @@ _ALIGN_WARNING = (
     "1.3.0. Please specify align_corners=True if the old behavior is desired. See the "
     "documentation of grid_sample for details."
 )
+_UNIT_WARNING = (
+    "Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+    "align_corners=True. This is not an intended use case of affine_grid. See the "
+    "documentation of affine_grid for details."
+)
 _MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 _PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 
@@ -103,6 +108,23 @@ def affine_grid_generator(theta, size, align_corners: bool):
         )
     n, _, h, w = size
     d = theta._data
+    # PyTorch's base grid (N, H*W, 3) bmm theta^T, viewed as (N, H, W, 2): its errors
+    if d.ndim < 3:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [-{max(d.ndim, 1)}, "
+            f"{max(d.ndim, 1) - 1}], but got {1 if d.ndim < 2 else 2})"
+        )
+    if d.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if d.shape[0] != n or d.shape[2] != 3:
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{n}, 3] but got: "
+            f"[{d.shape[0]}, {d.shape[2]}]."
+        )
+    if d.shape[1] != 2:
+        raise RuntimeError(
+            f"shape '[{n}, {h}, {w}, 2]' is invalid for input of size {n * h * w * d.shape[1]}"
+        )
     base = _base_grid(h, w, align_corners, d.dtype)
     # PyTorch's bmm of (N, H*W, 3) by theta^T rounds as x * t0 + y * t1, then + t2 (no fused
     # multiply-add): that order, elementwise, is PyTorch's grid to the last bit
@@ -130,7 +152,7 @@ def affine_grid(theta, size, align_corners=None):
         align_corners = False
     if not theta.is_floating_point():
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
-    size = tuple(size)
+    given, size = size, tuple(size)
     if len(size) == 4:
         if theta.dim() != 3 or theta.shape[-2] != 2 or theta.shape[-1] != 3:
             raise ValueError(
@@ -147,8 +169,10 @@ def affine_grid(theta, size, align_corners=None):
             "affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
             f"respectively. Got size {size}."
         )
-    if min(spatial) <= 0:
-        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    if align_corners and min(spatial) == 1:
+        _warnings.warn(_UNIT_WARNING)
+    elif min(size) <= 0:  # the batch and channels too, as PyTorch
+        raise ValueError(f"Expected non-zero, positive output size. Got {given}")
     return affine_grid_generator(theta, size, align_corners)
 
 

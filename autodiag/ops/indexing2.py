@@ -918,15 +918,31 @@ def _fit(a: np.ndarray, i: np.ndarray, dim: int) -> tuple:
     return tuple(s[k] if k == dim else i.shape[k] for k in range(len(s)))
 
 
-def _check_src_grad(node, idx, src_shape) -> None:
+def _check_src_grad(node, idx, src_shape) -> bool:
     """The src gradient of the scatter family is ``grad.gather(dim, index)``: the index's
-    shape, which PyTorch's engine refuses for a src larger than the index."""
+    shape, which PyTorch's engine refuses for a src larger than the index, unless src's shape
+    expands to it: an index with no element along a dim where src has one. True then: PyTorch's
+    engine sums that empty gradient to src's shape, zeros (``_src_grad``)."""
     shape = tuple(idx.shape)
-    if shape != tuple(src_shape):
+    src_shape = tuple(src_shape)
+    if shape == src_shape:
+        return False
+    if len(shape) == len(src_shape) and all(a == b or b == 1 for a, b in zip(shape, src_shape)):
+        return True
+    if shape != src_shape:
         raise RuntimeError(
             f"Function {node.name()} returned an invalid gradient at index 1 - got "
             f"{_shape_str(shape)} but expected shape compatible with {_shape_str(src_shape)}"
         )
+
+
+def _src_grad(xp, g_src, src_shape, reduced: bool):
+    """The src gradient as PyTorch's engine passes it on: ``g_src``, or its sum to src's shape
+    (zeros: it is empty) when ``_check_src_grad`` said so."""
+    if not reduced or g_src is None:
+        return g_src
+    zeros = np.zeros(tuple(src_shape), (g_src if xp.arrays else g_src._data).dtype)
+    return zeros if xp.arrays else wrap(zeros)
 
 
 def _scatter_zero(xp, g, dim, idx):
@@ -945,11 +961,12 @@ class ScatterBackward0(Node):
     def backward(self, xp, g):
         idx = self.saved_index(xp)
         needs_self, needs_src = self.needs_grad
-        if needs_src:
-            _check_src_grad(self, idx, self.src_shape)
+        reduced = needs_src and _check_src_grad(self, idx, self.src_shape)
         return (
             _scatter_zero(xp, g, self.dim, idx) if needs_self else None,
-            _gather(xp, g, self.dim, idx) if needs_src else None,
+            _src_grad(xp, _gather(xp, g, self.dim, idx), self.src_shape, reduced)
+            if needs_src
+            else None,
         )
 
     def _saved_extra(self):
@@ -1030,11 +1047,12 @@ class ScatterAddBackward0(Node):
 
     def backward(self, xp, g):
         needs_self, needs_src = self.needs_grad
-        if needs_src:
-            _check_src_grad(self, self.saved_index(xp), self.src_shape)
+        reduced = needs_src and _check_src_grad(self, self.saved_index(xp), self.src_shape)
         return (
             g if needs_self else None,
-            _gather(xp, g, self.dim, self.saved_index(xp)) if needs_src else None,
+            _src_grad(xp, _gather(xp, g, self.dim, self.saved_index(xp)), self.src_shape, reduced)
+            if needs_src
+            else None,
         )
 
     def _saved_extra(self):
@@ -1150,10 +1168,15 @@ class ScatterReduceBackward0(Node):
         src, res = self.saved_src(xp), self.saved_result(xp)
         needs_self, needs_src = self.needs_grad
         if reduce in ("amax", "amin") and tuple(src.shape) != tuple(idx.shape):
-            # PyTorch's formula compares src with the gathered result: shapes that clash
-            raise RuntimeError(broadcast_error(tuple(src.shape), tuple(idx.shape)))
-        if needs_src:
-            _check_src_grad(self, idx, src.shape)
+            # PyTorch's formula compares src with the gathered result: shapes that clash (an
+            # empty index where src has 1 broadcasts)
+            try:
+                np.broadcast_shapes(tuple(src.shape), tuple(idx.shape))
+            except ValueError:
+                raise RuntimeError(broadcast_error(tuple(src.shape), tuple(idx.shape))) from None
+        # (amax/amin: the gradient's shape is src's broadcast with the index's, checked below)
+        minmax = reduce in ("amax", "amin")
+        reduced = needs_src and not minmax and _check_src_grad(self, idx, src.shape)
         gs = gsrc = None
         if reduce == "sum":
             gs, gsrc = g, _gather(xp, g, dim, idx)
@@ -1193,9 +1216,11 @@ class ScatterReduceBackward0(Node):
             distributed = g / n
             gs = self_is_result * distributed
             gsrc = src_is_result * _gather(xp, distributed, dim, idx)
+            reduced = needs_src and _check_src_grad(self, gsrc, src.shape)
         if not include_self and needs_self:
             gs = _scatter_zero(xp, gs, dim, idx)
-        return (gs if needs_self else None, gsrc if needs_src else None)
+        gsrc = _src_grad(xp, gsrc, src.shape, reduced) if needs_src else None
+        return (gs if needs_self else None, gsrc)
 
     def _saved_extra(self):
         return {"dim": self.dim, "reduce": self.reduce, "include_self": self.include_self}

@@ -14,6 +14,8 @@ node names, version counters and leaf/view errors come with it. Two families nee
 
 from __future__ import annotations
 
+import numpy as np
+
 from autodiag.core.graph import Node
 from autodiag.ops import inplace as _inplace
 from autodiag.ops._core import OPS, TORCH_FUNCTIONS, _state, edge, result
@@ -119,10 +121,47 @@ def _floor_divide(t, other):
 _floor_divide.__name__ = "floor_divide"
 
 
+# C++ names of the dtypes, as PyTorch's "Bad in-place call" message spells them
+_CPP_NAMES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "c10::Half",
+    "int64": "long int",
+    "int32": "int",
+    "int16": "short int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "bool": "bool",
+}
+
+
+def _same_dtype_twin(name: str):
+    """``cumsum``/``cumprod`` with ``dtype=``: in place, PyTorch requires the tensor's dtype
+    (``x.cumsum_(0, dtype=torch.float64)`` on float32 raises; it computed in float32)."""
+    op = getattr(OPS[name].op, "__wrapped__", OPS[name].op)
+
+    def compute(t, *args, dtype=None, **kwargs):
+        if dtype is not None:
+            want = np.dtype(getattr(dtype, "np", dtype))
+            have = t._data.dtype
+            if want != have:
+                raise RuntimeError(
+                    f"Bad in-place call: input tensor dtype {_CPP_NAMES.get(have.name, have.name)}"
+                    f" and output tensor dtype {_CPP_NAMES.get(want.name, want.name)} should match"
+                )
+        return op(t, *args, dtype=dtype, **kwargs)
+
+    compute.__name__ = name
+    return compute
+
+
 def make_twins_and_functions() -> None:
     """The twins above, then ``autodiag.<name>_`` for PyTorch's function forms; run once every
     op is registered (after ``inplace.make_twins``)."""
     for name in _TWINS:
+        if name in ("cumsum", "cumprod"):
+            _inplace._method(name + "_", _same_dtype_twin(name))
+            continue
         _inplace._method(name + "_", OPS[name].op)
     for name, canon in _COMPARISONS.items():
         _inplace._method(name + "_", _comparison_twin(name, canon))

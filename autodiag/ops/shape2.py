@@ -689,10 +689,7 @@ def sum_to_size(input, *size):
     shape = input._data.shape
     ok = len(size) <= len(shape) and all(s == t or s == 1 for s, t in zip(size[::-1], shape[::-1]))
     if not ok:
-        raise RuntimeError(
-            f"size {{{', '.join(map(str, size))}}} is not expandable to size "
-            f"{{{', '.join(map(str, shape))}}}."
-        )
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(shape)}}}.")
     return sum_to(input, size)
 
 
@@ -747,19 +744,36 @@ def unravel_index(indices, shape):
     >>> torch.unravel_index(torch.tensor([5, 7]), (3, 4))
     (tensor([1, 1]), tensor([1, 3]))
     """
-    ix = indices._data if isinstance(indices, Tensor) else np.asarray(indices)
+    if not isinstance(indices, Tensor):  # PyTorch reads indices.is_complex() first
+        raise AttributeError(f"'{type(indices).__name__}' object has no attribute 'is_complex'")
+    ix = indices._data
     if ix.dtype.kind not in "iu" or ix.dtype == np.bool_:
         raise TypeError(f"expected 'indices' to be integer dtype, but got {wrap(ix).dtype}")
-    shape = (int(shape),) if isinstance(shape, (numbers.Integral, np.integer)) else tuple(shape)
+    if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    elif isinstance(shape, (list, tuple)):
+        for s in shape:
+            if not isinstance(s, (numbers.Integral, np.integer)):
+                raise TypeError(
+                    f"expected 'shape' sequence to only contain ints, but got {type(s)}"
+                )
+        shape = tuple(int(s) for s in shape)
+    else:
+        raise TypeError(f"expected 'shape' to be int or sequence of ints, but got {type(shape)}")
     if any(s < 0 for s in shape):
-        raise RuntimeError("'shape' cannot have negative values, but got " + str(tuple(shape)))
-    total = math.prod(shape)
-    if ix.size and (ix.min() < -total or ix.max() >= total):
-        raise RuntimeError(f"'indices' must be in range [-{total}, {total}-1]")
-    ix = np.where(ix < 0, ix + total, ix).astype(np.int64)
+        raise ValueError("'shape' cannot have negative values, but got " + str(tuple(shape)))
     if not shape:
         return ()
-    return tuple(wrap(np.array(c, dtype=np.int64)) for c in np.unravel_index(ix, shape))
+    if ix.size and 0 in shape:
+        raise RuntimeError("ZeroDivisionError")
+    # NOTE: as PyTorch's _unravel_index, floor division by the strides then modulo each size:
+    # no range check, an index out of range wraps (8 in (2, 4) is (0, 0); -1 is the last)
+    ix = ix.astype(np.int64)
+    out, stride = [], 1
+    for size in reversed(shape):
+        out.append(np.floor_divide(ix, stride) % size if ix.size else ix.copy())
+        stride *= size
+    return tuple(wrap(np.asarray(c, dtype=np.int64)) for c in reversed(out))
 
 
 def _as_array(x):

@@ -27,6 +27,7 @@ from autodiag.ops._core import (
     save,
     save_output,
     set_broadcast_meta,
+    wrap,
 )
 from autodiag.ops.attention import EluBackward0, EluBackward1
 from autodiag.ops.pointwise import (
@@ -265,11 +266,17 @@ def fmin(input, other):
 
 class NextafterBackward0(Node):
     __slots__ = ()
+    _saved_names = ("self", "other")
 
     def backward(self, xp, g):
-        # PyTorch 2.13 passes the gradient to self and a zero one to other
+        # PyTorch 2.13: grad.masked_fill(self == other, 0) to self (its output is other there),
+        # a zero gradient to other
+        a, b = self.saved_self(xp), self.saved_other(xp)
         needs_self, needs_other = self.needs_grad
-        return (g if needs_self else None, xp.zeros_like(g) if needs_other else None)
+        return (
+            xp.mask(a != b, g) if needs_self else None,
+            xp.zeros_like(g) if needs_other else None,
+        )
 
 
 @register(expr=True)
@@ -287,7 +294,7 @@ def nextafter(input, other):
     if ad.dtype.kind != "f":
         raise _no_kernel("nextafter_cpu", ad.dtype)
     out = np.asarray(broadcasting(np.nextafter, ad, bd))
-    return _record(out, NextafterBackward0, (a, b))
+    return _record(out, NextafterBackward0, (a, b), (a, b))
 
 
 class LdexpBackward0(Node):
@@ -296,12 +303,31 @@ class LdexpBackward0(Node):
 
     def backward(self, xp, g):
         a, b = self.saved_self(xp), self.saved_other(xp)
-        p = np.exp2(b) if xp.arrays else 2.0**b
+        bd = b if xp.arrays else b._data
+        if bd.dtype.kind in "iub":
+            # PyTorch's formula is grad * pow(2, other): an integer pow for an integer
+            # exponent (0 for a negative one, wrapping past the dtype's bits), so its gradient
+            # is 0 where the value was divided by a power of 2
+            p = _int_pow2(bd)
+            p = p if xp.arrays else wrap(p)
+        else:
+            p = np.exp2(b) if xp.arrays else 2.0**b
         needs_self, needs_other = self.needs_grad
         return (
             g * p if needs_self else None,
             g * a * p * math.log(2) if needs_other else None,
         )
+
+
+def _int_pow2(e: np.ndarray) -> np.ndarray:
+    """``2 ** e`` in the integer dtype of ``e`` as PyTorch's integer pow computes it: 0 for a
+    negative exponent, the product wrapping (to 0, or the dtype's minimum) past its bits."""
+    bits = 1 if e.dtype == np.bool_ else e.dtype.itemsize * 8
+    ee = e.astype(np.int64)
+    shifted = np.left_shift(np.int64(1), np.clip(ee, 0, 62)).astype(np.uint64)
+    shifted = np.where(ee == 63, np.uint64(1) << np.uint64(63), shifted)
+    out = np.where((ee < 0) | (ee >= bits), np.uint64(0), shifted)
+    return out.astype(e.dtype if e.dtype != np.bool_ else np.int64)
 
 
 @register(expr=True)
@@ -314,6 +340,8 @@ def ldexp(input, other):
     """
     a = _tensor_arg("ldexp", input)
     b = _tensor_arg("ldexp", other, 2, "other")
+    if b._data.dtype == np.bool_ and a._data.dtype.kind == "f":  # PyTorch's ldexp kernel
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
     ad, bd = _operands(a, b, true_divide=True)
     with np.errstate(all="ignore"):
         out = np.asarray(broadcasting(lambda x, y: x * np.exp2(y), ad, bd))

@@ -362,7 +362,15 @@ def bincount(input, weights=None, minlength: int = 0):
     # PyTorch: float weights keep their dtype, others count in double
     out_dt = wd.dtype if wd.dtype.kind == "f" else np.float64
     out = np.bincount(d, weights=wd.astype(np.float64), minlength=minlength)
-    return result(out.astype(out_dt), None)
+    node = None
+    if _state.record and w.requires_grad:
+        # PyTorch has no derivative for it: a NotImplemented node whose backward raises (the
+        # weights' gradient was dropped, so a loss adding other terms backpropagated without it)
+        from autodiag.ops.pointwise import NotImplementedBackward
+
+        node = NotImplementedBackward((edge(w),))
+        node.op = "bincount"
+    return result(out.astype(out_dt), node)
 
 
 @register()
@@ -410,21 +418,21 @@ class Unique2Backward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for '_unique2' is not implemented.")
+        raise NotImplementedError("the derivative for '_unique2' is not implemented.")
 
 
 class UniqueDimBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for 'unique_dim' is not implemented.")
+        raise NotImplementedError("the derivative for 'unique_dim' is not implemented.")
 
 
 class UniqueConsecutiveBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for 'unique_consecutive' is not implemented.")
+        raise NotImplementedError("the derivative for 'unique_consecutive' is not implemented.")
 
 
 def _values(x: Tensor, out: np.ndarray, cls) -> Tensor:
@@ -628,8 +636,21 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
     v = s.gather(-1, wrap(below))
     if interpolation in ("linear", "midpoint"):
         w = np.full_like(ranks, 0.5) if interpolation == "midpoint" else ranks - below
+        w = wrap(np.asarray(w, dtype=d.dtype))
+        if interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
+            # PyTorch's weights are ranks - ranks_below, with ranks = q * (n - 1) (or the
+            # count of non-NaN - 1), masked where NaN decides: a graph to q, whose gradient is
+            # (above - below) * (n - 1) (it was dropped: q.grad None)
+            q_ranks = q.reshape(-1)
+            if ignore_nan:
+                q_ranks = q_ranks * wrap(valid - t(1))
+                q_ranks = q_ranks.masked_fill(wrap(q_ranks._data < 0), 0.0)
+            else:
+                q_ranks = (q_ranks * (n - 1)).expand(*ranks.shape)
+                q_ranks = q_ranks.masked_fill(wrap(np.asarray(has_nan)), float(n - 1))
+            w = q_ranks - wrap(below)
         above = np.ceil(ranks).astype(np.int64)
-        v = v.lerp(s.gather(-1, wrap(above)), wrap(np.asarray(w, dtype=d.dtype)))
+        v = v.lerp(s.gather(-1, wrap(above)), w)
     if scalar_q:
         return _renamed(v.squeeze(-1), "SqueezeBackward4")
     v = _renamed(v.unsqueeze(0), "UnsqueezeBackward1")
@@ -705,7 +726,7 @@ class CdistBackwardBackward0(Node):
     __slots__ = ()
 
     def backward(self, xp, g):
-        raise RuntimeError("the derivative for '_cdist_backward' is not implemented.")
+        raise NotImplementedError("the derivative for '_cdist_backward' is not implemented.")
 
 
 def _cdist_grad(g, a, b, r, p):

@@ -238,8 +238,29 @@ def _count_fork() -> None:
     _FORKS[0] += 1
 
 
+# NOTE [Forked children]: a process the script forks while it runs (a multiprocessing or
+# DataLoader worker, ``os.fork()``) inherits the run's tracers. Its work is not in the report
+# (only the process that started the run reports), so it runs as under plain Python: no tracer
+# is told of its ops. Left installed, they changed what the child did: the anomaly analysis
+# stopped a worker at its first NaN (StopRun), so the worker never put its result on its queue
+# and the script waited for it until --timeout. The engines add what else to quiet
+# (``events.QUIET_IN_CHILD``: --engine torch's function modes).
+_RUNNING = [False]  # a script is running (between run_script's start and end)
+
+
+def _quiet_child() -> None:
+    if not _RUNNING[0]:
+        return
+    from autodiag.trace import events
+
+    del events.TRACERS[:]
+    events._rebuild()
+    for quiet in events.QUIET_IN_CHILD:
+        quiet()
+
+
 if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_parent=_count_fork)
+    os.register_at_fork(after_in_parent=_count_fork, after_in_child=_quiet_child)
 _RUN_THREAD = [0]  # the thread that runs it (the main thread; a big-stack one on --engine torch)
 
 
@@ -342,7 +363,11 @@ def run_script(
                 _thread_errors(on) as threads,
                 deferring_sigint(),
             ):
-                _exec(code, module.__dict__)
+                _RUNNING[0] = True
+                try:
+                    _exec(code, module.__dict__)
+                finally:
+                    _RUNNING[0] = False
                 if run is not None:  # which array libraries it ran with, as it saw them
                     run.libraries = _libraries()
         except BaseException as e:

@@ -93,6 +93,9 @@ MODULE_CALLS = [None]
 # (engines/torch/hooks.py, while its global step hooks are installed): with one, every step
 # running is counted (autodiag's optimizers always count theirs).
 FOREIGN_STEPS_COUNTED = [0]
+# What an engine quiets in a process the script forks while it runs, beside ``TRACERS`` (NOTE
+# [Forked children] in target/script.py): callables, run in the child.
+QUIET_IN_CHILD: list = []
 
 
 def module_calls() -> list:

@@ -467,11 +467,25 @@ class Observer:
 # the mode's frames out of it, and the CLI's runner frames (``_without_own_frames``).
 
 
+# the modes made (an Observer's, per thread of the run): in a process the script forks, each
+# calls ops as its own calls, reported to no one (NOTE [Forked children] in target/script.py)
+_MODES: weakref.WeakSet = weakref.WeakSet()
+
+
+def _quiet_in_child() -> None:
+    for mode in list(_MODES):
+        mode.own = True
+
+
+events.QUIET_IN_CHILD.append(_quiet_in_child)
+
+
 class _Mode(TorchFunctionMode):
     def __init__(self, observer: Observer):
         super().__init__()
         self.observer = observer
         self.own = False  # autodiag's own calls in progress (NOTE [Autodiag's own calls])
+        _MODES.add(self)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
