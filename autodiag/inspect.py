@@ -325,24 +325,25 @@ def _saved_tuples(node, saved: tuple, values: bool) -> list:
             out.append(t + (d,) if values else t)
             continue
         if c is SavedTensor:
-            if s.unpack_hook is not None:
-                src = s.packed
-                data = src._data if isinstance(src, Tensor) else None
-            else:
-                src = s.tensor
-                data = src._data if src is not None else s.data
+            src = s.packed if s.unpack_hook is not None else s.tensor
             version, current = s.version, s.vc[0]
         elif isinstance(s, Tensor):
-            src, data, version, current = s, s._data, 0, (s._vc[0] if s._vc else 0)
+            src, version, current = s, 0, (s._vc[0] if s._vc else 0)
         else:
             continue  # a constant kept with the tensors
         name = names[k] if k < len(names) else f"saved_{k}"
-        if data is not None and getattr(src, "is_sparse", False):
-            # a sparse operand's bytes are its indices' and values' (as on --engine torch)
-            nbytes = src._sp_indices.nbytes + src._sp_values.nbytes
-            t = (name, data.shape, name_of_dtype(data.dtype), nbytes, version, current)
-            out.append(t + (data,) if values else t)
+        if getattr(src, "is_sparse", False):
+            # a sparse operand: its size, its values' dtype, and as bytes its indices' and
+            # values' (as on --engine torch); densified only when its values are asked for
+            vals = src._sp_values
+            nbytes = src._sp_indices.nbytes + vals.nbytes
+            t = (name, tuple(src._sp_size), name_of_dtype(vals.dtype), nbytes, version, current)
+            out.append(t + (src._data,) if values else t)
             continue
+        if c is SavedTensor and s.unpack_hook is None and src is None:
+            data = s.data  # an output, kept as its array
+        else:
+            data = src._data if isinstance(src, Tensor) else None
         if data is None:
             out.append((name, None, None, 0, version, current))
         else:

@@ -314,3 +314,24 @@ def test_sparse_products_show_their_line_and_saved_bytes_on_both_engines(torch, 
     line = next(ln for ln in outs["autodiag"].stdout.splitlines() if "SparseAddmmBackward0" in ln)
     assert "sparse_graph.py:5" in line
     assert "saved tensors 252 B" in outs["autodiag"].stdout  # the sparse one: 48 + 12 bytes
+
+
+def test_listing_a_saved_sparse_operand_does_not_densify_it(monkeypatch):
+    """The graph's saved-tensor list reads a sparse operand's size and dtype, not a dense copy
+    (a 1,600 x 1,600 adjacency is ~10 MB per read); values only when asked for."""
+    from autodiag import inspect
+    from autodiag.ops import sparse_coo
+
+    s = ad.tensor(A).to_sparse()
+    node = (s @ ad.ones(3, 2, dtype=ad.float64, requires_grad=True)).grad_fn
+    real = sparse_coo._to_dense_array
+
+    def refuse(t):
+        raise AssertionError("densified")
+
+    monkeypatch.setattr(sparse_coo, "_to_dense_array", refuse)
+    (entry,) = inspect.saved_entries(node)
+    assert (entry.name, entry.shape, entry.dtype, entry.nbytes) == ("self", (4, 3), "float64", 120)
+    monkeypatch.setattr(sparse_coo, "_to_dense_array", real)
+    (entry,) = inspect.saved_entries(node, values=True)
+    np.testing.assert_array_equal(entry.value, A)
