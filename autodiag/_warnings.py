@@ -22,6 +22,19 @@ import warnings
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+# the keys ``warn_once`` has warned under, this process (PyTorch's TORCH_WARN_ONCE)
+WARNED: set = set()
+
+
+def warn_once(key: str, message: str, category: type[Warning] = UserWarning) -> None:
+    """``warn``, the first time only in this process for ``key`` (PyTorch's TORCH_WARN_ONCE:
+    whatever the call site, and whatever Python's warning filters would repeat)."""
+    if key in WARNED:
+        return
+    WARNED.add(key)
+    warn(message, category)
+
+
 def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` at the first frame outside autodiag (the user's call)."""
     level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller of warn

@@ -447,9 +447,9 @@ def test_error_matches_torch(torch, fn, exc, phrase):
 
 def test_cross_without_dim_warns(monkeypatch):
     # PyTorch's text (a TORCH_WARN_ONCE: the flag is reset, other tests may have warned)
-    from autodiag.ops import diag
+    from autodiag import _warnings
 
-    monkeypatch.setattr(diag, "_cross_warned", [False])
+    monkeypatch.setattr(_warnings, "WARNED", set())
     with pytest.warns(UserWarning, match="without specifying the dim arg is deprecated"):
         ad.cross(ad.ones(3), ad.ones(3))
 

@@ -383,9 +383,9 @@ def test_word_language_model_shaped_script_gives_torch_losses(tmp_path):
 
 
 def test_deprecated_alpha_first_add_and_sub_overloads_match_torch(monkeypatch):
-    from autodiag.ops import pointwise
+    from autodiag import _warnings
 
-    monkeypatch.setattr(pointwise, "_alpha_first_warned", [False])
+    monkeypatch.setattr(_warnings, "WARNED", set())
     res = []
     for T in (ad, torch):
         a = T.tensor([1.0, 2.0])
@@ -417,7 +417,7 @@ def test_onnx_is_importable_and_export_is_refused():
 def test_deprecated_alpha_first_warning_names_the_method_once_per_process(monkeypatch):
     # PyTorch warns once per process (TORCH_WARN_ONCE), naming the overload first used: each
     # engine in a fresh state (torch in its own process)
-    from autodiag.ops import pointwise
+    from autodiag import _warnings
 
     calls = "x = T.ones(2); x.{}(2, T.ones(2)); x.add(2, T.ones(2)); x.sub_(2, T.ones(2))"
     for name in ("add_", "sub_"):
@@ -426,7 +426,7 @@ def test_deprecated_alpha_first_warning_names_the_method_once_per_process(monkey
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
         )
         said = [line for line in p.stderr.splitlines() if "This overload" in line]
-        monkeypatch.setattr(pointwise, "_alpha_first_warned", [False])
+        monkeypatch.setattr(_warnings, "WARNED", set())
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             exec(calls.format(name), {"T": ad})

@@ -15,9 +15,9 @@ def _caught(fn):
 
 
 def test_deprecated_add_overload_warns_at_the_callers_line(monkeypatch):
-    from autodiag.ops import pointwise
+    from autodiag import _warnings
 
-    monkeypatch.setattr(pointwise, "_alpha_first_warned", [False])
+    monkeypatch.setattr(_warnings, "WARNED", set())
     p = torch.ones(3)
     w = _caught(lambda: p.add_(-0.1, torch.ones(3)))
     assert len(w) == 1 and "This overload of add_ is deprecated" in str(w[0].message)

@@ -199,10 +199,6 @@ def _cross_array(a, b, dim: int):
     return np.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), axis=dim)
 
 
-# PyTorch warns about cross without dim once per process (TORCH_WARN_ONCE)
-_cross_warned = [False]
-
-
 @register()
 def cross(input, other, dim=None):
     """The cross product of 3-vectors along ``dim`` (by default, the first dim of size 3).
@@ -224,13 +220,12 @@ def cross(input, other, dim=None):
     check_broadcast(a._data.shape, b._data.shape)
     nd = a.ndim
     if dim is None:
-        if not _cross_warned[0]:  # PyTorch: TORCH_WARN_ONCE, the process's first call only
-            _cross_warned[0] = True
-            _warnings.warn(
-                "Using torch.cross without specifying the dim arg is deprecated.\nPlease "
-                "either pass the dim explicitly or simply use torch.linalg.cross.\nThe default "
-                "value of dim will change to agree with that of linalg.cross in a future release."
-            )
+        _warnings.warn_once(
+            "cross without dim",
+            "Using torch.cross without specifying the dim arg is deprecated.\nPlease "
+            "either pass the dim explicitly or simply use torch.linalg.cross.\nThe default "
+            "value of dim will change to agree with that of linalg.cross in a future release.",
+        )
         shape = np.broadcast_shapes(a._data.shape, b._data.shape)
         dims = [i for i, s in enumerate(shape) if s == 3]
         if not dims:

@@ -986,7 +986,6 @@ class ScatterBackward1(Node):
         return {"dim": self.dim}
 
 
-_warned: list = []
 _SCATTER_REDUCE_WARNING = (
     "The reduce argument of torch.scatter with Tensor src is deprecated and will be removed in "
     "a future PyTorch release. Use torch.scatter_reduce instead for more reduction options."
@@ -1013,9 +1012,8 @@ def scatter(input, dim: int, index, src=None, value=None, *, reduce=None):
     if reduce is not None and reduce not in ("add", "multiply"):
         raise RuntimeError("reduce argument must be either add or multiply.")
     if isinstance(src, Tensor):
-        if reduce is not None and not _warned:
-            _warned.append(True)  # PyTorch's TORCH_WARN_ONCE: once per process
-            _warnings.warn(_SCATTER_REDUCE_WARNING)
+        if reduce is not None:
+            _warnings.warn_once("scatter reduce", _SCATTER_REDUCE_WARNING)
         dim, ix, sd = _scatter_checks(d, dim, index, src)
         out = _scatter_array(d, dim, ix, sd, reduce)
         edges = (x, src)

@@ -1254,8 +1254,6 @@ _add = binary_op("add", np.add, AddBackward0, 0, 0)
 # the ops that have PyTorch's deprecated ``(Number alpha, Tensor other)`` overload (not their
 # aliases: ``subtract(input, 2, other)`` is a TypeError in PyTorch)
 ALPHA_FIRST = ("add", "sub")
-# PyTorch warns about that overload once per process (TORCH_WARN_ONCE), whichever op it was
-_alpha_first_warned = [False]
 
 
 def deprecated_alpha_first(name: str, alpha, rest: tuple):
@@ -1271,13 +1269,12 @@ def deprecated_alpha_first(name: str, alpha, rest: tuple):
             f"Number alpha) or the deprecated (Number alpha, Tensor other), got "
             f"{1 + len(rest)} positional arguments after input"
         )
-    if _alpha_first_warned[0]:
-        return rest[0], alpha
-    _alpha_first_warned[0] = True
-    _warnings.warn(
+    # once per process, whichever op it was (TORCH_WARN_ONCE)
+    _warnings.warn_once(
+        "alpha first",
         f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)\n"
         f"Consider using one of the following signatures instead:\n\t{name}(Tensor other, *, "
-        "Number alpha = 1)"
+        "Number alpha = 1)",
     )
     return rest[0], alpha
 

@@ -1286,7 +1286,8 @@ def _caster(dt):
     return cast
 
 
-for _n, _dt in (
+# ``x.float()``, ...: the dtype casts, by method name (a sparse tensor has them too)
+CASTS = (
     ("float", dtypes.float32),
     ("double", dtypes.float64),
     ("half", dtypes.float16),
@@ -1294,7 +1295,8 @@ for _n, _dt in (
     ("int", dtypes.int32),
     ("bool", dtypes.bool),
     ("short", dtypes.int16),
-):
+)
+for _n, _dt in CASTS:
     setattr(Tensor, _n, _caster(_dt))
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from autodiag import _device, dtypes
 from autodiag.core.graph import Node
 from autodiag.ops._core import OPS, TENSOR, _state, edge, register, result, save, wrap
+from autodiag.ops.shape import CASTS
 from autodiag.size import Size, wrap_dim
 from autodiag.tensor import Tensor, _new
 from autodiag.trace.events import traced
@@ -253,28 +254,6 @@ class SparseCOO(Tensor):
                 raise RuntimeError(f"autodiag runs on the CPU only, not {a}")
         return out
 
-    # ``float()``, ``double()``, ...: ``to(dtype)``, a sparse tensor of the values cast
-    def float(self, memory_format=None) -> SparseCOO:
-        return self.to(dtypes.float32)
-
-    def double(self, memory_format=None) -> SparseCOO:
-        return self.to(dtypes.float64)
-
-    def half(self, memory_format=None) -> SparseCOO:
-        return self.to(dtypes.float16)
-
-    def long(self, memory_format=None) -> SparseCOO:
-        return self.to(dtypes.int64)
-
-    def int(self, memory_format=None) -> SparseCOO:
-        return self.to(dtypes.int32)
-
-    def short(self, memory_format=None) -> SparseCOO:
-        return self.to(dtypes.int16)
-
-    def bool(self, memory_format=None) -> SparseCOO:
-        return self.to(dtypes.bool)
-
     def cpu(self) -> SparseCOO:
         return self
 
@@ -332,6 +311,17 @@ class SparseCOO(Tensor):
 
     def __reduce_ex__(self, protocol):
         raise sparse_refusal("pickling (torch.save)")
+
+
+def _sparse_caster(dt):
+    def cast(self, memory_format=None) -> SparseCOO:
+        return self.to(dt)  # a sparse tensor of the values cast
+
+    return cast
+
+
+for _n, _dt in CASTS:  # ``float()``, ``double()``, ...: Tensor's dtype casts, as ``to(dtype)``
+    setattr(SparseCOO, _n, _sparse_caster(_dt))
 
 
 def _sparse(indices: np.ndarray, values: np.ndarray, size: tuple, coalesced: bool) -> SparseCOO:

@@ -92,10 +92,6 @@ def _pair(x: Tensor, first: Tensor, second: Tensor, cls, attrs: dict):
     return r0, r1
 
 
-def _dim_args(dim):
-    return {} if dim is None else {"dim": dim}
-
-
 @register(method=False)
 def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var(input, ...), mean(input, ...))`` as one node (``VarMeanBackward0``).
